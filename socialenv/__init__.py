@@ -1,0 +1,30 @@
+"""PolicySim: a Gymnasium sandbox for learning a social platform's intervention policy.
+
+    import gymnasium as gym, socialenv
+    env = gym.make("PolicySim-Rec-v0")        # 1,000 surrogate users, CPU
+    env = gym.make("PolicySim-Exposure-v0")
+"""
+
+from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
+from socialenv.envs import ExposureEnv, PolicySimEnv, RecEnv, load_env
+from socialenv.registration import ENV_IDS, register_envs
+from socialenv.scenario import Scenario
+from socialenv.scenarios import make_scenario
+
+register_envs()
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ENV_IDS",
+    "ContextConfig",
+    "EnvConfig",
+    "ExposureEnv",
+    "PolicySimEnv",
+    "RecEnv",
+    "RecommenderConfig",
+    "RewardConfig",
+    "Scenario",
+    "load_env",
+    "make_scenario",
+]

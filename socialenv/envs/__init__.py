@@ -1,0 +1,7 @@
+"""The Gymnasium environments (one per file)."""
+
+from socialenv.envs.base import PolicySimEnv, load_env
+from socialenv.envs.exposure import ExposureEnv
+from socialenv.envs.rec import RecEnv
+
+__all__ = ["ExposureEnv", "PolicySimEnv", "RecEnv", "load_env"]

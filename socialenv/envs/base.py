@@ -1,0 +1,263 @@
+"""Shared machinery of the PolicySim envs: config, simulation, observation, save/load."""
+
+from __future__ import annotations
+
+import pickle
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from agent_models.factory import make_brain
+from socialenv.config import EnvConfig
+from socialenv.simulation import RoundResult, Simulation, Stream
+
+SAVE_FORMAT_VERSION = 1
+
+
+def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Index in ``values`` (distinct) of each entry of ``items`` (a subset of ``values``)."""
+    order = np.argsort(values)
+    return order[np.searchsorted(values, items, sorter=order)]
+
+
+class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
+    """Base class: one step = one platform round; subclasses define arms, contexts, rewards."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    #: Number of scalar features appended to each arm's context.
+    num_arm_features: int
+
+    def __init__(self, render_mode: str | None = None, seed: int | None = None,
+                 recommender: Any = None, exposure_control: Any = None, **kwargs: Any) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None"
+            )
+        self.render_mode = render_mode
+        kwargs = {**self.default_kwargs(), **kwargs}
+        self.config = EnvConfig.from_kwargs(**kwargs)
+        self.brain = make_brain(self.config.users, llm=self.config.llm, surrogate=self.config.surrogate)
+        self.sim = Simulation(self.config, self.brain, recommender, exposure_control)
+        self._default_seed = seed
+        self._latent_dim = self._probe_latent_dim()
+        self.num_arms = self._num_arms()
+        self.context_dim = 2 * self._latent_dim + self.num_arm_features + self._extra_context_dim()
+        obs_spaces: dict[str, spaces.Space] = {
+            "arms": spaces.Box(-np.inf, np.inf, (self.num_arms, self.context_dim), np.float32),
+            "action_mask": spaces.MultiBinary(self.num_arms),
+        }
+        n = self._num_users()
+        if self.config.observe_users:
+            obs_spaces["user_context"] = spaces.Box(-np.inf, np.inf, (n, 2 * self._latent_dim), np.float32)
+            obs_spaces["stance"] = spaces.Box(-1.0, 1.0, (n,), np.float32)
+        if self.config.graph_observation:
+            obs_spaces["graph"] = spaces.Graph(
+                node_space=spaces.Box(-np.inf, np.inf, (2 * self._latent_dim,), np.float32),
+                edge_space=None,
+            )
+        self.observation_space = spaces.Dict(obs_spaces)
+        #: Action value meaning "leave this slot empty"; a slate of only this is no intervention.
+        self.no_op = self.num_arms
+        self.action_space = spaces.MultiDiscrete(np.full(self.config.budget, self.num_arms + 1, np.int64))
+        self._arms: dict[str, np.ndarray] | None = None
+        self._last_result: RoundResult | None = None
+
+    # ------------------------------------------------------------------ subclass interface
+    @classmethod
+    def default_kwargs(cls) -> dict[str, Any]:
+        return {}
+
+    @abstractmethod
+    def _num_arms(self) -> int: ...
+
+    def _extra_context_dim(self) -> int:
+        return 0
+
+    @abstractmethod
+    def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Candidate arms of the coming round; must hold "mask" (K,) bool."""
+
+    @abstractmethod
+    def _arm_contexts(self, arms: dict[str, np.ndarray], user_context: np.ndarray) -> np.ndarray:
+        """(K, context_dim) float32."""
+
+    @abstractmethod
+    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Act on the platform with the distinct valid arms ``chosen``; returns the arms that
+        took effect and the injected (user, post) pairs for the round (may be empty)."""
+
+    @abstractmethod
+    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+        """(len(applied),) rewards in [0, 1] and extra metrics for ``info``."""
+
+    # ------------------------------------------------------------------ helpers
+    def _num_users(self) -> int:
+        scenario = self.config.scenario
+        return scenario.num_users if hasattr(scenario, "num_users") else self.config.num_users
+
+    def _probe_latent_dim(self) -> int:
+        if self.brain.embedding_dim is not None:
+            return int(self.brain.embedding_dim)
+        scenario = self.config.scenario
+        if hasattr(scenario, "latent_dim"):
+            return int(scenario.latent_dim)
+        if isinstance(scenario, str) and scenario.endswith(".npz"):
+            with np.load(scenario) as arrays:
+                return int(arrays["latent"].shape[1])
+        from socialenv.scenarios import PopulationConfig
+
+        return PopulationConfig().latent_dim
+
+    def _observe(self) -> dict[str, Any]:
+        sim = self.sim
+        self._arms = self._sample_arms(sim.rng(sim.round, Stream.ARMS))
+        user_context = sim.user_context()
+        obs: dict[str, Any] = {
+            "arms": self._arm_contexts(self._arms, user_context),
+            "action_mask": self._arms["mask"].astype(np.int8),
+        }
+        if self.config.observe_users:
+            obs["user_context"] = user_context.astype(np.float32)
+            obs["stance"] = sim.users.stance.copy()
+        if self.config.graph_observation:
+            obs["graph"] = spaces.GraphInstance(
+                nodes=user_context.astype(np.float32), edges=None,
+                edge_links=np.stack([sim.graph.src, sim.graph.dst], axis=1).astype(np.int64),
+            )
+        return obs
+
+    def _check_action(self, action: Any) -> np.ndarray:
+        try:
+            arr = np.asarray(action)
+        except Exception as err:  # noqa: BLE001 - anything unconvertible is a bad action
+            raise ValueError(f"action must be an array of {self.config.budget} arm indices: {err}") from err
+        if arr.shape != (self.config.budget,):
+            raise ValueError(
+                f"action has shape {arr.shape}; expected ({self.config.budget},): one arm index "
+                f"per budget slot (budget={self.config.budget})"
+            )
+        if not np.issubdtype(arr.dtype, np.integer):
+            if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+                arr = arr.astype(np.int64)
+            else:
+                raise ValueError(f"action must hold integer arm indices, got dtype {arr.dtype}")
+        if arr.min() < 0 or arr.max() > self.num_arms:
+            raise ValueError(
+                f"action holds arm index {int(arr.min() if arr.min() < 0 else arr.max())}; "
+                f"allowed: 0..{self.num_arms - 1}, or {self.num_arms} for an empty slot"
+            )
+        return arr.astype(np.int64)
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is None and self._default_seed is not None and not hasattr(self, "_seeded_once"):
+            seed = self._default_seed
+        super().reset(seed=seed)
+        self._seeded_once = True
+        episode_seed = int(self.np_random.integers(0, 2**31 - 1))
+        self.sim.reset(episode_seed)
+        self._last_result = None
+        return self._observe(), {"round": 0, "seed": episode_seed}
+
+    def step(self, action: Any):
+        if self._arms is None:
+            raise RuntimeError("call reset() before step()")
+        if self.sim.round >= self.config.rounds:
+            raise RuntimeError("episode is over (truncated): call reset()")
+        slate = self._check_action(action)
+        filled = slate[slate != self.no_op]
+        _, first = np.unique(filled, return_index=True)
+        distinct = filled[np.sort(first)]
+        chosen = distinct[self._arms["mask"][distinct]]
+        applied, injected = self._apply_action(chosen)
+        result = self.sim.run_round(*injected)
+        self._last_result = result
+        rewards, extra = self._arm_rewards(applied, result)
+        slot_rewards = np.zeros(len(distinct), np.float32)
+        slot_rewards[_positions(distinct, applied)] = rewards
+        reward = float(slot_rewards.sum() / self.config.budget)
+        truncated = self.sim.round >= self.config.rounds
+        obs = self._observe()
+        info = {
+            "round": result.round,
+            "arm_indices": distinct,
+            "arm_rewards": slot_rewards,
+            "empty_slots": int(len(slate) - len(filled)),
+            "duplicate_arms": int(len(filled) - len(distinct)),
+            "invalid_arms": int(len(distinct) - len(applied)),
+            "metrics": {**result.metrics, **extra},
+        }
+        return obs, reward, False, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        if self._last_result is None:
+            return f"round {self.sim.round}: no step yet"
+        m = self._last_result.metrics
+        return (
+            f"round {self._last_result.round}: stance {m['stance_mean']:+.3f} ± {m['stance_std']:.3f}, "
+            f"toxicity {m['toxicity']:.4f}, cross {m['cross_interaction_ratio']:.3f}, "
+            f"misinformed {m['misinformation_ratio']:.1%}"
+        )
+
+    def close(self) -> None:
+        self.brain.close()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the whole env state (config, world, brain, RNG) to ``path`` (a pickle: load
+        only files you trust). ``load_env(path)`` resumes the exact trajectory."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "version": SAVE_FORMAT_VERSION,
+            "env_id": self.spec.id if self.spec is not None else None,
+            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "config": self.config,
+            "default_seed": self._default_seed,
+            "np_random_state": self.np_random.bit_generator.state,
+            "sim": self.sim.state_dict(),
+            "env": self._env_state(),
+        }
+        with path.open("wb") as fh:
+            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        return path
+
+    def _env_state(self) -> dict[str, Any]:
+        return {"arms": self._arms}
+
+    def _load_env_state(self, state: dict[str, Any]) -> None:
+        self._arms = state["arms"]
+
+    @classmethod
+    def load(cls, path: str | Path) -> PolicySimEnv:
+        """Rebuild an env saved with :meth:`save`, ready to continue with ``step``."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"saved env {path} does not exist")
+        with path.open("rb") as fh:
+            state = pickle.load(fh)
+        if not isinstance(state, dict) or state.get("version") != SAVE_FORMAT_VERSION:
+            raise ValueError(f"{path} is not a PolicySim env save (format version {SAVE_FORMAT_VERSION})")
+        import importlib
+
+        module, qualname = state["class"].split(":")
+        env_cls = getattr(importlib.import_module(module), qualname)
+        config = state["config"]
+        kwargs = {f: getattr(config, f) for f in config.__dataclass_fields__}
+        env = env_cls(seed=state["default_seed"], **kwargs)
+        env.reset(seed=0)
+        env.np_random.bit_generator.state = state["np_random_state"]
+        env.sim.load_state_dict(state["sim"])
+        env._load_env_state(state["env"])
+        return env
+
+
+def load_env(path: str | Path) -> PolicySimEnv:
+    """Load an env saved with ``env.save(path)`` (works through ``env.unwrapped.save``)."""
+    return PolicySimEnv.load(path)

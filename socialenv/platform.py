@@ -1,0 +1,212 @@
+"""The platform's levers: the recommender (§2.2.1) and exposure control (§2.2.2).
+
+Both are small classes behind small interfaces so a researcher can swap in their own:
+subclass :class:`Recommender` and override a channel (or ``build_feeds``), or subclass
+:class:`ExposureControl`. All work on whole batches of users at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent_models.types import FeedChannel
+from socialenv.config import RecommenderConfig
+from socialenv.world import FollowGraph, PostTable, UserState
+
+
+@dataclass
+class FeedContext:
+    """What a recommender may look at in round ``round``.
+
+    Attributes:
+        round: t.
+        users, posts, graph: the world.
+        round_start: (t + 2,) first post id of each round; round r's posts are
+            ``round_start[r + 1] : round_start[r + 2]`` (index 0 holds the history, round -1).
+        centroids: (C, d) IVF cluster centres of the personalized channel.
+    """
+
+    round: int
+    users: UserState
+    posts: PostTable
+    graph: FollowGraph
+    round_start: np.ndarray
+    centroids: np.ndarray
+
+    def posts_of_rounds(self, first: int, last: int) -> tuple[int, int]:
+        """Post id range [lo, hi) of rounds first..last (inclusive; -1 = history)."""
+        first = max(first, -1)
+        return int(self.round_start[first + 1]), int(self.round_start[last + 2])
+
+
+def dedupe_rows(feed: np.ndarray) -> np.ndarray:
+    """Replace repeated post ids within each row of ``feed`` (B, F) by -1, keeping the first."""
+    if feed.shape[1] < 2:
+        return feed
+    order = np.argsort(feed, axis=1, kind="stable")
+    ordered = np.take_along_axis(feed, order, axis=1)
+    repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+    rows, cols = np.nonzero(repeated)
+    feed = feed.copy()
+    feed[rows, order[rows, cols + 1]] = -1
+    return feed
+
+
+def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
+    """Move the valid (>= 0) entries of each row to the front and keep ``width`` columns."""
+    if feed.shape[1] == 0:
+        return np.full((feed.shape[0], width), -1, np.int64)
+    order = np.argsort(feed < 0, axis=1, kind="stable")
+    packed = np.take_along_axis(feed, order, axis=1)[:, :width]
+    if packed.shape[1] < width:
+        pad = np.full((feed.shape[0], width - packed.shape[1]), -1, np.int64)
+        packed = np.concatenate([packed, pad], axis=1)
+    return packed
+
+
+def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
+    """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d)."""
+    out = np.empty(len(latent), np.int16)
+    for lo in range(0, len(latent), chunk):
+        out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
+    return out
+
+
+def fit_centroids(latent: np.ndarray, k: int, rng: np.random.Generator,
+                  iterations: int = 8, sample: int = 8192) -> np.ndarray:
+    """(k, d) spherical k-means centres of (a sample of) the rows of ``latent``."""
+    rows = latent[rng.choice(len(latent), size=min(sample, len(latent)), replace=False)]
+    k = min(k, len(rows))
+    centres = rows[rng.choice(len(rows), size=k, replace=False)].copy()
+    for _ in range(iterations):
+        label = np.argmax(rows @ centres.T, axis=1)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, label, rows)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] < 1e-8
+        centres = np.where(empty[:, None], centres, sums / np.maximum(norms, 1e-8))
+    return centres.astype(np.float32)
+
+
+class Recommender:
+    """Relational + personalized + headline channels (sizes in ``RecommenderConfig``).
+
+    ``build_feeds`` returns the candidate feed of every active user before exposure control
+    and injected recommendations; override a channel method to change one channel.
+    """
+
+    def __init__(self, config: RecommenderConfig) -> None:
+        self.config = config
+
+    def relational(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(B, relational): random posts of the previous round written by each user's followees."""
+        k = self.config.relational
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        recent_author = ctx.posts.author[lo:hi]
+        by_author = np.argsort(recent_author, kind="stable")
+        author_start = np.searchsorted(recent_author[by_author], np.arange(ctx.users.stance.shape[0] + 1))
+        indptr, indices = ctx.graph.followees_csr()
+        degree = indptr[active + 1] - indptr[active]
+        draws = 3 * k
+        offset = (rng.random((b, draws)) * degree[:, None]).astype(np.int64)
+        has_followees = degree > 0
+        followee = np.where(
+            has_followees[:, None], indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)], 0
+        ) if len(indices) else np.zeros((b, draws), np.int64)
+        count = author_start[followee + 1] - author_start[followee]
+        pick = (rng.random((b, draws)) * count).astype(np.int64)
+        post = np.where(
+            has_followees[:, None] & (count > 0),
+            lo + by_author[np.minimum(author_start[followee] + pick, len(by_author) - 1)],
+            -1,
+        )
+        return compact_rows(dedupe_rows(post), k)
+
+    def personalized(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator,
+                     chunk: int = 32_768) -> np.ndarray:
+        """(B, personalized): posts of the last ``window`` rounds closest to each user's
+        interests (profile ⊕ memory), scored on candidates from the user's IVF cluster."""
+        cfg = self.config
+        k = cfg.personalized
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        cluster = ctx.posts.cluster[lo:hi]
+        by_cluster = np.argsort(cluster, kind="stable")
+        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(len(ctx.centroids) + 1))
+        out = np.empty((b, k), np.int64)
+        n_candidates = k * cfg.candidates_per_slot
+        for start in range(0, b, chunk):
+            users = active[start : start + chunk]
+            interest = ctx.users.latent[users] + ctx.users.memory_latent[users]
+            user_cluster = np.argmax(interest @ ctx.centroids.T, axis=1)
+            size = cluster_start[user_cluster + 1] - cluster_start[user_cluster]
+            draw = rng.random((len(users), n_candidates))
+            in_cluster = cluster_start[user_cluster][:, None] + (draw * size[:, None]).astype(np.int64)
+            anywhere = (draw * (hi - lo)).astype(np.int64)
+            candidate = lo + np.where(
+                size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+            )
+            score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent[candidate])
+            score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
+            candidate = dedupe_rows(candidate)
+            score[candidate < 0] = -np.inf
+            best = np.argsort(-score, axis=1, kind="stable")[:, :k]
+            chosen = np.take_along_axis(candidate, best, axis=1)
+            chosen[np.take_along_axis(score, best, axis=1) == -np.inf] = -1
+            out[start : start + chunk] = chosen
+        return out
+
+    def headline(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """(B, headline): posts sampled from the ``headline_pool`` most engaged recent posts."""
+        cfg = self.config
+        k = cfg.headline
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        p = ctx.posts
+        engagement = (p.likes[lo:hi] + 2 * p.retweets[lo:hi] + p.replies[lo:hi]).astype(np.float64)
+        pool_size = min(cfg.headline_pool, hi - lo)
+        pool = lo + np.argpartition(-engagement, pool_size - 1)[:pool_size]
+        pool = pool[np.argsort(-engagement[pool - lo], kind="stable")]
+        pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
+        return dedupe_rows(pick)
+
+    def build_feeds(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(B, F) post ids (-1 = empty) and (B, F) int8 channels, F = sum of channel sizes."""
+        parts = [
+            (self.relational(ctx, active, rng), FeedChannel.RELATIONAL),
+            (self.personalized(ctx, active, rng), FeedChannel.PERSONALIZED),
+            (self.headline(ctx, active, rng), FeedChannel.HEADLINE),
+        ]
+        feed = np.concatenate([p for p, _ in parts], axis=1)
+        channel = np.concatenate(
+            [np.full(p.shape, int(c), np.int8) for p, c in parts], axis=1
+        )
+        return feed, channel
+
+
+class ExposureControl:
+    """Each post passes the platform's filter with its author's probability p_i^t (§2.2.2)."""
+
+    def filter(self, feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray,
+               rng: np.random.Generator) -> tuple[np.ndarray, int]:
+        """Returns the filtered feed (removed slots set to -1) and how many posts were removed."""
+        valid = feed >= 0
+        p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)
+        removed = valid & (rng.random(feed.shape) >= p)
+        return np.where(removed, -1, feed), int(removed.sum())

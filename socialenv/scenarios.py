@@ -1,0 +1,308 @@
+"""Deterministic synthetic populations and the two built-in scenarios.
+
+``make_scenario("abortion", num_users, seed)`` and ``make_scenario("misinformation", ...)``
+build a :class:`~socialenv.scenario.Scenario` with no download: profiles with the paper's
+four attributes, interest embeddings clustered by topic, a follow graph with stance
+homophily and a heavy-tailed (Pareto) popularity, initial opinions, history posts and
+the scenario's news. Every draw comes from ``numpy.random.default_rng(seed)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent_models.types import Categorical, NewsEvent, Profiles
+from socialenv.scenario import Scenario
+
+TOPICS: tuple[str, ...] = (
+    "politics", "healthcare", "religion", "economy", "law and courts", "education",
+    "family", "technology", "sports", "entertainment", "science", "local news",
+)
+IDENTITIES: tuple[str, ...] = (
+    "journalist", "student", "activist", "teacher", "lawyer", "healthcare worker", "parent",
+    "retiree", "small-business owner", "religious leader", "tech worker", "local politician",
+)
+POSTING_STYLES: tuple[str, ...] = (
+    "formal and informative", "sarcastic, short posts", "emotional, many exclamation marks",
+    "humorous, memes and emoji", "combative, calls people out", "supportive and warm",
+    "terse, mostly links", "storytelling, personal anecdotes",
+)
+#: Posting styles whose users are more toxic than their baseline (index into POSTING_STYLES).
+_COMBATIVE_STYLES = (1, 4)
+ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurker", "regular")
+
+ABORTION_NEWS: tuple[NewsEvent, ...] = (
+    NewsEvent(0, "Supreme Court overturns Roe v. Wade; states move to restrict abortion.", -0.45),
+    NewsEvent(4, "Several states pass trigger-law abortion bans taking effect this week.", -0.3),
+    NewsEvent(7, "Doctors report patients denied care under new abortion restrictions.", -0.3),
+)
+MISINFORMATION_MESSAGE = (
+    "#wakeupamerica who needs a #gun registry when #obama has all your personal information"
+)
+
+_STANCE_PHRASES = {
+    -1: ("this is wrong and must be stopped", "we cannot accept this", "shameful decision"),
+    0: ("hard to know what to think", "there are two sides here", "waiting for more facts"),
+    1: ("finally, the right call", "this is what we fought for", "proud of this outcome"),
+}
+
+
+@dataclass(frozen=True)
+class PopulationConfig:
+    """Knobs of the synthetic population (defaults documented here, in one place).
+
+    Attributes:
+        latent_dim: dimension d of interest / content embeddings.
+        mean_following: mean out-degree of the follow graph.
+        homophily: probability that a follow edge stays within the user's stance camp.
+        popularity_shape: Pareto shape of account popularity (smaller = heavier tail).
+        camp_share: share of users in each of the two opinion camps (rest neutral).
+        camp_opinion: mean |opinion| of camp members; camp_spread: their std.
+        activity_beta: Beta(a, b) of per-round activity probability (mean a / (a + b)).
+        toxicity_beta: Beta(a, b) of toxicity propensity.
+        susceptibility_beta: Beta(a, b) of susceptibility to misinformation.
+        history_posts: mean number of posts each user has before round 0.
+    """
+
+    latent_dim: int = 32
+    mean_following: float = 15.0
+    homophily: float = 0.7
+    popularity_shape: float = 1.5
+    camp_share: float = 0.2
+    camp_opinion: float = 0.55
+    camp_spread: float = 0.25
+    activity_beta: tuple[float, float] = (1.2, 2.5)
+    toxicity_beta: tuple[float, float] = (1.0, 8.0)
+    susceptibility_beta: tuple[float, float] = (2.0, 5.0)
+    history_posts: float = 1.5
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
+
+
+def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
+    """(T, d) unit vectors, one per entry of TOPICS."""
+    return _unit(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
+
+
+def _follow_graph(
+    opinion: np.ndarray, config: PopulationConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Directed edges (src follows dst): lognormal out-degrees, Pareto popularity of targets,
+    stance-camp homophily. Self-loops and duplicates removed."""
+    n = len(opinion)
+    camp = np.sign(np.where(np.abs(opinion) < 0.2, 0.0, opinion)).astype(np.int64) + 1
+    sigma = 0.8
+    out_degree = rng.lognormal(np.log(config.mean_following) - sigma**2 / 2, sigma, n)
+    out_degree = np.clip(np.round(out_degree), 1, max(1, n - 1)).astype(np.int64)
+    popularity = rng.pareto(config.popularity_shape, n) + 1.0
+    src = np.repeat(np.arange(n, dtype=np.int64), out_degree)
+    same_camp = rng.random(len(src)) < config.homophily
+    target_camp = np.where(same_camp, camp[src], rng.integers(0, 3, len(src)))
+    order = np.argsort(camp, kind="stable")
+    camp_bounds = np.searchsorted(camp[order], np.arange(4))
+    dst = np.empty_like(src)
+    for c in range(3):
+        members = order[camp_bounds[c] : camp_bounds[c + 1]]
+        pick = np.flatnonzero(target_camp == c)
+        if len(members) == 0:
+            members = order
+        cumulative = np.cumsum(popularity[members])
+        u = rng.random(len(pick)) * cumulative[-1]
+        dst[pick] = members[np.minimum(np.searchsorted(cumulative, u), len(members) - 1)]
+    keep = src != dst
+    keys = np.unique(src[keep] * n + dst[keep])
+    return keys // n, keys % n
+
+
+def _roles(
+    post_retweet_ratio: np.ndarray,
+    reply_frequency: np.ndarray,
+    follower_following_ratio: np.ndarray,
+    activity: np.ndarray,
+) -> np.ndarray:
+    """Interaction role from the interaction statistics (rules in ROLES order)."""
+    role = np.full(len(activity), ROLES.index("regular"), dtype=np.int32)
+    role[activity < 0.12] = ROLES.index("lurker")
+    role[reply_frequency > 0.35] = ROLES.index("conversationalist")
+    role[post_retweet_ratio < 0.5] = ROLES.index("amplifier")
+    role[(follower_following_ratio > 2.0) & (post_retweet_ratio >= 1.0)] = ROLES.index("broadcaster")
+    return role
+
+
+def default_profiles(
+    n: int,
+    follow_src: np.ndarray,
+    follow_dst: np.ndarray,
+    rng: np.random.Generator,
+    activity: np.ndarray | None = None,
+) -> Profiles:
+    """Synthetic profiles; the interaction statistics follow the graph's degrees."""
+    followers = np.bincount(follow_dst, minlength=n).astype(np.float32)
+    following = np.bincount(follow_src, minlength=n).astype(np.float32)
+    ff_ratio = (followers + 1) / (following + 1)
+    post_retweet_ratio = rng.lognormal(0.0, 0.7, n).astype(np.float32)
+    reply_frequency = rng.beta(2.0, 6.0, n).astype(np.float32)
+    activity = rng.beta(1.2, 2.5, n) if activity is None else activity
+    interests = np.zeros((n, len(TOPICS)), dtype=bool)
+    k = rng.integers(1, 4, n)
+    for j in range(3):
+        chosen = rng.integers(0, len(TOPICS), n)
+        interests[np.flatnonzero(k > j), chosen[k > j]] = True
+    return Profiles(
+        identity=Categorical(rng.integers(0, len(IDENTITIES), n).astype(np.int32), IDENTITIES),
+        interests=interests,
+        topics=TOPICS,
+        posting_style=Categorical(
+            rng.integers(0, len(POSTING_STYLES), n).astype(np.int32), POSTING_STYLES
+        ),
+        interaction_role=Categorical(
+            _roles(post_retweet_ratio, reply_frequency, ff_ratio, activity), ROLES
+        ),
+        post_retweet_ratio=post_retweet_ratio,
+        reply_frequency=reply_frequency,
+        follower_following_ratio=ff_ratio.astype(np.float32),
+    )
+
+
+def synthetic_text(
+    topic: str, stance: np.ndarray, misinfo: np.ndarray, rng: np.random.Generator,
+    misinformation_message: str | None = None,
+) -> list[str]:
+    """Short template posts expressing ``stance`` (P,) on ``topic``; misinfo posts carry the
+    message. Used when the brain reads text (LLM agents)."""
+    discrete = np.where(stance > 1 / 3, 1, np.where(stance < -1 / 3, -1, 0))
+    choice = rng.integers(0, 3, len(stance))
+    texts = []
+    for s, c, m in zip(discrete.tolist(), choice.tolist(), misinfo.tolist(), strict=True):
+        text = f"On {topic}: {_STANCE_PHRASES[s][c]}."
+        if m and misinformation_message:
+            text = f"{misinformation_message} {text}"
+        texts.append(text)
+    return texts
+
+
+def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5,
+                 with_text: bool = False) -> None:
+    """Fill ``scenario.history_*`` with posts written before round 0 (in place)."""
+    n = scenario.num_users
+    counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
+    author = np.repeat(np.arange(n, dtype=np.int64), counts)
+    scenario.history_author = author
+    scenario.history_latent = _unit(
+        scenario.latent[author] + 0.3 * rng.standard_normal((len(author), scenario.latent_dim))
+    )
+    scenario.history_stance = np.clip(
+        scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
+    ).astype(np.float32)
+    scenario.history_toxicity = np.clip(
+        scenario.toxicity_propensity[author] * rng.random(len(author)) * 0.5, 0, 1
+    ).astype(np.float32)
+    scenario.history_misinfo = scenario.misinformed[author].copy()
+    scenario.history_text = (
+        synthetic_text(scenario.topic, scenario.history_stance, scenario.history_misinfo, rng,
+                       scenario.misinformation_message)
+        if with_text else None
+    )
+
+
+def synthetic_population(
+    num_users: int,
+    seed: int,
+    *,
+    name: str,
+    topic: str,
+    config: PopulationConfig | None = None,
+) -> tuple[Scenario, np.random.Generator]:
+    """A synthetic population of ``num_users`` users (no news, no misinformation, no history)
+    and the generator to continue drawing from."""
+    config = config or PopulationConfig()
+    if num_users < 2:
+        raise ValueError(f"num_users must be >= 2, got {num_users}")
+    rng = np.random.default_rng([seed, 0])
+    n = num_users
+    # opinions: two camps and a neutral middle
+    camp = rng.choice(3, size=n, p=[config.camp_share, 1 - 2 * config.camp_share, config.camp_share])
+    centre = (camp - 1) * config.camp_opinion
+    spread = np.where(camp == 1, config.camp_spread * 0.8, config.camp_spread)
+    opinion = np.clip(centre + spread * rng.standard_normal(n), -1, 1).astype(np.float32)
+    activity = np.clip(rng.beta(*config.activity_beta, n), 0.02, 1.0).astype(np.float32)
+    follow_src, follow_dst = _follow_graph(opinion, config, rng)
+    profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
+    centroids = topic_centroids(config.latent_dim, seed)
+    weights = profiles.interests.astype(np.float32)
+    latent = _unit(weights @ centroids + 0.35 * rng.standard_normal((n, config.latent_dim)))
+    toxicity = rng.beta(*config.toxicity_beta, n)
+    combative = np.isin(profiles.posting_style.codes, _COMBATIVE_STYLES)
+    toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)
+    scenario = Scenario(
+        name=name,
+        topic=topic,
+        profiles=profiles,
+        latent=latent,
+        opinion=opinion,
+        activity=activity,
+        toxicity_propensity=toxicity,
+        susceptibility=rng.beta(*config.susceptibility_beta, n).astype(np.float32),
+        misinformed=np.zeros(n, dtype=bool),
+        follow_src=follow_src,
+        follow_dst=follow_dst,
+        history_author=np.zeros(0, np.int64),
+        history_latent=np.zeros((0, config.latent_dim), np.float32),
+        history_stance=np.zeros(0, np.float32),
+        history_toxicity=np.zeros(0, np.float32),
+        history_misinfo=np.zeros(0, bool),
+    )
+    return scenario, rng
+
+
+def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig | None = None,
+             with_text: bool = False) -> Scenario:
+    """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7."""
+    scenario, rng = synthetic_population(
+        num_users, seed, name="abortion", config=config,
+        topic="Anti-abortion legislation in the United States after the overturning of Roe v. Wade",
+    )
+    scenario.news = list(ABORTION_NEWS)
+    seed_history(scenario, rng, (config or PopulationConfig()).history_posts, with_text)
+    scenario.validate()
+    return scenario
+
+
+def misinformation(num_users: int = 1000, seed: int = 0, *,
+                   config: PopulationConfig | None = None, with_text: bool = False,
+                   initial_share: float = 0.2) -> Scenario:
+    """The paper's objective-2 setting: ``initial_share`` (20%) of users start out believing and
+    posting the gun-registry misinformation message."""
+    if not 0.0 <= initial_share <= 1.0:
+        raise ValueError(f"initial_share must be in [0, 1], got {initial_share}")
+    scenario, rng = synthetic_population(
+        num_users, seed, name="misinformation", config=config,
+        topic="Gun control and a national gun registry in the United States",
+    )
+    n = scenario.num_users
+    seeded = rng.choice(n, size=round(initial_share * n), replace=False)
+    scenario.misinformed[seeded] = True
+    scenario.misinformation_message = MISINFORMATION_MESSAGE
+    seed_history(scenario, rng, (config or PopulationConfig()).history_posts, with_text)
+    scenario.validate()
+    return scenario
+
+
+BUILTIN_SCENARIOS = {"abortion": abortion, "misinformation": misinformation}
+
+
+def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = False,
+                  config: PopulationConfig | None = None) -> Scenario:
+    """A built-in scenario by name, or a saved one by path (``*.npz``)."""
+    if name in BUILTIN_SCENARIOS:
+        return BUILTIN_SCENARIOS[name](num_users, seed, config=config, with_text=with_text)
+    if name.endswith(".npz"):
+        return Scenario.load(name)
+    raise ValueError(
+        f"scenario={name!r} is not allowed: use one of {sorted(BUILTIN_SCENARIOS)}, "
+        "a path to a saved scenario (.npz), or a Scenario instance"
+    )

@@ -1,0 +1,419 @@
+"""One round of platform dynamics, independent of Gymnasium.
+
+:class:`Simulation` owns the world (users, posts, follow graph), the recommender, exposure
+control and the brain. ``run_round(injected)`` builds every active user's feed (three
+channels plus injected recommendations), filters it by exposure, asks the brain what the
+users do (one batched call), and applies the result: new posts, reactions, edges, stance
+(EMA of Eq. 2), memory, misinformation, news. The envs add arms, observations and rewards.
+
+Seeding: the draws of round t, stream s come from ``default_rng([seed, t + 1, s])`` — they
+depend only on the episode seed and the round, so a saved and restored simulation
+continues exactly as the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from agent_models.base import Brain
+from agent_models.types import Behaviour, FeedChannel, PostKind, RoundInput, RoundOutput
+from socialenv import metrics
+from socialenv.config import EnvConfig
+from socialenv.platform import (
+    ExposureControl,
+    FeedContext,
+    Recommender,
+    assign_clusters,
+    dedupe_rows,
+    fit_centroids,
+)
+from socialenv.propagation import normalized_adjacency, propagate
+from socialenv.scenario import Scenario
+from socialenv.scenarios import synthetic_text
+from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
+
+
+class Stream(IntEnum):
+    """Independent random streams of a round."""
+
+    ACTIVE = 0
+    FEED = 1
+    EXPOSURE = 2
+    BRAIN = 3
+    ARMS = 4
+    TEXT = 5
+    SETUP = 6
+
+
+@dataclass
+class RoundResult:
+    """What happened in one round (arrays are owned by the result, not views of the world).
+
+    Attributes:
+        round: t.
+        active: (B,) user ids.
+        feed: (B, F) post ids after exposure control (-1 = empty).
+        feed_channel: (B, F) int8 channels.
+        impression_user, impression_post, impression_removed: (I,) every candidate impression
+            before exposure control, and whether the filter removed it.
+        output: the brain's RoundOutput.
+        stance_before: (N,) smoothed stances at the start of the round.
+        discrete_before: (N,) discrete stances at the start of the round.
+        misinformed_before: (N,) bool at the start of the round.
+        metrics: platform metrics of the round (see :mod:`socialenv.metrics`).
+    """
+
+    round: int
+    active: np.ndarray
+    feed: np.ndarray
+    feed_channel: np.ndarray
+    impression_user: np.ndarray
+    impression_post: np.ndarray
+    impression_removed: np.ndarray
+    output: RoundOutput
+    stance_before: np.ndarray
+    discrete_before: np.ndarray
+    misinformed_before: np.ndarray
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Simulation:
+    """The platform and its population for one episode at a time."""
+
+    def __init__(
+        self,
+        config: EnvConfig,
+        brain: Brain,
+        recommender: Recommender | None = None,
+        exposure_control: ExposureControl | None = None,
+    ) -> None:
+        self.config = config
+        self.brain = brain
+        self.recommender = recommender or Recommender(config.recommender)
+        self.exposure_control = exposure_control or ExposureControl()
+        self.seed = 0
+        self.round = 0
+        self.scenario: Scenario | None = None
+
+    # ----------------------------------------------------------------------------- setup
+    def rng(self, round_: int, stream: Stream) -> np.random.Generator:
+        return np.random.default_rng([self.seed, round_ + 1, int(stream)])
+
+    def _load_scenario(self, seed: int) -> Scenario:
+        spec = self.config.scenario
+        if isinstance(spec, Scenario):
+            spec.validate()
+            return spec
+        if not isinstance(spec, str):
+            raise ValueError(
+                f"scenario={spec!r} is not allowed: a built-in name, a path to a saved scenario "
+                "(.npz) or a Scenario instance"
+            )
+        from socialenv.scenarios import make_scenario
+
+        return make_scenario(spec, self.config.num_users, seed, with_text=self.brain.needs_text)
+
+    def reset(self, seed: int) -> None:
+        """Start a new episode from the scenario, seeded by ``seed``."""
+        self.seed = int(seed)
+        self.round = 0
+        scenario = self._load_scenario(self.seed)
+        self.scenario = scenario
+        n = scenario.num_users
+        s0 = discretize_stance(scenario.opinion)
+        self.users = UserState(
+            profiles=scenario.profiles,
+            latent=scenario.latent.astype(np.float32).copy(),
+            memory_latent=scenario.latent.astype(np.float32).copy(),
+            stance=s0.astype(np.float32),
+            discrete_stance=s0.copy(),
+            opinion=scenario.opinion.astype(np.float32).copy(),
+            activity=scenario.activity.astype(np.float32).copy(),
+            toxicity_propensity=scenario.toxicity_propensity.astype(np.float32).copy(),
+            susceptibility=scenario.susceptibility.astype(np.float32).copy(),
+            misinformed=scenario.misinformed.astype(bool).copy(),
+            exposure=np.ones(n, np.float32),
+        )
+        self.graph = FollowGraph(n, scenario.follow_src, scenario.follow_dst)
+        history_latent = scenario.history_latent
+        history_text = scenario.history_text
+        setup_rng = self.rng(-1, Stream.SETUP)
+        if self.brain.needs_text and history_text is None:
+            history_text = synthetic_text(
+                scenario.topic, scenario.history_stance, scenario.history_misinfo, setup_rng,
+                scenario.misinformation_message,
+            )
+        self.posts = PostTable(scenario.latent_dim, capacity=max(4 * len(scenario.history_author), 1024),
+                               with_text=self.brain.needs_text)
+        replacement = self.brain.reset(self.users.view(), self.posts.view(), self.seed)
+        if replacement is not None:
+            replacement = np.asarray(replacement, np.float32)
+            if replacement.shape[0] != n:
+                raise ValueError(f"brain.reset returned {replacement.shape[0]} user embeddings for {n} users")
+            self.users.latent = replacement
+            self.users.memory_latent = replacement.copy()
+            history_latent = (
+                self.brain.embed_texts([t or "" for t in history_text]) if len(scenario.history_author)
+                else np.zeros((0, replacement.shape[1]), np.float32)
+            )
+            self.posts = PostTable(replacement.shape[1], capacity=self.posts.author.shape[0],
+                                   with_text=self.brain.needs_text)
+        self.centroids = fit_centroids(self.users.latent, self.config.recommender.num_clusters, setup_rng)
+        self.posts.append(
+            author=scenario.history_author, round_=-1, kind=int(PostKind.POST), parent=-1,
+            latent=history_latent, stance=scenario.history_stance,
+            toxicity=scenario.history_toxicity, misinfo=scenario.history_misinfo,
+            cluster=assign_clusters(history_latent, self.centroids), text=history_text,
+        )
+        self.round_start = [0, len(self.posts)]
+        self.recent_toxicity = np.zeros(n, np.float32)
+        self.recent_misinfo = np.zeros(n, np.float32)
+        if len(scenario.history_author):
+            self._update_author_history(scenario.history_author, scenario.history_toxicity,
+                                        scenario.history_misinfo)
+        self._adjacency = None
+        self.active = self.sample_active(0)
+
+    def sample_active(self, round_: int) -> np.ndarray:
+        """(B,) users active in ``round_`` (each independently with its activity probability)."""
+        rng = self.rng(round_, Stream.ACTIVE)
+        return np.flatnonzero(rng.random(len(self.users.activity)) < self.users.activity).astype(np.int64)
+
+    # ----------------------------------------------------------------------------- context
+    def user_context(self) -> np.ndarray:
+        """(N, 2d) propagated user context: [profile embedding ⊕ memory embedding] (Eq. 7)
+        after ``context.hops`` steps of label propagation (Eq. 8)."""
+        cfg = self.config.context
+        base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
+        if cfg.hops == 0:
+            return base
+        if self._adjacency is None:
+            indptr, indices = self.graph.followees_csr()
+            self._adjacency = normalized_adjacency(indptr, indices, len(self.users.stance))
+        return propagate(base, self._adjacency, cfg.alpha, cfg.hops)
+
+    def feed_context(self) -> FeedContext:
+        return FeedContext(
+            round=self.round, users=self.users, posts=self.posts, graph=self.graph,
+            round_start=np.asarray(self.round_start), centroids=self.centroids,
+        )
+
+    def recent_post_range(self, rounds: int) -> tuple[int, int]:
+        """Post ids [lo, hi) written in the last ``rounds`` rounds (history counts as round -1)."""
+        return self.feed_context().posts_of_rounds(self.round - rounds, self.round - 1)
+
+    # ----------------------------------------------------------------------------- a round
+    def run_round(self, injected_user: np.ndarray | None = None,
+                  injected_post: np.ndarray | None = None) -> RoundResult:
+        """Play round t with recommendations (injected_user[i] is shown injected_post[i])."""
+        t = self.round
+        active = self.active
+        n = len(self.users.stance)
+        ctx = self.feed_context()
+        feed, channel = self.recommender.build_feeds(ctx, active, self.rng(t, Stream.FEED))
+        if injected_user is not None and len(injected_user):
+            feed, channel = self._inject(feed, channel, active, injected_user, injected_post)
+        owner = np.broadcast_to(active[:, None], feed.shape)
+        valid = feed >= 0
+        own_post = valid & (self.posts.author[np.where(valid, feed, 0)] == owner)
+        feed = dedupe_rows(np.where(own_post, -1, feed))
+        valid = feed >= 0
+        filtered, removed_count = self.exposure_control.filter(
+            feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
+        )
+        impression_user = owner[valid]
+        impression_post = feed[valid]
+        impression_removed = filtered[valid] < 0
+        stance_before = self.users.stance.copy()
+        discrete_before = self.users.discrete_stance.copy()
+        misinformed_before = self.users.misinformed.copy()
+        news = [e for e in (self.scenario.news if self.scenario else []) if e.round == t]
+        indptr, indices = self.graph.followees_csr()
+        round_input = RoundInput(
+            round=t, active=active.copy(), feed=filtered, feed_channel=channel,
+            users=self.users.view(), posts=self.posts.view(),
+            following_indptr=indptr, following_indices=indices, news=news,
+            topic=self.scenario.topic if self.scenario else "",
+            misinformation_message=self.scenario.misinformation_message if self.scenario else None,
+            rng=self.rng(t, Stream.BRAIN),
+        )
+        output = self.brain.act(round_input)
+        output.validate(n, len(self.posts), self.posts.latent_dim)
+        text_toxicity = self._apply(output, t)
+        self.round += 1
+        self.round_start.append(len(self.posts))
+        self.active = self.sample_active(self.round)
+        result = RoundResult(
+            round=t, active=active, feed=filtered, feed_channel=channel,
+            impression_user=impression_user, impression_post=impression_post,
+            impression_removed=impression_removed, output=output, stance_before=stance_before,
+            discrete_before=discrete_before, misinformed_before=misinformed_before,
+        )
+        author_stance = discrete_before[self.posts.author[output.react_post]]
+        result.metrics = {
+            "stance_mean": metrics.stance_mean(self.users.stance),
+            "stance_std": metrics.stance_std(self.users.stance),
+            "toxicity": metrics.toxicity(text_toxicity),
+            "cross_interaction_ratio": metrics.cross_interaction_ratio(
+                discrete_before[output.react_user], author_stance
+            ),
+            "misinformation_ratio": metrics.misinformation_ratio(self.users.misinformed),
+            "engagement": metrics.engagement(len(output.react_user), len(active)),
+            "echo_chamber_index": metrics.echo_chamber_index(self.users.stance, self.graph.src, self.graph.dst),
+            "exposure_removed": removed_count / max(len(impression_post), 1),
+            "active_users": float(len(active)),
+            "posts": float(len(output.post_user)),
+            "reactions": float(len(output.react_user)),
+            "follow_edges": float(len(self.graph)),
+        }
+        for reason, count in output.invalid.items():
+            result.metrics[f"invalid_{reason}"] = float(count)
+        return result
+
+    def _inject(self, feed: np.ndarray, channel: np.ndarray, active: np.ndarray,
+                user: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Append injected recommendations as extra feed columns (inactive targets are dropped)."""
+        row = np.searchsorted(active, user)
+        row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == user)
+        row, post = row[row_ok], post[row_ok]
+        if len(row) == 0:
+            return feed, channel
+        order = np.argsort(row, kind="stable")
+        row, post = row[order], post[order]
+        slot = np.arange(len(row)) - np.searchsorted(row, row)
+        width = int(slot.max()) + 1
+        extra = np.full((len(active), width), -1, np.int64)
+        extra[row, slot] = post
+        feed = np.concatenate([extra, feed], axis=1)
+        channel = np.concatenate(
+            [np.full(extra.shape, int(FeedChannel.INJECTED), np.int8), channel], axis=1
+        )
+        return feed, channel
+
+    def _apply(self, out: RoundOutput, t: int) -> np.ndarray:
+        """Apply the brain's output to the world; returns the toxicity of the texts written."""
+        users, posts = self.users, self.posts
+        kind = out.react_kind
+        for behaviour, counter in (
+            (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
+            (Behaviour.RETWEET, posts.retweets), (Behaviour.REPLY, posts.replies),
+        ):
+            np.add.at(counter, out.react_post[kind == behaviour], 1)
+        shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
+        share_user, share_post = out.react_user[shares], out.react_post[shares]
+        is_reply = kind[shares] == Behaviour.REPLY
+        share_latent = posts.latent[share_post].copy()
+        if is_reply.any():
+            mix = share_latent[is_reply] + users.latent[share_user[is_reply]]
+            share_latent[is_reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
+        share_text = None
+        if posts.text is not None:
+            react_text = out.react_text or [None] * len(kind)
+            share_text = [
+                react_text[i] if react_text[i] is not None or kind[i] == Behaviour.REPLY
+                else posts.text[out.react_post[i]]
+                for i in np.flatnonzero(shares)
+            ]
+        share_toxicity = np.where(is_reply, out.react_toxicity[shares], posts.toxicity[share_post])
+        share_misinfo = np.where(is_reply, False, posts.misinfo[share_post])
+        if len(share_user):
+            posts.append(
+                author=share_user, round_=t,
+                kind=np.where(is_reply, int(PostKind.REPLY), int(PostKind.RETWEET)),
+                parent=share_post, latent=share_latent, stance=out.react_stance[shares],
+                toxicity=share_toxicity, misinfo=share_misinfo,
+                cluster=assign_clusters(share_latent, self.centroids), text=share_text,
+            )
+        if len(out.post_user):
+            post_text = out.post_text
+            if posts.text is not None and post_text is None:
+                post_text = synthetic_text(
+                    self.scenario.topic if self.scenario else "", out.post_stance, out.post_misinfo,
+                    self.rng(t, Stream.TEXT),
+                    self.scenario.misinformation_message if self.scenario else None,
+                )
+            posts.append(
+                author=out.post_user, round_=t, kind=int(PostKind.POST), parent=-1,
+                latent=out.post_latent, stance=out.post_stance, toxicity=out.post_toxicity,
+                misinfo=out.post_misinfo, cluster=assign_clusters(out.post_latent, self.centroids),
+                text=post_text,
+            )
+        written_by = np.concatenate([out.post_user, share_user[is_reply]])
+        written_toxicity = np.concatenate([out.post_toxicity, out.react_toxicity[shares][is_reply]])
+        written_misinfo = np.concatenate([out.post_misinfo, np.zeros(int(is_reply.sum()), bool)])
+        self._update_author_history(written_by, written_toxicity, written_misinfo)
+
+        added = self.graph.follow(out.follow_src, out.follow_dst)
+        removed = self.graph.unfollow(out.unfollow_src, out.unfollow_dst)
+        if added or removed:
+            self._adjacency = None
+
+        beta = self.config.stance_ema
+        users.stance[out.stance_user] = (
+            beta * users.stance[out.stance_user] + (1 - beta) * out.stance_discrete
+        )
+        users.discrete_stance[out.stance_user] = out.stance_discrete
+        users.opinion[out.opinion_user] = out.opinion_value
+        users.misinformed[out.misinformed_user] = out.misinformed_value
+
+        if len(out.react_user):
+            n, d = users.latent.shape
+            engaged = np.zeros((n, d), np.float32)
+            np.add.at(engaged, out.react_user, posts.latent[out.react_post])
+            who = np.unique(out.react_user)
+            m = self.config.memory_ema
+            mixed = m * users.memory_latent[who] + (1 - m) * engaged[who] / np.maximum(
+                np.linalg.norm(engaged[who], axis=1, keepdims=True), 1e-8
+            )
+            users.memory_latent[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
+        return written_toxicity
+
+    def _update_author_history(self, author: np.ndarray, toxicity: np.ndarray, misinfo: np.ndarray,
+                               decay: float = 0.5) -> None:
+        """Observable per-user history the platform keeps: EMA of the toxicity and of the
+        misinformation share of what each user wrote."""
+        if len(author) == 0:
+            return
+        n = len(self.recent_toxicity)
+        count = np.bincount(author, minlength=n)
+        wrote = count > 0
+        mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
+        mean_mis = np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote] / count[wrote]
+        self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
+        self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
+
+    # ----------------------------------------------------------------------------- save
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "round": self.round,
+            "users": self.users.state_dict(),
+            "posts": self.posts.state_dict(),
+            "graph_keys": self.graph.keys.copy(),
+            "round_start": list(self.round_start),
+            "recent_toxicity": self.recent_toxicity.copy(),
+            "recent_misinfo": self.recent_misinfo.copy(),
+            "centroids": self.centroids.copy(),
+            "active": self.active.copy(),
+            "brain": self.brain.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state saved by :meth:`state_dict` (the scenario is rebuilt from the config)."""
+        self.reset(state["seed"])
+        self.round = state["round"]
+        self.users.load_state_dict(state["users"])
+        self.posts = PostTable.from_state_dict(state["posts"])
+        self.graph.keys = state["graph_keys"].copy()
+        self.graph._invalidate()
+        self._adjacency = None
+        self.round_start = list(state["round_start"])
+        self.recent_toxicity = state["recent_toxicity"].copy()
+        self.recent_misinfo = state["recent_misinfo"].copy()
+        self.centroids = state["centroids"].copy()
+        self.active = state["active"].copy()
+        self.brain.load_state_dict(state["brain"])

@@ -1,0 +1,251 @@
+"""The world state as columns: users, a growable post table and the follow graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
+
+_POST_ARRAYS = (
+    "author", "round", "kind", "parent", "latent", "stance", "toxicity", "misinfo", "likes",
+    "dislikes", "retweets", "replies", "recommended", "cluster",
+)
+
+
+class PostTable:
+    """Append-only post columns with amortised O(1) growth. Row index = post id."""
+
+    def __init__(self, latent_dim: int, capacity: int = 1024, with_text: bool = False) -> None:
+        self.size = 0
+        self.latent_dim = latent_dim
+        cap = max(capacity, 16)
+        self.author = np.zeros(cap, np.int64)
+        self.round = np.zeros(cap, np.int32)
+        self.kind = np.zeros(cap, np.int8)
+        self.parent = np.full(cap, -1, np.int64)
+        self.latent = np.zeros((cap, latent_dim), np.float32)
+        self.stance = np.zeros(cap, np.float32)
+        self.toxicity = np.zeros(cap, np.float32)
+        self.misinfo = np.zeros(cap, bool)
+        self.likes = np.zeros(cap, np.int32)
+        self.dislikes = np.zeros(cap, np.int32)
+        self.retweets = np.zeros(cap, np.int32)
+        self.replies = np.zeros(cap, np.int32)
+        self.recommended = np.zeros(cap, bool)
+        self.cluster = np.zeros(cap, np.int16)
+        self.text: list[str | None] | None = [] if with_text else None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _grow(self, needed: int) -> None:
+        cap = len(self.author)
+        if needed <= cap:
+            return
+        new_cap = max(needed, 2 * cap)
+        for name in _POST_ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros((new_cap, *old.shape[1:]), old.dtype)
+            if name == "parent":
+                new[:] = -1
+            new[: self.size] = old[: self.size]
+            setattr(self, name, new)
+
+    def append(
+        self,
+        *,
+        author: np.ndarray,
+        round_: int,
+        kind: np.ndarray | int,
+        parent: np.ndarray | int,
+        latent: np.ndarray,
+        stance: np.ndarray,
+        toxicity: np.ndarray,
+        misinfo: np.ndarray,
+        cluster: np.ndarray,
+        text: list[str | None] | None = None,
+    ) -> np.ndarray:
+        """Add P posts; returns their ids (P,)."""
+        p = len(author)
+        start = self.size
+        self._grow(start + p)
+        sl = slice(start, start + p)
+        self.author[sl] = author
+        self.round[sl] = round_
+        self.kind[sl] = kind
+        self.parent[sl] = parent
+        self.latent[sl] = latent
+        self.stance[sl] = stance
+        self.toxicity[sl] = toxicity
+        self.misinfo[sl] = misinfo
+        self.cluster[sl] = cluster
+        if self.text is not None:
+            self.text.extend(text if text is not None else [None] * p)
+        self.size = start + p
+        return np.arange(start, start + p, dtype=np.int64)
+
+    def view(self) -> PostColumns:
+        """Read-only views of the filled rows (valid until the next append)."""
+
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a[: self.size]
+            v.flags.writeable = False
+            return v
+
+        return PostColumns(
+            author=ro(self.author), round=ro(self.round), kind=ro(self.kind),
+            parent=ro(self.parent), latent=ro(self.latent), stance=ro(self.stance),
+            toxicity=ro(self.toxicity), misinfo=ro(self.misinfo), likes=ro(self.likes),
+            dislikes=ro(self.dislikes), retweets=ro(self.retweets), replies=ro(self.replies),
+            text=self.text,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {name: getattr(self, name)[: self.size].copy() for name in _POST_ARRAYS}
+        state["text"] = None if self.text is None else list(self.text)
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> PostTable:
+        size = len(state["author"])
+        table = cls(state["latent"].shape[1], capacity=max(2 * size, 1024),
+                    with_text=state["text"] is not None)
+        for name in _POST_ARRAYS:
+            getattr(table, name)[:size] = state[name]
+        table.size = size
+        table.text = None if state["text"] is None else list(state["text"])
+        return table
+
+
+class FollowGraph:
+    """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
+    self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
+    and CSR views (followees of each user; followers of each user) are cached."""
+
+    def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
+        self.n = num_users
+        keep = src != dst
+        self.keys = np.unique(src[keep].astype(np.int64) * num_users + dst[keep])
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def src(self) -> np.ndarray:
+        return self.keys // self.n
+
+    @property
+    def dst(self) -> np.ndarray:
+        return self.keys % self.n
+
+    def _invalidate(self) -> None:
+        self._csr = None
+        self._reverse = None
+
+    def contains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        keys = src.astype(np.int64) * self.n + dst
+        pos = np.searchsorted(self.keys, keys)
+        pos_clipped = np.minimum(pos, len(self.keys) - 1)
+        return (pos < len(self.keys)) & (self.keys[pos_clipped] == keys) if len(self.keys) else np.zeros(len(keys), bool)
+
+    def follow(self, src: np.ndarray, dst: np.ndarray) -> int:
+        """Add edges (self-follows and existing edges ignored); returns how many were new."""
+        keep = src != dst
+        keys = np.unique(src[keep].astype(np.int64) * self.n + dst[keep])
+        if len(keys) == 0:
+            return 0
+        pos = np.searchsorted(self.keys, keys)
+        exists = np.zeros(len(keys), bool)
+        inside = pos < len(self.keys)
+        exists[inside] = self.keys[pos[inside]] == keys[inside]
+        new = keys[~exists]
+        if len(new):
+            self.keys = np.insert(self.keys, pos[~exists], new)
+            self._invalidate()
+        return len(new)
+
+    def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
+        """Remove edges (missing ones ignored); returns how many were removed."""
+        keys = np.unique(src.astype(np.int64) * self.n + dst)
+        if len(keys) == 0 or len(self.keys) == 0:
+            return 0
+        pos = np.searchsorted(self.keys, keys)
+        inside = pos < len(self.keys)
+        hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
+        if len(hit):
+            self.keys = np.delete(self.keys, hit)
+            self._invalidate()
+        return len(hit)
+
+    def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr (N+1,), indices (E,)): row u lists the users u follows."""
+        if self._csr is None:
+            indptr = np.searchsorted(self.keys, np.arange(self.n + 1, dtype=np.int64) * self.n)
+            self._csr = (indptr.astype(np.int64), self.dst)
+        return self._csr
+
+    def followers_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr (N+1,), indices (E,)): row u lists the users who follow u."""
+        if self._reverse is None:
+            src, dst = self.src, self.dst
+            order = np.argsort(dst, kind="stable")
+            indptr = np.zeros(self.n + 1, np.int64)
+            np.cumsum(np.bincount(dst, minlength=self.n), out=indptr[1:])
+            self._reverse = (indptr, src[order])
+        return self._reverse
+
+
+@dataclass
+class UserState:
+    """Mutable per-user columns (N users); see :class:`agent_models.types.UserColumns`."""
+
+    profiles: Profiles
+    latent: np.ndarray
+    memory_latent: np.ndarray
+    stance: np.ndarray
+    discrete_stance: np.ndarray
+    opinion: np.ndarray
+    activity: np.ndarray
+    toxicity_propensity: np.ndarray
+    susceptibility: np.ndarray
+    misinformed: np.ndarray
+    exposure: np.ndarray
+
+    _ARRAYS = (
+        "latent", "memory_latent", "stance", "discrete_stance", "opinion", "activity",
+        "toxicity_propensity", "susceptibility", "misinformed", "exposure",
+    )
+
+    def view(self) -> UserColumns:
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a.view()
+            v.flags.writeable = False
+            return v
+
+        return UserColumns(
+            profiles=self.profiles, latent=ro(self.latent), memory_latent=ro(self.memory_latent),
+            stance=ro(self.stance), opinion=ro(self.opinion), activity=ro(self.activity),
+            toxicity_propensity=ro(self.toxicity_propensity),
+            susceptibility=ro(self.susceptibility), misinformed=ro(self.misinformed),
+            exposure=ro(self.exposure),
+        )
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name).copy() for name in self._ARRAYS}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        for name in self._ARRAYS:
+            getattr(self, name)[...] = state[name]
+
+
+def discretize_stance(value: np.ndarray, threshold: float = 1 / 3) -> np.ndarray:
+    """s in {-1, 0, +1}: the sign of ``value`` where |value| > threshold, else 0 (Eq. 1)."""
+    return np.where(value > threshold, 1, np.where(value < -threshold, -1, 0)).astype(np.int8)
+
+
+__all__ = ["FollowGraph", "PostKind", "PostTable", "UserState", "discretize_stance"]
