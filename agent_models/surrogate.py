@@ -202,12 +202,10 @@ class SurrogateBrain(Brain):
         assimilate = positive | (is_reply & ~hostile)
         assimilate &= np.abs(delta) <= 2 * cfg.confidence_bound
         backfire = hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
-        push = np.zeros(n)
-        weight = np.zeros(n)
-        np.add.at(push, react_user[assimilate], cfg.assimilation_rate * delta[assimilate])
-        np.add.at(weight, react_user[assimilate], 1.0)
-        np.add.at(push, react_user[backfire], -cfg.backfire_rate * delta[backfire])
-        np.add.at(weight, react_user[backfire], 1.0)
+        moved = assimilate | backfire
+        rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
+        push = np.bincount(react_user[moved], weights=(rate * delta)[moved], minlength=n)
+        weight = np.bincount(react_user[moved], minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64).copy()
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])

@@ -9,6 +9,8 @@ by the identity for them).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -48,17 +50,84 @@ def normalized_adjacency(indptr: np.ndarray, indices: np.ndarray, num_users: int
 SINGLE_THREAD_NNZ = 200_000
 
 
-def propagate(context: np.ndarray, adjacency: torch.Tensor, alpha: float, hops: int) -> np.ndarray:
-    """(N, D) float32 context after ``hops`` steps of Eq. 8."""
-    c = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
+@contextmanager
+def _threads_for(nnz: int) -> Iterator[None]:
+    """Run small sparse products on one torch thread, large ones on all."""
     threads = torch.get_num_threads()
-    small = adjacency.values().numel() < SINGLE_THREAD_NNZ
+    small = nnz < SINGLE_THREAD_NNZ and threads > 1
     if small:
         torch.set_num_threads(1)
     try:
-        for _ in range(hops):
-            c = alpha * c + (1.0 - alpha) * (adjacency @ c)
+        yield
     finally:
         if small:
             torch.set_num_threads(threads)
+
+
+def propagate(context: np.ndarray, adjacency: torch.Tensor, alpha: float, hops: int) -> np.ndarray:
+    """(N, D) float32 context after ``hops`` steps of Eq. 8."""
+    c = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
+    with _threads_for(adjacency.values().numel()):
+        for _ in range(hops):
+            c = alpha * c + (1.0 - alpha) * (adjacency @ c)
     return c.numpy()
+
+
+def _neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Concatenated followee lists of ``nodes`` (with repeats)."""
+    start, stop = indptr[nodes], indptr[nodes + 1]
+    lengths = stop - start
+    if lengths.sum() == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.repeat(start - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return indices[np.arange(lengths.sum()) + offsets]
+
+
+def propagate_rows(context: np.ndarray | tuple[np.ndarray, ...], indptr: np.ndarray,
+                   indices: np.ndarray, rows: np.ndarray, alpha: float, hops: int) -> np.ndarray:
+    """Rows ``rows`` (R,) of :func:`propagate`'s result, computed on the ``hops``-hop
+    neighbourhood of ``rows`` only: (R, D) float32. ``context`` is (N, D), or a tuple of
+    (N, D_i) blocks read as their concatenation (so callers need not build it).
+
+    Hop h computes the propagated context of the nodes within ``hops − h`` hops of ``rows``
+    from the previous hop's context of the nodes within ``hops − h + 1`` hops, each hop a
+    CSR product restricted to those rows: the cost scales with the neighbourhood, not with
+    N, so arm contexts stay cheap at a million users. These products are small, so they run
+    in SciPy's single-threaded CSR kernel (a thread pool costs more than it saves here).
+    """
+    import scipy.sparse as sp
+
+    rows = np.asarray(rows, np.int64)
+    frontiers = [np.unique(rows)]
+    for _ in range(hops):
+        frontiers.append(np.union1d(frontiers[-1], _neighbours(indptr, indices, frontiers[-1])))
+    current_nodes = frontiers[-1]
+    blocks = context if isinstance(context, tuple) else (context,)
+    current = np.concatenate([b[current_nodes] for b in blocks], axis=1).astype(np.float32)
+    for targets in reversed(frontiers[:-1]):
+        degree = indptr[targets + 1] - indptr[targets]
+        isolated = degree == 0
+        counts = np.where(isolated, 1, degree)
+        crow = np.concatenate([[0], np.cumsum(counts)])
+        columns = np.empty(crow[-1], np.int64)
+        has = ~isolated
+        columns[np.repeat(crow[:-1][has], degree[has]) + _ranks(degree[has])] = _neighbours(
+            indptr, indices, targets[has]
+        )
+        columns[crow[:-1][isolated]] = targets[isolated]
+        values = np.repeat(1.0 / counts, counts).astype(np.float32)
+        block = sp.csr_matrix(
+            (values, np.searchsorted(current_nodes, columns), crow),
+            shape=(len(targets), len(current_nodes)),
+        )
+        own = current[np.searchsorted(current_nodes, targets)]
+        current = alpha * own + (1.0 - alpha) * (block @ current)
+        current_nodes = targets
+    return current[np.searchsorted(current_nodes, rows)].astype(np.float32)
+
+
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """0..len-1 for each run of ``lengths``, concatenated."""
+    total = int(lengths.sum())
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.arange(total) - np.repeat(starts, lengths)

@@ -31,7 +31,7 @@ from socialenv.platform import (
     dedupe_rows,
     fit_centroids,
 )
-from socialenv.propagation import normalized_adjacency, propagate
+from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
@@ -184,10 +184,15 @@ class Simulation:
         return np.flatnonzero(rng.random(len(self.users.activity)) < self.users.activity).astype(np.int64)
 
     # ----------------------------------------------------------------------------- context
-    def user_context(self) -> np.ndarray:
-        """(N, 2d) propagated user context: [profile embedding ⊕ memory embedding] (Eq. 7)
-        after ``context.hops`` steps of label propagation (Eq. 8)."""
+    def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
+        ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
+        the users ``rows`` only (computed on their neighbourhood, same values)."""
         cfg = self.config.context
+        if rows is not None:
+            indptr, indices = self.graph.followees_csr()
+            return propagate_rows((self.users.latent, self.users.memory_latent), indptr, indices,
+                                  np.asarray(rows, np.int64), cfg.alpha, cfg.hops)
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
         if cfg.hops == 0:
             return base
@@ -302,7 +307,8 @@ class Simulation:
             (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
             (Behaviour.RETWEET, posts.retweets), (Behaviour.REPLY, posts.replies),
         ):
-            np.add.at(counter, out.react_post[kind == behaviour], 1)
+            ids, counts = np.unique(out.react_post[kind == behaviour], return_counts=True)
+            counter[ids] += counts.astype(counter.dtype)
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
         is_reply = kind[shares] == Behaviour.REPLY
@@ -361,13 +367,12 @@ class Simulation:
         users.misinformed[out.misinformed_user] = out.misinformed_value
 
         if len(out.react_user):
-            n, d = users.latent.shape
-            engaged = np.zeros((n, d), np.float32)
-            np.add.at(engaged, out.react_user, posts.latent[out.react_post])
-            who = np.unique(out.react_user)
+            order = np.argsort(out.react_user, kind="stable")
+            who, first = np.unique(out.react_user[order], return_index=True)
+            engaged = np.add.reduceat(posts.latent[out.react_post[order]], first, axis=0)
             m = self.config.memory_ema
-            mixed = m * users.memory_latent[who] + (1 - m) * engaged[who] / np.maximum(
-                np.linalg.norm(engaged[who], axis=1, keepdims=True), 1e-8
+            mixed = m * users.memory_latent[who] + (1 - m) * engaged / np.maximum(
+                np.linalg.norm(engaged, axis=1, keepdims=True), 1e-8
             )
             users.memory_latent[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
         return written_toxicity

@@ -57,7 +57,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.config.graph_observation:
             obs_spaces["graph"] = spaces.Graph(
                 node_space=spaces.Box(-np.inf, np.inf, (2 * self._latent_dim,), np.float32),
-                edge_space=None,
+                edge_space=spaces.Box(0.0, 1.0, (1,), np.float32),
             )
         self.observation_space = spaces.Dict(obs_spaces)
         #: Action value meaning "leave this slot empty"; a slate of only this is no intervention.
@@ -82,8 +82,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """Candidate arms of the coming round; must hold "mask" (K,) bool."""
 
     @abstractmethod
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_context: np.ndarray) -> np.ndarray:
-        """(K, context_dim) float32."""
+    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
+        """(K, context_dim) float32; ``arm_user_context`` (K, 2d) is each arm's user's
+        propagated context."""
 
     @abstractmethod
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,18 +116,27 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def _observe(self) -> dict[str, Any]:
         sim = self.sim
         self._arms = self._sample_arms(sim.rng(sim.round, Stream.ARMS))
-        user_context = sim.user_context()
+        arm_users = np.maximum(self._arms["user"], 0)
+        if self.config.observe_users or self.config.graph_observation:
+            user_context = sim.user_context()
+            arm_context = user_context[arm_users]
+        else:
+            distinct, inverse = np.unique(arm_users, return_inverse=True)
+            arm_context = sim.user_context(distinct)[inverse]
         obs: dict[str, Any] = {
-            "arms": self._arm_contexts(self._arms, user_context),
+            "arms": self._arm_contexts(self._arms, arm_context),
             "action_mask": self._arms["mask"].astype(np.int8),
         }
         if self.config.observe_users:
             obs["user_context"] = user_context.astype(np.float32)
             obs["stance"] = sim.users.stance.copy()
         if self.config.graph_observation:
+            src, dst = sim.graph.src, sim.graph.dst
+            out_degree = np.bincount(src, minlength=len(user_context))
             obs["graph"] = spaces.GraphInstance(
-                nodes=user_context.astype(np.float32), edges=None,
-                edge_links=np.stack([sim.graph.src, sim.graph.dst], axis=1).astype(np.int64),
+                nodes=user_context.astype(np.float32),
+                edges=(1.0 / out_degree[src]).astype(np.float32)[:, None],
+                edge_links=np.stack([src, dst], axis=1).astype(np.int64),
             )
         return obs
 

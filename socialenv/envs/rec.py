@@ -82,7 +82,7 @@ class RecEnv(PolicySimEnv):
         own = valid & (sim.posts.author[np.maximum(arm_post, 0)] == arm_user)
         return {"user": arm_user, "post": arm_post, "mask": valid & ~own}
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_context: np.ndarray) -> np.ndarray:
+    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         post = np.maximum(arms["post"], 0)
@@ -97,7 +97,7 @@ class RecEnv(PolicySimEnv):
             np.einsum("kd,kd->k", sim.users.latent[user], p.latent[post]),
             sim.recent_toxicity[user], p.misinfo[post].astype(np.float32), sim.users.activity[user],
         ], axis=1)
-        context = np.concatenate([user_context[user], p.latent[post], features], axis=1)
+        context = np.concatenate([arm_user_context, p.latent[post], features], axis=1)
         context[~arms["mask"]] = 0.0
         return context.astype(np.float32)
 

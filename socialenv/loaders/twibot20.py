@@ -20,7 +20,9 @@ a post.
 
 What is kept: users whose ``label`` is in ``keep_labels`` (default humans, ``"0"``; users
 without a label only with ``keep_unlabelled=True``) and whose ``domain`` contains ``domain``
-(default ``"Politics"``, as the paper; None keeps every domain). With ``max_users`` the most
+(default ``"Politics"``, as the paper; None keeps every domain) and, with
+``require_tweets_and_neighbors`` (default, as the paper's preprocessing), that have at least
+one tweet and a non-empty ``neighbor`` entry. With ``max_users`` the most
 active users (most tweets) are kept. The follow graph is ``neighbor.following`` (user →
 followee) and ``neighbor.follower`` (follower → user) restricted to kept users.
 
@@ -206,6 +208,7 @@ def read_twibot20(
     domain: str | None = "Politics",
     keep_labels: Sequence[str] = ("0",),
     keep_unlabelled: bool = False,
+    require_tweets_and_neighbors: bool = True,
     config: LoaderConfig | None = None,
     backend: Any = None,
 ) -> LoadedDataset:
@@ -216,6 +219,8 @@ def read_twibot20(
         domain: keep users whose ``domain`` list contains this (case-insensitive); None = all.
         keep_labels: labels kept ("0" humans, "1" bots).
         keep_unlabelled: also keep users without a label (``support.json``).
+        require_tweets_and_neighbors: drop users without tweets or without any neighbor
+            (in the whole dataset, before restricting the graph to kept users).
         config: loader options (:class:`LoaderConfig`); topic defaults to the domain.
         backend: an LLM backend of :mod:`agent_models.llm` for profiles and stance.
     """
@@ -233,6 +238,10 @@ def read_twibot20(
             if user["label"] is not None and user["label"] not in keep_labels:
                 continue
             if want is not None and want not in {d.lower() for d in user["domains"]}:
+                continue
+            if require_tweets_and_neighbors and not (
+                user["tweets"] and (user["following"] or user["follower"])
+            ):
                 continue
             if user["id"] in seen:
                 continue
@@ -299,11 +308,12 @@ def load_twibot20(
     domain: str | None = "Politics",
     keep_labels: Sequence[str] = ("0",),
     keep_unlabelled: bool = False,
+    require_tweets_and_neighbors: bool = True,
     config: LoaderConfig | None = None,
     backend: Any = None,
 ) -> Scenario:
     """The :class:`Scenario` of :func:`read_twibot20` (same arguments)."""
     return read_twibot20(
         paths, domain=domain, keep_labels=keep_labels, keep_unlabelled=keep_unlabelled,
-        config=config, backend=backend,
+        require_tweets_and_neighbors=require_tweets_and_neighbors, config=config, backend=backend,
     ).scenario
