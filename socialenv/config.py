@@ -138,6 +138,9 @@ class EnvConfig:
         observe_users: add user-level arrays (propagated context (N, 2d), stance (N,)) to the
             observation.
         graph_observation: add a ``gymnasium.spaces.Graph`` of the follow graph.
+        feed_recommender: a :class:`socialenv.platform.Recommender` (subclass) instance to
+            build feeds instead of the default one built from ``recommender``.
+        exposure_control: a :class:`socialenv.platform.ExposureControl` (subclass) instance.
     """
 
     num_users: int = 1000
@@ -158,6 +161,8 @@ class EnvConfig:
     memory_ema: float = 0.5
     observe_users: bool = False
     graph_observation: bool = False
+    feed_recommender: Any = None
+    exposure_control: Any = None
 
     def __post_init__(self) -> None:
         _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
@@ -175,6 +180,12 @@ class EnvConfig:
         object.__setattr__(self, "exposure_levels", tuple(float(p) for p in levels))
         _check(0 <= self.stance_ema < 1, "stance_ema", "a number in [0, 1)", self.stance_ema)
         _check(0 <= self.memory_ema < 1, "memory_ema", "a number in [0, 1)", self.memory_ema)
+        _check(self.feed_recommender is None or callable(getattr(self.feed_recommender, "build_feeds", None)),
+               "feed_recommender", "None or an object with build_feeds(ctx, active, rng)",
+               self.feed_recommender)
+        _check(self.exposure_control is None or callable(getattr(self.exposure_control, "filter", None)),
+               "exposure_control", "None or an object with filter(feed, post_author, exposure, rng)",
+               self.exposure_control)
         for name, cls in (("recommender", RecommenderConfig), ("reward", RewardConfig),
                           ("context", ContextConfig)):
             value = getattr(self, name)

@@ -49,7 +49,8 @@ def plot_run(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> list
     plt.close(fig)
     written.append(path)
 
-    present = [(k, label) for k, label in OBJECTIVE_METRICS if k in rows[0]]
+    present = [(k, label) for k, label in OBJECTIVE_METRICS
+               if k in rows[0] and any(r[k] != 0 for r in rows)]
     fig, axes = plt.subplots(2, (len(present) + 1) // 2, figsize=(4 * ((len(present) + 1) // 2), 6))
     for ax, (key, label) in zip(np.ravel(axes), present, strict=False):
         rounds, mean, std = _by_round(rows, key)

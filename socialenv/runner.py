@@ -179,8 +179,9 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                     action = select_action(policy, obs, base.config.budget, base.no_op)
                     arms = obs["arms"]
                     obs, reward, terminated, truncated, info = env.step(action)
-                    if len(info["arm_indices"]):
-                        policy.update(arms[info["arm_indices"]], info["arm_rewards"])
+                    applied = info["arm_applied"]
+                    if applied.any():
+                        policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
                     done = terminated or truncated
                     row = {"seed": seed, "episode": episode, "round": info["round"],
                            "reward": reward, **info["metrics"]}
@@ -201,7 +202,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     summary = {"env_id": config.env_id, "policy": config.policy, **summarize(rows, keys)}
     if out_dir is not None:
         with (out_dir / "rounds.csv").open("w", newline="") as fh:
-            fieldnames = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
+            fieldnames = list(rows[0]) + sorted({k for r in rows for k in r} - set(rows[0]))
             writer = csv.DictWriter(fh, fieldnames=fieldnames)
             writer.writeheader()
             writer.writerows(rows)

@@ -155,6 +155,11 @@ class Scenario:
 
         follow_src = np.asarray(follow_src, dtype=np.int64)
         follow_dst = np.asarray(follow_dst, dtype=np.int64)
+        if len(follow_src) != len(follow_dst):
+            raise ValueError("Scenario.follow_src and follow_dst must have the same length")
+        for name, ids in (("follow_src", follow_src), ("follow_dst", follow_dst)):
+            if len(ids) and (ids.min() < 0 or ids.max() >= n):
+                raise ValueError(f"Scenario.{name} holds user ids outside [0, {n})")
         if profiles is None:
             profiles = default_profiles(n, follow_src, follow_dst, rng)
         scenario = cls(

@@ -31,8 +31,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     #: Number of scalar features appended to each arm's context.
     num_arm_features: int
 
-    def __init__(self, render_mode: str | None = None, seed: int | None = None,
-                 recommender: Any = None, exposure_control: Any = None, **kwargs: Any) -> None:
+    def __init__(self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None"
@@ -41,7 +40,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         kwargs = {**self.default_kwargs(), **kwargs}
         self.config = EnvConfig.from_kwargs(**kwargs)
         self.brain = make_brain(self.config.users, llm=self.config.llm, surrogate=self.config.surrogate)
-        self.sim = Simulation(self.config, self.brain, recommender, exposure_control)
+        self.sim = Simulation(self.config, self.brain, self.config.feed_recommender,
+                              self.config.exposure_control)
         self._default_seed = seed
         self._latent_dim = self._probe_latent_dim()
         self.num_arms = self._num_arms()
@@ -179,26 +179,33 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.sim.round >= self.config.rounds:
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
-        filled = slate[slate != self.no_op]
-        _, first = np.unique(filled, return_index=True)
-        distinct = filled[np.sort(first)]
-        chosen = distinct[self._arms["mask"][distinct]]
-        applied, injected = self._apply_action(chosen)
+        filled = slate != self.no_op
+        _, first = np.unique(slate, return_index=True)
+        first_use = np.zeros(len(slate), bool)
+        first_use[first] = True
+        candidate = filled & first_use
+        candidate[candidate] = self._arms["mask"][slate[candidate]]
+        applied_arms, injected = self._apply_action(slate[candidate])
         result = self.sim.run_round(*injected)
         self._last_result = result
-        rewards, extra = self._arm_rewards(applied, result)
-        slot_rewards = np.zeros(len(distinct), np.float32)
-        slot_rewards[_positions(distinct, applied)] = rewards
+        rewards, extra = self._arm_rewards(applied_arms, result)
+        applied = np.zeros(len(slate), bool)
+        slot_rewards = np.zeros(len(slate), np.float32)
+        if len(applied_arms):
+            slot = np.flatnonzero(candidate)[_positions(slate[candidate], applied_arms)]
+            applied[slot] = True
+            slot_rewards[slot] = rewards
         reward = float(slot_rewards.sum() / self.config.budget)
         truncated = self.sim.round >= self.config.rounds
         obs = self._observe()
         info = {
             "round": result.round,
-            "arm_indices": distinct,
+            "arm_indices": slate,
+            "arm_applied": applied,
             "arm_rewards": slot_rewards,
-            "empty_slots": int(len(slate) - len(filled)),
-            "duplicate_arms": int(len(filled) - len(distinct)),
-            "invalid_arms": int(len(distinct) - len(applied)),
+            "empty_slots": int((~filled).sum()),
+            "duplicate_arms": int((filled & ~first_use).sum()),
+            "invalid_arms": int((filled & first_use).sum() - applied.sum()),
             "metrics": {**result.metrics, **extra},
         }
         return obs, reward, False, truncated, info

@@ -1,0 +1,129 @@
+"""The envs behave as Gymnasium and Stable-Baselines3 expect."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import socialenv  # noqa: F401
+
+ENV_IDS = ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"]
+SMALL = {"num_users": 150, "rounds": 4}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_check_env(env_id: str) -> None:
+    env = gym.make(env_id, **SMALL)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        check_env(env.unwrapped)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_sb3_check_env(env_id: str) -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*unconventional shape.*")
+        sb3_check_env(gym.make(env_id, **SMALL).unwrapped, warn=True)
+
+
+def test_graph_and_user_observations_pass_check_env() -> None:
+    env = gym.make("PolicySim-Rec-v0", graph_observation=True, observe_users=True, **SMALL)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Box observation space.*")
+        check_env(env.unwrapped)
+    obs, _ = env.reset(seed=1)
+    n = env.unwrapped.sim.users.stance.shape[0]
+    assert obs["user_context"].shape == (n, 64)
+    assert obs["graph"].edge_links.shape[1] == 2
+    # the arm contexts are the same whether computed on the neighbourhood or the full graph
+    plain = gym.make("PolicySim-Rec-v0", **SMALL)
+    plain_obs, _ = plain.reset(seed=1)
+    np.testing.assert_allclose(plain_obs["arms"], obs["arms"], rtol=1e-5, atol=1e-6)
+
+
+def test_make_without_import_prefix() -> None:
+    env = gym.make("socialenv:PolicySim-Rec-v0", **SMALL)
+    obs, _ = env.reset(seed=0)
+    assert obs["arms"].dtype == np.float32
+
+
+def test_make_with_paper_kwargs() -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3, budget=7, scenario="abortion", seed=5)
+    obs, info = env.reset()
+    assert env.action_space.shape == (7,)
+    assert obs["arms"].shape[0] == env.unwrapped.num_arms == 20 * 10
+    steps = 0
+    truncated = False
+    while not truncated:
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert not terminated
+        assert 0.0 <= reward <= 1.0
+        steps += 1
+    assert steps == 3
+    for key in ("arm_indices", "arm_rewards", "metrics"):
+        assert key in info
+    assert set(socialenv.metrics.METRIC_NAMES) <= set(info["metrics"])
+    with pytest.raises(RuntimeError, match="reset"):
+        env.unwrapped.step(env.action_space.sample())
+
+
+def test_seed_kwarg_sets_first_reset() -> None:
+    a = gym.make("PolicySim-Rec-v0", seed=11, **SMALL)
+    b = gym.make("PolicySim-Rec-v0", **SMALL)
+    np.testing.assert_array_equal(a.reset()[0]["arms"], b.reset(seed=11)[0]["arms"])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_vector_envs(mode: str) -> None:
+    envs = gym.make_vec("PolicySim-Rec-v0", num_envs=2, vectorization_mode=mode, **SMALL)
+    try:
+        obs, _ = envs.reset(seed=[0, 1])
+        assert obs["arms"].shape[0] == 2
+        assert not np.array_equal(obs["arms"][0], obs["arms"][1])
+        obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+        assert reward.shape == (2,)
+        assert "metrics" in info
+    finally:
+        envs.close()
+
+
+def test_empty_slots_mean_no_intervention() -> None:
+    env = gym.make("PolicySim-Rec-v0", **SMALL)
+    env.reset(seed=0)
+    no_op = env.unwrapped.no_op
+    _, reward, _, _, info = env.step(np.full(env.action_space.shape, no_op))
+    assert reward == 0.0
+    assert info["empty_slots"] == env.action_space.shape[0]
+    assert not info["arm_applied"].any()
+
+
+def test_duplicate_and_masked_arms_score_zero() -> None:
+    env = gym.make("PolicySim-Rec-v0", **SMALL).unwrapped
+    obs, _ = env.reset(seed=3)
+    allowed = np.flatnonzero(obs["action_mask"])
+    slate = np.full(env.config.budget, allowed[0])
+    obs, reward, _, _, info = env.step(slate)
+    assert info["duplicate_arms"] == env.config.budget - 1
+    assert info["arm_applied"].tolist() == [True] + [False] * (env.config.budget - 1)
+    assert (info["arm_rewards"][1:] == 0).all()
+    assert reward == pytest.approx(info["arm_rewards"][0] / env.config.budget)
+    padded = gym.make("PolicySim-Rec-v0", candidate_users=150, **SMALL).unwrapped
+    obs, _ = padded.reset(seed=3)
+    masked = np.flatnonzero(obs["action_mask"] == 0)
+    assert len(masked) > 0, "fewer active users than candidate_users must leave padded arms"
+    assert not obs["arms"][masked].any()
+    _, reward, _, _, info = padded.step(np.full(padded.config.budget, masked[0]))
+    assert info["invalid_arms"] == 1 and not info["arm_applied"].any() and reward == 0.0
+
+
+def test_render_ansi() -> None:
+    env = gym.make("PolicySim-Rec-v0", render_mode="ansi", **SMALL)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    assert "stance" in env.render()

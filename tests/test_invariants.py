@@ -1,0 +1,68 @@
+"""Property-based checks of the world's invariants over random configs and actions."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from socialenv.envs.exposure import ExposureEnv
+from socialenv.envs.rec import RecEnv
+
+
+def _check_world(env: RecEnv | ExposureEnv) -> None:
+    sim = env.sim
+    users = sim.users
+    assert np.all((users.stance >= -1) & (users.stance <= 1))
+    assert np.all((users.opinion >= -1) & (users.opinion <= 1))
+    assert np.all((users.exposure >= 0) & (users.exposure <= 1))
+    assert np.all((users.activity >= 0) & (users.activity <= 1))
+    posts = sim.posts.view()
+    assert np.all((posts.toxicity >= 0) & (posts.toxicity <= 1))
+    assert np.all((posts.stance >= -1) & (posts.stance <= 1))
+    src, dst = sim.graph.src, sim.graph.dst
+    assert not np.any(src == dst), "self-follow"
+    assert len(np.unique(src * len(users.stance) + dst)) == len(src), "duplicate edge"
+    assert np.all(np.diff(sim.graph.keys) > 0)
+    result = env._last_result
+    if result is not None:
+        feed = result.feed
+        round_first_post = sim.round_start[result.round + 1]
+        assert np.all(feed >= -1)
+        assert np.all(feed < round_first_post), "feed shows a post that did not exist yet"
+        shown = feed[feed >= 0]
+        assert np.all(posts.author[shown] != np.repeat(result.active, (feed >= 0).sum(axis=1)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    num_users=st.integers(10, 250),
+    seed=st.integers(0, 2**16),
+    relational=st.integers(0, 6),
+    personalized=st.integers(0, 6),
+    headline=st.integers(0, 3),
+    hops=st.integers(0, 3),
+    alpha=st.floats(0, 1),
+    exposure=st.booleans(),
+)
+def test_invariants_hold_over_an_episode(
+    num_users: int, seed: int, relational: int, personalized: int, headline: int,
+    hops: int, alpha: float, exposure: bool,
+) -> None:
+    cls = ExposureEnv if exposure else RecEnv
+    env = cls(
+        num_users=num_users, rounds=4, budget=3, candidate_users=5, candidate_posts=4,
+        exposure_users=6,
+        recommender={"relational": relational, "personalized": personalized, "headline": headline},
+        context={"hops": hops, "alpha": alpha},
+    )
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    _check_world(env)
+    for _ in range(4):
+        assert np.isfinite(obs["arms"]).all()
+        action = rng.integers(0, env.num_arms + 1, env.config.budget)
+        obs, reward, _, _, info = env.step(action)
+        assert 0.0 <= reward <= 1.0
+        assert np.all((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1))
+        _check_world(env)

@@ -1,0 +1,131 @@
+"""Determinism, save/resume and errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import socialenv
+from socialenv.envs import load_env
+
+SMALL = {"num_users": 200, "rounds": 6}
+
+
+def _episode(env: gym.Env, seed: int, actions: list[np.ndarray]) -> list:
+    obs, _ = env.reset(seed=seed)
+    trace = [obs]
+    for action in actions:
+        obs, reward, _, _, info = env.step(action)
+        trace.append((obs, reward, info["arm_rewards"], info["metrics"]))
+    return trace
+
+
+def _assert_same(a: list, b: list) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, dict):
+            for key in x:
+                np.testing.assert_array_equal(x[key], y[key])
+        else:
+            for key in x[0]:
+                np.testing.assert_array_equal(x[0][key], y[0][key])
+            assert x[1] == y[1]
+            np.testing.assert_array_equal(x[2], y[2])
+            assert x[3] == y[3]
+
+
+@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+def test_same_seed_same_episode(env_id: str) -> None:
+    rng = np.random.default_rng(0)
+    env = gym.make(env_id, **SMALL)
+    actions = [rng.integers(0, env.unwrapped.num_arms, env.action_space.shape) for _ in range(6)]
+    first = _episode(env, 42, actions)
+    second = _episode(gym.make(env_id, **SMALL), 42, actions)
+    _assert_same(first, second)
+    other = _episode(gym.make(env_id, **SMALL), 43, actions)
+    assert not np.array_equal(first[0]["arms"], other[0]["arms"])
+
+
+@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+def test_save_and_resume_equals_uninterrupted(env_id: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    env = gym.make(env_id, **SMALL)
+    actions = [rng.integers(0, env.unwrapped.num_arms, env.action_space.shape) for _ in range(6)]
+    full = _episode(env, 7, actions)
+
+    interrupted = gym.make(env_id, **SMALL)
+    interrupted.reset(seed=7)
+    for action in actions[:3]:
+        interrupted.step(action)
+    path = interrupted.unwrapped.save(tmp_path / "env.pkl")
+    del interrupted
+
+    resumed = load_env(path)
+    tail = []
+    for action in actions[3:]:
+        obs, reward, _, _, info = resumed.step(action)
+        tail.append((obs, reward, info["arm_rewards"], info["metrics"]))
+    _assert_same(full[4:], tail)
+
+
+def test_load_rejects_other_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pkl"
+    bad.write_bytes(b"\x80\x05N.")
+    with pytest.raises(ValueError, match="not a PolicySim env save"):
+        load_env(bad)
+    with pytest.raises(FileNotFoundError):
+        load_env(tmp_path / "missing.pkl")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"num_users": 3}, "num_users"),
+        ({"rounds": 0}, "rounds"),
+        ({"budget": 0}, "budget"),
+        ({"scenario": "mars"}, "scenario"),
+        ({"users": "robots"}, "users"),
+        ({"exposure_levels": (0.5, 1.5)}, "exposure_levels"),
+        ({"stance_ema": 1.0}, "stance_ema"),
+        ({"recommender": {"personalized": -1}}, "recommender.personalized"),
+        ({"recommender": {"colour": 1}}, "recommender"),
+        ({"reward": {"engagement": {"hug": 0.5}}}, "reward.engagement"),
+        ({"reward": {"misinformation_mode": "magic"}}, "reward.misinformation_mode"),
+        ({"context": {"alpha": 2.0}}, "context.alpha"),
+        ({"surrogate": {"post_rate": 3.0}}, "surrogate.post_rate"),
+        ({"num_agents": 5}, "num_agents"),
+    ],
+)
+def test_bad_config_names_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        env = gym.make("PolicySim-Rec-v0", **{"num_users": 100, **kwargs})
+        env.reset(seed=0)
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (np.zeros(3, np.int64), "shape"),
+        (np.full(10, -1), "arm index -1"),
+        (np.full(10, 10_000), "arm index 10000"),
+        (np.full(10, 0.5), "integer"),
+        ("abc", "shape"),
+    ],
+)
+def test_bad_action_names_what_is_allowed(action: object, message: str) -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=100).unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=message):
+        env.step(action)
+
+
+def test_scenario_instance_and_saved_scenario(tmp_path: Path) -> None:
+    scenario = socialenv.make_scenario("abortion", 120, seed=3)
+    path = scenario.save(tmp_path / "pop")
+    a = gym.make("PolicySim-Rec-v0", scenario=scenario, rounds=2)
+    b = gym.make("PolicySim-Rec-v0", scenario=str(path), rounds=2)
+    np.testing.assert_array_equal(a.reset(seed=0)[0]["arms"], b.reset(seed=0)[0]["arms"])
+    assert a.unwrapped.sim.users.stance.shape == (120,)

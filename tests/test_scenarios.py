@@ -1,0 +1,83 @@
+"""The synthetic population generator and scenario files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from socialenv import Scenario, make_scenario
+from socialenv.scenarios import ABORTION_NEWS, ROLES
+
+
+def test_generator_is_deterministic_and_seed_dependent() -> None:
+    a = make_scenario("abortion", 500, seed=1)
+    b = make_scenario("abortion", 500, seed=1)
+    c = make_scenario("abortion", 500, seed=2)
+    np.testing.assert_array_equal(a.latent, b.latent)
+    np.testing.assert_array_equal(a.follow_dst, b.follow_dst)
+    assert not np.array_equal(a.opinion, c.opinion)
+
+
+def test_profiles_have_the_four_attributes() -> None:
+    s = make_scenario("abortion", 300, seed=0)
+    described = s.profiles.describe(7)
+    assert set(described) == {"likely_identity", "interested_areas", "posting_style", "interaction_behaviour"}
+    assert all(described.values())
+    assert set(np.unique(s.profiles.interaction_role.codes)) <= set(range(len(ROLES)))
+    assert s.profiles.interests.any(axis=1).all()
+
+
+def test_follow_graph_is_homophilous_and_heavy_tailed() -> None:
+    s = make_scenario("abortion", 5000, seed=0)
+    sign = np.sign(np.where(np.abs(s.opinion) < 0.2, 0, s.opinion))
+    same = np.mean(sign[s.follow_src] == sign[s.follow_dst])
+    # a random graph would put ~ sum of squared camp shares (< 0.5) of edges within camps
+    shares = np.bincount((sign + 1).astype(int), minlength=3) / len(sign)
+    assert same > (shares**2).sum() + 0.2
+    followers = np.bincount(s.follow_dst, minlength=s.num_users)
+    assert followers.max() > 20 * np.median(followers)
+    assert not np.any(s.follow_src == s.follow_dst)
+
+
+def test_builtin_scenarios() -> None:
+    abortion = make_scenario("abortion", 400, seed=0)
+    assert [e.round for e in abortion.news] == [0, 4, 7] == [e.round for e in ABORTION_NEWS]
+    assert not abortion.misinformed.any()
+    mis = make_scenario("misinformation", 1000, seed=0)
+    assert mis.misinformed.mean() == pytest.approx(0.2)
+    assert mis.misinformation_message and "#gun" in mis.misinformation_message
+    assert mis.history_misinfo.any()
+    np.testing.assert_array_equal(mis.history_misinfo, mis.misinformed[mis.history_author])
+
+
+def test_text_is_generated_on_request() -> None:
+    s = make_scenario("misinformation", 100, seed=0, with_text=True)
+    assert s.history_text is not None and len(s.history_text) == len(s.history_author)
+    flagged = [t for t, m in zip(s.history_text, s.history_misinfo, strict=True) if m]
+    assert all("#wakeupamerica" in t for t in flagged)
+
+
+def test_save_load_roundtrip(tmp_path: Path) -> None:
+    s = make_scenario("misinformation", 200, seed=4, with_text=True)
+    loaded = Scenario.load(s.save(tmp_path / "scenario"))
+    np.testing.assert_array_equal(loaded.latent, s.latent)
+    assert loaded.history_text == s.history_text
+    assert loaded.news == s.news
+    assert loaded.profiles.describe(3) == s.profiles.describe(3)
+
+
+def test_from_arrays_and_validation() -> None:
+    s = Scenario.from_arrays(opinion=[0.5, -0.5, 0.0, 0.9], follow_src=[0, 1, 2], follow_dst=[1, 2, 3])
+    assert s.num_users == 4 and s.latent.shape == (4, 32)
+    with pytest.raises(ValueError, match="follow_src"):
+        Scenario.from_arrays(opinion=[0.5, -0.5], follow_src=[0, 5], follow_dst=[1, 0])
+    with pytest.raises(ValueError, match="opinion"):
+        Scenario.from_arrays(opinion=[2.0, -0.5], follow_src=[0], follow_dst=[1])
+    with pytest.raises(ValueError, match="themself"):
+        Scenario.from_arrays(opinion=[0.1, -0.5], follow_src=[0], follow_dst=[0])
+    with pytest.raises(ValueError, match="scenario='mars'"):
+        make_scenario("mars", 10, 0)
+    with pytest.raises(FileNotFoundError):
+        Scenario.load("/nonexistent/scenario.npz")
