@@ -13,6 +13,14 @@ from socialenv.scenarios import make_scenario
 
 register_envs()
 
+
+def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs):
+    """The PettingZoo ParallelEnv view (users and the platform as agents); needs the ``rl``
+    extra (pettingzoo). See :class:`socialenv.pettingzoo_env.PolicySimParallelEnv`."""
+    from socialenv.pettingzoo_env import parallel_env as _parallel_env
+
+    return _parallel_env(env_id, **kwargs)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -27,4 +35,5 @@ __all__ = [
     "Scenario",
     "load_env",
     "make_scenario",
+    "parallel_env",
 ]

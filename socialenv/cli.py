@@ -106,6 +106,68 @@ def run(
         console.print(f"run folder: {result.out_dir}")
 
 
+@app.command()
+def sweep(
+    grid: Annotated[Path | None, typer.Option(help="Grid file in the W&B sweep format (see examples/sweep.yaml).")] = None,
+    policy: Annotated[list[str] | None, typer.Option(help="Policy (repeat for several); overrides the grid file's.")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Seed (repeat for several); overrides the grid file's.")] = None,
+    env: Annotated[str | None, typer.Option(help="Env id (default: the grid file's, else PolicySim-Rec-v0).")] = None,
+    users: Annotated[int | None, typer.Option(help="Number of simulated users (num_users).")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
+    episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
+    env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
+    vary: Annotated[str | None, typer.Option(help='Env arguments to vary as JSON, e.g. \'{"budget": [5, 10]}\'.')] = None,
+    backend: Annotated[str, typer.Option(help="ray (parallel) or local (one process, no Ray).")] = "ray",
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (e.g. auto, ray://head:10001); default: start a local one.")] = None,
+    num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray cluster (default: all).")] = None,
+    cpus_per_trial: Annotated[float, typer.Option(help="CPUs Ray reserves per trial.")] = 1.0,
+    ship_code: Annotated[bool, typer.Option(help="Upload the PolicySim packages to the cluster (runtime_env py_modules).")] = False,
+    wandb: Annotated[str | None, typer.Option(help="W&B per trial: online, offline or disabled.")] = None,
+    wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
+    out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path("runs/sweeps"),
+    name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
+) -> None:
+    """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
+    from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
+
+    try:
+        config = load_grid(grid) if grid is not None else SweepConfig(name=name or "sweep")
+        overrides = {**_parse_json(env_kwargs, "--env-kwargs")}
+        if users is not None:
+            overrides["num_users"] = users
+        if rounds is not None:
+            overrides["rounds"] = rounds
+        grid_values = _parse_json(vary, "--vary")
+        config = SweepConfig(
+            name=name or config.name, env_id=env or config.env_id,
+            policies=tuple(policy) if policy else config.policies,
+            seeds=tuple(seed) if seed else config.seeds,
+            episodes=episodes if episodes is not None else config.episodes,
+            env_kwargs={**{k: v for k, v in config.env_kwargs.items() if k not in grid_values}, **overrides},
+            grid={**{k: v for k, v in config.grid.items() if k not in overrides}, **grid_values},
+            policy_kwargs={k: v for k, v in config.policy_kwargs.items() if k in (policy or config.policies)},
+            wandb=wandb, wandb_project=wandb_project, out_dir=str(out),
+        )
+        total = len(config.trials())
+        console.print(f"sweep {config.name}: {total} trials ({len(config.policies)} policies × "
+                      f"{len(config.configs())} configs × {len(config.seeds)} seeds) on {backend}")
+
+        def progress(result: dict, done: int, total: int) -> None:
+            status = "[red]failed[/red]" if "error" in result else f"{result['seconds']:.1f} s"
+            console.print(f"  [{done}/{total}] {result['trial']['name']}: {status}")
+
+        result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
+                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress)
+    except (ValueError, FileNotFoundError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(code=2) from err
+    print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds ({result.backend}, {result.seconds:.1f} s)")
+    if result.out_dir is not None:
+        console.print(f"sweep folder: {result.out_dir} (sweep.json, rounds.csv)")
+    if result.failures:
+        raise typer.Exit(code=1)
+
+
 def main() -> None:
     app()
 

@@ -53,13 +53,14 @@ def engagement(num_reactions: int, num_active: int) -> float:
     return num_reactions / num_active if num_active else 0.0
 
 
-def echo_chamber_index(stance: np.ndarray, follow_src: np.ndarray, follow_dst: np.ndarray) -> float:
-    if len(follow_src) == 0:
+def echo_chamber_index(stance: np.ndarray, followees_indptr: np.ndarray,
+                       followees: np.ndarray) -> float:
+    """From the follow graph as CSR (row u lists whom u follows)."""
+    if len(followees) == 0:
         return 0.0
     sign = np.sign(stance)
-    same = (sign[follow_src] == sign[follow_dst]).astype(np.float64)
-    n = len(stance)
-    followees = np.bincount(follow_src, minlength=n)
-    share = np.bincount(follow_src, weights=same, minlength=n)
-    has = followees > 0
-    return float(np.mean(share[has] / followees[has]))
+    degree = np.diff(followees_indptr)
+    has = degree > 0
+    same = (np.repeat(sign, degree) == sign[followees]).astype(np.float32)
+    share = np.add.reduceat(same, followees_indptr[:-1][has]) / degree[has]
+    return float(share.mean(dtype=np.float64))

@@ -15,6 +15,7 @@ import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
 from socialenv.scenario import Scenario
+from socialenv.world import sorted_unique
 
 TOPICS: tuple[str, ...] = (
     "politics", "healthcare", "religion", "economy", "law and courts", "education",
@@ -114,7 +115,7 @@ def _follow_graph(
         u = rng.random(len(pick)) * cumulative[-1]
         dst[pick] = members[np.minimum(np.searchsorted(cumulative, u), len(members) - 1)]
     keep = src != dst
-    keys = np.unique(src[keep] * n + dst[keep])
+    keys = sorted_unique(src[keep] * n + dst[keep])
     return keys // n, keys % n
 
 

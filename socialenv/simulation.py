@@ -268,7 +268,7 @@ class Simulation:
             ),
             "misinformation_ratio": metrics.misinformation_ratio(self.users.misinformed),
             "engagement": metrics.engagement(len(output.react_user), len(active)),
-            "echo_chamber_index": metrics.echo_chamber_index(self.users.stance, self.graph.src, self.graph.dst),
+            "echo_chamber_index": metrics.echo_chamber_index(self.users.stance, *self.graph.followees_csr()),
             "exposure_removed": removed_count / max(len(impression_post), 1),
             "active_users": float(len(active)),
             "posts": float(len(output.post_user)),

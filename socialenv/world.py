@@ -120,6 +120,18 @@ class PostTable:
         return table
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
+    is an order of magnitude slower on tens of millions of int64 keys)."""
+    values = np.sort(values)
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 class FollowGraph:
     """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
     self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
@@ -128,24 +140,31 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        self.keys = np.unique(src[keep].astype(np.int64) * num_users + dst[keep])
+        self.keys = sorted_unique(src[keep].astype(np.int64) * num_users + dst[keep])
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._src: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
 
     @property
     def src(self) -> np.ndarray:
-        return self.keys // self.n
+        """(E,) follower of each edge, sorted (cached until the next edit)."""
+        if self._src is None:
+            indptr, _ = self.followees_csr()
+            self._src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(indptr))
+        return self._src
 
     @property
     def dst(self) -> np.ndarray:
-        return self.keys % self.n
+        """(E,) followee of each edge (cached until the next edit)."""
+        return self.followees_csr()[1]
 
     def _invalidate(self) -> None:
         self._csr = None
         self._reverse = None
+        self._src = None
 
     def contains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         keys = src.astype(np.int64) * self.n + dst
@@ -156,7 +175,7 @@ class FollowGraph:
     def follow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Add edges (self-follows and existing edges ignored); returns how many were new."""
         keep = src != dst
-        keys = np.unique(src[keep].astype(np.int64) * self.n + dst[keep])
+        keys = sorted_unique(src[keep].astype(np.int64) * self.n + dst[keep])
         if len(keys) == 0:
             return 0
         pos = np.searchsorted(self.keys, keys)
@@ -171,7 +190,7 @@ class FollowGraph:
 
     def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Remove edges (missing ones ignored); returns how many were removed."""
-        keys = np.unique(src.astype(np.int64) * self.n + dst)
+        keys = sorted_unique(src.astype(np.int64) * self.n + dst)
         if len(keys) == 0 or len(self.keys) == 0:
             return 0
         pos = np.searchsorted(self.keys, keys)
@@ -186,7 +205,7 @@ class FollowGraph:
         """(indptr (N+1,), indices (E,)): row u lists the users u follows."""
         if self._csr is None:
             indptr = np.searchsorted(self.keys, np.arange(self.n + 1, dtype=np.int64) * self.n)
-            self._csr = (indptr.astype(np.int64), self.dst)
+            self._csr = (indptr.astype(np.int64), self.keys % self.n)
         return self._csr
 
     def followers_csr(self) -> tuple[np.ndarray, np.ndarray]:

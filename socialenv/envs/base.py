@@ -210,6 +210,26 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         }
         return obs, reward, False, truncated, info
 
+    def graph_data(self):
+        """The current follow graph as a ``torch_geometric.data.Data``: ``x`` (N, 2d) unpropagated
+        user context [profile ⊕ memory embedding], ``edge_index`` (2, E) with messages flowing
+        from the followee (row 0) to the follower (row 1), ``stance`` (N,), and ``arm_user``
+        (K,) the user of each arm of the current observation (-1 for padding)."""
+        import torch
+        from torch_geometric.data import Data
+
+        sim = self.sim
+        x = np.concatenate([sim.users.latent, sim.users.memory_latent], axis=1)
+        edge_index = np.stack([sim.graph.dst, sim.graph.src])
+        arm_user = self._arms["user"] if self._arms is not None else np.zeros(0, np.int64)
+        return Data(
+            x=torch.from_numpy(x.astype(np.float32)),
+            edge_index=torch.from_numpy(edge_index.astype(np.int64)),
+            stance=torch.from_numpy(sim.users.stance.copy()),
+            arm_user=torch.from_numpy(arm_user.copy()),
+            num_nodes=len(x),
+        )
+
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None

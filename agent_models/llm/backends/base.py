@@ -1,0 +1,112 @@
+"""The one small interface every inference backend implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Messages = list[dict[str, str]]
+#: ``None`` = unconstrained for all prompts; a dict = one schema for all; a list = per prompt.
+Schemas = Sequence[dict[str, Any] | None] | dict[str, Any] | None
+
+
+class LLMBackendError(RuntimeError):
+    """A backend request failed for good (after its retries), or the backend cannot start."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters of one backend call.
+
+    Attributes:
+        temperature: 0 = greedy.
+        top_p: nucleus mass in (0, 1].
+        top_k: -1 = off.
+        max_new_tokens: completion budget per prompt.
+        repetition_penalty: 1.0 = off.
+        seed: base seed; prompt ``i`` of the call is sampled with ``seed + i`` where the
+            backend supports per-request seeds (vLLM, OpenAI), else the call is seeded once.
+    """
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 256
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+
+@dataclass
+class Generation:
+    """The result of one backend call over n prompts (in prompt order).
+
+    Attributes:
+        texts: n completions (without the end-of-turn token).
+        prompt_tokens, completion_tokens: (n,) int64 token counts per prompt.
+        finish_reasons: ``"stop"``, ``"length"`` (hit max_new_tokens) or ``"error"``.
+        errors: None, or the error message of a failed request (``finish_reason == "error"``).
+        seconds: wall time of the call.
+    """
+
+    texts: list[str]
+    prompt_tokens: np.ndarray
+    completion_tokens: np.ndarray
+    finish_reasons: list[str]
+    errors: list[str | None] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.errors:
+            self.errors = [None] * len(self.texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def schema_list(schemas: Schemas, n: int) -> list[dict[str, Any] | None]:
+    """Normalize the ``schemas`` argument of :meth:`Backend.generate` to one entry per prompt."""
+    if schemas is None:
+        return [None] * n
+    if isinstance(schemas, dict):
+        return [schemas] * n
+    out = list(schemas)
+    if len(out) != n:
+        raise ValueError(f"schemas: got {len(out)} schemas for {n} prompts")
+    return out
+
+
+class Backend(ABC):
+    """Generates completions for a batch of chat prompts, optionally JSON-schema constrained.
+
+    One call = one batch: implementations batch or run the prompts concurrently; callers
+    never loop over prompts.
+    """
+
+    name: str = "backend"
+
+    @abstractmethod
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        schemas: Schemas = None,
+        sampling: Sampling | None = None,
+    ) -> Generation:
+        """Complete every prompt (chat messages); decode prompt ``i`` under ``schemas[i]``."""
+
+    def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
+        """(n,) prompt token counts with the chat template applied, where the backend has a
+        local tokenizer; raises ``NotImplementedError`` otherwise."""
+        raise NotImplementedError(f"{type(self).__name__} has no local tokenizer")
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release models, engines and connections."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

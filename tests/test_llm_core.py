@@ -1,0 +1,251 @@
+"""LLM agents without a model: config, answer schema and validation, prompts, memory, signals,
+backend request building (vLLM / OpenAI kwargs are pure functions shared with the GPU path)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from agent_models.llm import (
+    INVALID_REASONS,
+    FeedView,
+    LLMConfig,
+    MemoryStore,
+    ParsedAnswer,
+    Sampling,
+    agent_messages,
+    answer_json,
+    answer_schema,
+    feed_line,
+    make_toxicity,
+    misinformation_update,
+    parse_answer,
+    parse_stance,
+)
+from agent_models.llm.backends import schema_list
+from agent_models.llm.backends.openai_compat import request_kwargs
+from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs
+from agent_models.types import Behaviour
+
+ALL = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+
+
+def test_importing_agent_models_is_light() -> None:
+    code = (
+        "import sys, agent_models, agent_models.llm, agent_models.testing, agent_models.factory;"
+        "heavy = [m for m in ('torch', 'transformers', 'vllm', 'openai', 'sentence_transformers',"
+        " 'llguidance', 'profanity_check') if m in sys.modules]; print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- config
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"backend": "tgi", "model": "m"}, "backend"),
+        ({"model": "m", "temprature": 0.1}, "temprature"),
+        ({"backend": "openai", "model": "m"}, "base_url"),
+        ({"backend": "openai", "model": "m", "base_url": "localhost:8000"}, "base_url"),
+        ({"model": "m", "memory": {"decay": -1}}, "memory.decay"),
+        ({"model": "m", "memory": {"topk": 3}}, "memory.topk"),
+        ({"model": "m", "behaviours": ["jump"]}, "behaviours"),
+        ({"model": "m", "device": "tpu"}, "device"),
+        ({"model": "m", "top_p": 0}, "top_p"),
+        ({"model": "  "}, "model"),
+        ({}, "model"),
+    ],
+)
+def test_config_errors_name_the_field(fields: dict, named: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        LLMConfig.model_validate(fields)
+    assert named in str(err.value)
+
+
+def test_config_defaults_follow_the_paper() -> None:
+    cfg = LLMConfig(model="m", backend="openai", base_url="http://127.0.0.1:1/v1")
+    assert cfg.base_url == ["http://127.0.0.1:1/v1"]
+    assert (cfg.memory.length_threshold, cfg.memory.decay, cfg.memory.top_k) == (80, 0.1, 5)
+    assert cfg.constrained and cfg.behaviours == ALL
+    assert cfg.resolved_api_key()
+    assert cfg.resolved_encoder()  # the shipped MiniLM path
+
+
+# ----------------------------------------------------------------------------- answers
+VIEW = FeedView(user=1, post_ids=[10, 11, 12], post_authors=[2, 3, 2], followed=[True, False, True])
+
+
+def parse(text: str, **kw: object) -> ParsedAnswer | str:
+    args = {"max_actions": 4, "max_text_chars": 50, "behaviours": ALL} | kw
+    return parse_answer(text, VIEW, **args)  # type: ignore[arg-type]
+
+
+def test_parse_valid_answer() -> None:
+    ans = parse(json.dumps({"actions": [
+        {"type": "like", "post_id": 10}, {"type": "reply", "post_id": 11, "text": "x" * 80},
+        {"type": "post", "text": "hello"}, {"type": "follow", "user_id": 3},
+    ]}))
+    assert isinstance(ans, ParsedAnswer)
+    assert ans.posts == ["hello"] and ans.follows == [3]
+    assert ans.reactions == [(int(Behaviour.LIKE), 10, None), (int(Behaviour.REPLY), 11, "x" * 50)]
+    assert parse('{"actions": []}').num_actions == 0  # type: ignore[union-attr]
+    # prose around the object (unconstrained servers) is tolerated; duplicates are merged
+    dup = parse('Sure! {"actions":[{"type":"like","post_id":12},{"type":"like","post_id":12}]}')
+    assert isinstance(dup, ParsedAnswer) and len(dup.reactions) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "malformed_json"),
+        ('{"actions": [', "malformed_json"),
+        ('{"acts": []}', "schema"),
+        ('{"actions": [{"type": "jump"}]}', "schema"),
+        ('{"actions": [{"type": "post", "text": ""}]}', "schema"),
+        ('{"actions": [{"type": "like", "post_id": 10, "extra": 1}]}', "schema"),
+        ('{"actions": [{"type": "like", "post_id": 99}]}', "unknown_post"),
+        ('{"actions": [{"type": "follow", "user_id": 7}]}', "unknown_user"),
+        ('{"actions": [{"type": "follow", "user_id": 2}]}', "impossible_action"),
+        ('{"actions": [{"type": "unfollow", "user_id": 3}]}', "impossible_action"),
+        ('{"actions": [{"type": "like", "post_id": 10}, {"type": "dislike", "post_id": 10}]}',
+         "impossible_action"),
+        ('{"actions": [' + ",".join(f'{{"type":"post","text":"a{i}"}}' for i in range(5)) + "]}",
+         "too_many_actions"),
+    ],
+)
+def test_parse_rejects_with_reason(text: str, reason: str) -> None:
+    assert parse(text) == reason
+    assert reason in INVALID_REASONS
+
+
+def test_parse_truncated_and_disallowed_behaviour() -> None:
+    assert parse('{"actions": [{"type":', truncated=True) == "truncated"
+    assert parse('{"actions": [{"type": "post", "text": "hi"}]}', behaviours=("like",)) == "impossible_action"
+
+
+def test_answer_schema_per_agent_and_shared() -> None:
+    per_agent = answer_schema(behaviours=ALL, max_actions=3, max_text_chars=40, post_ids=[10, 11],
+                              follow_ids=[3], unfollow_ids=[])
+    items = per_agent["properties"]["actions"]["items"]["anyOf"]
+    kinds = [v["properties"]["type"]["const"] for v in items]
+    assert kinds == ["post", "retweet", "reply", "like", "dislike", "follow"]  # no unfollow target
+    assert items[3]["properties"]["post_id"]["enum"] == [10, 11]
+    assert per_agent["properties"]["actions"]["maxItems"] == 3
+    assert all(v["additionalProperties"] is False and set(v["required"]) == set(v["properties"])
+               for v in items)
+    shared = answer_schema(behaviours=ALL, max_actions=2, max_text_chars=40, post_ids=(0, 99),
+                           follow_ids=(0, 9), unfollow_ids=(0, 9))
+    like = shared["properties"]["actions"]["items"]["anyOf"][3]["properties"]["post_id"]
+    assert like == {"type": "integer", "minimum": 0, "maximum": 99}
+    empty = answer_schema(behaviours=("like",), max_actions=2, max_text_chars=40, post_ids=[])
+    assert empty["properties"]["actions"]["maxItems"] == 0
+    assert answer_json([{"type": "like", "post_id": 3}]) == '{"actions":[{"type":"like","post_id":3}]}'
+
+
+def test_parse_stance() -> None:
+    assert parse_stance('{"stance":"favor"}') == 1
+    assert parse_stance('{"stance": "against"}') == -1
+    assert parse_stance('{"stance":"neutral"}') == 0
+    assert parse_stance('{"stance":"maybe"}') is None
+    assert parse_stance("garbage") is None
+
+
+# ----------------------------------------------------------------------------- prompts
+def test_prompt_shares_its_prefix_and_names_ids() -> None:
+    persona = {"likely_identity": "nurse", "interested_areas": "health",
+               "posting_style": "calm", "interaction_behaviour": "lurker"}
+    a = agent_messages("topic T", "user_1", persona, ["(round 0) m"],
+                       [feed_line(12, 4, "user_4", "Vote today!", followed=True, likes=3)], ["News A"], 2)
+    b = agent_messages("topic T", "user_9", persona, [], [], ["News A"], 2)
+    assert a[0] == b[0]  # the system message (shared part) is identical for all agents
+    assert a[0]["role"] == "system" and "topic T" in a[0]["content"] and "News A" in a[0]["content"]
+    user = a[1]["content"]
+    assert "[12] @user_4 (id 4, you follow)" in user and "(3 likes)" in user
+    assert "nurse" in user and "(round 0) m" in user
+    line = feed_line(5, 2, "user_2", "x" * 500, kind=2, parent=3, text_chars=20)
+    assert "reply to [3]" in line and line.endswith("…")
+
+
+# ----------------------------------------------------------------------------- memory
+def test_memory_retrieval_similarity_times_decay() -> None:
+    store = MemoryStore(dim=2)
+    e = np.array([[1, 0], [0, 1], [1, 0], [0.6, 0.8]], np.float32)
+    rows = store.add_texts(["old match", "recent other", "recent match", "u2"], e)
+    store.add_entries(np.array([0, 0, 0, 2]), np.array([0, 9, 9, 9]), 0, rows)
+    q = np.array([[1, 0], [1, 0]], np.float32)
+    got = store.retrieve(np.array([0, 2]), q, now=10, top_k=2, decay=0.1, long_term_decay=0.0)
+    assert got[0] == ["(round 9) recent match", "(round 9) recent other"]
+    assert got[1] == ["(round 9) u2"]
+    # with a strong decay the old perfect match loses to a recent orthogonal memory
+    assert store.retrieve(np.array([0]), q[:1], 10, 3, 1.0, 0.0)[0][-1] == "(round 0) old match"
+
+
+def test_memory_consolidation_and_state_roundtrip() -> None:
+    store = MemoryStore(dim=2)
+    rows = store.add_texts([f"m{i}" for i in range(10)], np.tile(np.float32([1, 0]), (10, 1)))
+    store.add_entries(np.array([0] * 7 + [1] * 3), np.arange(10), 0, rows, source=np.arange(10))
+    assert store.has_read(np.array([0, 1, 1]), np.array([3, 3, 9])).tolist() == [True, False, True]
+    users, groups = store.sample_consolidation(capacity=5, size=4, rng=np.random.default_rng(0))
+    assert users.tolist() == [0] and len(groups[0]) == 4 and (store.user[groups[0]] == 0).all()
+    new = store.add_texts(["long"], np.float32([[0, 1]]))
+    store.consolidate(users, groups, new, now=11, long_term_capacity=1)
+    assert (store.user == 0).sum() == 4 and ((store.user == 0) & (store.kind == 1)).sum() == 1
+    copy = MemoryStore.from_state_dict(store.state_dict())
+    q = np.float32([[0, 1], [1, 0]])
+    assert copy.retrieve(np.array([0, 1]), q, 12, 5, 0.1, 0.02) == store.retrieve(
+        np.array([0, 1]), q, 12, 5, 0.1, 0.02)
+    assert copy.post_row == store.post_row
+
+
+# ----------------------------------------------------------------------------- signals
+def test_toxicity_default_and_pluggable() -> None:
+    scores = make_toxicity("profanity_check")(["you are a stupid idiot", "have a lovely day"])
+    assert scores.shape == (2,) and scores[0] > 0.5 > scores[1]
+    assert make_toxicity(lambda texts: [2.0] * len(texts))(["a"]).tolist() == [1.0]
+    assert make_toxicity("numpy:zeros_like")([]).shape == (0,)
+    with pytest.raises(ValueError, match="returned 1 scores for 2 texts"):
+        make_toxicity(lambda texts: [0.1])(["a", "b"])
+
+
+def test_misinformation_rule() -> None:
+    misinfo_post = np.array([True, False, True])
+    newly = misinformation_update(
+        react_user=np.array([0, 1, 2, 3]), react_post=np.array([0, 0, 1, 2]),
+        react_kind=np.array([Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.RETWEET],
+                            np.int8),
+        post_misinfo=misinfo_post, text_user=np.array([4, 5]), text_similarity=np.array([0.9, 0.1]),
+        threshold=0.6, misinformed=np.array([False, False, False, True, False, False, False]),
+        agreed_user=np.array([6]),
+    )
+    # 0 liked a misinfo post, 4 restated it, 6 agreed in a reply; 1 disliked it, 2 retweeted a
+    # clean post, 3 already was
+    assert newly.tolist() == [0, 4, 6]
+
+
+# ----------------------------------------------------------------------------- backend kwargs
+def test_backend_request_building() -> None:
+    sampling = Sampling(temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=64, seed=5)
+    schema = {"type": "object"}
+    kw = request_kwargs("m", [{"role": "user", "content": "hi"}], schema, sampling, 3)
+    assert kw["seed"] == 8 and kw["max_tokens"] == 64 and kw["top_p"] == 0.9
+    assert kw["response_format"]["json_schema"]["schema"] is schema
+    assert kw["extra_body"] == {"top_k": 20}
+    assert "response_format" not in request_kwargs("m", [], None, Sampling(), 0)
+    v = sampling_kwargs(sampling, 2)
+    assert v == {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_tokens": 64,
+                 "repetition_penalty": 1.0, "seed": 7}
+    cfg = LLMConfig(model="/m", backend="vllm", lora_path="/a", tensor_parallel_size=2,
+                    vllm_engine_kwargs={"enforce_eager": True})
+    e = engine_kwargs(cfg, new_structured_api=True)
+    assert e["enable_lora"] and e["max_lora_rank"] == 64 and e["tensor_parallel_size"] == 2
+    assert e["structured_outputs_config"] == {"backend": "guidance"} and e["enforce_eager"]
+    assert engine_kwargs(cfg, new_structured_api=False)["guided_decoding_backend"] == "guidance"
+    assert schema_list(schema, 2) == [schema, schema] and schema_list(None, 1) == [None]
+    with pytest.raises(ValueError, match="2 schemas for 3 prompts"):
+        schema_list([schema, None], 3)
