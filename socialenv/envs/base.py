@@ -207,6 +207,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "duplicate_arms": int((filled & ~first_use).sum()),
             "invalid_arms": int((filled & first_use).sum() - applied.sum()),
             "metrics": {**result.metrics, **extra},
+            "brain": dict(result.output.stats),
         }
         return obs, reward, False, truncated, info
 
