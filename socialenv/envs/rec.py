@@ -16,6 +16,16 @@ _ENGAGEMENT_KEYS = {
 }
 
 
+def _segment_max(values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Max of ``values[start[i]:stop[i]]`` for disjoint, non-empty segments."""
+    order = np.argsort(start)
+    bounds = np.stack([start[order], stop[order]], axis=1).ravel()
+    padded = np.append(values, values.dtype.type(0))
+    out = np.empty(len(start), values.dtype)
+    out[order] = np.maximum.reduceat(padded, bounds)[::2]
+    return out
+
+
 class RecEnv(PolicySimEnv):
     """Recommendation intervention with the cross-viewpoint objective (paper §2.2.2, Eq. 9).
 
@@ -122,13 +132,12 @@ class RecEnv(PolicySimEnv):
         sorted_key = react_key[order]
         start = np.searchsorted(sorted_key, arm_key, side="left")
         stop = np.searchsorted(sorted_key, arm_key, side="right")
+        reacted = stop > start
         engagement = np.zeros(len(applied))
         toxicity = np.zeros(len(applied))
-        for i, (a, b) in enumerate(zip(start.tolist(), stop.tolist(), strict=True)):
-            if b > a:
-                rows = order[a:b]
-                engagement[i] = weight[rows].max()
-                toxicity[i] = out.react_toxicity[rows].max()
+        if reacted.any():
+            engagement[reacted] = _segment_max(weight[order], start[reacted], stop[reacted])
+            toxicity[reacted] = _segment_max(out.react_toxicity[order], start[reacted], stop[reacted])
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
