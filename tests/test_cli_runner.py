@@ -1,0 +1,70 @@
+"""`policysim run`, the runner's run folder and W&B logging."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from socialenv.cli import app
+from socialenv.runner import RunConfig, run
+
+
+def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--policy", "linucb", "--users", "120", "--rounds", "3", "--seed", "0", "--seed", "1",
+        "--out", str(tmp_path), "--name", "demo",
+    ])
+    assert result.exit_code == 0, result.output
+    assert "cross-stance interactions" in result.output
+    folder = tmp_path / "demo"
+    for name in ("config.json", "rounds.csv", "summary.json", "stance.png", "objectives.png"):
+        assert (folder / name).exists(), name
+    rows = list(csv.DictReader((folder / "rounds.csv").open()))
+    assert len(rows) == 2 * 3
+    assert list(rows[0])[:4] == ["seed", "episode", "round", "reward"]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["seeds"] == 2 and "ci95" in summary["cross_interaction_ratio"]
+
+
+def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--env", "PolicySim-Exposure-v0", "--policy", "origin", "--users", "150",
+        "--rounds", "2", "--out", str(tmp_path), "--name", "exp", "--no-plots",
+    ])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
+    assert summary["reward"]["mean"] == 0.0
+    assert summary["exposure_removed"]["mean"] == 0.0
+    assert 0.0 < summary["misinformation_ratio"]["mean"] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "magic"], "policy='magic' is not allowed"),
+        (["--env-kwargs", "[1, 2]"], "JSON object"),
+        (["--users", "2"], "num_users=2 is not allowed"),
+    ],
+)
+def test_policysim_run_rejects_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["run", "--out", str(tmp_path), "--rounds", "1", *args])
+    assert result.exit_code != 0
+    assert message in result.output
+
+
+def test_runner_logs_to_wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    seen = []
+    result = run(RunConfig(
+        policy="random", env_kwargs={"num_users": 100, "rounds": 2}, out_dir=str(tmp_path),
+        run_name="wb", wandb="offline", progress=False, plots=False,
+    ), on_round=seen.append)
+    assert len(seen) == 2 and len(result.rows) == 2
+    offline_runs = list((tmp_path / "wb").rglob("offline-run-*"))
+    assert offline_runs, "wandb wrote no offline run"
+    assert any(p.suffix == ".wandb" for p in offline_runs[0].rglob("*"))
