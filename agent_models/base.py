@@ -44,5 +44,5 @@ class Brain(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         del state
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most brains hold nothing to release
         """Release models, engines, connections."""

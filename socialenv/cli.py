@@ -168,6 +168,16 @@ def sweep(
         raise typer.Exit(code=1)
 
 
+# sub-commands; their modules import only typer at the top, heavy libraries inside commands
+from agent_models.evaluation.cli import eval_app  # noqa: E402
+from agent_models.training.cli import train_app  # noqa: E402
+from socialenv.loaders.cli import data_app  # noqa: E402
+
+app.add_typer(train_app, name="train", help="Train user agents: SFT, then DPO (trl + peft).")
+app.add_typer(eval_app, name="eval", help="Micro-level evaluation of user agents (Table 2).")
+app.add_typer(data_app, name="data", help="Turn TwiBot-20 / Weibo files into a scenario and SFT data.")
+
+
 def main() -> None:
     app()
 

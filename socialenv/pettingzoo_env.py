@@ -56,7 +56,14 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from agent_models.base import Brain
-from agent_models.types import Behaviour, FeedChannel, PostColumns, RoundInput, RoundOutput, UserColumns
+from agent_models.types import (
+    Behaviour,
+    FeedChannel,
+    PostColumns,
+    RoundInput,
+    RoundOutput,
+    UserColumns,
+)
 from socialenv.platform import dedupe_rows
 from socialenv.simulation import Stream
 

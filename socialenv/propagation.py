@@ -11,14 +11,19 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def normalized_adjacency(indptr: np.ndarray, indices: np.ndarray, num_users: int) -> torch.Tensor:
     """D⁻¹A as a (N, N) float32 torch sparse CSR tensor; rows of isolated users are the
     identity so propagation leaves them unchanged."""
+    import torch
+
     degree = np.diff(indptr)
     isolated = np.flatnonzero(degree == 0)
     if len(isolated):
@@ -53,6 +58,8 @@ SINGLE_THREAD_NNZ = 200_000
 @contextmanager
 def _threads_for(nnz: int) -> Iterator[None]:
     """Run small sparse products on one torch thread, large ones on all."""
+    import torch
+
     threads = torch.get_num_threads()
     small = nnz < SINGLE_THREAD_NNZ and threads > 1
     if small:
@@ -66,6 +73,8 @@ def _threads_for(nnz: int) -> Iterator[None]:
 
 def propagate(context: np.ndarray, adjacency: torch.Tensor, alpha: float, hops: int) -> np.ndarray:
     """(N, D) float32 context after ``hops`` steps of Eq. 8."""
+    import torch
+
     c = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
     with _threads_for(adjacency.values().numel()):
         for _ in range(hops):

@@ -62,5 +62,6 @@ def test_metrics_definitions() -> None:
     assert metrics.toxicity(np.array([])) == 0.0
     stance = np.array([0.5, 0.4, -0.6, 0.0])
     # user 0 follows 1 (same sign) and 2 (opposite): 0.5; user 2 follows 3 (0 vs -): 0
-    assert metrics.echo_chamber_index(stance, np.array([0, 0, 2]), np.array([1, 2, 3])) == pytest.approx(0.25)
+    graph = FollowGraph(4, np.array([0, 0, 2]), np.array([1, 2, 3]))
+    assert metrics.echo_chamber_index(stance, *graph.followees_csr()) == pytest.approx(0.25)
     assert discretize_stance(np.array([-0.5, -0.2, 0.2, 0.34])).tolist() == [-1, 0, 0, 1]

@@ -9,6 +9,7 @@ import numpy as np
 from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult
 
+
 class ExposureEnv(PolicySimEnv):
     """Exposure-control intervention with the misinformation objective (§2.2.2, Eq. 10).
 
