@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
-from agent_models.types import Behaviour, FeedChannel, PostColumns, RoundInput, RoundOutput, UserColumns
+from agent_models.types import (
+    Behaviour,
+    FeedChannel,
+    PostColumns,
+    RoundInput,
+    RoundOutput,
+    UserColumns,
+)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -139,16 +146,15 @@ class SurrogateBrain(Brain):
         agree = opinion * feed_stance
         gap = np.abs(opinion - feed_stance) / 2
         reply_propensity = np.log(np.maximum(users.profiles.reply_frequency[active], 1e-3) / 0.25)[:, None]
-        interest = cfg.interest_weight * sim + cfg.promoted_attention * (
-            round_input.feed_channel == FeedChannel.INJECTED
-        )
+        promoted = (round_input.feed_channel == FeedChannel.INJECTED).astype(np.float32)
+        interest = cfg.interest_weight * sim + cfg.promoted_attention * promoted
         logits = {
             Behaviour.LIKE: cfg.like_bias + interest + cfg.agreement_weight * agree,
             Behaviour.DISLIKE: cfg.dislike_bias + interest - cfg.agreement_weight * agree,
             Behaviour.RETWEET: cfg.retweet_bias + interest + cfg.retweet_agreement_weight * agree,
             Behaviour.REPLY: cfg.reply_bias + interest + cfg.reply_gap_weight * gap + reply_propensity,
         }
-        draws = rng.random((len(_REACTIONS), b, f))
+        draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
         rows_u, rows_p, rows_k, rows_gap = [], [], [], []
         for i, behaviour in enumerate(_REACTIONS):
             hit = valid & (draws[i] < _sigmoid(logits[behaviour]))
