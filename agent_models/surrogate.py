@@ -7,10 +7,13 @@ rises with disagreement and with u's toxicity propensity, so cross-viewpoint exp
 real trade-off. Users post, follow authors they liked, unfollow authors they clashed with.
 
 Opinions o_u ∈ [−1, 1] move by bounded-confidence assimilation toward posts a user
-engaged with without hostility, by backfire away from posts met with dislike or a toxic
-reply, by news shocks, and slowly back toward each user's anchor. Each round the
-discrete stance s_u = sign(o_u) (0 inside ±1/3) of the active users is reported; the env
-smooths it with the paper's EMA (Eq. 2).
+engaged with without hostility, by reinforcement toward the extreme when the post agrees
+with the user (group polarization: like-minded content makes views more extreme), by
+backfire away from posts met with dislike or a toxic reply, and slowly back toward each
+user's anchor. News is a transient shock added on top (decaying each round), so the
+expressed attitude a_u = clip(o_u + shock_u) drops at a news event and recovers slowly.
+Each round the discrete stance s_u = sign(a_u) (0 inside ±1/3) of every user is reported;
+the env smooths it with the paper's EMA (Eq. 2).
 
 Misinformation spreads as a complex contagion: a user who saw k misinformation posts this
 round adopts it with probability susceptibility·σ(steepness·(k − threshold))·adoption_rate;
@@ -78,9 +81,11 @@ class SurrogateConfig:
     confidence_bound: float = 1.0
     backfire_rate: float = 0.1
     backfire_gap: float = 0.5
-    anchor_rate: float = 0.4
-    news_sensitivity: float = 1.5
-    exposure_assimilation: float = 0.02
+    anchor_rate: float = 0.1
+    reinforcement_rate: float = 0.2
+    news_sensitivity: float = 0.8
+    news_decay: float = 0.6
+    exposure_assimilation: float = 0.0
     misinfo_threshold: float = 1.5
     misinfo_steepness: float = 2.0
     misinfo_adoption: float = 0.9
@@ -90,7 +95,7 @@ class SurrogateConfig:
     def __post_init__(self) -> None:
         probabilities = (
             "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
-            "anchor_rate", "misinfo_adoption", "misinfo_post_share", "misinfo_recovery",
+            "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption", "misinfo_post_share", "misinfo_recovery",
             "exposure_assimilation", "toxic_threshold",
         )
         for name in probabilities:
@@ -111,17 +116,21 @@ class SurrogateBrain(Brain):
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()
         self.anchor: np.ndarray | None = None
+        self.shock: np.ndarray | None = None
 
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> None:
         self.anchor = users.opinion.copy()
+        self.shock = np.zeros(len(users), np.float32)
         return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"anchor": None if self.anchor is None else self.anchor.copy(),
+                "shock": None if self.shock is None else self.shock.copy(),
                 "config": asdict(self.config)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.anchor = None if state["anchor"] is None else state["anchor"].copy()
+        self.shock = None if state["shock"] is None else state["shock"].copy()
         self.config = SurrogateConfig(**{f.name: state["config"][f.name] for f in fields(SurrogateConfig)})
 
     def act(self, round_input: RoundInput, chunk: int = 65_536) -> RoundOutput:
@@ -134,6 +143,9 @@ class SurrogateBrain(Brain):
         b, f = feed.shape
 
         # --- reactions to the feed, one Bernoulli per (pair, behaviour) -------------------
+        for event in round_input.news:
+            self.shock += (cfg.news_sensitivity * event.shift * (0.5 + users.susceptibility)).astype(np.float32)
+        attitude = np.clip(users.opinion + self.shock, -1, 1)
         valid = feed >= 0
         safe_feed = np.where(valid, feed, 0)
         sim = np.empty((b, f), np.float32)
@@ -141,7 +153,7 @@ class SurrogateBrain(Brain):
             sim[lo : lo + chunk] = np.einsum(
                 "bd,bfd->bf", users.latent[active[lo : lo + chunk]], posts.latent[safe_feed[lo : lo + chunk]]
             )
-        opinion = users.opinion[active][:, None]
+        opinion = attitude[active][:, None]
         feed_stance = posts.stance[safe_feed]
         agree = opinion * feed_stance
         gap = np.abs(opinion - feed_stance) / 2
@@ -175,7 +187,7 @@ class SurrogateBrain(Brain):
         reply_toxicity = propensity * (cfg.reply_toxicity_base + cfg.reply_toxicity_gap * react_gap)
         reply_toxicity *= rng.uniform(0.5, 1.5, m)
         react_toxicity = np.where(is_reply, np.clip(reply_toxicity, 0, 1), 0.0).astype(np.float32)
-        own = users.opinion[react_user]
+        own = attitude[react_user]
         react_stance = np.where(
             is_retweet, posts.stance[react_post],
             np.clip(own + cfg.stance_noise * rng.standard_normal(m), -1, 1),
@@ -188,7 +200,7 @@ class SurrogateBrain(Brain):
         p = len(poster)
         post_latent = users.latent[poster] + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
         post_latent /= np.maximum(np.linalg.norm(post_latent, axis=1, keepdims=True), 1e-8)
-        post_stance = np.clip(users.opinion[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
+        post_stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
         post_toxicity = np.clip(
             users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p), 0, 1
         )
@@ -210,7 +222,12 @@ class SurrogateBrain(Brain):
         backfire = hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
         moved = assimilate | backfire
         rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
-        push = np.bincount(react_user[moved], weights=(rate * delta)[moved], minlength=n)
+        persistent = users.opinion[react_user]
+        like_minded = assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
+        step = rate * delta + np.where(
+            like_minded, cfg.reinforcement_rate * np.sign(target) * (1 - np.abs(persistent)), 0.0
+        )
+        push = np.bincount(react_user[moved], weights=step[moved], minlength=n)
         weight = np.bincount(react_user[moved], minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64).copy()
         touched = weight > 0
@@ -220,12 +237,12 @@ class SurrogateBrain(Brain):
             seen = np.maximum(valid.sum(axis=1), 1)
             mean_seen = seen_stance / seen
             new_opinion[active] += cfg.exposure_assimilation * (mean_seen - new_opinion[active]) * (valid.any(axis=1))
-        for event in round_input.news:
-            new_opinion += cfg.news_sensitivity * event.shift * (0.5 + users.susceptibility)
         new_opinion += cfg.anchor_rate * (self.anchor - new_opinion)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
-        discrete = np.where(new_opinion > 1 / 3, 1, np.where(new_opinion < -1 / 3, -1, 0))
+        expressed = np.clip(new_opinion + self.shock, -1, 1)
+        discrete = np.where(expressed > 1 / 3, 1, np.where(expressed < -1 / 3, -1, 0))
+        self.shock *= cfg.news_decay
 
         # --- misinformation: complex contagion ---------------------------------------------
         seen_misinfo = (valid & posts.misinfo[safe_feed]).sum(axis=1)
