@@ -37,7 +37,7 @@ class RecommenderConfig:
     headline: int = 2
     window: int = 2
     personalized_stance_weight: float = 0.5
-    candidates_per_slot: int = 3
+    candidates_per_slot: int = 2
     num_clusters: int = 16
     headline_pool: int = 20
 
