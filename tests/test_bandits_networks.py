@@ -49,7 +49,11 @@ def test_eenet_fast_vmap_and_per_arm_loop_give_the_same_scores(dim, block, hidde
     results = {}
     for method in ("factored", "vmap", "loop"):
         policy = EENet(
-            dim, seed=3, hidden_sizes=hidden, pool_block_size=block, gradient_method=method,
+            dim,
+            seed=3,
+            hidden_sizes=hidden,
+            pool_block_size=block,
+            gradient_method=method,
             gradient_memory_mb=0.05,  # forces several chunks
         )
         policy.update(contexts[:8], np.linspace(0.0, 1.0, 8))
@@ -114,14 +118,19 @@ def test_neural_ucb_bonus_shrinks_where_data_was_seen():
 
 def test_online_ridge_matches_the_closed_form():
     rng = np.random.default_rng(0)
-    x, r = rng.standard_normal((50, 4)), rng.uniform(size=50)
+    x, r = rng.standard_normal((50, 4)).astype(np.float32), rng.uniform(size=50)
     ridge = OnlineRidge(4, regularization=2.0, fit_intercept=True)
-    features = ridge.features(x)
-    ridge.update(features[:20], r[:20])
-    ridge.update(features[20:], r[20:])
-    a = 2.0 * np.eye(5) + features.T @ features
+    ridge.update(x[:20], r[:20])
+    ridge.update(x[20:], r[20:])
+    design = np.hstack([x.astype(np.float64), np.ones((50, 1))])
+    a = 2.0 * np.eye(5) + design.T @ design
     np.testing.assert_allclose(ridge.A_inv, np.linalg.inv(a), rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(ridge.theta, np.linalg.solve(a, features.T @ r), rtol=1e-8)
+    np.testing.assert_allclose(ridge.theta, np.linalg.solve(a, design.T @ r), rtol=1e-8)
+    queries = rng.standard_normal((7, 4)).astype(np.float32)
+    design_q = np.hstack([queries.astype(np.float64), np.ones((7, 1))])
+    np.testing.assert_allclose(ridge.predict(queries), design_q @ ridge.theta, rtol=1e-5)
+    expected = np.einsum("kd,de,ke->k", design_q, np.linalg.inv(a), design_q)
+    np.testing.assert_allclose(ridge.variance(queries), expected, rtol=1e-4)
 
 
 def test_linucb_explores_unseen_directions():

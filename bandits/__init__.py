@@ -1,0 +1,72 @@
+"""Intervention policies for PolicySim: contextual bandits over arrays of arm contexts.
+
+Every policy implements :class:`bandits.base.Policy`::
+
+    policy = make_policy("eenet", context_dim=D, seed=0)
+    chosen = policy.select(contexts, mask, budget)   # (K, D), (K,) bool | None -> (budget,)
+    policy.update(contexts[chosen], rewards)         # rewards in [0, 1]
+
+This package depends on NumPy and torch only; it never imports ``socialenv``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bandits.base import Policy, ScoredPolicy
+from bandits.eenet import EENet
+from bandits.egreedy import LinearEpsilonGreedy
+from bandits.egreedy_neural import NeuralEpsilonGreedy
+from bandits.lints import LinTS
+from bandits.linucb import LinUCB
+from bandits.neural_ucb import NeuralUCB
+from bandits.random_policy import RandomPolicy
+
+#: Registry: policy name -> class.
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (
+        EENet,
+        NeuralUCB,
+        LinUCB,
+        LinTS,
+        LinearEpsilonGreedy,
+        NeuralEpsilonGreedy,
+        RandomPolicy,
+    )
+}
+
+
+def make_policy(name: str, context_dim: int, seed: int = 0, **hyperparameters: Any) -> Policy:
+    """Build the policy registered as ``name`` (see ``POLICIES``).
+
+    Raises:
+        ValueError: for an unknown name (listing the valid ones), an unknown hyper-parameter
+            (listing the policy's), or an invalid value (naming the field).
+    """
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(sorted(POLICIES))}")
+    cls = POLICIES[name]
+    valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
+    unknown = sorted(set(hyperparameters) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {name!r}; "
+            f"valid: {', '.join(valid) or '(none)'}"
+        )
+    return cls(context_dim=context_dim, seed=seed, **hyperparameters)
+
+
+__all__ = [
+    "POLICIES",
+    "EENet",
+    "LinTS",
+    "LinUCB",
+    "LinearEpsilonGreedy",
+    "NeuralEpsilonGreedy",
+    "NeuralUCB",
+    "Policy",
+    "RandomPolicy",
+    "ScoredPolicy",
+    "make_policy",
+]

@@ -1,0 +1,258 @@
+"""The interface shared by every intervention policy.
+
+A policy sees arrays only: the contexts of the K candidate arms of a round, an optional mask
+of the arms it may pick, and how many it must pick (``budget``); later, the contexts of the arms
+it picked and the rewards they earned. It never sees the environment.
+
+Round protocol::
+
+    chosen = policy.select(contexts, mask, budget)     # contexts (K, D) -> (budget,) int64
+    policy.update(contexts[chosen], rewards)           # (n, D), (n,) with rewards in [0, 1]
+
+Hyper-parameters are dataclass fields with documented defaults (in the style of the Open
+Bandit Pipeline); everything learned lives in private attributes that ``reset`` rebuilds and
+``state_dict`` / ``load_state_dict`` save and restore.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bandits._checks import check_int
+
+
+@dataclass(eq=False)
+class Policy(ABC):
+    """Base class of all policies.
+
+    Attributes:
+        context_dim: D, the length of one arm's context vector.
+        seed: seeds every random draw the policy makes (NumPy and torch generators of its
+            own; the global RNGs are never touched). Same seed, same inputs -> the same
+            selections, bit for bit.
+    """
+
+    context_dim: int
+    seed: int = 0
+
+    #: Registry name of the policy (``bandits.POLICIES`` key).
+    name: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        check_int(self, "context_dim", minimum=1)
+        check_int(self, "seed", minimum=0)
+        self._check_hyperparameters()
+        self.reset()
+
+    # ------------------------------------------------------------------ public API
+
+    def select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray:
+        """Pick ``budget`` distinct arms, best first.
+
+        Args:
+            contexts: (K, D) arm contexts (converted to float32; must be finite).
+            mask: (K,) bool, True where the arm may be picked; None allows every arm.
+            budget: number of arms to pick, 1 <= budget <= number of allowed arms.
+
+        Returns:
+            (budget,) int64 indices into ``contexts`` of distinct allowed arms, best first.
+
+        Raises:
+            ValueError: on a malformed ``contexts`` / ``mask`` / ``budget``, or when fewer than
+                ``budget`` arms are allowed.
+        """
+        contexts = self._validated_contexts(contexts, "contexts")
+        allowed = _validated_mask(mask, contexts.shape[0])
+        budget = _validated_budget(budget, allowed, contexts.shape[0])
+        candidates = contexts if allowed is None else contexts[allowed]
+        picked = self._select(candidates, budget)
+        indices = picked if allowed is None else allowed[picked]
+        return np.asarray(indices, dtype=np.int64)
+
+    def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
+        """Learn from the arms picked last round.
+
+        Args:
+            contexts: (n, D) contexts of the picked arms (n may be 0: nothing happens).
+            rewards: (n,) rewards in [0, 1].
+        """
+        rewards = np.asarray(rewards)
+        contexts = np.asarray(contexts)
+        if rewards.size == 0 and contexts.size == 0:
+            return
+        contexts = self._validated_contexts(contexts, "contexts")
+        if rewards.shape != (contexts.shape[0],):
+            raise ValueError(
+                f"rewards must have shape (n,) = ({contexts.shape[0]},) to match contexts; "
+                f"got {rewards.shape}"
+            )
+        if rewards.dtype.kind not in "biuf":
+            raise ValueError(f"rewards must be real numbers in [0, 1]; got dtype {rewards.dtype}")
+        rewards = rewards.astype(np.float64)
+        if not np.all(np.isfinite(rewards)) or rewards.min() < 0.0 or rewards.max() > 1.0:
+            bad = rewards[~(np.isfinite(rewards) & (rewards >= 0.0) & (rewards <= 1.0))]
+            raise ValueError(f"rewards must lie in [0, 1]; got {bad[:5].tolist()}")
+        self._update(contexts, rewards)
+        self._n_observations += contexts.shape[0]
+
+    def reset(self) -> None:
+        """Forget everything learned and re-seed: the policy behaves as if newly built."""
+        self._rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0]))
+        self._n_observations = 0
+        self._reset()
+
+    @property
+    def n_observations(self) -> int:
+        """Number of (context, reward) pairs learned from since the last reset."""
+        return self._n_observations
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The dataclass fields (context_dim, seed and the policy's hyper-parameters)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume the run exactly: hyper-parameters, RNG states, learned
+        parameters, optimiser states and replay buffers. The returned objects are copies
+        (NumPy arrays, torch tensors and Python scalars), safe to ``torch.save`` or pickle."""
+        return {
+            "policy": self.name,
+            "hyperparameters": self.hyperparameters(),
+            "rng": copy.deepcopy(self._rng.bit_generator.state),
+            "n_observations": self._n_observations,
+            "learned": self._state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict``; the policy then continues exactly as the saved one would.
+
+        Raises:
+            ValueError: if the state belongs to another policy or other hyper-parameters.
+        """
+        if state.get("policy") != self.name:
+            raise ValueError(
+                f"state['policy'] is {state.get('policy')!r}; this policy is {self.name!r}"
+            )
+        saved = state["hyperparameters"]
+        for key, value in self.hyperparameters().items():
+            if saved.get(key) != value:
+                raise ValueError(
+                    f"state['hyperparameters'][{key!r}] is {saved.get(key)!r}; this policy has "
+                    f"{key}={value!r} (build it with Policy.from_state_dict to match)"
+                )
+        self.reset()
+        self._rng.bit_generator.state = copy.deepcopy(state["rng"])
+        self._n_observations = int(state["n_observations"])
+        self._load_state(state["learned"])
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> Policy:
+        """Build a policy of this class with the saved hyper-parameters and load the state."""
+        policy = cls(**state["hyperparameters"])
+        policy.load_state_dict(state)
+        return policy
+
+    # ------------------------------------------------------------ subclass hooks
+
+    def _check_hyperparameters(self) -> None:  # noqa: B027 - optional hook
+        """Validate the subclass's dataclass fields (raise ValueError naming the field)."""
+
+    @abstractmethod
+    def _reset(self) -> None:
+        """Rebuild the learned state from ``self.seed``."""
+
+    @abstractmethod
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        """(M, D) float32 contexts of the allowed arms -> (budget,) distinct row positions."""
+
+    @abstractmethod
+    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
+        """(n, D) float32 contexts, (n,) float64 rewards in [0, 1], n >= 1."""
+
+    @abstractmethod
+    def _state(self) -> dict[str, Any]:
+        """Copies of the learned state."""
+
+    @abstractmethod
+    def _load_state(self, learned: dict[str, Any]) -> None:
+        """Restore what ``_state`` returned (called right after ``reset``)."""
+
+    # --------------------------------------------------------------- helpers
+
+    def _validated_contexts(self, contexts: Any, name: str) -> np.ndarray:
+        array = np.asarray(contexts)
+        if array.ndim != 2 or array.shape[1] != self.context_dim:
+            raise ValueError(
+                f"{name} must have shape (K, context_dim) = (K, {self.context_dim}); "
+                f"got {array.shape}"
+            )
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must hold real numbers; got dtype {array.dtype}")
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        if not np.all(np.isfinite(array)):
+            rows = np.flatnonzero(~np.all(np.isfinite(array), axis=1))
+            raise ValueError(
+                f"{name} must be finite (no NaN or inf, and within float32 range); "
+                f"rows {rows[:5].tolist()} are not"
+            )
+        return array
+
+
+class ScoredPolicy(Policy):
+    """A policy that scores every arm and picks the ``budget`` highest scores.
+
+    Ties are broken uniformly at random (from the policy's own generator), so an untrained
+    policy whose scores are all equal does not always favour the first arms.
+    """
+
+    def scores(self, contexts: np.ndarray) -> np.ndarray:
+        """(K, D) contexts -> (K,) float64 scores, the quantity ``select`` ranks by (higher is
+        better). A randomised policy draws fresh randomness here, as ``select`` does."""
+        return self._scores(self._validated_contexts(contexts, "contexts"))
+
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        return top_ranked(self._scores(contexts), budget, self._rng)
+
+    @abstractmethod
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        """Scores of validated (K, D) float32 contexts."""
+
+
+def top_ranked(scores: np.ndarray, budget: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions of the ``budget`` largest of ``scores`` (K,), best first, random tie-break."""
+    tie_breaker = rng.random(scores.shape[0])
+    order = np.lexsort((tie_breaker, -np.asarray(scores, dtype=np.float64)))
+    return order[:budget]
+
+
+def _validated_mask(mask: Any, n_arms: int) -> np.ndarray | None:
+    """None (all arms allowed) or the sorted int64 indices of the allowed arms."""
+    if mask is None:
+        return None
+    array = np.asarray(mask)
+    if array.dtype != np.bool_ or array.shape != (n_arms,):
+        raise ValueError(
+            f"mask must be None or a boolean array of shape (K,) = ({n_arms},) marking allowed "
+            f"arms; got dtype {array.dtype} and shape {array.shape}"
+        )
+    return np.flatnonzero(array)
+
+
+def _validated_budget(budget: Any, allowed: np.ndarray | None, n_arms: int) -> int:
+    if isinstance(budget, bool) or not isinstance(budget, Integral) or budget < 1:
+        raise ValueError(f"budget must be an integer >= 1; got {budget!r}")
+    n_allowed = n_arms if allowed is None else allowed.size
+    if budget > n_allowed:
+        raise ValueError(
+            f"budget={int(budget)} exceeds the number of allowed arms: mask allows {n_allowed} "
+            f"of {n_arms} arms"
+        )
+    return int(budget)

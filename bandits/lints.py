@@ -1,0 +1,71 @@
+"""Linear Thompson sampling (Agrawal & Goyal, ICML 2013)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bandits._checks import check_bool, check_float
+from bandits.base import ScoredPolicy
+from bandits.ridge import OnlineRidge
+
+
+@dataclass(eq=False)
+class LinTS(ScoredPolicy):
+    """Thompson sampling with a linear payoff model.
+
+    Each round draws one θ̃ ~ N(θ̂, v²·A⁻¹) (A = λI + Σ x xᵀ, θ̂ = A⁻¹ Σ r·x, A⁻¹ kept by
+    Sherman–Morrison) and ranks the arms by θ̃·x; the whole slate comes from the same draw.
+    The Cholesky factor of A⁻¹ is cached until the next update.
+
+    Attributes:
+        posterior_scale: v, the scale of the posterior draw. Agrawal & Goyal's theoretical
+            v = R·sqrt(24 d ln(1/δ)/ε) explores far too much in practice; 0.2 suits rewards
+            in [0, 1]. Default 0.2.
+        regularization: ridge λ > 0. Default 1.0.
+        fit_intercept: append a constant 1 feature. Default True.
+    """
+
+    posterior_scale: float = 0.2
+    regularization: float = 1.0
+    fit_intercept: bool = True
+
+    name: ClassVar[str] = "lints"
+
+    def _check_hyperparameters(self) -> None:
+        check_float(self, "posterior_scale", minimum=0.0)
+        check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
+        check_bool(self, "fit_intercept")
+
+    def _reset(self) -> None:
+        self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
+        self._cholesky: np.ndarray | None = None
+
+    def _posterior_sample(self) -> np.ndarray:
+        if self._cholesky is None:
+            A_inv = self._ridge.A_inv
+            try:
+                self._cholesky = np.linalg.cholesky(A_inv)
+            except np.linalg.LinAlgError:
+                jitter = 1e-10 * np.trace(A_inv) / A_inv.shape[0]
+                self._cholesky = np.linalg.cholesky(A_inv + jitter * np.eye(A_inv.shape[0]))
+        noise = self._rng.standard_normal(self._ridge.theta.shape[0])
+        return self._ridge.theta + self.posterior_scale * (self._cholesky @ noise)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        theta = self._posterior_sample()
+        scores = contexts.astype(np.float64) @ theta[: self.context_dim]
+        return scores + theta[self.context_dim] if self.fit_intercept else scores
+
+    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
+        self._ridge.update(contexts, rewards)
+        self._cholesky = None
+
+    def _state(self) -> dict[str, Any]:
+        return self._ridge.state()
+
+    def _load_state(self, learned: dict[str, Any]) -> None:
+        self._ridge.load_state(learned)
+        self._cholesky = None
