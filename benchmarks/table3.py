@@ -3,6 +3,12 @@
     python benchmarks/table3.py                         # 1,000 users, 10 rounds, 5 seeds
     python benchmarks/table3.py --rounds 50             # the longer-horizon option
     python benchmarks/table3.py --policies origin eenet --seeds 2   # a subset
+    python benchmarks/table3.py --show benchmarks/results/table3.json  # reprint a saved run
+
+Policies: origin, random, ε-greedy, LinUCB, NeuralUCB, EE-Net (label-propagated user context,
+Eq. 8) and ``eenet_gnn`` (EE-Net on a GraphSAGE encoder of the follow graph trained end to end,
+:class:`bandits.graph_eenet.GraphEENet`). Exposure slates hold one arm per user (the runner's
+``arm_groups``): a second arm on a user would be discarded and score 0.
 
 Objective 1 (PolicySim-Rec-v0, cross-viewpoint reward, Eq. 9): stance mean / std at the last
 round, toxicity and the cross-stance interaction ratio averaged over the rounds (platform
@@ -38,7 +44,7 @@ PAPER = {
 }
 PAPER_ROW = {"origin": "origin", "egreedy": "egreedy", "linucb": "ucb", "neural_ucb": "ucb",
              "eenet": "eenet"}
-DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "neural_ucb", "eenet")
+DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "neural_ucb", "eenet", "eenet_gnn")
 OBJECTIVE_1 = ("stance_mean", "stance_std", "toxicity", "cross_interaction_ratio",
                "cross_interaction_ratio_recommended", "reward")
 OBJECTIVE_2 = ("misinformation_ratio", "exposure_removed", "reward")
@@ -64,6 +70,29 @@ def cell(summary: dict[str, Any], key: str) -> str:
     return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
 
 
+ENVS = ((1, "PolicySim-Rec-v0", OBJECTIVE_1), (2, "PolicySim-Exposure-v0", OBJECTIVE_2))
+
+
+def table_for(objective: int, env_id: str, keys: tuple[str, ...], rows: dict[str, Any],
+              config: dict[str, Any]) -> Table:
+    """The printed table of one objective: a row per policy (``rows``: policy -> summary)."""
+    table = Table(title=f"Objective {objective} ({env_id}): {config['users']} users, "
+                        f"{config['rounds']} rounds, {config['seeds']} seeds, mean ± 95% CI")
+    table.add_column("policy")
+    for key in keys:
+        table.add_column(key, justify="right")
+    table.add_column("paper", justify="right")
+    table.add_column("s", justify="right")
+    paper_keys = ("stance_mean", "stance_std", "toxicity", "cross_interaction_ratio") \
+        if objective == 1 else ("misinformation_ratio",)
+    for policy, summary in rows.items():
+        paper = PAPER.get(PAPER_ROW.get(policy, ""), {})
+        paper_text = " / ".join(f"{paper[k]:g}" for k in paper_keys) if paper else "-"
+        table.add_row(policy, *(cell(summary, k) for k in keys), paper_text,
+                      f"{summary['seconds']:.0f}")
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES))
@@ -76,35 +105,37 @@ def main() -> None:
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help="extra env keyword arguments (JSON) for both envs")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1 is fastest for these small networks on a shared "
+                             "2-core machine)")
+    parser.add_argument("--show", type=Path, default=None, metavar="JSON",
+                        help="print the tables of a results file written earlier; run nothing")
     args = parser.parse_args()
+    console = Console(width=max(Console().width, 170))
+    if args.show is not None:
+        saved = json.loads(args.show.read_text())
+        for objective, env_id, keys in ENVS:
+            if saved.get(f"objective_{objective}"):
+                console.print(table_for(objective, env_id, keys, saved[f"objective_{objective}"],
+                                        saved["config"]))
+        return
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     seeds = list(range(args.seeds))
     env_kwargs = {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs}
     results: dict[str, Any] = {"config": vars(args) | {"out": str(args.out)}, "objective_1": {},
                                "objective_2": {}}
-    console = Console()
-    for objective, env_id, keys in ((1, "PolicySim-Rec-v0", OBJECTIVE_1),
-                                    (2, "PolicySim-Exposure-v0", OBJECTIVE_2)):
+    for objective, env_id, keys in ENVS:
         if objective not in args.objectives:
             continue
-        table = Table(title=f"Objective {objective} ({env_id}): {args.users} users, "
-                            f"{args.rounds} rounds, {args.seeds} seeds, mean ± 95% CI")
-        table.add_column("policy")
-        for key in keys:
-            table.add_column(key, justify="right")
-        table.add_column("paper", justify="right")
-        table.add_column("s", justify="right")
         for policy in args.policies:
             summary = evaluate(env_id, policy, seeds, env_kwargs, args.episodes)
             results[f"objective_{objective}"][policy] = summary
-            paper = PAPER.get(PAPER_ROW.get(policy, ""), {})
-            paper_keys = ("stance_mean", "stance_std", "toxicity", "cross_interaction_ratio") \
-                if objective == 1 else ("misinformation_ratio",)
-            paper_text = " / ".join(f"{paper[k]:g}" for k in paper_keys) if paper else "-"
-            table.add_row(policy, *(cell(summary, k) for k in keys), paper_text,
-                          f"{summary['seconds']:.0f}")
             console.print(f"  {policy} on {env_id}: done in {summary['seconds']:.1f} s")
-        console.print(table)
+        console.print(table_for(objective, env_id, keys, results[f"objective_{objective}"],
+                                vars(args)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str))
     console.print(f"wrote {args.out}")

@@ -23,10 +23,14 @@ BUILTIN_POLICIES = ("origin",)
 WANDB_MODES = ("online", "offline", "disabled")
 
 
+#: Bandits that also read the follow graph (``observe_graph``); name -> "module:class".
+GRAPH_POLICIES = {"eenet_gnn": "bandits.graph_eenet:GraphEENet"}
+
+
 def policy_names() -> tuple[str, ...]:
     from bandits import POLICIES
 
-    return BUILTIN_POLICIES + tuple(POLICIES)
+    return BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
 
 
 @dataclass
@@ -79,22 +83,49 @@ class OriginPolicy:
 
 
 def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
-    """A policy for ``env`` (an unwrapped PolicySim env): "origin" or any bandit name."""
+    """A policy for ``env`` (an unwrapped PolicySim env): "origin", any bandit name, or a graph
+    bandit of :data:`GRAPH_POLICIES` (built with ``cls.build``; ``run`` feeds it the graph)."""
     if name == "origin":
         return OriginPolicy(env.no_op)
+    if name in GRAPH_POLICIES:
+        import importlib
+
+        module, cls_name = GRAPH_POLICIES[name].split(":")
+        cls = getattr(importlib.import_module(module), cls_name)
+        return cls.build(context_dim=env.context_dim, seed=seed, **kwargs)
     from bandits import make_policy
 
     return make_policy(name, context_dim=env.context_dim, seed=seed, **kwargs)
 
 
-def select_action(policy: Any, obs: dict[str, np.ndarray], budget: int, no_op: int) -> np.ndarray:
+def arm_groups(env: Any) -> np.ndarray | None:
+    """(K,) group of each arm when the env applies at most one arm per group, else None.
+
+    PolicySim-Exposure-v0: arm k = (user k // L, level k % L) and a second arm on the same
+    user is discarded (it scores 0), so the group is k // L. Rec arms have no such limit."""
+    from socialenv.envs.exposure import ExposureEnv
+
+    base = getattr(env, "unwrapped", env)
+    if isinstance(base, ExposureEnv):
+        return np.arange(base.num_arms, dtype=np.int64) // len(base.config.exposure_levels)
+    return None
+
+
+def select_action(policy: Any, obs: dict[str, np.ndarray], budget: int, no_op: int,
+                  groups: np.ndarray | None = None) -> np.ndarray:
     """The slate for ``obs``: the policy's picks, padded with empty slots if it picked fewer
-    (fewer valid arms than the budget)."""
+    (fewer valid arms than the budget). With ``groups`` (K,) (see :func:`arm_groups`) the
+    slate holds at most one arm per group (:func:`bandits.slate.select_one_per_group`)."""
     mask = obs["action_mask"].astype(bool)
     k = min(budget, int(mask.sum()))
     if isinstance(policy, OriginPolicy) or k == 0:
         return np.full(budget, no_op, np.int64)
-    picks = np.asarray(policy.select(obs["arms"], mask, k), np.int64)
+    if groups is not None:
+        from bandits.slate import select_one_per_group
+
+        picks = select_one_per_group(policy, obs["arms"], mask, k, groups)
+    else:
+        picks = np.asarray(policy.select(obs["arms"], mask, k), np.int64)
     action = np.full(budget, no_op, np.int64)
     action[: len(picks)] = picks
     return action
@@ -176,7 +207,10 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                 obs, _ = env.reset(seed=seed * 1000 + episode)
                 done = False
                 while not done:
-                    action = select_action(policy, obs, base.config.budget, base.no_op)
+                    if hasattr(policy, "observe_graph"):
+                        policy.observe_graph(base.graph_data())
+                    action = select_action(policy, obs, base.config.budget, base.no_op,
+                                           groups=arm_groups(base))
                     arms = obs["arms"]
                     obs, reward, terminated, truncated, info = env.step(action)
                     applied = info["arm_applied"]

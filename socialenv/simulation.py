@@ -36,6 +36,9 @@ from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
 
+#: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
+LOCAL_PROPAGATION_USERS = 50_000
+
 
 class Stream(IntEnum):
     """Independent random streams of a round."""
@@ -187,19 +190,21 @@ class Simulation:
     def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
-        the users ``rows`` only (computed on their neighbourhood, same values)."""
+        the users ``rows`` only. Above ``LOCAL_PROPAGATION_USERS`` users the rows are computed
+        on their K-hop neighbourhood (same values, cost independent of N)."""
         cfg = self.config.context
-        if rows is not None:
+        n = len(self.users.stance)
+        if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
             return propagate_rows((self.users.latent, self.users.memory_latent), indptr, indices,
                                   np.asarray(rows, np.int64), cfg.alpha, cfg.hops)
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
-        if cfg.hops == 0:
-            return base
-        if self._adjacency is None:
-            indptr, indices = self.graph.followees_csr()
-            self._adjacency = normalized_adjacency(indptr, indices, len(self.users.stance))
-        return propagate(base, self._adjacency, cfg.alpha, cfg.hops)
+        if cfg.hops > 0:
+            if self._adjacency is None:
+                indptr, indices = self.graph.followees_csr()
+                self._adjacency = normalized_adjacency(indptr, indices, n)
+            base = propagate(base, self._adjacency, cfg.alpha, cfg.hops)
+        return base if rows is None else base[rows]
 
     def feed_context(self) -> FeedContext:
         return FeedContext(

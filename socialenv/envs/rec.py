@@ -37,7 +37,7 @@ class RecEnv(PolicySimEnv):
 
     Observation (``Dict``):
         "arms": (K, D) float32, K = candidate_users × candidate_posts, arm k = (user k // P,
-            post k % P). D = 2d + d + 10: the user's propagated context [profile ⊕ memory]
+            post k % P). D = 2d + d + 13: the user's propagated context [profile ⊕ memory]
             (Eq. 7–8, 2d), the post embedding (d), and 10 features: receiver stance S_v,
             author stance S_u, |S_u − S_v|/2, post toxicity, log(1 + engagement), post age in
             rounds, cos(user, post), the receiver's recent toxicity, the post's misinformation
@@ -62,7 +62,7 @@ class RecEnv(PolicySimEnv):
     Episode end: truncated after ``rounds`` rounds (default 10); never terminated.
     """
 
-    num_arm_features = 10
+    num_arm_features = 13
 
     def _num_arms(self) -> int:
         return self.config.candidate_users * self.config.candidate_posts
@@ -106,6 +106,8 @@ class RecEnv(PolicySimEnv):
             (sim.round - p.round[post]).astype(np.float32),
             np.einsum("kd,kd->k", sim.users.latent[user], p.latent[post]),
             sim.recent_toxicity[user], p.misinfo[post].astype(np.float32), sim.users.activity[user],
+            p.stance[post], s_v * p.stance[post],
+            np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
         ], axis=1)
         context = np.concatenate([arm_user_context, p.latent[post], features], axis=1)
         context[~arms["mask"]] = 0.0

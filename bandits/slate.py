@@ -1,0 +1,77 @@
+"""Slates with at most one arm per group (e.g. one exposure level per user).
+
+A bandit ranks arms independently. When several arms describe the same entity and only one
+of them can take effect — PolicySim-Exposure-v0's arms are (user, level) pairs and a second
+arm on the same user is discarded (it scores 0) — the top-``budget`` arms of a policy whose
+score is dominated by the user's features are mostly duplicates: on 1,000 users, LinUCB's
+slates of 20 named 9 distinct users on average, so 11 slots were wasted.
+
+:func:`select_one_per_group` asks the policy itself for its best arms, keeps the best arm of
+each new group, forbids the groups already used, and asks again for the slots still empty.
+It works with any policy of the :class:`bandits.base.Policy` interface (and keeps each
+policy's own exploration: ε-greedy still explores, Thompson sampling still samples), because
+it only calls ``select``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class SelectsArms(Protocol):
+    """Anything with the ``select`` of :class:`bandits.base.Policy`."""
+
+    def select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray: ...
+
+
+def select_one_per_group(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    mask: np.ndarray | None,
+    budget: int,
+    groups: np.ndarray,
+) -> np.ndarray:
+    """Up to ``budget`` allowed arms of distinct groups, in the order the policy ranked them.
+
+    Repeats: ``picks = policy.select(contexts, allowed, need)``; walk ``picks`` best first and
+    keep each arm whose group is not used yet; remove the used groups from ``allowed``. Every
+    call keeps at least its first pick, so there are at most ``budget`` calls.
+
+    Args:
+        policy: any object with ``select(contexts, mask, budget)``.
+        contexts: (K, D) arm contexts, passed through to the policy.
+        mask: (K,) bool of allowed arms, or None for all.
+        budget: the number of arms wanted (>= 0).
+        groups: (K,) int group of each arm (e.g. its user); arms of one group exclude each
+            other.
+
+    Returns:
+        (m,) int64 distinct arm indices of distinct groups, m = min(budget, number of groups
+        with an allowed arm).
+
+    Raises:
+        ValueError: if ``groups`` or ``mask`` does not have shape (K,).
+    """
+    n_arms = np.asarray(contexts).shape[0]
+    groups = np.asarray(groups)
+    if groups.shape != (n_arms,):
+        raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
+    if allowed.shape != (n_arms,):
+        raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")
+    chosen: list[int] = []
+    used: set[int] = set()
+    while len(chosen) < budget and allowed.any():
+        available = np.unique(groups[allowed]).size
+        need = min(budget - len(chosen), available)
+        for arm in np.asarray(policy.select(contexts, allowed, need), np.int64):
+            group = int(groups[arm])
+            if group not in used and len(chosen) < budget:
+                used.add(group)
+                chosen.append(int(arm))
+        allowed &= ~np.isin(groups, np.fromiter(used, np.int64, len(used)))
+    return np.asarray(chosen, np.int64)
