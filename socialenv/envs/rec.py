@@ -38,10 +38,11 @@ class RecEnv(PolicySimEnv):
     Observation (``Dict``):
         "arms": (K, D) float32, K = candidate_users × candidate_posts, arm k = (user k // P,
             post k % P). D = 2d + d + 13: the user's propagated context [profile ⊕ memory]
-            (Eq. 7–8, 2d), the post embedding (d), and 10 features: receiver stance S_v,
+            (Eq. 7–8, 2d), the post embedding (d), and 13 features: receiver stance S_v,
             author stance S_u, |S_u − S_v|/2, post toxicity, log(1 + engagement), post age in
             rounds, cos(user, post), the receiver's recent toxicity, the post's misinformation
-            flag, the receiver's activity.
+            flag, the receiver's activity, the post's stance s_p, agreement S_v·s_p, and the
+            receiver's reply propensity log(reply frequency / 0.25).
         "action_mask": (K,) int8, 0 for padding (too few active users or posts) and for a
             user's own posts.
         "user_context" (N, 2d) and "stance" (N,) when ``observe_users=True``;
