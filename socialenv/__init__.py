@@ -5,21 +5,29 @@
     env = gym.make("PolicySim-Exposure-v0")
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
 from socialenv.envs import ExposureEnv, PolicySimEnv, RecEnv, load_env
 from socialenv.registration import ENV_IDS, register_envs
 from socialenv.scenario import Scenario
 from socialenv.scenarios import make_scenario
 
+if TYPE_CHECKING:
+    from socialenv.pettingzoo_env import PolicySimParallelEnv
+
 register_envs()
 
 
-def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs):
+def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> PolicySimParallelEnv:
     """The PettingZoo ParallelEnv view (users and the platform as agents); needs the ``rl``
     extra (pettingzoo). See :class:`socialenv.pettingzoo_env.PolicySimParallelEnv`."""
     from socialenv.pettingzoo_env import parallel_env as _parallel_env
 
     return _parallel_env(env_id, **kwargs)
+
 
 __version__ = "0.1.0"
 

@@ -161,7 +161,9 @@ def sweep(
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from err
-    print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds ({result.backend}, {result.seconds:.1f} s)")
+    startup = f", Ray start {result.startup_seconds:.1f} s" if result.backend == "ray" else ""
+    print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "
+                              f"({result.backend}, {result.seconds:.1f} s{startup})")
     if result.out_dir is not None:
         console.print(f"sweep folder: {result.out_dir} (sweep.json, rounds.csv)")
     if result.failures:

@@ -413,9 +413,8 @@ class PolicySimParallelEnv(ParallelEnv):
             platform_obs = {("arm_mask" if k == "action_mask" else k): s for k, s in base.observation_space.spaces.items()}
             self.observation_spaces[PLATFORM] = spaces.Dict(platform_obs)
             self.action_spaces[PLATFORM] = base.action_space
-        n_users = n
-        self.state_space = spaces.Box(-1.0, 1.0, (2 * n_users,), np.float32)
-        self._position = np.full(n_users, -1, np.int64)
+        self.state_space = spaces.Box(-1.0, 1.0, (2 * n,), np.float32)
+        self._position = np.full(n, -1, np.int64)
         self._position[controlled] = np.arange(len(controlled))
         self._gym_obs: dict[str, Any] | None = None
         self._user_feed = np.full((len(controlled), f), -1, np.int64)
@@ -550,12 +549,10 @@ class PolicySimParallelEnv(ParallelEnv):
             slate = np.full(budget, no_op, np.int64) if slate is None else slate
         elif self.platform_policy is None:
             slate = np.full(budget, no_op, np.int64)
-        elif hasattr(self.platform_policy, "act"):
-            slate = np.asarray(self.platform_policy.act(gym_obs), np.int64)
         else:
-            from socialenv.runner import select_action
+            from baselines.episodes import slate_for
 
-            slate = select_action(self.platform_policy, gym_obs, budget, no_op)
+            slate = slate_for(self.platform_policy, gym_obs, self.env)
         self._acted = self._user_active.copy()
         self.brain.set_actions(self._external_actions(actions))
         try:

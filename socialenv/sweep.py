@@ -168,6 +168,7 @@ class SweepResult:
             ``host``; failed trials carry ``error`` instead.
         failures: the failed trials' names and errors.
         backend, seconds: how and how long (wall clock) the sweep ran.
+        startup_seconds: part of ``seconds`` spent starting / connecting to Ray.
         out_dir: the sweep folder (None if nothing was written).
     """
 
@@ -177,6 +178,7 @@ class SweepResult:
     backend: str
     seconds: float
     out_dir: Path | None = None
+    startup_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------- grid files
@@ -292,6 +294,7 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
             project=wandb_project, group=group, name=trial.name, job_type=trial.policy,
             mode=wandb_mode, dir=str(run_dir) if run_dir else None, reinit="finish_previous",
             config={**_jsonable(asdict(trial))},
+            settings=wandb.Settings(silent=True, console="off"),  # one line per trial is enough
         )
         own_run = True
     env = gym.make(trial.env_id, **_resolve_env_kwargs(trial.env_kwargs))
@@ -343,10 +346,12 @@ def _run_local(trials: list[Trial], settings: dict[str, Any],
 
 def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[[dict[str, Any]], None],
              address: str | None, num_cpus: int | None, cpus_per_trial: float, ship_code: bool,
-             shutdown: bool) -> None:
+             shutdown: bool) -> float:
+    """Run the trials as Ray tasks; returns the seconds spent starting / joining Ray."""
     import ray
 
     started = False
+    start = time.perf_counter()
     if not ray.is_initialized():
         init: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
         if address is None and num_cpus is not None:
@@ -355,6 +360,7 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
             init["runtime_env"] = {"py_modules": _package_dirs()}
         ray.init(**init)
         started = True
+    startup = time.perf_counter() - start
     try:
         remote = ray.remote(num_cpus=cpus_per_trial, max_retries=0)(run_trial)
         threads = max(1, int(round(cpus_per_trial)))
@@ -370,6 +376,7 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
     finally:
         if started and shutdown:
             ray.shutdown()
+    return startup
 
 
 def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,
@@ -411,15 +418,16 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
             progress(result, len(results), len(trials))
 
     start = time.perf_counter()
+    startup = 0.0
     if backend == "local":
         _run_local(trials, settings, on_result)
     else:
-        _run_ray(trials, settings, on_result, address, num_cpus, cpus_per_trial, ship_code, shutdown)
+        startup = _run_ray(trials, settings, on_result, address, num_cpus, cpus_per_trial, ship_code, shutdown)
     seconds = time.perf_counter() - start
     results.sort(key=lambda r: r["trial"]["index"])
     failures = [{"trial": r["trial"]["name"], "error": r["error"]} for r in results if "error" in r]
     result = SweepResult(table=aggregate(results), trials=results, failures=failures,
-                         backend=backend, seconds=seconds, out_dir=out_dir)
+                         backend=backend, seconds=seconds, out_dir=out_dir, startup_seconds=startup)
     if out_dir is not None:
         write_sweep(result, config, out_dir)
     return result
@@ -450,6 +458,7 @@ def write_sweep(result: SweepResult, config: SweepConfig, out_dir: Path) -> None
     """``sweep.json`` (config, table, trials, failures) and ``rounds.csv`` in ``out_dir``."""
     payload = {
         "config": _jsonable(asdict(config)), "backend": result.backend, "seconds": result.seconds,
+        "startup_seconds": result.startup_seconds,
         "table": result.table, "failures": result.failures,
         "trials": [{k: v for k, v in r.items() if k != "rows"} for r in result.trials],
     }

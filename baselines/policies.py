@@ -1,0 +1,281 @@
+"""Non-learned reference policies over the arm contexts of the PolicySim envs.
+
+All follow the bandit interface (``select(contexts, mask, budget)``, ``update``), so the
+runner, the sweep and your own loops treat them like any bandit:
+
+- **origin** — no intervention: every slot of the slate is left empty (the paper's
+  "Origin" row; :class:`socialenv.runner.OriginPolicy`).
+- **popularity** (Rec) — recommend the most engaged candidate posts: the arms with the
+  highest ``log(1 + engagement)`` feature, i.e. the trending post pushed to as many
+  candidate users as the budget allows (a headline-only recommender as a policy).
+- **mmr** (Rec) — Maximal Marginal Relevance re-ranking (Carbonell & Goldstein 1998): picks
+  arms greedily by ``λ·relevance − (1 − λ)·max cos(post, already picked posts)``;
+  relevance mixes interest similarity, popularity and the author–receiver stance gap.
+- **suppress_flagged** (Exposure) — a moderation heuristic: sets the users whose recent
+  posts carried misinformation to the lowest exposure level, the others to full exposure.
+
+:func:`headline_only_kwargs` gives the env arguments of a headline-only *feed* (the
+platform's own recommender reduced to its trending channel), an environment-side baseline
+that can be combined with any policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bandits._checks import check_choice, check_float
+from bandits.base import Policy, ScoredPolicy, top_ranked
+
+#: Scalar features at the end of a PolicySim-Rec-v0 arm context (see ``RecEnv``).
+REC_FEATURES: tuple[str, ...] = (
+    "receiver_stance", "author_stance", "stance_gap", "post_toxicity", "log_engagement",
+    "post_age", "interest_similarity", "receiver_recent_toxicity", "post_misinfo",
+    "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
+)
+#: Scalar features at the end of a PolicySim-Exposure-v0 arm context (see ``ExposureEnv``).
+EXPOSURE_FEATURES: tuple[str, ...] = (
+    "level", "recent_misinfo", "level_x_misinfo", "log_followers", "level_x_followers",
+    "stance", "recent_toxicity", "log_recent_posts", "level_x_recent_posts", "exposure",
+)
+ENV_KINDS = ("rec", "exposure")
+
+
+@dataclass(frozen=True)
+class ArmLayout:
+    """Where things sit in an arm context of length D.
+
+    Rec: ``[user context (2d) | post embedding (d) | REC_FEATURES (13)]``, D = 3d + 13.
+    Exposure: ``[user context (2d) | EXPOSURE_FEATURES (10)]``, D = 2d + 10.
+    """
+
+    kind: str
+    context_dim: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENV_KINDS:
+            raise ValueError(f"kind={self.kind!r} is not allowed: use one of {ENV_KINDS}")
+        blocks = 3 if self.kind == "rec" else 2
+        rest = self.context_dim - len(self.names)
+        if rest <= 0 or rest % blocks:
+            raise ValueError(
+                f"context_dim={self.context_dim} does not fit a {self.kind} arm context "
+                f"({blocks}·d + {len(self.names)})"
+            )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return REC_FEATURES if self.kind == "rec" else EXPOSURE_FEATURES
+
+    @property
+    def latent_dim(self) -> int:
+        return (self.context_dim - len(self.names)) // (3 if self.kind == "rec" else 2)
+
+    def feature(self, name: str) -> int:
+        """Column of the scalar feature ``name``."""
+        if name not in self.names:
+            raise ValueError(f"feature {name!r} is not allowed for {self.kind} arms: use one of {self.names}")
+        return self.context_dim - len(self.names) + self.names.index(name)
+
+    @property
+    def post_embedding(self) -> slice:
+        """Columns of the post embedding (Rec only)."""
+        if self.kind != "rec":
+            raise ValueError("exposure arms have no post embedding")
+        d = self.latent_dim
+        return slice(2 * d, 3 * d)
+
+
+def env_kind(env: Any) -> str:
+    """"rec" or "exposure" for a PolicySim env (wrapped or not)."""
+    from socialenv.envs import ExposureEnv, RecEnv
+
+    base = getattr(env, "unwrapped", env)
+    if isinstance(base, RecEnv):
+        return "rec"
+    if isinstance(base, ExposureEnv):
+        return "exposure"
+    raise ValueError(f"{type(base).__name__} is not a PolicySim env (RecEnv or ExposureEnv)")
+
+
+@dataclass(eq=False)
+class _LayoutPolicy(Policy):
+    """A policy that reads named features of the arm contexts."""
+
+    kind: str = "rec"
+    env_kinds: ClassVar[tuple[str, ...]] = ENV_KINDS
+
+    def _check_hyperparameters(self) -> None:
+        check_choice(self, "kind", self.env_kinds)
+        self.layout = ArmLayout(self.kind, self.context_dim)
+
+    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
+        del contexts, rewards  # non-learned
+
+    def _reset(self) -> None:
+        pass
+
+    def _state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_state(self, learned: dict[str, Any]) -> None:
+        del learned
+
+
+@dataclass(eq=False)
+class PopularityPolicy(_LayoutPolicy, ScoredPolicy):
+    """Recommend the most engaged posts (score = ``log(1 + engagement)``, ties at random)."""
+
+    name: ClassVar[str] = "popularity"
+    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        return contexts[:, self.layout.feature("log_engagement")].astype(np.float64)
+
+
+@dataclass(eq=False)
+class MMRPolicy(_LayoutPolicy):
+    """Maximal Marginal Relevance over (user, post) arms.
+
+    relevance(a) = interest_weight·cos(user, post) + popularity_weight·log(1 + engagement)
+    + stance_gap_weight·|S_u − S_v|/2, min–max scaled to [0, 1] over the candidates; then,
+    greedily, pick argmax λ·relevance(a) − (1 − λ)·max_{b picked} cos(post_a, post_b).
+    λ = ``trade_off`` (1 = pure relevance, 0 = pure diversity).
+    """
+
+    trade_off: float = 0.5
+    interest_weight: float = 1.0
+    popularity_weight: float = 0.0
+    stance_gap_weight: float = 0.0
+
+    name: ClassVar[str] = "mmr"
+    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        check_float(self, "trade_off", minimum=0.0, maximum=1.0)
+        for name in ("interest_weight", "popularity_weight", "stance_gap_weight"):
+            check_float(self, name, minimum=0.0)
+
+    def relevance(self, contexts: np.ndarray) -> np.ndarray:
+        """(K,) relevance in [0, 1] of (K, D) contexts."""
+        f = self.layout.feature
+        rel = (
+            self.interest_weight * contexts[:, f("interest_similarity")]
+            + self.popularity_weight * contexts[:, f("log_engagement")]
+            + self.stance_gap_weight * contexts[:, f("stance_gap")]
+        ).astype(np.float64)
+        span = rel.max() - rel.min() if len(rel) else 0.0
+        return (rel - rel.min()) / span if span > 0 else np.zeros_like(rel)
+
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        rel = self.relevance(contexts)
+        posts = contexts[:, self.layout.post_embedding].astype(np.float64)
+        posts /= np.maximum(np.linalg.norm(posts, axis=1, keepdims=True), 1e-12)
+        lam = self.trade_off
+        max_sim = np.zeros(len(contexts))
+        chosen = np.zeros(len(contexts), bool)
+        picks = []
+        jitter = self._rng.random(len(contexts)) * 1e-9
+        for _ in range(budget):
+            score = lam * rel - (1 - lam) * max_sim + jitter
+            score[chosen] = -np.inf
+            pick = int(np.argmax(score))
+            picks.append(pick)
+            chosen[pick] = True
+            max_sim = np.maximum(max_sim, posts @ posts[pick])
+        return np.asarray(picks, np.int64)
+
+
+@dataclass(eq=False)
+class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
+    """Exposure heuristic: lowest level for users whose recent misinformation share m̂
+    exceeds ``threshold`` (highest m̂ first), full exposure for everyone else.
+
+    score(user, level) = m̂ − threshold at the lowest level, 0 at the highest, −1 otherwise.
+    """
+
+    threshold: float = 0.05
+
+    name: ClassVar[str] = "suppress_flagged"
+    env_kinds: ClassVar[tuple[str, ...]] = ("exposure",)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        check_float(self, "threshold", minimum=0.0, maximum=1.0)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        level = contexts[:, self.layout.feature("level")].astype(np.float64)
+        flagged = contexts[:, self.layout.feature("recent_misinfo")].astype(np.float64)
+        lowest, highest = np.isclose(level, level.min()), np.isclose(level, level.max())
+        return np.where(lowest, flagged - self.threshold, np.where(highest, 0.0, -1.0))
+
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        """Best arm per user first (arms of one user share the user-context columns; a second
+        arm on the same user would not take effect), then the remaining arms by score."""
+        order = top_ranked(self._scores(contexts), len(contexts), self._rng)
+        _, user = np.unique(contexts[:, : 2 * self.layout.latent_dim], axis=0, return_inverse=True)
+        _, first = np.unique(user.reshape(-1)[order], return_index=True)
+        best_per_user = order[np.sort(first)]
+        rest = order[~np.isin(order, best_per_user)]
+        return np.concatenate([best_per_user, rest])[:budget]
+
+
+#: Registry of the baseline policies (the bandits and "origin" come from the runner).
+BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
+    cls.name: cls for cls in (PopularityPolicy, MMRPolicy, SuppressFlaggedPolicy)
+}
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every policy name :func:`make_policy` accepts: origin, the bandits, the baselines."""
+    from socialenv.runner import policy_names as runner_names
+
+    return runner_names() + tuple(BASELINE_POLICIES)
+
+
+def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> Any:
+    """A policy for the PolicySim ``env`` (wrapped or not): "origin", any bandit name
+    (``bandits.POLICIES``) or a baseline (:data:`BASELINE_POLICIES`)."""
+    base = getattr(env, "unwrapped", env)
+    if name in BASELINE_POLICIES:
+        cls = BASELINE_POLICIES[name]
+        kind = env_kind(base)
+        if kind not in cls.env_kinds:
+            raise ValueError(f"policy {name!r} works on {cls.env_kinds} envs, not on a {kind} env")
+        valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed", "kind")]
+        unknown = sorted(set(hyperparameters) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown hyper-parameter(s) {unknown} for policy {name!r}; valid: {valid}")
+        return cls(context_dim=base.context_dim, seed=seed, kind=kind, **hyperparameters)
+    allowed = policy_names()
+    if name not in allowed:
+        raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
+    from socialenv.runner import make_run_policy
+
+    return make_run_policy(name, base, seed, **hyperparameters)
+
+
+def headline_only_kwargs(slots: int = 12, pool: int = 20) -> dict[str, Any]:
+    """Env keyword arguments for a headline-only feed: every feed slot comes from the
+    trending channel (``slots`` posts sampled from the ``pool`` most engaged recent posts),
+    no relational or personalized channel."""
+    return {"recommender": {"relational": 0, "personalized": 0, "headline": slots, "headline_pool": pool}}
+
+
+__all__ = [
+    "BASELINE_POLICIES",
+    "ENV_KINDS",
+    "EXPOSURE_FEATURES",
+    "REC_FEATURES",
+    "ArmLayout",
+    "MMRPolicy",
+    "PopularityPolicy",
+    "SuppressFlaggedPolicy",
+    "env_kind",
+    "headline_only_kwargs",
+    "make_policy",
+    "policy_names",
+]

@@ -1,0 +1,130 @@
+"""Benchmark Gymnasium vector envs: one env vs ``make_vec`` sync vs async.
+
+Measures environment steps per second (platform rounds per second, summed over the
+sub-envs; the time of episode resets included, reset steps not counted; random slates) of
+
+- ``single``: one ``gym.make("PolicySim-Rec-v0")`` stepped in a loop,
+- ``sync``: ``gym.make_vec(..., num_envs=N, vectorization_mode="sync")`` (one process),
+- ``async``: ``gym.make_vec(..., num_envs=N, vectorization_mode="async")`` (one process per env).
+
+Modes are measured in interleaved repetitions and the median is reported, so that a machine
+shared with other jobs affects all modes alike; the speed-ups are ratios within this run.
+
+    python benchmarks/vector_env.py                          # 1,000 users, N = 8
+    python benchmarks/vector_env.py --users 200 --num-envs 2 8 --repeats 5
+
+Writes ``benchmarks/results/vector_env.json`` (``--out``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a clone without installing
+    sys.path.insert(0, str(ROOT))
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+import socialenv  # noqa: F401, E402  (registers the env ids)
+
+
+def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int) -> float:
+    """Env steps per second of one env stepped ``total_steps`` times."""
+    env = gym.make("PolicySim-Rec-v0", **env_kwargs)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+
+    run(warmup)
+    start = time.perf_counter()
+    run(total_steps)
+    seconds = time.perf_counter() - start
+    env.close()
+    return total_steps / seconds
+
+
+def time_vector(mode: str, num_envs: int, env_kwargs: dict[str, Any], vector_steps: int,
+                warmup: int, seed: int) -> float:
+    """Env steps per second (summed over sub-envs) of ``make_vec`` in ``mode``. A sub-env
+    whose episode ended spends its next step resetting (Gymnasium's next-step autoreset);
+    those reset steps take time but are not counted as env steps, as in :func:`time_single`."""
+    envs = gym.make_vec("PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=mode, **env_kwargs)
+    try:
+        envs.action_space.seed(seed)
+        envs.reset(seed=[seed + i for i in range(num_envs)])
+        done = np.zeros(num_envs, bool)
+        for _ in range(warmup):
+            _, _, terminated, truncated, _ = envs.step(envs.action_space.sample())
+            done = terminated | truncated
+        transitions = 0
+        start = time.perf_counter()
+        for _ in range(vector_steps):
+            _, _, terminated, truncated, _ = envs.step(envs.action_space.sample())
+            transitions += int((~done).sum())
+            done = terminated | truncated
+        seconds = time.perf_counter() - start
+    finally:
+        envs.close()
+    return transitions / seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="PolicySim vector-env throughput")
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[8])
+    parser.add_argument("--vector-steps", type=int, default=30, help="vector steps per measurement")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vector_env.json")
+    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.users, args.num_envs, args.vector_steps, args.warmup, args.repeats = 150, [2], 3, 1, 1
+
+    env_kwargs = {"num_users": args.users}
+    load_before = os.getloadavg()
+    samples: dict[str, list[float]] = {}
+    for _ in range(args.repeats):
+        for n in args.num_envs:
+            samples.setdefault("single", [])
+            samples["single"].append(time_single(env_kwargs, args.vector_steps * n, args.warmup, args.seed))
+            for mode in ("sync", "async"):
+                samples.setdefault(f"{mode}-{n}", []).append(
+                    time_vector(mode, n, env_kwargs, args.vector_steps, args.warmup, args.seed))
+    load_after = os.getloadavg()
+    median = {k: float(np.median(v)) for k, v in samples.items()}
+    results = {
+        "users": args.users, "num_envs": args.num_envs, "vector_steps": args.vector_steps,
+        "repeats": args.repeats, "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "gymnasium": gym.__version__, "load_average_before": load_before, "load_average_after": load_after,
+        "steps_per_second": median, "samples": samples,
+        "speedup_vs_single": {k: v / median["single"] for k, v in median.items()},
+    }
+    print(f"PolicySim-Rec-v0, {args.users} users, {os.cpu_count()} CPUs, load average "
+          f"{load_before[0]:.1f} -> {load_after[0]:.1f}; median of {args.repeats} interleaved repeats")
+    print(f"{'mode':>10} {'env steps/s':>12} {'vs single':>10}")
+    for key, value in median.items():
+        print(f"{key:>10} {value:>12.1f} {results['speedup_vs_single'][key]:>9.2f}x")
+    if not args.smoke or args.out != parser.get_default("out"):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
