@@ -25,6 +25,7 @@ HiSim's macro metrics are :func:`bias` (mean attitude) and :func:`diversity` (va
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -55,18 +56,18 @@ def _positive(name: str, value: float, *, maximum: float | None = None, strict: 
 
 
 @dataclass(frozen=True)
-class OpinionModel:
+class OpinionModel(ABC):
     """Base of the ABM rules: one vectorized update for E (user, partner) pairs."""
 
     name: ClassVar[str] = ""
     #: Whether the model carries a per-user uncertainty (relative agreement).
     uses_uncertainty: ClassVar[bool] = False
 
+    @abstractmethod
     def delta(self, a_i: np.ndarray, a_j: np.ndarray, u_i: np.ndarray, u_j: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
         """(E,) attitude changes of i and (E,) uncertainty changes of i, for attitudes
         a_i, a_j and uncertainties u_i, u_j, all (E,) float64."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

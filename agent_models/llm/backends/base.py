@@ -99,8 +99,8 @@ class Backend(ABC):
 
     def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
         """(n,) prompt token counts with the chat template applied, where the backend has a
-        local tokenizer; raises ``NotImplementedError`` otherwise."""
-        raise NotImplementedError(f"{type(self).__name__} has no local tokenizer")
+        local tokenizer; raises ``TypeError`` otherwise."""
+        raise TypeError(f"{type(self).__name__} has no local tokenizer to count tokens with")
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release models, engines and connections."""
