@@ -62,7 +62,7 @@ def print_summary(summary: dict, title: str) -> None:
 @app.command()
 def run(
     env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0 or PolicySim-Exposure-v0.")] = "PolicySim-Rec-v0",
-    policy: Annotated[str, typer.Option(help="origin (no intervention) or a bandit: eenet, neural_ucb, linucb, lints, egreedy, egreedy_neural, random.")] = "random",
+    policy: Annotated[str, typer.Option(help="origin (no intervention) or a bandit: eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random.")] = "random",
     users: Annotated[int, typer.Option(help="Number of simulated users.")] = 1000,
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
     budget: Annotated[int | None, typer.Option(help="Arms picked per round (default: the env's).")] = None,
