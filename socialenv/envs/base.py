@@ -43,6 +43,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.sim = Simulation(self.config, self.brain, self.config.feed_recommender,
                               self.config.exposure_control)
         self._default_seed = seed
+        #: ``seed=`` given to the constructor seeds the first reset that names no seed.
+        self._pending_seed = seed
         self._latent_dim = self._probe_latent_dim()
         self.num_arms = self._num_arms()
         self.context_dim = 2 * self._latent_dim + self.num_arm_features + self._extra_context_dim()
@@ -164,10 +166,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        if seed is None and self._default_seed is not None and not hasattr(self, "_seeded_once"):
-            seed = self._default_seed
+        if seed is None and self._pending_seed is not None:
+            seed = self._pending_seed
+        self._pending_seed = None
         super().reset(seed=seed)
-        self._seeded_once = True
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.sim.reset(episode_seed)
         self._last_result = None
