@@ -61,8 +61,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_example_runs(name: str, runs: dict[str, subprocess.CompletedProcess]) -> None:
-    if not (ROOT / SCRIPTS[name][0]).exists():
-        pytest.skip(f"{SCRIPTS[name][0]} is not in this checkout")
+    assert (ROOT / SCRIPTS[name][0]).exists(), f"{SCRIPTS[name][0]} is missing"
     result = runs[name]
     assert result.returncode == 0, f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert EXPECTED[name] in result.stdout, result.stdout[-3000:]
