@@ -30,9 +30,8 @@ def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
         return np.asarray(policy.act(obs), np.int64)
     if hasattr(policy, "observe_graph"):
         policy.observe_graph(base.graph_data())
-    groups = runner.arm_groups(base) if hasattr(runner, "arm_groups") else None
-    extra = {"groups": groups} if groups is not None else {}
-    return runner.select_action(policy, obs, base.config.budget, base.no_op, **extra)
+    return runner.select_action(policy, obs, base.config.budget, base.no_op,
+                                groups=runner.arm_groups(base))
 
 
 def play_episode(env: Any, policy: Any, seed: int | None, *, learn: bool = True,

@@ -9,8 +9,6 @@ by the identity for them).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,33 +48,14 @@ def normalized_adjacency(indptr: np.ndarray, indices: np.ndarray, num_users: int
         )
 
 
-#: Below this many non-zeros a sparse product runs on one thread: thread start-up and
-#: spinning cost more than the product (measured ~100x slower on 2 busy cores at 15k nnz).
-SINGLE_THREAD_NNZ = 200_000
-
-
-@contextmanager
-def _threads_for(nnz: int) -> Iterator[None]:
-    """Run small sparse products on one torch thread, large ones on all."""
-    import torch
-
-    threads = torch.get_num_threads()
-    small = nnz < SINGLE_THREAD_NNZ and threads > 1
-    if small:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if small:
-            torch.set_num_threads(threads)
-
-
 def propagate(context: np.ndarray, adjacency: torch.Tensor, alpha: float, hops: int) -> np.ndarray:
     """(N, D) float32 context after ``hops`` steps of Eq. 8."""
     import torch
 
+    from bandits.graph import threads_for
+
     c = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
-    with _threads_for(adjacency.values().numel()):
+    with threads_for(adjacency.values().numel()):
         for _ in range(hops):
             c = alpha * c + (1.0 - alpha) * (adjacency @ c)
     return c.numpy()
