@@ -49,60 +49,88 @@ class SurrogateConfig:
     """Parameters of the surrogate model (calibrated so the no-intervention platform at 1,000
     users over 10 rounds sits near the paper's Origin row; see BENCHMARKS.md).
 
-    Reaction log-odds per (user, post) pair, with sim = cos(x_u, x_p), agree = o_u·s_p,
-    gap = |o_u − s_p| / 2:
+    Reaction log-odds per (user, post) pair, with sim = cos(x_u, x_p), agree = a_u·s_p,
+    gap = |a_u − s_p| / 2 (a_u: the user's expressed attitude):
         like    = like_bias    + interest_weight·sim + agreement_weight·agree
         dislike = dislike_bias + interest_weight·sim − agreement_weight·agree
         retweet = retweet_bias + interest_weight·sim + retweet_agreement_weight·agree
         reply   = reply_bias   + interest_weight·sim + reply_gap_weight·gap + log(reply_freq/0.25)
-    plus ``promoted_attention`` for posts the platform injected at the top of the feed
-    (position bias: a promoted slot is read more often).
+    plus ``recommended_attention`` for posts in the recommended (personalized) slots, whether
+    the built-in recommender or the policy filled them (users read the recommended feed more
+    than the rest), and ``promoted_attention`` on top for the slots the policy filled (0 by
+    default: a slot the policy filled is read like any other recommended slot).
+
+    Reply toxicity = clip(p_u·reply_toxicity_base + reply_toxicity_gap·gap·max(p_u −
+    civility_threshold, 0), 0, 1)·U(0.5, 1.5), p_u the user's toxicity propensity: only users
+    above the civility threshold turn hostile on disagreement (hostile pairs), so dialogue
+    across stances need not raise toxicity.
+
+    Opinion dynamics of the persistent opinion o_u (each mechanism switchable):
+        assimilation: a civil positive reaction to a post within ``confidence_bound`` of o_u
+            (|s_p − o_u| ≤ 2·confidence_bound; 1 switches bounded confidence off) moves o_u
+            by assimilation_rate·(s_p − o_u);
+        backfire: a hostile reaction (dislike, toxic reply) to a post at least
+            2·backfire_gap away moves o_u away by backfire_rate·(s_p − o_u) (0 = off);
+        reinforcement: agreeing content pushes o_u toward its extreme by
+            reinforcement_rate·(1 − |o_u|);
+        anchoring: o_u returns toward the user's initial opinion at anchor_rate per round.
+    News is a transient shock on the expressed attitude a_u = clip(o_u + shock_u), added at
+    the event (news_sensitivity·shift·(0.5 + susceptibility)) and decaying by news_decay
+    per round: the stance drops at once and recovers over several rounds.
     """
 
     like_bias: float = -2.6
-    dislike_bias: float = -4.2
+    dislike_bias: float = -4.0
     retweet_bias: float = -4.0
-    reply_bias: float = -4.2
+    reply_bias: float = -4.3
     interest_weight: float = 1.5
-    agreement_weight: float = 2.0
-    retweet_agreement_weight: float = 4.0
+    agreement_weight: float = 1.2
+    retweet_agreement_weight: float = 3.0
     reply_gap_weight: float = 1.5
-    promoted_attention: float = 1.5
+    recommended_attention: float = 1.0
+    promoted_attention: float = 0.0
     post_rate: float = 0.35
     post_noise: float = 0.3
     stance_noise: float = 0.15
-    reply_toxicity_base: float = 0.1
-    reply_toxicity_gap: float = 1.6
+    reply_toxicity_base: float = 0.2
+    reply_toxicity_gap: float = 3.0
+    civility_threshold: float = 0.15
     post_toxicity_scale: float = 0.2
     toxic_threshold: float = 0.5
-    follow_prob: float = 0.08
+    follow_prob: float = 0.05
     unfollow_prob: float = 0.15
     assimilation_rate: float = 0.15
-    confidence_bound: float = 1.0
-    backfire_rate: float = 0.1
-    backfire_gap: float = 0.5
+    confidence_bound: float = 0.4
+    backfire_rate: float = 0.15
+    backfire_gap: float = 0.4
     anchor_rate: float = 0.1
-    reinforcement_rate: float = 0.2
+    reinforcement_rate: float = 0.05
     news_sensitivity: float = 0.8
-    news_decay: float = 0.6
+    news_decay: float = 0.8
     exposure_assimilation: float = 0.0
-    misinfo_threshold: float = 1.5
+    misinfo_threshold: float = 1.2
     misinfo_steepness: float = 2.0
-    misinfo_adoption: float = 0.9
-    misinfo_post_share: float = 0.7
+    misinfo_adoption: float = 0.8
+    misinfo_post_share: float = 0.9
     misinfo_recovery: float = 0.02
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+                raise ValueError(f"surrogate.{f.name}={value!r} is not allowed: a finite number")
         probabilities = (
             "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
-            "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption", "misinfo_post_share", "misinfo_recovery",
-            "exposure_assimilation", "toxic_threshold",
+            "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption",
+            "misinfo_post_share", "misinfo_recovery", "exposure_assimilation", "toxic_threshold",
+            "civility_threshold", "confidence_bound", "backfire_gap",
         )
         for name in probabilities:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"surrogate.{name}={value!r} is not allowed: a number in [0, 1]")
-        for name in ("post_noise", "stance_noise", "confidence_bound", "misinfo_steepness"):
+        for name in ("post_noise", "stance_noise", "misinfo_steepness", "reply_toxicity_base",
+                     "reply_toxicity_gap", "post_toxicity_scale", "interest_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"surrogate.{name}={getattr(self, name)!r} is not allowed: >= 0")
 
@@ -110,8 +138,27 @@ class SurrogateConfig:
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
 
 
+@dataclass
+class _Reactions:
+    """The reactions of a round as columns (one row per reaction)."""
+
+    user: np.ndarray
+    post: np.ndarray
+    kind: np.ndarray
+    stance: np.ndarray
+    toxicity: np.ndarray
+    positive: np.ndarray
+    hostile: np.ndarray
+
+
 class SurrogateBrain(Brain):
-    """Vectorized surrogate users; see the module docstring for the model."""
+    """Vectorized surrogate users; see the module docstring for the model.
+
+    A round (:meth:`act`) runs, in order: news shocks → reactions to the feed → original
+    posts → follows / unfollows → opinion update → misinformation contagion.
+    :meth:`reaction_probabilities` exposes the reaction model (what an oracle with access to
+    the hidden state would use).
+    """
 
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()
@@ -133,147 +180,202 @@ class SurrogateBrain(Brain):
         self.shock = None if state["shock"] is None else state["shock"].copy()
         self.config = SurrogateConfig(**{f.name: state["config"][f.name] for f in fields(SurrogateConfig)})
 
-    def act(self, round_input: RoundInput, chunk: int = 65_536) -> RoundOutput:
+    # ------------------------------------------------------------------ the reaction model
+    def attitude(self, users: UserColumns) -> np.ndarray:
+        """(N,) expressed attitudes a_u = clip(o_u + shock_u, −1, 1)."""
+        return np.clip(users.opinion + self.shock, -1, 1)
+
+    def reaction_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
+                               post: np.ndarray, attention: np.ndarray | float | None = None
+                               ) -> dict[str, np.ndarray]:
+        """Reaction probabilities of users ``user`` to posts ``post`` (same shape, any shape).
+
+        ``attention`` is the slot's extra log-odds (default: a recommended slot's,
+        ``recommended_attention``).
+
+        Returns a dict with "like", "dislike", "retweet", "reply" probabilities, "gap"
+        (|a_u − s_p| / 2) and "reply_toxicity" (the expected toxicity of a reply).
+        """
+        cfg = self.config
+        attitude = self.attitude(users)[user]
+        stance = posts.stance[post]
+        sim = np.einsum("...d,...d->...", users.latent[user], posts.latent[post])
+        agree = attitude * stance
+        gap = np.abs(attitude - stance) / 2
+        if attention is None:
+            attention = cfg.recommended_attention
+        interest = cfg.interest_weight * sim + attention
+        reply_propensity = np.log(np.maximum(users.profiles.reply_frequency[user], 1e-3) / 0.25)
+        propensity = users.toxicity_propensity[user]
+        return {
+            "like": _sigmoid(cfg.like_bias + interest + cfg.agreement_weight * agree),
+            "dislike": _sigmoid(cfg.dislike_bias + interest - cfg.agreement_weight * agree),
+            "retweet": _sigmoid(cfg.retweet_bias + interest + cfg.retweet_agreement_weight * agree),
+            "reply": _sigmoid(cfg.reply_bias + interest + cfg.reply_gap_weight * gap + reply_propensity),
+            "gap": gap,
+            "reply_toxicity": self._reply_toxicity(propensity, gap),
+        }
+
+    def _reply_toxicity(self, propensity: np.ndarray, gap: np.ndarray) -> np.ndarray:
+        cfg = self.config
+        hostility = np.maximum(propensity - cfg.civility_threshold, 0.0)
+        return np.clip(propensity * cfg.reply_toxicity_base + cfg.reply_toxicity_gap * gap * hostility, 0, 1)
+
+    # ------------------------------------------------------------------ a round
+    def act(self, round_input: RoundInput) -> RoundOutput:
         if self.anchor is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
+        users, rng = round_input.users, round_input.rng
+        for event in round_input.news:
+            self.shock += (self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)).astype(np.float32)
+        attitude = self.attitude(users)
+        reactions = self._react(round_input, attitude, rng)
+        posts = self._write_posts(round_input, attitude, rng)
+        follow, unfollow = self._follow(round_input, reactions, rng)
+        changed, new_opinion, discrete = self._update_opinions(round_input, reactions)
+        self.shock *= self.config.news_decay
+        believers, belief = self._spread_misinformation(round_input, rng)
+        n = len(users)
+        author = round_input.posts.author[reactions.post]
+        return RoundOutput(
+            react_user=reactions.user, react_post=reactions.post, react_kind=reactions.kind,
+            react_stance=reactions.stance, react_toxicity=reactions.toxicity,
+            **posts,
+            follow_src=reactions.user[follow], follow_dst=author[follow],
+            unfollow_src=reactions.user[unfollow], unfollow_dst=author[unfollow],
+            stance_user=np.arange(n, dtype=np.int64), stance_discrete=discrete.astype(np.int8),
+            opinion_user=changed.astype(np.int64), opinion_value=new_opinion[changed],
+            misinformed_user=believers, misinformed_value=belief,
+        )
+
+    def _react(self, round_input: RoundInput, attitude: np.ndarray, rng: np.random.Generator,
+               chunk: int = 65_536) -> _Reactions:
+        """One Bernoulli draw per (feed slot, behaviour); reply toxicity and reaction stance."""
         cfg = self.config
-        rng = round_input.rng
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         b, f = feed.shape
-
-        # --- reactions to the feed, one Bernoulli per (pair, behaviour) -------------------
-        for event in round_input.news:
-            self.shock += (cfg.news_sensitivity * event.shift * (0.5 + users.susceptibility)).astype(np.float32)
-        attitude = np.clip(users.opinion + self.shock, -1, 1)
         valid = feed >= 0
         safe_feed = np.where(valid, feed, 0)
-        sim = np.empty((b, f), np.float32)
-        for lo in range(0, b, chunk):
-            sim[lo : lo + chunk] = np.einsum(
-                "bd,bfd->bf", users.latent[active[lo : lo + chunk]], posts.latent[safe_feed[lo : lo + chunk]]
-            )
-        opinion = attitude[active][:, None]
-        feed_stance = posts.stance[safe_feed]
-        agree = opinion * feed_stance
-        gap = np.abs(opinion - feed_stance) / 2
-        reply_propensity = np.log(np.maximum(users.profiles.reply_frequency[active], 1e-3) / 0.25)[:, None]
-        promoted = (round_input.feed_channel == FeedChannel.INJECTED).astype(np.float32)
-        interest = cfg.interest_weight * sim + cfg.promoted_attention * promoted
-        logits = {
-            Behaviour.LIKE: cfg.like_bias + interest + cfg.agreement_weight * agree,
-            Behaviour.DISLIKE: cfg.dislike_bias + interest - cfg.agreement_weight * agree,
-            Behaviour.RETWEET: cfg.retweet_bias + interest + cfg.retweet_agreement_weight * agree,
-            Behaviour.REPLY: cfg.reply_bias + interest + cfg.reply_gap_weight * gap + reply_propensity,
-        }
-        draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
+        channel = round_input.feed_channel
+        promoted = (channel == FeedChannel.INJECTED) * self.config.promoted_attention + (
+            (channel == FeedChannel.INJECTED) | (channel == FeedChannel.PERSONALIZED)
+        ) * self.config.recommended_attention
         rows_u, rows_p, rows_k, rows_gap = [], [], [], []
-        for i, behaviour in enumerate(_REACTIONS):
-            hit = valid & (draws[i] < _sigmoid(logits[behaviour]))
-            r, c = np.nonzero(hit)
-            rows_u.append(r)
-            rows_p.append(feed[r, c])
-            rows_k.append(np.full(len(r), int(behaviour), np.int8))
-            rows_gap.append(gap[r, c])
-        react_row = np.concatenate(rows_u)
-        react_user = active[react_row]
-        react_post = np.concatenate(rows_p)
-        react_kind = np.concatenate(rows_k)
-        react_gap = np.concatenate(rows_gap).astype(np.float32)
+        draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
+        for lo in range(0, max(b, 1), chunk):
+            rows = slice(lo, lo + chunk)
+            who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
+            prob = self.reaction_probabilities(users, posts, who, safe_feed[rows], promoted[rows])
+            for i, behaviour in enumerate(_REACTIONS):
+                hit = valid[rows] & (draws[i, rows] < prob[behaviour.name.lower()])
+                r, c = np.nonzero(hit)
+                rows_u.append(r + lo)
+                rows_p.append(feed[rows][r, c])
+                rows_k.append(np.full(len(r), int(behaviour), np.int8))
+                rows_gap.append(prob["gap"][r, c])
+        react_user = active[np.concatenate(rows_u)] if rows_u else np.zeros(0, np.int64)
+        react_post = np.concatenate(rows_p) if rows_p else np.zeros(0, np.int64)
+        kind = np.concatenate(rows_k) if rows_k else np.zeros(0, np.int8)
+        gap = np.concatenate(rows_gap).astype(np.float32) if rows_gap else np.zeros(0, np.float32)
         m = len(react_user)
-        is_reply = react_kind == Behaviour.REPLY
-        is_retweet = react_kind == Behaviour.RETWEET
-        propensity = users.toxicity_propensity[react_user]
-        reply_toxicity = propensity * (cfg.reply_toxicity_base + cfg.reply_toxicity_gap * react_gap)
-        reply_toxicity *= rng.uniform(0.5, 1.5, m)
-        react_toxicity = np.where(is_reply, np.clip(reply_toxicity, 0, 1), 0.0).astype(np.float32)
-        own = attitude[react_user]
-        react_stance = np.where(
+        is_reply = kind == Behaviour.REPLY
+        is_retweet = kind == Behaviour.RETWEET
+        toxicity = self._reply_toxicity(users.toxicity_propensity[react_user], gap)
+        toxicity = toxicity * rng.uniform(0.5, 1.5, m)
+        toxicity = np.where(is_reply, np.clip(toxicity, 0, 1), 0.0).astype(np.float32)
+        stance = np.where(
             is_retweet, posts.stance[react_post],
-            np.clip(own + cfg.stance_noise * rng.standard_normal(m), -1, 1),
+            np.clip(attitude[react_user] + cfg.stance_noise * rng.standard_normal(m), -1, 1),
         ).astype(np.float32)
+        positive = (kind == Behaviour.LIKE) | is_retweet
+        hostile = (kind == Behaviour.DISLIKE) | (is_reply & (toxicity > cfg.toxic_threshold))
+        return _Reactions(react_user, react_post, kind, stance, toxicity, positive, hostile)
 
-        # --- original posts --------------------------------------------------------------
+    def _write_posts(self, round_input: RoundInput, attitude: np.ndarray,
+                     rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Original posts: who posts, and each post's latent, stance, toxicity, misinformation."""
+        cfg = self.config
+        users, active = round_input.users, round_input.active
         ratio = users.profiles.post_retweet_ratio[active]
         post_prob = np.clip(cfg.post_rate * 2 * ratio / (1 + ratio), 0, 1)
-        poster = active[rng.random(b) < post_prob]
+        poster = active[rng.random(len(active)) < post_prob]
         p = len(poster)
-        post_latent = users.latent[poster] + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
-        post_latent /= np.maximum(np.linalg.norm(post_latent, axis=1, keepdims=True), 1e-8)
-        post_stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
-        post_toxicity = np.clip(
+        latent = users.latent[poster] + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
+        latent /= np.maximum(np.linalg.norm(latent, axis=1, keepdims=True), 1e-8)
+        stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
+        toxicity = np.clip(
             users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p), 0, 1
         )
-        post_misinfo = users.misinformed[poster] & (rng.random(p) < cfg.misinfo_post_share)
+        misinfo = users.misinformed[poster] & (rng.random(p) < cfg.misinfo_post_share)
+        return {"post_user": poster, "post_latent": latent.astype(np.float32),
+                "post_stance": stance.astype(np.float32), "post_toxicity": toxicity.astype(np.float32),
+                "post_misinfo": misinfo}
 
-        # --- follow / unfollow -------------------------------------------------------------
-        author = posts.author[react_post]
-        positive = (react_kind == Behaviour.LIKE) | is_retweet
-        hostile = (react_kind == Behaviour.DISLIKE) | (is_reply & (react_toxicity > cfg.toxic_threshold))
-        follow = positive & (rng.random(m) < cfg.follow_prob)
-        unfollow = hostile & (rng.random(m) < cfg.unfollow_prob)
+    def _follow(self, round_input: RoundInput, reactions: _Reactions, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """(M,) bool masks over the reactions: follow the author after a positive reaction,
+        unfollow after a hostile one."""
+        m = len(reactions.user)
+        follow = reactions.positive & (rng.random(m) < self.config.follow_prob)
+        unfollow = reactions.hostile & (rng.random(m) < self.config.unfollow_prob)
+        return follow, unfollow
 
-        # --- opinion dynamics --------------------------------------------------------------
+    def _update_opinions(self, round_input: RoundInput, reactions: _Reactions
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Assimilation (bounded confidence), backfire, reinforcement and anchoring of the
+        persistent opinions; returns the changed users, all new opinions (N,) and the
+        discrete expressed stances (N,)."""
+        cfg = self.config
+        users, posts = round_input.users, round_input.posts
         n = len(users)
-        target = posts.stance[react_post]
-        delta = target - own
-        assimilate = positive | (is_reply & ~hostile)
-        assimilate &= np.abs(delta) <= 2 * cfg.confidence_bound
-        backfire = hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
+        who = reactions.user
+        persistent = users.opinion[who]
+        target = posts.stance[reactions.post]
+        delta = target - persistent
+        civil = reactions.positive | ((reactions.kind == Behaviour.REPLY) & ~reactions.hostile)
+        assimilate = civil & (np.abs(delta) <= 2 * cfg.confidence_bound)
+        backfire = reactions.hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
         moved = assimilate | backfire
         rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
-        persistent = users.opinion[react_user]
         like_minded = assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
         step = rate * delta + np.where(
             like_minded, cfg.reinforcement_rate * np.sign(target) * (1 - np.abs(persistent)), 0.0
         )
-        push = np.bincount(react_user[moved], weights=step[moved], minlength=n)
-        weight = np.bincount(react_user[moved], minlength=n).astype(np.float64)
+        push = np.bincount(who[moved], weights=step[moved], minlength=n)
+        weight = np.bincount(who[moved], minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64).copy()
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
-        if cfg.exposure_assimilation > 0 and b:
-            seen_stance = np.where(valid, feed_stance, 0.0).sum(axis=1)
-            seen = np.maximum(valid.sum(axis=1), 1)
-            mean_seen = seen_stance / seen
-            new_opinion[active] += cfg.exposure_assimilation * (mean_seen - new_opinion[active]) * (valid.any(axis=1))
+        feed = round_input.feed
+        if cfg.exposure_assimilation > 0 and len(feed):
+            valid = feed >= 0
+            seen_stance = np.where(valid, posts.stance[np.where(valid, feed, 0)], 0.0).sum(axis=1)
+            mean_seen = seen_stance / np.maximum(valid.sum(axis=1), 1)
+            active = round_input.active
+            new_opinion[active] += (cfg.exposure_assimilation * (mean_seen - new_opinion[active])
+                                    * valid.any(axis=1))
         new_opinion += cfg.anchor_rate * (self.anchor - new_opinion)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)
         discrete = np.where(expressed > 1 / 3, 1, np.where(expressed < -1 / 3, -1, 0))
-        self.shock *= cfg.news_decay
+        return changed, new_opinion, discrete
 
-        # --- misinformation: complex contagion ---------------------------------------------
-        seen_misinfo = (valid & posts.misinfo[safe_feed]).sum(axis=1)
+    def _spread_misinformation(self, round_input: RoundInput, rng: np.random.Generator
+                               ) -> tuple[np.ndarray, np.ndarray]:
+        """Complex contagion: returns the users whose belief flipped and their new belief."""
+        cfg = self.config
+        users, posts = round_input.users, round_input.posts
+        active, feed = round_input.active, round_input.feed
+        valid = feed >= 0
+        seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
         believer = users.misinformed[active]
         adopt_prob = users.susceptibility[active] * cfg.misinfo_adoption * _sigmoid(
             cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold)
         )
         adopt_prob = np.where(seen_misinfo > 0, adopt_prob, 0.0)
-        u = rng.random(b)
+        u = rng.random(len(active))
         new_belief = np.where(believer, u >= cfg.misinfo_recovery, u < adopt_prob)
         flipped = new_belief != believer
-
-        return RoundOutput(
-            react_user=react_user,
-            react_post=react_post,
-            react_kind=react_kind,
-            react_stance=react_stance,
-            react_toxicity=react_toxicity,
-            post_user=poster,
-            post_latent=post_latent.astype(np.float32),
-            post_stance=post_stance.astype(np.float32),
-            post_toxicity=post_toxicity.astype(np.float32),
-            post_misinfo=post_misinfo,
-            follow_src=react_user[follow],
-            follow_dst=author[follow],
-            unfollow_src=react_user[unfollow],
-            unfollow_dst=author[unfollow],
-            stance_user=np.arange(n, dtype=np.int64),
-            stance_discrete=discrete.astype(np.int8),
-            opinion_user=changed.astype(np.int64),
-            opinion_value=new_opinion[changed],
-            misinformed_user=active[flipped],
-            misinformed_value=new_belief[flipped],
-        )
+        return active[flipped], new_belief[flipped]

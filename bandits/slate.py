@@ -1,4 +1,5 @@
-"""Slates with at most one arm per group (e.g. one exposure level per user).
+"""Slates with at most ``per_group`` arms per group (one exposure level per user, a few
+recommended slots per user).
 
 A bandit ranks arms independently. When several arms describe the same entity and only one
 of them can take effect — PolicySim-Exposure-v0's arms are (user, level) pairs and a second
@@ -26,6 +27,63 @@ class SelectsArms(Protocol):
     def select(
         self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
     ) -> np.ndarray: ...
+
+
+def select_per_group(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    mask: np.ndarray | None,
+    budget: int,
+    groups: np.ndarray,
+    per_group: int = 1,
+) -> np.ndarray:
+    """Up to ``budget`` allowed arms, at most ``per_group`` of each group, in the order the
+    policy ranked them (:func:`select_one_per_group` with a capacity per group).
+
+    A policy that ranks purely by its ``scores`` (a :class:`bandits.base.ScoredPolicy` that does
+    not override ``_select``) is scored once and each group's best arms are kept; any other
+    policy is asked repeatedly, as in :func:`select_one_per_group`.
+
+    Returns:
+        (m,) int64 distinct arm indices, m = min(budget, allowed arms within the caps).
+    """
+    from bandits.base import ScoredPolicy
+
+    n_arms = np.asarray(contexts).shape[0]
+    groups = np.asarray(groups)
+    if groups.shape != (n_arms,):
+        raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
+    if isinstance(per_group, bool) or not isinstance(per_group, int | np.integer) or per_group < 1:
+        raise ValueError(f"per_group must be an integer >= 1; got {per_group!r}")
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
+    if allowed.shape != (n_arms,):
+        raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")
+    if isinstance(policy, ScoredPolicy) and type(policy)._select is ScoredPolicy._select:
+        index = np.flatnonzero(allowed)
+        if len(index) == 0 or budget <= 0:
+            return np.zeros(0, np.int64)
+        score = policy.scores(np.asarray(contexts)[index])
+        tie = policy._rng.random(len(index))
+        order = np.lexsort((tie, -score, groups[index]))
+        ranked, ranked_group = index[order], groups[index][order]
+        rank = np.arange(len(ranked)) - np.searchsorted(ranked_group, ranked_group)
+        keep = rank < per_group
+        kept, kept_score, kept_tie = ranked[keep], score[order][keep], tie[order][keep]
+        best = np.lexsort((kept_tie, -kept_score))[:budget]
+        return kept[best].astype(np.int64)
+    chosen: list[int] = []
+    used: dict[int, int] = {}
+    while len(chosen) < budget and allowed.any():
+        need = min(budget - len(chosen), int(allowed.sum()))
+        for arm in np.asarray(policy.select(contexts, allowed, need), np.int64):
+            group = int(groups[arm])
+            if used.get(group, 0) < per_group and len(chosen) < budget and allowed[arm]:
+                used[group] = used.get(group, 0) + 1
+                chosen.append(int(arm))
+                allowed[arm] = False
+        full = np.fromiter((g for g, c in used.items() if c >= per_group), np.int64)
+        allowed &= ~np.isin(groups, full)
+    return np.asarray(chosen, np.int64)
 
 
 def select_one_per_group(

@@ -22,7 +22,7 @@ from socialenv import runner
 
 
 def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
-    """The (budget,) slate a policy picks for ``obs``, as ``policysim run`` picks it: an
+    """The (slate_size,) slate a policy picks for ``obs``, as ``policysim run`` picks it: an
     actor's ``act(obs)``, or the slate policy's selection (one arm per user where the env
     applies only one, graph-aware policies shown the current follow graph first)."""
     base = env.unwrapped
@@ -30,8 +30,7 @@ def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
         return np.asarray(policy.act(obs), np.int64)
     if hasattr(policy, "observe_graph"):
         policy.observe_graph(base.graph_data())
-    return runner.select_action(policy, obs, base.config.budget, base.no_op,
-                                groups=runner.arm_groups(base))
+    return runner.select_action(policy, obs, base)
 
 
 def play_episode(env: Any, policy: Any, seed: int | None, *, learn: bool = True,

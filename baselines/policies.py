@@ -28,18 +28,12 @@ import numpy as np
 
 from bandits._checks import check_choice, check_float
 from bandits.base import Policy, ScoredPolicy, top_ranked
+from socialenv.envs.exposure import EXPOSURE_ARM_FEATURES
+from socialenv.envs.rec import REC_ARM_FEATURES
 
-#: Scalar features at the end of a PolicySim-Rec-v0 arm context (see ``RecEnv``).
-REC_FEATURES: tuple[str, ...] = (
-    "receiver_stance", "author_stance", "stance_gap", "post_toxicity", "log_engagement",
-    "post_age", "interest_similarity", "receiver_recent_toxicity", "post_misinfo",
-    "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
-)
-#: Scalar features at the end of a PolicySim-Exposure-v0 arm context (see ``ExposureEnv``).
-EXPOSURE_FEATURES: tuple[str, ...] = (
-    "level", "recent_misinfo", "level_x_misinfo", "log_followers", "level_x_followers",
-    "stance", "recent_toxicity", "log_recent_posts", "level_x_recent_posts", "exposure",
-)
+#: Scalar features at the end of a PolicySim-Rec-v0 / PolicySim-Exposure-v0 arm context.
+REC_FEATURES: tuple[str, ...] = REC_ARM_FEATURES
+EXPOSURE_FEATURES: tuple[str, ...] = EXPOSURE_ARM_FEATURES
 ENV_KINDS = ("rec", "exposure")
 
 
@@ -47,8 +41,8 @@ ENV_KINDS = ("rec", "exposure")
 class ArmLayout:
     """Where things sit in an arm context of length D.
 
-    Rec: ``[user context (2d) | post embedding (d) | REC_FEATURES (13)]``, D = 3d + 13.
-    Exposure: ``[user context (2d) | EXPOSURE_FEATURES (10)]``, D = 2d + 10.
+    Rec: ``[user context (2d) | post embedding (d) | REC_FEATURES]``, D = 3d + 18.
+    Exposure: ``[user context (2d) | EXPOSURE_FEATURES]``, D = 2d + 11.
     """
 
     kind: str
@@ -165,7 +159,7 @@ class MMRPolicy(_LayoutPolicy):
         rel = (
             self.interest_weight * contexts[:, f("interest_similarity")]
             + self.popularity_weight * contexts[:, f("log_engagement")]
-            + self.stance_gap_weight * contexts[:, f("stance_gap")]
+            + self.stance_gap_weight * contexts[:, f("stance_divergence")]
         ).astype(np.float64)
         span = rel.max() - rel.min() if len(rel) else 0.0
         return (rel - rel.min()) / span if span > 0 else np.zeros_like(rel)
@@ -208,7 +202,7 @@ class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         level = contexts[:, self.layout.feature("level")].astype(np.float64)
-        flagged = contexts[:, self.layout.feature("recent_misinfo")].astype(np.float64)
+        flagged = contexts[:, self.layout.feature("flagged_share")].astype(np.float64)
         lowest, highest = np.isclose(level, level.min()), np.isclose(level, level.max())
         return np.where(lowest, flagged - self.threshold, np.where(highest, 0.0, -1.0))
 

@@ -7,7 +7,10 @@ seed: the cross-stance interaction ratio and toxicity (averaged over the rounds)
 abortion scenario and the misinformation ratio at the last round of the misinformation
 scenario, next to the paper's 0.04 / 0.0556 / 40%. Then the macro dynamics of Fig. 3 on the
 abortion scenario (news at rounds 0, 4, 7): stance mean and std per round, with the
-personalized recommender on (5 posts) and off. Writes ``benchmarks/results/calibration.json``.
+personalized recommender on (5 posts) and off; each opinion mechanism switched off (paired
+Δ of stance dispersion); the response to a single news shock; engagement per active user
+over 30 rounds; reply toxicity by pair type. Writes ``--out`` (default
+``runs/benchmarks/calibration.json``, untracked).
 """
 
 from __future__ import annotations
@@ -18,23 +21,81 @@ from pathlib import Path
 
 import numpy as np
 
+from agent_models.types import Behaviour, NewsEvent
+from baselines.compare import mean_ci95
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
+from socialenv.scenarios import abortion
 
-RESULTS = Path(__file__).parent / "results" / "calibration.json"
+RESULTS = Path("runs/benchmarks/calibration.json")
+#: Mechanisms switched off one at a time (surrogate config overrides).
+ABLATIONS = {"backfire off": {"backfire_rate": 0.0},
+             "bounded confidence off": {"confidence_bound": 1.0},
+             "reinforcement off": {"reinforcement_rate": 0.0}}
 PAPER_ORIGIN = {"cross_interaction_ratio": 0.04, "toxicity": 0.0556, "misinformation_ratio": 0.40,
                 "stance_mean": 0.014, "stance_std": 0.47}
 
 
-def origin_episode(env: RecEnv | ExposureEnv, seed: int) -> list[dict[str, float]]:
+def origin_episode(env: RecEnv | ExposureEnv, seed: int,
+                   on_round: object = None) -> list[dict[str, float]]:
     env.reset(seed=seed)
     start = {"stance_mean": float(env.sim.users.stance.mean()),
              "stance_std": float(env.sim.users.stance.std())}
     rows = [start]
     for _ in range(env.config.rounds):
-        _, _, _, _, info = env.step(np.full(env.config.budget, env.no_op))
+        _, _, _, _, info = env.step(np.full(env.slate_size, env.no_op))
         rows.append(info["metrics"])
+        if on_round is not None:
+            on_round(env)
     return rows
+
+
+def mechanisms(users: int, seeds: int) -> dict:
+    """Paired Δ of the final stance std / mean when each opinion mechanism is switched off."""
+    def final(surrogate: dict, seed: int) -> tuple[float, float]:
+        last = origin_episode(RecEnv(num_users=users, rounds=10, surrogate=surrogate), seed)[-1]
+        return last["stance_std"], last["stance_mean"]
+
+    base = [final({}, s) for s in range(seeds)]
+    out = {}
+    for name, override in ABLATIONS.items():
+        runs = [final(override, s) for s in range(seeds)]
+        out[name] = {"stance_std": mean_ci95([r[0] - b[0] for r, b in zip(runs, base, strict=True)]),
+                     "stance_mean": mean_ci95([r[1] - b[1] for r, b in zip(runs, base, strict=True)])}
+    return out
+
+
+def shock_response(users: int, seeds: int, rounds: int = 20) -> list[float]:
+    """Mean stance per round with a single news shock (−0.45) at round 2."""
+    paths = []
+    for seed in range(seeds):
+        scenario = abortion(users, seed=seed)
+        scenario.news = [NewsEvent(2, "Trigger-law abortion bans take effect.", -0.45)]
+        rows = origin_episode(RecEnv(num_users=users, rounds=rounds, scenario=scenario), seed)
+        paths.append([r["stance_mean"] for r in rows])
+    return np.mean(paths, axis=0).round(4).tolist()
+
+
+def toxicity_by_pair(users: int, seeds: int) -> dict[str, float]:
+    """Mean reply toxicity by (cross-stance or not) × (author above the civility threshold or
+    not), over Origin episodes."""
+    buckets: dict[str, list[np.ndarray]] = {}
+
+    def collect(env: RecEnv) -> None:
+        out = env._last_result.output
+        reply = out.react_kind == int(Behaviour.REPLY)
+        u, p = out.react_user[reply], out.react_post[reply]
+        stance = env._last_result.discrete_before
+        cross = stance[u].astype(np.int16) * stance[env.sim.posts.author[p]] == -1
+        hostile = env.sim.users.toxicity_propensity[u] > env.brain.config.civility_threshold
+        for c in (True, False):
+            for h in (True, False):
+                key = f"{'cross' if c else 'same/neutral'}, {'hostile-prone' if h else 'civil'} user"
+                buckets.setdefault(key, []).append(out.react_toxicity[reply][(cross == c) & (hostile == h)])
+
+    for seed in range(seeds):
+        origin_episode(RecEnv(num_users=users, rounds=10), seed, on_round=collect)
+    return {k: float(np.concatenate(v).mean()) for k, v in buckets.items()}
 
 
 def main() -> None:
@@ -81,10 +142,30 @@ def main() -> None:
     for name, series in macro.items():
         for key, values in series.items():
             print(f"{name:>15} {key:>11}: " + " ".join(f"{v:+.3f}" for v in values))
+    ablation = mechanisms(args.users, args.seeds)
+    print("\nMechanisms switched off (paired Δ at round 10, mean ± 95% CI):")
+    for name, d in ablation.items():
+        print(f"{name:>24}: stance std {d['stance_std']['mean']:+.4f} ± {d['stance_std']['ci95']:.4f}, "
+              f"stance mean {d['stance_mean']['mean']:+.4f} ± {d['stance_mean']['ci95']:.4f}")
+    shock = shock_response(args.users, args.seeds)
+    print("\nOne news shock at round 2, stance mean per round: " + " ".join(f"{v:+.3f}" for v in shock))
+    long = [origin_episode(RecEnv(num_users=args.users, rounds=30), seed)
+            for seed in range(args.seeds)]
+    engagement = np.mean([[r["engagement"] for r in path[1:]] for path in long], axis=0)
+    band = engagement[4:30]
+    deviation = float(np.abs(band / band.mean() - 1).max())
+    print(f"\nEngagement per active user, rounds 5-30: {band.min():.2f}..{band.max():.2f} "
+          f"(max deviation from their mean {deviation:.1%})")
+    tox = toxicity_by_pair(args.users, args.seeds)
+    print("\nReply toxicity by pair: " + ", ".join(f"{k}: {v:.3f}" for k, v in tox.items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items()},
                                     "paper_origin": PAPER_ORIGIN, "per_seed": per_seed,
-                                    "mean": means, "macro": macro}, indent=2))
+                                    "mean": means, "macro": macro, "ablation": ablation,
+                                    "shock_response": shock,
+                                    "engagement_rounds_5_30": band.round(3).tolist(),
+                                    "engagement_max_deviation": deviation,
+                                    "reply_toxicity_by_pair": tox}, indent=2))
     print(f"wrote {args.out}")
 
 

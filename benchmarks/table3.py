@@ -1,22 +1,18 @@
-"""Table 3 of the paper, reproduced on the surrogate population.
+"""Table 3 of the paper on the surrogate population, as paired differences.
 
-    python benchmarks/table3.py                         # 1,000 users, 10 rounds, 5 seeds
-    python benchmarks/table3.py --rounds 50             # the longer-horizon option
-    python benchmarks/table3.py --policies origin eenet --seeds 2   # a subset
-    python benchmarks/table3.py --show benchmarks/results/table3.json  # reprint a saved run
+    python benchmarks/table3.py                               # 1,000 users, 10 rounds, 5 seeds
+    python benchmarks/table3.py --rounds 50                   # the longer horizon
+    python benchmarks/table3.py --policies origin random linucb --seeds 2
+    python benchmarks/table3.py --out benchmarks/results/table3   # publish
 
-Policies: origin, random, ε-greedy, LinUCB, NeuralUCB, EE-Net (label-propagated user context,
-Eq. 8) and ``eenet_gnn`` (EE-Net on a GraphSAGE encoder of the follow graph trained end to end,
-:class:`bandits.graph_eenet.GraphEENet`). Exposure slates hold one arm per user (the runner's
-``arm_groups``): a second arm on a user would be discarded and score 0.
-
-Objective 1 (PolicySim-Rec-v0, cross-viewpoint reward, Eq. 9): stance mean / std at the last
-round, toxicity and the cross-stance interaction ratio averaged over the rounds (platform
-wide, and among reactions to recommended posts), mean arm reward.
-Objective 2 (PolicySim-Exposure-v0, misinformation reward): misinformation ratio at the
-last round, share of impressions removed, mean arm reward.
-Every cell is mean ± 95% CI (Student t) over seeds; the paper's Table 3 is printed beside.
-Writes ``benchmarks/results/table3.json`` (or ``--out``).
+Every policy plays the same seeds (same population, same random streams), so each cell is
+the paired difference against Origin and against random: mean ± 95% CI (Student t) over
+seeds. Objective 1 (PolicySim-Rec-v0): cross-stance interaction ratio platform-wide and among
+reactions to the policy's posts, toxicity, stance mean/std at the last round, reward.
+Objective 2 (PolicySim-Exposure-v0): misinformation ratio at the last round, share of
+impressions removed, reward. The oracles (hidden state) bound what any policy can do.
+Writes ``table3.json`` and ``table3.png`` (Δ vs Origin with CI bars beside the paper's Δ)
+to ``--out`` (default ``runs/benchmarks``, untracked).
 """
 
 from __future__ import annotations
@@ -30,115 +26,121 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from socialenv.runner import RunConfig, run
+from baselines.compare import evaluate, levels, paired_deltas
 
 PAPER = {
     "origin": {"stance_mean": 0.014, "stance_std": 0.47, "toxicity": 0.0556,
                "cross_interaction_ratio": 0.04, "misinformation_ratio": 0.40},
     "egreedy": {"stance_mean": 0.184, "stance_std": 0.42, "toxicity": 0.0426,
                 "cross_interaction_ratio": 0.14, "misinformation_ratio": 0.26},
-    "ucb": {"stance_mean": 0.026, "stance_std": 0.34, "toxicity": 0.0628,
-            "cross_interaction_ratio": 0.50, "misinformation_ratio": 0.30},
+    "linucb": {"stance_mean": 0.026, "stance_std": 0.34, "toxicity": 0.0628,
+               "cross_interaction_ratio": 0.50, "misinformation_ratio": 0.30},
     "eenet": {"stance_mean": 0.376, "stance_std": 0.48, "toxicity": 0.0386,
               "cross_interaction_ratio": 0.56, "misinformation_ratio": 0.24},
 }
-PAPER_ROW = {"origin": "origin", "egreedy": "egreedy", "linucb": "ucb", "neural_ucb": "ucb",
-             "eenet": "eenet"}
-DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "neural_ucb", "eenet", "eenet_gnn")
-OBJECTIVE_1 = ("stance_mean", "stance_std", "toxicity", "cross_interaction_ratio",
-               "cross_interaction_ratio_recommended", "reward")
-OBJECTIVE_2 = ("misinformation_ratio", "exposure_removed", "reward")
-RESULTS = Path(__file__).parent / "results" / "table3.json"
+OBJECTIVES = {
+    "PolicySim-Rec-v0": ("cross_interaction_ratio", "cross_interaction_ratio_recommended",
+                         "toxicity", "stance_mean", "stance_std", "reward", "policy_share"),
+    "PolicySim-Exposure-v0": ("misinformation_ratio", "exposure_removed", "reward", "policy_share"),
+}
+ORACLE = {"PolicySim-Rec-v0": "oracle_cross", "PolicySim-Exposure-v0": "oracle_mute"}
+EXTRA = {"PolicySim-Rec-v0": ("popularity", "mmr"), "PolicySim-Exposure-v0": ("suppress_flagged",)}
+DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "lints", "neural_ucb", "eenet")
 
 
-def evaluate(env_id: str, policy: str, seeds: list[int], env_kwargs: dict[str, Any],
-             episodes: int, policy_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    start = time.perf_counter()
-    result = run(RunConfig(
-        env_id=env_id, policy=policy, seeds=seeds, episodes=episodes, env_kwargs=env_kwargs,
-        policy_kwargs=policy_kwargs or {}, out_dir=None, progress=False, plots=False,
-    ))
-    summary = result.summary
-    summary["seconds"] = time.perf_counter() - start
-    return summary
+def fmt(cell: dict[str, float]) -> str:
+    if cell["ci95"] != cell["ci95"]:   # one seed: no interval
+        return f"{cell['mean']:+.3f} (n/a)"
+    return f"{cell['mean']:+.3f} ± {cell['ci95']:.3f}"
 
 
-def cell(summary: dict[str, Any], key: str) -> str:
-    if key not in summary:
-        return "-"
-    value = summary[key]
-    return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
-
-
-ENVS = ((1, "PolicySim-Rec-v0", OBJECTIVE_1), (2, "PolicySim-Exposure-v0", OBJECTIVE_2))
-
-
-def table_for(objective: int, env_id: str, keys: tuple[str, ...], rows: dict[str, Any],
-              config: dict[str, Any]) -> Table:
-    """The printed table of one objective: a row per policy (``rows``: policy -> summary)."""
-    table = Table(title=f"Objective {objective} ({env_id}): {config['users']} users, "
-                        f"{config['rounds']} rounds, {config['seeds']} seeds, mean ± 95% CI")
-    table.add_column("policy")
+def table(env_id: str, report: dict[str, Any]) -> Table:
+    keys = OBJECTIVES[env_id]
+    t = Table(title=f"{env_id}: paired Δ vs Origin | vs random (mean ± 95% CI over "
+                    f"{report['config']['seeds']} seeds), level in brackets")
+    t.add_column("policy")
     for key in keys:
-        table.add_column(key, justify="right")
-    table.add_column("paper", justify="right")
-    table.add_column("s", justify="right")
-    paper_keys = ("stance_mean", "stance_std", "toxicity", "cross_interaction_ratio") \
-        if objective == 1 else ("misinformation_ratio",)
-    for policy, summary in rows.items():
-        paper = PAPER.get(PAPER_ROW.get(policy, ""), {})
-        paper_text = " / ".join(f"{paper[k]:g}" for k in paper_keys) if paper else "-"
-        table.add_row(policy, *(cell(summary, k) for k in keys), paper_text,
-                      f"{summary['seconds']:.0f}")
-    return table
+        t.add_column(key, justify="right")
+    for policy, level in report[env_id]["levels"].items():
+        cells = []
+        for key in keys:
+            text = f"[{level[key]['mean']:.3f}]"
+            if policy != "origin":
+                text = fmt(report[env_id]["vs_origin"][policy][key]) + " " + text
+            if policy not in ("origin", "random") and "random" in report[env_id]["levels"]:
+                text += " | " + fmt(report[env_id]["vs_random"][policy][key])
+            cells.append(text)
+        t.add_row(policy, *cells)
+    return t
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = [("PolicySim-Rec-v0", "cross_interaction_ratio"), ("PolicySim-Rec-v0", "toxicity"),
+              ("PolicySim-Rec-v0", "stance_mean"), ("PolicySim-Exposure-v0", "misinformation_ratio")]
+    panels = [p for p in panels if p[0] in report]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+    for ax, (env_id, key) in zip(axes[0], panels, strict=True):
+        deltas = report[env_id]["vs_origin"]
+        names = list(deltas)
+        mean = [deltas[n][key]["mean"] for n in names]
+        ci = [np.nan_to_num(deltas[n][key]["ci95"]) for n in names]
+        y = np.arange(len(names))
+        ax.barh(y, mean, xerr=ci, capsize=3, color="tab:blue", alpha=0.7, label="PolicySim (surrogate)")
+        paper = [PAPER.get(n, {}).get(key, np.nan) - PAPER["origin"].get(key, np.nan) for n in names]
+        ax.plot(paper, y, "r*", ms=10, label="paper Δ vs Origin")
+        ax.set_yticks(y, names)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_title(f"Δ {key}", fontsize=9)
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Paired Δ vs Origin, mean ± 95% CI over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES))
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="skip the oracle and the non-learned baselines")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--episodes", type=int, default=1,
-                        help="episodes per seed; the policy keeps learning, the last is reported")
-    parser.add_argument("--objectives", nargs="+", type=int, default=[1, 2], choices=[1, 2])
+    parser.add_argument("--envs", nargs="+", default=list(OBJECTIVES), choices=list(OBJECTIVES))
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help="extra env keyword arguments (JSON) for both envs")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1 is fastest for these small networks on a shared "
-                             "2-core machine)")
-    parser.add_argument("--show", type=Path, default=None, metavar="JSON",
-                        help="print the tables of a results file written earlier; run nothing")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     args = parser.parse_args()
-    console = Console(width=max(Console().width, 170))
-    if args.show is not None:
-        saved = json.loads(args.show.read_text())
-        for objective, env_id, keys in ENVS:
-            if saved.get(f"objective_{objective}"):
-                console.print(table_for(objective, env_id, keys, saved[f"objective_{objective}"],
-                                        saved["config"]))
-        return
     import torch
 
     torch.set_num_threads(args.threads)
-
-    seeds = list(range(args.seeds))
-    env_kwargs = {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs}
-    results: dict[str, Any] = {"config": vars(args) | {"out": str(args.out)}, "objective_1": {},
-                               "objective_2": {}}
-    for objective, env_id, keys in ENVS:
-        if objective not in args.objectives:
-            continue
-        for policy in args.policies:
-            summary = evaluate(env_id, policy, seeds, env_kwargs, args.episodes)
-            results[f"objective_{objective}"][policy] = summary
-            console.print(f"  {policy} on {env_id}: done in {summary['seconds']:.1f} s")
-        console.print(table_for(objective, env_id, keys, results[f"objective_{objective}"],
-                                vars(args)))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str))
-    console.print(f"wrote {args.out}")
+    console = Console(width=max(Console().width, 200))
+    report: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "out"}}
+    start = time.process_time()
+    for env_id in args.envs:
+        policies = list(dict.fromkeys(["origin", *args.policies]))
+        if not args.no_baselines:
+            policies += [*EXTRA[env_id], ORACLE[env_id]]
+        results = evaluate(env_id, policies, range(args.seeds),
+                           {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs},
+                           progress=lambda name, seed: console.print(f"  {name} seed {seed}", end="\r"))
+        report[env_id] = {"per_seed": results, "levels": levels(results),
+                          "vs_origin": paired_deltas(results, "origin"),
+                          "vs_random": paired_deltas(results, "random") if "random" in results else {}}
+        console.print(table(env_id, report))
+    report["cpu_seconds"] = time.process_time() - start
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "table3" if args.rounds == 10 else f"table3_rounds{args.rounds}"
+    (args.out / f"{name}.json").write_text(json.dumps(report, indent=2))
+    plot(report, args.out / f"{name}.png")
+    console.print(f"wrote {args.out / name}.json and .png ({report['cpu_seconds']:.0f} s CPU)")
 
 
 if __name__ == "__main__":

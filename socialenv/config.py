@@ -36,7 +36,7 @@ class RecommenderConfig:
     personalized: int = 5
     headline: int = 2
     window: int = 2
-    personalized_stance_weight: float = 0.5
+    personalized_stance_weight: float = 1.0
     candidates_per_slot: int = 2
     num_clusters: int = 16
     headline_pool: int = 20
@@ -55,10 +55,35 @@ class RecommenderConfig:
         _check(self.headline_pool >= 1, "recommender.headline_pool", ">= 1", self.headline_pool)
 
 
-#: Engagement weight e(reaction) of Eq. 9 (ours; the paper does not publish them).
+#: Engagement weight e(reaction) of Eq. 9 (ours; the paper does not publish them). Hostile
+#: reactions (a dislike, a reply at or above ``RewardConfig.hostile_toxicity``) earn nothing.
 DEFAULT_ENGAGEMENT_WEIGHTS: dict[str, float] = {
-    "reply": 1.0, "retweet": 0.8, "like": 0.6, "follow": 0.6, "dislike": 0.2, "nothing": 0.0,
+    "reply": 1.0, "retweet": 0.8, "like": 0.6, "follow": 0.6, "dislike": 0.0, "nothing": 0.0,
 }
+
+#: Sources of PolicySim-Rec-v0's candidate posts, in the order of a user's candidate row.
+CANDIDATE_SOURCES: tuple[str, ...] = ("interest", "opposite", "popular", "fresh")
+#: Candidate posts per source for each sampled user of PolicySim-Rec-v0
+#: (see :mod:`socialenv.candidates`).
+DEFAULT_CANDIDATE_MIX: dict[str, int] = {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1}
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The platform's misinformation classifier: what the platform (and so the policy) sees
+    of a post's misinformation label. Each post is flagged once, when written:
+    P(flag | misinformation) = ``recall``, P(flag | clean) = ``false_positive_rate``. At the
+    defaults and Origin's ≈ 20–40% misinformation share of posts the precision is ≈ 0.85–0.93.
+    ``recall=1, false_positive_rate=0`` gives the platform the hidden truth."""
+
+    recall: float = 0.7
+    false_positive_rate: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("recall", "false_positive_rate"):
+            value = getattr(self, name)
+            _check(isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1,
+                   f"classifier.{name}", "a number in [0, 1]", value)
 
 
 MISINFORMATION_REWARD_MODES = ("effect", "paper")
@@ -68,27 +93,36 @@ MISINFORMATION_REWARD_MODES = ("effect", "paper")
 class RewardConfig:
     """Rewards of §3 (Eq. 9 and Eq. 10), each in [0, 1].
 
-    Eq. 9 (recommendation arm: post by sender u shown to receiver v):
-        r = clip(w_s·|S_u − S_v|/2·[v reacted] − w_t·tox(reaction) + w_e·e(reaction), 0, 1)
-    The divergence term counts only when v reacted (``divergence_needs_reaction``): an
-    ignored post is no cross-viewpoint *interaction*.
+    Eq. 9 (recommendation arm: post by sender u shown to receiver v), with s the *discrete*
+    stances (−1/0/+1) at the start of the round — the ones the cross-stance metric uses:
+        r = clip(w_s·|s_u − s_v|/2·[civil] + w_e·e(reaction)·[civil] − w_t·tox(reaction), 0, 1)
+    where [civil] = v reacted (like, retweet, follow, or a reply below ``hostile_toxicity``)
+    and not with hostility (a dislike, a reply at or above ``hostile_toxicity``): hostility
+    earns neither divergence nor engagement. With ``divergence_needs_reaction=False`` the
+    divergence term counts for every delivered post (exposure rather than interaction).
 
-    Eq. 10 (exposure arm: user i at level p):
+    Eq. 10 (exposure arm: user i at level p), over the impressions of i's posts this round:
+        "effect": r = clip(0.5 + 0.5·(removed_at_risk − w_v·removed_clean − harmed) / n, 0, 1)
+            removed_at_risk: misinformation impressions the filter removed whose receiver was
+            not yet misinformed; removed_clean: clean impressions removed (lost visibility);
+            harmed: delivered misinformation impressions whose receiver is newly misinformed
+            at t+1 (Eq. 10's outcome); n: the impressions of i's posts.
         "paper":  r = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p
-        "effect": r = clip(0.5 + 0.5·(removed_mis − w_v·removed_clean − harmed) / n, 0, 1)
-    The visibility terms keep "suppress everyone" from being optimal (beyond the paper); see
-    ``socialenv.envs.exposure.ExposureEnv`` for why "effect" is the default.
+    The visibility terms keep "suppress everyone" from being optimal (beyond the paper).
     """
 
-    stance_weight: float = 0.5
+    stance_weight: float = 1.0
     toxicity_weight: float = 0.5
-    engagement_weight: float = 0.5
+    engagement_weight: float = 0.1
     engagement: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ENGAGEMENT_WEIGHTS))
     divergence_needs_reaction: bool = True
-    visibility_weight: float = 0.5
+    hostile_toxicity: float = 0.5
+    visibility_weight: float = 0.3
     misinformation_mode: str = "effect"
 
     def __post_init__(self) -> None:
+        _check(0 <= self.hostile_toxicity <= 1, "reward.hostile_toxicity", "a number in [0, 1]",
+               self.hostile_toxicity)
         for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
@@ -118,6 +152,7 @@ class ContextConfig:
 
 
 ENV_OBJECTIVES = ("cross_viewpoint", "misinformation")
+ACTION_FORMATS = ("slate", "scores")
 
 
 @dataclass(frozen=True)
@@ -127,11 +162,24 @@ class EnvConfig:
     Attributes:
         num_users: population size (synthetic scenarios).
         rounds: rounds per episode (one ``step`` = one round).
-        budget: arms the policy picks per round (the slate size).
+        budget: arms per sampled user. PolicySim-Rec-v0: recommended slots the policy fills
+            for each of its ``candidate_users`` (at most ``recommender.personalized``; the
+            built-in recommender fills the rest); the slate holds candidate_users × budget
+            arms. PolicySim-Exposure-v0: must be 1 (one level per sampled author); the slate
+            holds ``exposure_users`` arms.
         scenario: "abortion", "misinformation", a path to a saved scenario, or a Scenario.
-        candidate_users, candidate_posts: Rec arms = candidate_users × candidate_posts.
-        exposure_users: Exposure arms = exposure_users × len(exposure_levels).
-        exposure_levels: the probability levels an exposure arm can set.
+        candidate_users: Rec: users per round (sampled among the active) whose recommended
+            slots the policy fills.
+        candidates: Rec: candidate posts per source for each sampled user (keys of
+            ``socialenv.candidates.CANDIDATE_SOURCES``); Rec arms = candidate_users × C,
+            C = sum of the values.
+        exposure_users: Exposure: recent authors per round whose level the policy sets; arms =
+            exposure_users × len(exposure_levels).
+        exposure_levels: the probability levels an exposure arm can set (1.0 = no filtering).
+        action_format: "slate" (``MultiDiscrete``: arm indices, the value K leaves a slot to
+            the platform) or "scores" (``Box``: one score per arm; the env applies each user's
+            ``budget`` best-scored allowed arms).
+        classifier: the platform's noisy misinformation classifier (``ClassifierConfig``).
         users: "surrogate", "llm" or a Brain instance; ``llm`` / ``surrogate`` configure them.
         stance_ema: β of Eq. 2.
         memory_ema: weight of the old memory embedding when a user engages with posts.
@@ -145,12 +193,14 @@ class EnvConfig:
 
     num_users: int = 1000
     rounds: int = 10
-    budget: int = 10
+    budget: int = 5
     scenario: Any = "abortion"
-    candidate_users: int = 20
-    candidate_posts: int = 10
-    exposure_users: int = 40
+    candidate_users: int = 320
+    candidates: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CANDIDATE_MIX))
+    exposure_users: int = 300
     exposure_levels: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    action_format: str = "slate"
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
     users: Any = "surrogate"
     llm: Any = None
     surrogate: Any = None
@@ -171,9 +221,18 @@ class EnvConfig:
                self.rounds)
         _check(isinstance(self.budget, int) and self.budget >= 1, "budget", "an integer >= 1",
                self.budget)
-        for name in ("candidate_users", "candidate_posts", "exposure_users"):
+        for name in ("candidate_users", "exposure_users"):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+            _check(isinstance(value, int) and 1 <= value <= 100_000, name,
+                   "an integer in [1, 100000]", value)
+        mix = self.candidates
+        _check(isinstance(mix, dict) and set(mix) <= set(CANDIDATE_SOURCES)
+               and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100
+                       for v in mix.values()) and sum(mix.values()) >= 1,
+               "candidates", f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
+               "and a positive sum", mix)
+        _check(self.action_format in ACTION_FORMATS, "action_format", f"one of {ACTION_FORMATS}",
+               self.action_format)
         levels = tuple(self.exposure_levels)
         _check(len(levels) >= 1 and all(0 <= p <= 1 for p in levels), "exposure_levels",
                "a non-empty sequence of probabilities in [0, 1]", self.exposure_levels)
@@ -187,7 +246,7 @@ class EnvConfig:
                "exposure_control", "None or an object with filter(feed, post_author, exposure, rng)",
                self.exposure_control)
         for name, cls in (("recommender", RecommenderConfig), ("reward", RewardConfig),
-                          ("context", ContextConfig)):
+                          ("context", ContextConfig), ("classifier", ClassifierConfig)):
             value = getattr(self, name)
             if isinstance(value, dict):
                 allowed = {f.name for f in fields(cls)}

@@ -185,6 +185,35 @@ class Recommender:
         pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
         return dedupe_rows(pick)
 
+    def place_recommendations(self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray,
+                              post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fill recommended slots with the policy's picks: feed row ``row[i]`` is shown
+        ``post[i]`` (R,) in its personalized slots, in the order given, and the built-in
+        personalized picks fill that row's remaining slots best first. Picks beyond a row's
+        ``personalized`` slots are dropped. Returns the new (B, F) feed and channels (the
+        policy's slots get ``FeedChannel.INJECTED``)."""
+        start, width = self.config.relational, self.config.personalized
+        if len(row) == 0 or width == 0:
+            return feed, channel
+        order = np.argsort(row, kind="stable")
+        row, post = row[order], post[order]
+        slot = np.arange(len(row)) - np.searchsorted(row, row)
+        keep = slot < width
+        row, post, slot = row[keep], post[keep], slot[keep]
+        picks = np.full((feed.shape[0], width), -1, np.int64)
+        picks[row, slot] = post
+        count = np.bincount(row, minlength=feed.shape[0])[:, None]
+        column = np.arange(width)[None, :]
+        builtin = feed[:, start : start + width]
+        shifted = np.take_along_axis(builtin, np.maximum(column - count, 0), axis=1)
+        feed = feed.copy()
+        channel = channel.copy()
+        feed[:, start : start + width] = np.where(column < count, picks, shifted)
+        channel[:, start : start + width] = np.where(
+            column < count, np.int8(FeedChannel.INJECTED), channel[:, start : start + width]
+        )
+        return feed, channel
+
     def build_feeds(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
                     ) -> tuple[np.ndarray, np.ndarray]:
         """(B, F) post ids (-1 = empty) and (B, F) int8 channels, F = sum of channel sizes."""

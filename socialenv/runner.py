@@ -98,35 +98,25 @@ def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
     return make_policy(name, context_dim=env.context_dim, seed=seed, **kwargs)
 
 
-def arm_groups(env: Any) -> np.ndarray | None:
-    """(K,) group of each arm when the env applies at most one arm per group, else None.
+def arm_groups(env: Any) -> np.ndarray:
+    """(K,) the sampled user each arm belongs to; at most ``env.per_user`` arms of a group
+    take effect in a round (Rec: recommended slots per user; Exposure: one level per user)."""
+    return getattr(env, "unwrapped", env).arm_groups()
 
-    PolicySim-Exposure-v0: arm k = (user k // L, level k % L) and a second arm on the same
-    user is discarded (it scores 0), so the group is k // L. Rec arms have no such limit."""
-    from socialenv.envs.exposure import ExposureEnv
+
+def select_action(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
+    """The (slate_size,) slate ``policy`` picks for ``obs`` on ``env`` (a PolicySim env): at most
+    ``per_user`` arms per sampled user (:func:`bandits.slate.select_per_group`), padded with
+    empty slots (``no_op``) if fewer arms are allowed than the slate holds."""
+    from bandits.slate import select_per_group
 
     base = getattr(env, "unwrapped", env)
-    if isinstance(base, ExposureEnv):
-        return np.arange(base.num_arms, dtype=np.int64) // len(base.config.exposure_levels)
-    return None
-
-
-def select_action(policy: Any, obs: dict[str, np.ndarray], budget: int, no_op: int,
-                  groups: np.ndarray | None = None) -> np.ndarray:
-    """The slate for ``obs``: the policy's picks, padded with empty slots if it picked fewer
-    (fewer valid arms than the budget). With ``groups`` (K,) (see :func:`arm_groups`) the
-    slate holds at most one arm per group (:func:`bandits.slate.select_one_per_group`)."""
     mask = obs["action_mask"].astype(bool)
-    k = min(budget, int(mask.sum()))
-    if isinstance(policy, OriginPolicy) or k == 0:
-        return np.full(budget, no_op, np.int64)
-    if groups is not None:
-        from bandits.slate import select_one_per_group
-
-        picks = select_one_per_group(policy, obs["arms"], mask, k, groups)
-    else:
-        picks = np.asarray(policy.select(obs["arms"], mask, k), np.int64)
-    action = np.full(budget, no_op, np.int64)
+    action = np.full(base.slate_size, base.no_op, np.int64)
+    if isinstance(policy, OriginPolicy) or not mask.any():
+        return action
+    picks = select_per_group(policy, obs["arms"], mask, base.slate_size, base.arm_groups(),
+                             base.per_user)
     action[: len(picks)] = picks
     return action
 
@@ -209,8 +199,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                 while not done:
                     if hasattr(policy, "observe_graph"):
                         policy.observe_graph(base.graph_data())
-                    action = select_action(policy, obs, base.config.budget, base.no_op,
-                                           groups=arm_groups(base))
+                    action = select_action(policy, obs, base)
                     arms = obs["arms"]
                     obs, reward, terminated, truncated, info = env.step(action)
                     applied = info["arm_applied"]

@@ -69,9 +69,9 @@ class PopulationConfig:
 
     latent_dim: int = 32
     mean_following: float = 15.0
-    homophily: float = 0.7
+    homophily: float = 0.8
     popularity_shape: float = 1.5
-    camp_share: float = 0.2
+    camp_share: float = 0.3
     camp_opinion: float = 0.55
     camp_spread: float = 0.25
     activity_beta: tuple[float, float] = (1.2, 2.5)

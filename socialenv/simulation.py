@@ -50,6 +50,7 @@ class Stream(IntEnum):
     ARMS = 4
     TEXT = 5
     SETUP = 6
+    CLASSIFIER = 7
 
 
 @dataclass
@@ -173,11 +174,12 @@ class Simulation:
             cluster=assign_clusters(history_latent, self.centroids), text=history_text,
         )
         self.round_start = [0, len(self.posts)]
+        self._classify(0, self.rng(-1, Stream.CLASSIFIER))
         self.recent_toxicity = np.zeros(n, np.float32)
         self.recent_misinfo = np.zeros(n, np.float32)
         if len(scenario.history_author):
             self._update_author_history(scenario.history_author, scenario.history_toxicity,
-                                        scenario.history_misinfo)
+                                        self.posts.flagged[: len(self.posts)])
         self._adjacency = None
         self.active = self.sample_active(0)
 
@@ -217,16 +219,22 @@ class Simulation:
         return self.feed_context().posts_of_rounds(self.round - rounds, self.round - 1)
 
     # ----------------------------------------------------------------------------- a round
-    def run_round(self, injected_user: np.ndarray | None = None,
-                  injected_post: np.ndarray | None = None) -> RoundResult:
-        """Play round t with recommendations (injected_user[i] is shown injected_post[i])."""
+    def run_round(self, recommend_user: np.ndarray | None = None,
+                  recommend_post: np.ndarray | None = None) -> RoundResult:
+        """Play round t; the policy's recommendations (``recommend_user[i]`` is shown
+        ``recommend_post[i]``) fill those users' recommended slots
+        (:meth:`Recommender.place_recommendations`); inactive targets are dropped."""
         t = self.round
         active = self.active
         n = len(self.users.stance)
         ctx = self.feed_context()
         feed, channel = self.recommender.build_feeds(ctx, active, self.rng(t, Stream.FEED))
-        if injected_user is not None and len(injected_user):
-            feed, channel = self._inject(feed, channel, active, injected_user, injected_post)
+        if recommend_user is not None and len(recommend_user):
+            row = np.searchsorted(active, recommend_user)
+            row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == recommend_user)
+            feed, channel = self.recommender.place_recommendations(
+                feed, channel, row[row_ok], np.asarray(recommend_post)[row_ok]
+            )
         owner = np.broadcast_to(active[:, None], feed.shape)
         valid = feed >= 0
         own_post = valid & (self.posts.author[np.where(valid, feed, 0)] == owner)
@@ -275,6 +283,7 @@ class Simulation:
             "engagement": metrics.engagement(len(output.react_user), len(active)),
             "echo_chamber_index": metrics.echo_chamber_index(self.users.stance, *self.graph.followees_csr()),
             "exposure_removed": removed_count / max(len(impression_post), 1),
+            "policy_share": float((channel[valid] == FeedChannel.INJECTED).mean()) if valid.any() else 0.0,
             "active_users": float(len(active)),
             "posts": float(len(output.post_user)),
             "reactions": float(len(output.react_user)),
@@ -284,29 +293,10 @@ class Simulation:
             result.metrics[f"invalid_{reason}"] = float(count)
         return result
 
-    def _inject(self, feed: np.ndarray, channel: np.ndarray, active: np.ndarray,
-                user: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Append injected recommendations as extra feed columns (inactive targets are dropped)."""
-        row = np.searchsorted(active, user)
-        row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == user)
-        row, post = row[row_ok], post[row_ok]
-        if len(row) == 0:
-            return feed, channel
-        order = np.argsort(row, kind="stable")
-        row, post = row[order], post[order]
-        slot = np.arange(len(row)) - np.searchsorted(row, row)
-        width = int(slot.max()) + 1
-        extra = np.full((len(active), width), -1, np.int64)
-        extra[row, slot] = post
-        feed = np.concatenate([extra, feed], axis=1)
-        channel = np.concatenate(
-            [np.full(extra.shape, int(FeedChannel.INJECTED), np.int8), channel], axis=1
-        )
-        return feed, channel
-
     def _apply(self, out: RoundOutput, t: int) -> np.ndarray:
         """Apply the brain's output to the world; returns the toxicity of the texts written."""
         users, posts = self.users, self.posts
+        first_new = len(posts)
         kind = out.react_kind
         for behaviour, counter in (
             (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
@@ -353,10 +343,13 @@ class Simulation:
                 misinfo=out.post_misinfo, cluster=assign_clusters(out.post_latent, self.centroids),
                 text=post_text,
             )
+        self._classify(first_new, self.rng(t, Stream.CLASSIFIER))
+        share_flagged = posts.flagged[first_new : first_new + len(share_user)]
+        post_flagged = posts.flagged[first_new + len(share_user) : len(posts)]
         written_by = np.concatenate([out.post_user, share_user[is_reply]])
         written_toxicity = np.concatenate([out.post_toxicity, out.react_toxicity[shares][is_reply]])
-        written_misinfo = np.concatenate([out.post_misinfo, np.zeros(int(is_reply.sum()), bool)])
-        self._update_author_history(written_by, written_toxicity, written_misinfo)
+        written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
+        self._update_author_history(written_by, written_toxicity, written_flagged)
 
         added = self.graph.follow(out.follow_src, out.follow_dst)
         removed = self.graph.unfollow(out.unfollow_src, out.unfollow_dst)
@@ -382,10 +375,18 @@ class Simulation:
             users.memory_latent[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
         return written_toxicity
 
+    def _classify(self, first: int, rng: np.random.Generator) -> None:
+        """The platform's misinformation classifier flags posts ``first..`` (written once)."""
+        cfg = self.config.classifier
+        new = slice(first, len(self.posts))
+        u = rng.random(len(self.posts) - first)
+        misinfo = self.posts.misinfo[new]
+        self.posts.flagged[new] = np.where(misinfo, u < cfg.recall, u < cfg.false_positive_rate)
+
     def _update_author_history(self, author: np.ndarray, toxicity: np.ndarray, misinfo: np.ndarray,
                                decay: float = 0.5) -> None:
         """Observable per-user history the platform keeps: EMA of the toxicity and of the
-        misinformation share of what each user wrote."""
+        share of flagged posts (by the platform's classifier) of what each user wrote."""
         if len(author) == 0:
             return
         n = len(self.recent_toxicity)

@@ -11,7 +11,7 @@ from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
 
 _POST_ARRAYS = (
     "author", "round", "kind", "parent", "latent", "stance", "toxicity", "misinfo", "likes",
-    "dislikes", "retweets", "replies", "recommended", "cluster",
+    "dislikes", "retweets", "replies", "recommended", "cluster", "flagged",
 )
 
 
@@ -35,6 +35,7 @@ class PostTable:
         self.retweets = np.zeros(cap, np.int32)
         self.replies = np.zeros(cap, np.int32)
         self.recommended = np.zeros(cap, bool)
+        self.flagged = np.zeros(cap, bool)
         self.cluster = np.zeros(cap, np.int16)
         self.text: list[str | None] | None = [] if with_text else None
 

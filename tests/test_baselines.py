@@ -172,7 +172,7 @@ def test_suppress_flagged_sets_flagged_users_to_the_lowest_level() -> None:
     levels = np.array([0.0, 0.5, 1.0])
     contexts = np.zeros((6, layout.context_dim), np.float32)
     contexts[:, layout.feature("level")] = np.tile(levels, 2)
-    contexts[:, layout.feature("recent_misinfo")] = [0.8] * 3 + [0.0] * 3   # user A flagged, B clean
+    contexts[:, layout.feature("flagged_share")] = [0.8] * 3 + [0.0] * 3   # user A flagged, B clean
     contexts[:3, 0], contexts[3:, 0] = 1.0, -1.0              # user contexts tell A and B apart
     picks = SuppressFlaggedPolicy(context_dim=layout.context_dim, kind="exposure").select(contexts, None, 2)
     assert picks.tolist() == [0, 5]                          # A -> level 0, B -> level 1

@@ -64,7 +64,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.observation_space = spaces.Dict(obs_spaces)
         #: Action value meaning "leave this slot empty"; a slate of only this is no intervention.
         self.no_op = self.num_arms
-        self.action_space = spaces.MultiDiscrete(np.full(self.config.budget, self.num_arms + 1, np.int64))
+        #: Arms per sampled user that can take effect, and the slate length.
+        self.per_user = self._per_user()
+        self.slate_size = self._slate_size()
+        if self.config.action_format == "slate":
+            self.action_space = spaces.MultiDiscrete(np.full(self.slate_size, self.num_arms + 1, np.int64))
+        else:
+            self.action_space = spaces.Box(-1.0, 1.0, (self.num_arms,), np.float32)
         self._arms: dict[str, np.ndarray] | None = None
         self._last_result: RoundResult | None = None
 
@@ -75,6 +81,22 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     @abstractmethod
     def _num_arms(self) -> int: ...
+
+    @abstractmethod
+    def _arms_per_user(self) -> int:
+        """Arms of one sampled user (consecutive arm indices)."""
+
+    def _per_user(self) -> int:
+        """How many of one user's arms can take effect in a round."""
+        return 1
+
+    def _slate_size(self) -> int:
+        return (self.num_arms // self._arms_per_user()) * self._per_user()
+
+    def arm_groups(self) -> np.ndarray:
+        """(K,) the sampled user (0..U-1) each arm belongs to; at most ``per_user`` arms of a
+        group take effect in a round."""
+        return np.arange(self.num_arms, dtype=np.int64) // self._arms_per_user()
 
     def _extra_context_dim(self) -> int:
         return 0
@@ -143,17 +165,27 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return obs
 
     def _check_action(self, action: Any) -> np.ndarray:
+        """The (slate_size,) slate of arm indices (``no_op`` = empty) for a valid action."""
+        if self.config.action_format == "scores":
+            return self.slate_from_scores(action)
         try:
             arr = np.asarray(action)
         except Exception as err:  # noqa: BLE001 - anything unconvertible is a bad action
-            raise ValueError(f"action must be an array of {self.config.budget} arm indices: {err}") from err
-        if arr.shape != (self.config.budget,):
+            raise ValueError(f"action must be an array of {self.slate_size} arm indices: {err}") from err
+        if arr.shape != (self.slate_size,):
             raise ValueError(
-                f"action has shape {arr.shape}; expected ({self.config.budget},): one arm index "
-                f"per budget slot (budget={self.config.budget})"
+                f"action has shape {arr.shape}; expected ({self.slate_size},): one arm index "
+                f"per slate slot (slate_size={self.slate_size})"
             )
         if not np.issubdtype(arr.dtype, np.integer):
-            if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+            if (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
+                    and np.all(np.mod(arr, 1) == 0)):
+                if arr.min() < 0 or arr.max() > self.num_arms:
+                    bad = arr.min() if arr.min() < 0 else arr.max()
+                    raise ValueError(
+                        f"action holds arm index {bad!r}; allowed: 0..{self.num_arms - 1}, or "
+                        f"{self.num_arms} for an empty slot"
+                    )
                 arr = arr.astype(np.int64)
             else:
                 raise ValueError(f"action must hold integer arm indices, got dtype {arr.dtype}")
@@ -163,6 +195,34 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                 f"allowed: 0..{self.num_arms - 1}, or {self.num_arms} for an empty slot"
             )
         return arr.astype(np.int64)
+
+    def slate_from_scores(self, scores: Any) -> np.ndarray:
+        """The slate a score action stands for: each user's ``per_user`` best-scored allowed
+        arms (ties broken by arm index), padded with ``no_op`` to ``slate_size``.
+
+        Args:
+            scores: (K,) finite real scores, one per arm (masked arms are ignored; only the
+                order within a user matters, so values outside the Box bounds are accepted).
+        """
+        if self._arms is None:
+            raise RuntimeError("call reset() before step()")
+        try:
+            arr = np.asarray(scores, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"action must be {self.num_arms} real scores, one per arm: {err}") from err
+        if arr.shape != (self.num_arms,):
+            raise ValueError(f"action has shape {arr.shape}; expected ({self.num_arms},): one score per arm")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("action scores must be finite (no NaN or inf)")
+        allowed = np.flatnonzero(self._arms["mask"])
+        group = self.arm_groups()[allowed]
+        order = np.lexsort((allowed, -arr[allowed], group))
+        ranked, ranked_group = allowed[order], group[order]
+        rank = np.arange(len(ranked)) - np.searchsorted(ranked_group, ranked_group)
+        chosen = ranked[rank < self.per_user]
+        slate = np.full(self.slate_size, self.no_op, np.int64)
+        slate[: len(chosen)] = chosen
+        return slate
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -187,6 +247,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         first_use[first] = True
         candidate = filled & first_use
         candidate[candidate] = self._arms["mask"][slate[candidate]]
+        over_cap = self._over_cap(slate, candidate)
+        candidate &= ~over_cap
         applied_arms, injected = self._apply_action(slate[candidate])
         result = self.sim.run_round(*injected)
         self._last_result = result
@@ -197,7 +259,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             slot = np.flatnonzero(candidate)[_positions(slate[candidate], applied_arms)]
             applied[slot] = True
             slot_rewards[slot] = rewards
-        reward = float(slot_rewards.sum() / self.config.budget)
+        reward = self._step_reward(slot_rewards, applied)
         truncated = self.sim.round >= self.config.rounds
         obs = self._observe()
         info = {
@@ -207,11 +269,30 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "arm_rewards": slot_rewards,
             "empty_slots": int((~filled).sum()),
             "duplicate_arms": int((filled & ~first_use).sum()),
-            "invalid_arms": int((filled & first_use).sum() - applied.sum()),
+            "over_user_cap": int(over_cap.sum()),
+            "invalid_arms": int((filled & first_use).sum() - applied.sum() - over_cap.sum()),
             "metrics": {**result.metrics, **extra},
             "brain": dict(result.output.stats),
         }
         return obs, reward, False, truncated, info
+
+    def _over_cap(self, slate: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+        """(S,) bool: candidate slots beyond their user's ``per_user`` arms (in slate order)."""
+        over = np.zeros(len(slate), bool)
+        slots = np.flatnonzero(candidate)
+        if len(slots) == 0:
+            return over
+        group = self.arm_groups()[slate[slots]]
+        order = np.argsort(group, kind="stable")
+        sorted_group = group[order]
+        rank = np.empty(len(slots), np.int64)
+        rank[order] = np.arange(len(slots)) - np.searchsorted(sorted_group, sorted_group)
+        over[slots[rank >= self.per_user]] = True
+        return over
+
+    def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
+        """The step's reward: the slate's rewards summed over its slots / ``slate_size``."""
+        return float(slot_rewards.sum() / self.slate_size)
 
     def graph_data(self):
         """The current follow graph as a ``torch_geometric.data.Data``: ``x`` (N, 2d) unpropagated

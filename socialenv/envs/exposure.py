@@ -9,54 +9,87 @@ import numpy as np
 from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult
 
+#: The scalar features appended to each Exposure arm's context, in order (see ``ExposureEnv``).
+EXPOSURE_ARM_FEATURES: tuple[str, ...] = (
+    "level", "flagged_share", "level_x_flagged_share", "log_followers", "level_x_log_followers",
+    "stance", "recent_toxicity", "log_recent_posts", "level_x_log_recent_posts", "current_level",
+    "governed",
+)
+
 
 class ExposureEnv(PolicySimEnv):
-    """Exposure-control intervention with the misinformation objective (§2.2.2, Eq. 10).
+    """The platform's exposure controller for a sampled set of recent authors, with the
+    misinformation objective (paper §2.2, objective 2, Eq. 10).
 
-    Each round the platform samples ``exposure_users`` candidate users among the authors of
-    recent posts (padded with random users); every (user, level) pair over
-    ``exposure_levels`` (default 0, .25, .5, .75, 1) is an arm. A chosen arm sets that user's
-    exposure probability p_i (the chance each of their posts passes the filter) from this
-    round on, until another arm changes it. If a slate names the same user twice, the first
-    arm wins and the others count as invalid.
+    Each round the env samples ``exposure_users`` authors of recent posts (padded with other
+    users if there are fewer); every (user, level) pair over ``exposure_levels`` (default 0,
+    .25, .5, .75, 1) is an arm. A chosen arm sets that user's exposure probability p_i (the
+    chance each of their posts passes the filter) from this round on, and the level stays in
+    force until the policy changes it; the user is then *governed* for the rest of the
+    episode. Every user starts at p = 1 (Origin: no filtering). The platform sees
+    misinformation only through its classifier (``classifier``: recall 0.7, false-positive
+    rate 0.05 by default), never the hidden labels.
 
     Observation (``Dict``):
-        "arms": (K, D) float32, K = exposure_users × levels, arm k = (user k // L, level
-            k % L). D = 2d + 10: the user's propagated context (2d) and 10 features: level,
-            the user's recent misinformation share m̂ (observable: share of their recent posts
-            flagged as misinformation), level·m̂, log(1 + followers), level·log(1 + followers),
-            stance S_i, recent toxicity, log(1 + recent posts), level·log(1 + recent posts),
-            the user's current exposure p_i.
-        "action_mask": (K,) int8 (all ones unless the population is smaller than the slate).
+        "arms": (K, D) float32, K = exposure_users × L, arm k = (user k // L, level k % L).
+            D = 2d + len(EXPOSURE_ARM_FEATURES): the user's propagated context (2d) and the
+            features of :data:`EXPOSURE_ARM_FEATURES`: level; the share of the user's recent
+            posts the classifier flagged m̂ and level·m̂; log(1 + followers) and level·that;
+            stance S_i; recent toxicity; log(1 + recent posts) and level·that; the user's
+            current level p_i; whether the policy governs the user already.
+        "action_mask": (K,) int8 (all ones unless the population is smaller).
         optional "user_context", "stance", "graph" as in ``PolicySim-Rec-v0``.
 
-    Action: ``MultiDiscrete([K] * budget)``; repeated indices applied once (see above).
+    Action (``action_format``):
+        "slate" (default): ``MultiDiscrete([K + 1] * exposure_users)``; the value K keeps a
+            slot's user at their current level. One level per user: a second arm on the
+            same user is not applied (``info["over_user_cap"]``).
+        "scores": ``Box(-1, 1, (K,))``; each user gets their best-scored level.
+        ``budget`` must be 1.
 
-    Reward: the mean over the slate's distinct arms of the arm's reward in [0, 1]
-    (``reward.misinformation_mode``):
-        "effect" (default): r = clip(0.5 + 0.5·(removed_mis − w_v·removed_clean − harmed) / n, 0, 1)
-            over the n impressions of the user's posts this round: misinformation impressions
-            the filter removed, clean impressions it removed (lost visibility, weight w_v), and
-            delivered misinformation impressions whose receiver is misinformed at t+1 (Eq. 10's
-            outcome). An arm on a user with no impressions scores 0.5 (no effect).
-        "paper": Eq. 10 with a visibility term, r = (1 − w_v)·(1 − share of the user's
-            receivers misinformed at t+1) + w_v·p. (It rewards acting on users whose audience is
-            already clean, whatever the level: a bandit can score well without suppressing
-            anyone, which is why "effect" is the default.)
-    ``info["metrics"]`` adds ``exposure_removed`` (share of impressions filtered) next to the
-    ``misinformation_ratio``.
+    Reward (``reward.misinformation_mode``), per governed user i over the impressions of i's
+    posts this round:
+        "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − w_v·removed_clean −
+            harmed) / n_i, 0, 1): misinformation impressions the filter removed from
+            receivers not yet misinformed, clean impressions removed (lost visibility,
+            weight w_v), and delivered misinformation impressions whose receiver is newly
+            misinformed at t+1 (Eq. 10's outcome); 0.5 without impressions.
+        "paper": r_i = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i.
+    A chosen arm's reward (``info["arm_rewards"]``, what a bandit learns from) is r_i of its
+    user this round. The step's reward credits every level for each round it is in force:
+    the mean of r_i over every author whose posts had impressions this round, governed or
+    not (so Origin scores below 0.5 by the harm it lets through, and an RL agent is paid for
+    the whole platform, not only for the arms of this round).
+    ``info["metrics"]`` adds ``exposure_removed`` (share of impressions filtered),
+    ``governed_users``, ``classifier_precision``/``classifier_recall`` of the round's posts,
+    and ``policy_share`` (share of impressions whose author the policy governs).
 
     Episode end: truncated after ``rounds`` rounds (default 10); never terminated.
     """
 
-    num_arm_features = 10
+    num_arm_features = len(EXPOSURE_ARM_FEATURES)
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
-        return {"scenario": "misinformation", "budget": 20}
+        return {"scenario": "misinformation", "budget": 1}
 
     def _num_arms(self) -> int:
         return self.config.exposure_users * len(self.config.exposure_levels)
+
+    def _arms_per_user(self) -> int:
+        return len(self.config.exposure_levels)
+
+    def _per_user(self) -> int:
+        if self.config.budget != 1:
+            raise ValueError(
+                f"budget={self.config.budget!r} is not allowed for PolicySim-Exposure-v0: "
+                "one level per sampled author, budget=1 (size the lever with exposure_users)"
+            )
+        return 1
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._governed = np.zeros(self._num_users(), bool)
+        return super().reset(seed=seed, options=options)
 
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         sim, cfg = self.sim, self.config
@@ -84,51 +117,78 @@ class ExposureEnv(PolicySimEnv):
         followers = np.log1p(np.diff(indptr)[user]).astype(np.float32)
         lo, hi = sim.recent_post_range(self.config.recommender.window)
         recent_posts = np.log1p(np.bincount(sim.posts.author[lo:hi], minlength=len(sim.users.stance))[user])
-        misinfo = sim.recent_misinfo[user]
-        features = np.stack([
-            level, misinfo, level * misinfo, followers, level * followers,
+        flagged = sim.recent_misinfo[user]
+        features = np.column_stack([
+            level, flagged, level * flagged, followers, level * followers,
             sim.users.stance[user], sim.recent_toxicity[user], recent_posts, level * recent_posts,
-            sim.users.exposure[user],
-        ], axis=1)
+            sim.users.exposure[user], self._governed[user].astype(np.float32),
+        ])
         context = np.concatenate([arm_user_context, features], axis=1).astype(np.float32)
         context[~arms["mask"]] = 0.0
         return context
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
         user = self._arms["user"][chosen]
-        _, first = np.unique(user, return_index=True)
-        applied = chosen[np.sort(first)]
-        self.sim.users.exposure[self._arms["user"][applied]] = self._arms["level"][applied]
-        return applied, (None, None)
+        self.sim.users.exposure[user] = self._arms["level"][chosen]
+        self._governed[user] = True
+        return chosen, (None, None)
 
-    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
-        sim = self.sim
-        w_v = self.config.reward.visibility_weight
-        user = self._arms["user"][applied]
-        level = self._arms["level"][applied]
+    def _user_rewards(self, user: np.ndarray, result: RoundResult) -> np.ndarray:
+        """(len(user),) r_i of the distinct users ``user`` at their current level."""
+        sim, cfg = self.sim, self.config.reward
+        w_v = cfg.visibility_weight
         author = sim.posts.author[result.impression_post]
         is_mis = sim.posts.misinfo[result.impression_post]
         removed = result.impression_removed
+        receiver = result.impression_user
         newly = sim.users.misinformed & ~result.misinformed_before
-        n = len(sim.users.stance)
-        position = np.full(n, -1, np.int64)
+        at_risk = ~result.misinformed_before[receiver]
+        position = np.full(len(sim.users.stance), -1, np.int64)
         position[user] = np.arange(len(user))
         arm_of = position[author]
         mine = arm_of >= 0
-        k = len(user)
 
-        def per_arm(values: np.ndarray) -> np.ndarray:
-            return np.bincount(arm_of[mine], weights=values[mine].astype(np.float64), minlength=k)
+        def per_user(values: np.ndarray) -> np.ndarray:
+            return np.bincount(arm_of[mine], weights=values[mine].astype(np.float64),
+                               minlength=len(user))
 
-        impressions = per_arm(np.ones(len(author)))
-        if self.config.reward.misinformation_mode == "effect":
-            removed_mis = per_arm(removed & is_mis)
-            removed_clean = per_arm(removed & ~is_mis)
-            harmed = per_arm(~removed & is_mis & newly[result.impression_user])
-            reward = 0.5 + 0.5 * (removed_mis - w_v * removed_clean - harmed) / np.maximum(impressions, 1)
+        impressions = per_user(np.ones(len(author)))
+        if cfg.misinformation_mode == "effect":
+            removed_at_risk = per_user(removed & is_mis & at_risk)
+            removed_clean = per_user(removed & ~is_mis)
+            harmed = per_user(~removed & is_mis & newly[receiver])
+            reward = 0.5 + 0.5 * (removed_at_risk - w_v * removed_clean - harmed) / np.maximum(impressions, 1)
         else:
-            misinformed_after = per_arm(sim.users.misinformed[result.impression_user])
+            misinformed_after = per_user(sim.users.misinformed[receiver])
             share = np.where(impressions > 0, misinformed_after / np.maximum(impressions, 1), 0.0)
-            reward = (1 - w_v) * (1 - share) + w_v * level
-        extra = {"mean_exposure": float(sim.users.exposure.mean())}
-        return np.clip(reward, 0.0, 1.0).astype(np.float32), extra
+            reward = (1 - w_v) * (1 - share) + w_v * sim.users.exposure[user]
+        return np.clip(reward, 0.0, 1.0)
+
+    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+        sim = self.sim
+        rewards = self._user_rewards(self._arms["user"][applied], result).astype(np.float32)
+        governed = np.flatnonzero(self._governed)
+        impression_author = sim.posts.author[result.impression_post]
+        authors = np.unique(impression_author)
+        self._platform_reward = (float(self._user_rewards(authors, result).mean())
+                                 if len(authors) else 0.5)
+        new_posts = slice(sim.round_start[-2], sim.round_start[-1])
+        mis, flag = sim.posts.misinfo[new_posts], sim.posts.flagged[new_posts]
+        extra = {
+            "mean_exposure": float(sim.users.exposure.mean()),
+            "governed_users": float(len(governed)),
+            "policy_share": float(self._governed[impression_author].mean()) if len(impression_author) else 0.0,
+            "classifier_precision": float((mis & flag).sum() / max(flag.sum(), 1)),
+            "classifier_recall": float((mis & flag).sum() / max(mis.sum(), 1)),
+        }
+        return rewards, extra
+
+    def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
+        return self._platform_reward
+
+    def _env_state(self) -> dict[str, Any]:
+        return {**super()._env_state(), "governed": self._governed.copy()}
+
+    def _load_env_state(self, state: dict[str, Any]) -> None:
+        super()._load_env_state(state)
+        self._governed = state["governed"].copy()

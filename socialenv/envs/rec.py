@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour
+from socialenv.candidates import generate_candidates
+from socialenv.config import CANDIDATE_SOURCES
 from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult
 
@@ -26,72 +28,102 @@ def _segment_max(values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.
     return out
 
 
-class RecEnv(PolicySimEnv):
-    """Recommendation intervention with the cross-viewpoint objective (paper §2.2.2, Eq. 9).
+#: The scalar features appended to each Rec arm's context, in order (see ``RecEnv``).
+REC_ARM_FEATURES: tuple[str, ...] = (
+    "receiver_stance", "author_stance", "stance_divergence", "cross_stance", "post_toxicity",
+    "log_engagement", "post_age", "interest_similarity", "receiver_recent_toxicity",
+    "post_flagged", "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
+    "source_interest", "source_opposite", "source_popular", "source_fresh",
+)
 
-    Each round the platform samples ``candidate_users`` users among those active this round
-    and ``candidate_posts`` recent posts (from the last ``recommender.window`` rounds,
-    preferring posts never recommended); every (user, post) pair is an arm. The policy picks
-    a slate of ``budget`` arms; each chosen post is injected into that user's feed next to the
-    relational, personalized and headline channels, and the population acts.
+
+class RecEnv(PolicySimEnv):
+    """The platform's recommender for a sampled user set, with the cross-viewpoint objective
+    (paper §2.2, objective 1, Eq. 9).
+
+    Each round the env samples ``candidate_users`` users U among those active this round and,
+    for each, C candidate posts of the last ``recommender.window`` rounds from four sources
+    (``candidates``, default 3 nearest the user's interests, 3 of the opposite stance, 2
+    popular, 2 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
+    The policy *is* the recommender for U: its arms fill up to ``budget`` of each user's
+    ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
+    the rest and serves every other user. ``info["metrics"]["policy_share"]`` is the share of
+    the round's impressions the policy chose (≈ 0.2 at the defaults).
 
     Observation (``Dict``):
-        "arms": (K, D) float32, K = candidate_users × candidate_posts, arm k = (user k // P,
-            post k % P). D = 2d + d + 13: the user's propagated context [profile ⊕ memory]
-            (Eq. 7–8, 2d), the post embedding (d), and 13 features: receiver stance S_v,
-            author stance S_u, |S_u − S_v|/2, post toxicity, log(1 + engagement), post age in
-            rounds, cos(user, post), the receiver's recent toxicity, the post's misinformation
-            flag, the receiver's activity, the post's stance s_p, agreement S_v·s_p, and the
-            receiver's reply propensity log(reply frequency / 0.25).
-        "action_mask": (K,) int8, 0 for padding (too few active users or posts) and for a
-            user's own posts.
+        "arms": (K, D) float32, K = candidate_users × C, arm k = (user k // C, candidate
+            k % C). D = 2d + d + len(REC_ARM_FEATURES): the user's propagated context
+            [profile ⊕ memory] (Eq. 7–8, 2d), the post embedding (d), and the features of
+            :data:`REC_ARM_FEATURES`: smoothed stances S_v, S_u; |s_u − s_v|/2 and
+            [s_u·s_v = −1] on the discrete stances; the post's toxicity, log(1 + engagement),
+            age in rounds; cos(user, post); the receiver's recent toxicity; the platform
+            classifier's misinformation flag; the receiver's activity; the post's stance s_p;
+            agreement S_v·s_p; the receiver's reply propensity; one-hot candidate source.
+        "action_mask": (K,) int8, 0 for padding (fewer active users or candidates) and own
+            posts.
         "user_context" (N, 2d) and "stance" (N,) when ``observe_users=True``;
         "graph" (a ``spaces.Graph``: nodes = propagated contexts, edges = follows) when
         ``graph_observation=True``.
 
-    Action: ``MultiDiscrete([K] * budget)``, the slate of arm indices. A repeated index is
-        applied once and its reward counted once (the duplicate slot scores 0); a masked arm
-        is not applied and scores 0 (``info["invalid_arms"]`` counts them).
+    Action (``action_format``):
+        "slate" (default): ``MultiDiscrete([K + 1] * (candidate_users · budget))``, arm
+            indices; the value K (``env.unwrapped.no_op``) leaves a slot to the built-in
+            recommender, so a slate of only K is Origin. A repeated index is applied once;
+            a masked arm, or a user's arms beyond ``budget``, are not applied and score 0.
+        "scores": ``Box(-1, 1, (K,))``, one score per arm; each user's ``budget``
+            best-scored allowed arms are applied.
 
-    Reward: the mean over the slate's distinct arms of Eq. 9,
-        r = clip(w_s·|S_u − S_v|/2·[v reacted] − w_t·tox(reaction) + w_e·e(reaction), 0, 1),
-        from receiver v's reaction to the injected post this round (weights in
-        ``RewardConfig``). ``info`` holds ``arm_indices``, ``arm_rewards`` and the platform
-        ``metrics`` (plus ``cross_interaction_ratio_recommended``, the cross-stance share of the
-        reactions to recommended posts).
+    Reward: the slate's arm rewards summed / slate length, each arm Eq. 9 aligned with the
+        cross-stance metric (``RewardConfig``):
+        r = clip(w_s·|s_u − s_v|/2·[civil] + w_e·e(reaction)·[civil] − w_t·tox, 0, 1)
+        with discrete stances, from receiver v's reaction to the recommended post this round;
+        hostile reactions earn nothing. ``info`` holds ``arm_indices``, ``arm_rewards``, the
+        platform ``metrics`` plus ``cross_interaction_ratio_recommended`` (cross-stance share
+        of the reactions to the policy's posts) and ``recommended_reaction_rate``.
 
     Episode end: truncated after ``rounds`` rounds (default 10); never terminated.
     """
 
-    num_arm_features = 13
+    num_arm_features = len(REC_ARM_FEATURES)
 
     def _num_arms(self) -> int:
-        return self.config.candidate_users * self.config.candidate_posts
+        return self.config.candidate_users * self._arms_per_user()
+
+    def _arms_per_user(self) -> int:
+        return sum(self.config.candidates.values())
+
+    def _per_user(self) -> int:
+        budget, slots = self.config.budget, self.config.recommender.personalized
+        if budget > slots:
+            raise ValueError(
+                f"budget={budget} is not allowed for PolicySim-Rec-v0: recommended slots per "
+                f"sampled user, at most recommender.personalized={slots}"
+            )
+        return budget
 
     def _extra_context_dim(self) -> int:
         return self._latent_dim
 
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         sim, cfg = self.sim, self.config
-        u_count, p_count = cfg.candidate_users, cfg.candidate_posts
+        u_count, c_count = cfg.candidate_users, self._arms_per_user()
         active = sim.active
         users = np.full(u_count, -1, np.int64)
         take = min(u_count, len(active))
-        users[:take] = np.sort(rng.choice(active, size=take, replace=False)) if take else []
-        lo, hi = sim.recent_post_range(cfg.recommender.window)
-        recent = np.arange(lo, hi, dtype=np.int64)
-        fresh = recent[~sim.posts.recommended[lo:hi]]
-        stale = recent[sim.posts.recommended[lo:hi]]
-        posts = np.full(p_count, -1, np.int64)
-        first = rng.permutation(fresh)[:p_count]
-        rest = rng.permutation(stale)[: p_count - len(first)]
-        chosen = np.concatenate([first, rest])
-        posts[: len(chosen)] = chosen
-        arm_user = np.repeat(users, p_count)
-        arm_post = np.tile(posts, u_count)
-        valid = (arm_user >= 0) & (arm_post >= 0)
-        own = valid & (sim.posts.author[np.maximum(arm_post, 0)] == arm_user)
-        return {"user": arm_user, "post": arm_post, "mask": valid & ~own}
+        if take:
+            users[:take] = np.sort(rng.choice(active, size=take, replace=False))
+        candidates = generate_candidates(
+            sim.feed_context(), users[:take], cfg.candidates, cfg.recommender.window,
+            cfg.recommender.headline_pool * 5, rng,
+        )
+        post = np.full((u_count, c_count), -1, np.int64)
+        source = np.zeros((u_count, c_count), np.int8)
+        post[:take] = candidates.post
+        source[:take] = candidates.source
+        arm_user = np.repeat(users, c_count)
+        arm_post = post.ravel()
+        mask = (arm_user >= 0) & (arm_post >= 0)
+        return {"user": arm_user, "post": arm_post, "source": source.ravel(), "mask": mask}
 
     def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
         sim = self.sim
@@ -101,15 +133,20 @@ class RecEnv(PolicySimEnv):
         author = p.author[post]
         s_v = sim.users.stance[user]
         s_u = sim.users.stance[author]
+        d_v = sim.users.discrete_stance[user].astype(np.float32)
+        d_u = sim.users.discrete_stance[author].astype(np.float32)
         engagement = (p.likes[post] + p.retweets[post] + p.replies[post] + p.dislikes[post]).astype(np.float32)
-        features = np.stack([
-            s_v, s_u, np.abs(s_u - s_v) / 2, p.toxicity[post], np.log1p(engagement),
+        source = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
+        features = np.column_stack([
+            s_v, s_u, np.abs(d_u - d_v) / 2, (d_u * d_v == -1).astype(np.float32),
+            p.toxicity[post], np.log1p(engagement),
             (sim.round - p.round[post]).astype(np.float32),
             np.einsum("kd,kd->k", sim.users.latent[user], p.latent[post]),
-            sim.recent_toxicity[user], p.misinfo[post].astype(np.float32), sim.users.activity[user],
+            sim.recent_toxicity[user], p.flagged[post].astype(np.float32), sim.users.activity[user],
             p.stance[post], s_v * p.stance[post],
             np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
-        ], axis=1)
+            source,
+        ])
         context = np.concatenate([arm_user_context, p.latent[post], features], axis=1)
         context[~arms["mask"]] = 0.0
         return context.astype(np.float32)
@@ -128,9 +165,14 @@ class RecEnv(PolicySimEnv):
         receiver, post = arms["user"][applied], arms["post"][applied]
         arm_key = receiver * n_posts + post
         react_key = out.react_user * n_posts + out.react_post
+        hostile = (out.react_kind == int(Behaviour.DISLIKE)) | (
+            (out.react_kind == int(Behaviour.REPLY)) & (out.react_toxicity >= cfg.hostile_toxicity)
+        )
         weight = np.zeros(len(out.react_kind), np.float64)
         for kind, name in _ENGAGEMENT_KEYS.items():
             weight[out.react_kind == kind] = cfg.engagement.get(name, 0.0)
+        weight[hostile] = 0.0
+        civil_reaction = (~hostile).astype(np.float64)
         order = np.argsort(react_key, kind="stable")
         sorted_key = react_key[order]
         start = np.searchsorted(sorted_key, arm_key, side="left")
@@ -138,20 +180,26 @@ class RecEnv(PolicySimEnv):
         reacted = stop > start
         engagement = np.zeros(len(applied))
         toxicity = np.zeros(len(applied))
+        civil = np.zeros(len(applied))
         if reacted.any():
             engagement[reacted] = _segment_max(weight[order], start[reacted], stop[reacted])
             toxicity[reacted] = _segment_max(out.react_toxicity[order], start[reacted], stop[reacted])
+            civil[reacted] = _segment_max(civil_reaction[order], start[reacted], stop[reacted])
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
             followed = np.isin(receiver * self.sim.graph.n + author, follow_key)
             engagement = np.where(followed, np.maximum(engagement, cfg.engagement["follow"]), engagement)
-        divergence = np.abs(result.stance_before[author] - result.stance_before[receiver]) / 2
+            civil = np.where(followed, 1.0, civil)
+        hostile_any = reacted & (toxicity >= cfg.hostile_toxicity)
+        civil = civil * ~hostile_any
+        d = result.discrete_before.astype(np.float64)
+        divergence = np.abs(d[author] - d[receiver]) / 2
         if cfg.divergence_needs_reaction:
-            divergence = divergence * (engagement > 0)
+            divergence = divergence * civil
         reward = np.clip(
-            cfg.stance_weight * divergence - cfg.toxicity_weight * toxicity
-            + cfg.engagement_weight * engagement, 0.0, 1.0,
+            cfg.stance_weight * divergence + cfg.engagement_weight * engagement * civil
+            - cfg.toxicity_weight * toxicity, 0.0, 1.0,
         ).astype(np.float32)
         injected = np.isin(react_key, arm_key)
         cross = (
@@ -160,7 +208,7 @@ class RecEnv(PolicySimEnv):
         ) == -1
         extra = {
             "cross_interaction_ratio_recommended": float(cross.mean()) if len(cross) else 0.0,
-            "recommended_reaction_rate": float((engagement > 0).mean()) if len(applied) else 0.0,
+            "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
         }
         return reward, extra
 
