@@ -12,6 +12,7 @@ import torch
 from bandits._checks import check_choice, check_float, check_hidden_sizes, check_int
 from bandits.base import ScoredPolicy
 from bandits.networks import (
+    INITIALIZATIONS,
     GradientPooling,
     Regressor,
     arms_per_chunk,
@@ -20,6 +21,7 @@ from bandits.networks import (
     gradient_factors,
     pooled_gradients_loop,
     pooled_gradients_vmap,
+    symmetric_init_,
     to_tensor,
     torch_generator,
 )
@@ -67,6 +69,14 @@ class EENet(ScoredPolicy):
             same scores up to float32 round-off; the last two exist for tests and benchmarks.
         gradient_memory_mb: approximate bound on the scratch memory of one batched gradient
             call; K is split into chunks to respect it. Default 64.
+        initialization: "symmetric" (default) starts f1 and f2 at an exact-zero output
+            (:func:`bandits.networks.symmetric_init_`), so the first slates are uniformly
+            random instead of locked onto the arms a random network favours; "default" is
+            PyTorch's initialisation (the reference code's).
+        exploration_input_scale: "rms" (default) divides φ(x) by its root mean square over
+            the first update's arms (fixed from then on, saved with the state), so f2 sees
+            inputs of order 1 rather than the ~1e-3 block means of the raw gradient; "none"
+            feeds the raw block means (the reference code's).
     """
 
     hidden_sizes: tuple[int, ...] = (64,)
@@ -80,6 +90,8 @@ class EENet(ScoredPolicy):
     buffer_size: int = 10_000
     gradient_method: str = "factored"
     gradient_memory_mb: float = 64.0
+    initialization: str = "symmetric"
+    exploration_input_scale: str = "rms"
 
     name: ClassVar[str] = "eenet"
 
@@ -95,6 +107,8 @@ class EENet(ScoredPolicy):
         check_int(self, "buffer_size", minimum=1)
         check_choice(self, "gradient_method", GRADIENT_METHODS)
         check_float(self, "gradient_memory_mb", minimum=0.0, exclusive_minimum=True)
+        check_choice(self, "initialization", INITIALIZATIONS)
+        check_choice(self, "exploration_input_scale", ("rms", "none"))
 
     def _reset(self) -> None:
         enable_deterministic_torch()
@@ -115,6 +129,10 @@ class EENet(ScoredPolicy):
             self.buffer_size,
             init_generator,
         )
+        if self.initialization == "symmetric":
+            symmetric_init_(self._exploitation.model)
+            symmetric_init_(self._exploration.model)
+        self._phi_scale: float | None = None
 
     @property
     def n_exploration_inputs(self) -> int:
@@ -167,7 +185,7 @@ class EENet(ScoredPolicy):
         with torch.no_grad():
             for start in range(0, inputs.shape[0], chunk):
                 values, pooled = self._values_and_pooled(inputs[start : start + chunk])
-                potential_gain = self._exploration.predict(pooled) - 1.0
+                potential_gain = self._exploration.predict(self._scaled(pooled)) - 1.0
                 scores[start : start + chunk] = (
                     values + self.exploration_weight * potential_gain
                 ).numpy()
@@ -178,19 +196,28 @@ class EENet(ScoredPolicy):
         targets = torch.from_numpy(rewards.astype(np.float32))
         with torch.no_grad():
             values, pooled = self._features(inputs)
+        if self.exploration_input_scale == "rms" and self._phi_scale is None:
+            rms = float(torch.sqrt(torch.mean(pooled.double() ** 2)))
+            self._phi_scale = 1.0 / rms if rms > 0 else 1.0
         self._exploitation.buffer.add(inputs, targets)
-        self._exploration.buffer.add(pooled, targets - values + 1.0)
+        self._exploration.buffer.add(self._scaled(pooled), targets - values + 1.0)
         self._exploitation.fit(self.train_steps, self.batch_size, self._generator)
         self._exploration.fit(self.train_steps, self.batch_size, self._generator)
+
+    def _scaled(self, pooled: torch.Tensor) -> torch.Tensor:
+        """φ(x) as f2 sees it (see ``exploration_input_scale``)."""
+        return pooled if self._phi_scale is None else pooled * self._phi_scale
 
     def _state(self) -> dict[str, Any]:
         return {
             "exploitation": self._exploitation.state(),
             "exploration": self._exploration.state(),
             "generator": self._generator.get_state(),
+            "phi_scale": self._phi_scale,
         }
 
     def _load_state(self, learned: dict[str, Any]) -> None:
         self._exploitation.load_state(learned["exploitation"])
         self._exploration.load_state(learned["exploration"])
         self._generator.set_state(learned["generator"].clone())
+        self._phi_scale = learned.get("phi_scale")

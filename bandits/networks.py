@@ -94,6 +94,32 @@ class MLP(nn.Module):
         return hidden.squeeze(-1)
 
 
+#: Network initialisations: PyTorch's default ranges, or that with an exact-zero output.
+INITIALIZATIONS = ("default", "symmetric")
+
+
+def symmetric_init_(model: MLP) -> None:
+    """Make a one-hidden-layer :class:`MLP` output exactly 0 for every input while keeping its
+    random features (NeuralUCB's initialisation, Zhou et al. 2020, Alg. 1): the second half of
+    the hidden units copies the first half and the output layer weighs the halves +w and −w,
+    with output bias 0. An untrained policy then scores every arm the same, so its first
+    slates are uniformly random (the tie-break) instead of the argmax of a random network.
+
+    Raises:
+        ValueError: unless the model has exactly one hidden layer of even width.
+    """
+    first, last = model.layers[0], model.layers[-1]
+    if len(model.layers) != 2 or first.out_features % 2:
+        raise ValueError("initialization='symmetric' needs one hidden layer of even width "
+                         f"(hidden_sizes=(64,)); got widths {[layer.out_features for layer in model.layers]}")
+    half = first.out_features // 2
+    with torch.no_grad():
+        first.weight[half:] = first.weight[:half]
+        first.bias[half:] = first.bias[:half]
+        last.weight[:, half:] = -last.weight[:, :half]
+        last.bias.zero_()
+
+
 @dataclass
 class GradientFactors:
     """Per-arm gradients of f with respect to all its parameters, in factored form.

@@ -9,15 +9,17 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from bandits._checks import check_float, check_hidden_sizes, check_int
+from bandits._checks import check_choice, check_float, check_hidden_sizes, check_int
 from bandits.base import ScoredPolicy
 from bandits.networks import (
+    INITIALIZATIONS,
     DiagonalGradientCovariance,
     Regressor,
     arms_per_chunk,
     enable_deterministic_torch,
     factored_bytes_per_arm,
     gradient_factors,
+    symmetric_init_,
     to_tensor,
     torch_generator,
 )
@@ -46,6 +48,8 @@ class NeuralUCB(ScoredPolicy):
         buffer_size: replay buffer capacity. Default 10,000.
         gradient_memory_mb: approximate bound on the scratch memory of one batched gradient
             call (K is chunked to respect it). Default 64.
+        initialization: "symmetric" (default; Zhou et al. 2020's exact-zero output, see
+            :func:`bandits.networks.symmetric_init_`) or "default" (PyTorch's).
     """
 
     hidden_sizes: tuple[int, ...] = (64,)
@@ -56,6 +60,7 @@ class NeuralUCB(ScoredPolicy):
     batch_size: int = 64
     buffer_size: int = 10_000
     gradient_memory_mb: float = 64.0
+    initialization: str = "symmetric"
 
     name: ClassVar[str] = "neural_ucb"
 
@@ -68,6 +73,7 @@ class NeuralUCB(ScoredPolicy):
         check_int(self, "batch_size", minimum=1)
         check_int(self, "buffer_size", minimum=1)
         check_float(self, "gradient_memory_mb", minimum=0.0, exclusive_minimum=True)
+        check_choice(self, "initialization", INITIALIZATIONS)
 
     def _reset(self) -> None:
         enable_deterministic_torch()
@@ -79,6 +85,8 @@ class NeuralUCB(ScoredPolicy):
             self.buffer_size,
             torch_generator(self.seed, 1),
         )
+        if self.initialization == "symmetric":
+            symmetric_init_(self._network.model)
         self._covariance = DiagonalGradientCovariance(self._network.model, self.regularization)
 
     def _chunk_size(self) -> int:

@@ -9,6 +9,7 @@ env is broken, whatever its tests say.
 - :class:`CrossStanceOracle` (Rec): fills each sampled user's slots with the candidates most
   likely to draw a *civil* reaction across stances (exact surrogate probabilities), and
   otherwise with the posts least likely to draw any reaction at all.
+- :class:`CivilCrossOracle` (Rec): the same, charging each arm its expected reply toxicity.
 - :class:`RewardOracle` (Rec): the candidates with the highest expected Eq. 9 reward.
 - :class:`MuteSpreadersOracle` (Exposure): the lowest level for every sampled author who
   truly believes or spreads the misinformation, full exposure for everyone else.
@@ -79,6 +80,18 @@ class CrossStanceOracle(_RecOracle):
         return np.where(p["cross"], p["civil"] - p["hostile"], -p["any"] - 1.0)
 
 
+class CivilCrossOracle(_RecOracle):
+    """More dialogue *and* less toxicity: like :class:`CrossStanceOracle`, with every arm
+    also charged ``toxicity_penalty`` × its expected reply toxicity, so hostile-prone
+    receivers are shown what they will not answer with hostility."""
+
+    toxicity_penalty = 5.0
+
+    def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
+        cost = self.toxicity_penalty * p["toxicity"]
+        return np.where(p["cross"], p["civil"] - p["hostile"] - cost, -p["any"] - 1.0 - cost)
+
+
 class RewardOracle(_RecOracle):
     """Ranks arms by their expected Eq. 9 reward under the true reaction model."""
 
@@ -115,6 +128,7 @@ class MuteSpreadersOracle:
 #: name -> oracle class, per env kind.
 ORACLES: dict[str, type] = {
     "oracle_cross": CrossStanceOracle,
+    "oracle_civil": CivilCrossOracle,
     "oracle_reward": RewardOracle,
     "oracle_mute": MuteSpreadersOracle,
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds = range(args.seeds)
     report: dict = {"config": {"seeds": args.seeds, "users": args.users, "rounds": args.rounds}}
-    start = time.process_time()
+    start = time.perf_counter()
     for env_id, levers, oracle, metric in SETTINGS:
         common = {"num_users": args.users, "rounds": args.rounds}
         origin = evaluate(env_id, ["origin"], seeds, common)["origin"]
@@ -63,11 +64,12 @@ def main() -> None:
                   f"{delta['random'][metric]['mean']:+.3f} ± {delta['random'][metric]['ci95']:.3f}",
                   flush=True)
         report[env_id] = {"metric": metric, "oracle": oracle, "rows": rows}
-    report["cpu_seconds"] = time.process_time() - start
+    report["wall_seconds"] = time.perf_counter() - start
+    report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "headroom.json").write_text(json.dumps(report, indent=2))
     plot(report, args.out / "headroom.png")
-    print(f"wrote {args.out / 'headroom.json'} and headroom.png ({report['cpu_seconds']:.0f} s CPU)")
+    print(f"wrote {args.out / 'headroom.json'} and headroom.png ({report['wall_seconds']:.0f} s wall, load {report['load_average'][0]:.1f})")
 
 
 def plot(report: dict, path: Path) -> None:
@@ -78,7 +80,7 @@ def plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, (env_id, _, oracle, metric) in zip(axes, SETTINGS, strict=True):
-        rows = report[env_id]["rows"]
+        rows = sorted(report[env_id]["rows"], key=lambda r: r["policy_share"]["mean"])
         for policy, style in ((oracle, "o-"), ("random", "s--")):
             share = [r["policy_share"]["mean"] for r in rows]
             mean = [r["delta"][policy]["mean"] for r in rows]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ OBJECTIVES = {
                          "toxicity", "stance_mean", "stance_std", "reward", "policy_share"),
     "PolicySim-Exposure-v0": ("misinformation_ratio", "exposure_removed", "reward", "policy_share"),
 }
-ORACLE = {"PolicySim-Rec-v0": "oracle_cross", "PolicySim-Exposure-v0": "oracle_mute"}
+ORACLES = {"PolicySim-Rec-v0": ("oracle_cross", "oracle_civil"),
+           "PolicySim-Exposure-v0": ("oracle_mute",)}
 EXTRA = {"PolicySim-Rec-v0": ("popularity", "mmr"), "PolicySim-Exposure-v0": ("suppress_flagged",)}
 DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "lints", "neural_ucb", "eenet")
 
@@ -123,11 +125,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     console = Console(width=max(Console().width, 200))
     report: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "out"}}
-    start = time.process_time()
+    start = time.perf_counter()
     for env_id in args.envs:
         policies = list(dict.fromkeys(["origin", *args.policies]))
         if not args.no_baselines:
-            policies += [*EXTRA[env_id], ORACLE[env_id]]
+            policies += [*EXTRA[env_id], *ORACLES[env_id]]
         results = evaluate(env_id, policies, range(args.seeds),
                            {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs},
                            progress=lambda name, seed: console.print(f"  {name} seed {seed}", end="\r"))
@@ -135,12 +137,13 @@ def main() -> None:
                           "vs_origin": paired_deltas(results, "origin"),
                           "vs_random": paired_deltas(results, "random") if "random" in results else {}}
         console.print(table(env_id, report))
-    report["cpu_seconds"] = time.process_time() - start
+    report["wall_seconds"] = time.perf_counter() - start
+    report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
     name = "table3" if args.rounds == 10 else f"table3_rounds{args.rounds}"
     (args.out / f"{name}.json").write_text(json.dumps(report, indent=2))
     plot(report, args.out / f"{name}.png")
-    console.print(f"wrote {args.out / name}.json and .png ({report['cpu_seconds']:.0f} s CPU)")
+    console.print(f"wrote {args.out / name}.json and .png ({report['wall_seconds']:.0f} s wall, load {report['load_average'][0]:.1f})")
 
 
 if __name__ == "__main__":

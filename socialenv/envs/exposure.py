@@ -155,9 +155,11 @@ class ExposureEnv(PolicySimEnv):
         impressions = per_user(np.ones(len(author)))
         if cfg.misinformation_mode == "effect":
             removed_at_risk = per_user(removed & is_mis & at_risk)
+            delivered_at_risk = per_user(~removed & is_mis & at_risk)
             removed_clean = per_user(removed & ~is_mis)
             harmed = per_user(~removed & is_mis & newly[receiver])
-            reward = 0.5 + 0.5 * (removed_at_risk - w_v * removed_clean - harmed) / np.maximum(impressions, 1)
+            reward = 0.5 + 0.5 * (removed_at_risk - delivered_at_risk - w_v * removed_clean
+                                  - harmed) / np.maximum(impressions, 1)
         else:
             misinformed_after = per_user(sim.users.misinformed[receiver])
             share = np.where(impressions > 0, misinformed_after / np.maximum(impressions, 1), 0.0)
