@@ -39,14 +39,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--candidate-users", type=int, default=None,
+                        help="users per round the policy recommends to (default: the env's)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="recommended slots per sampled user (default: the env's)")
     parser.add_argument("--out", type=Path, default=Path("runs/bandit_comparison"))
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
     args = parser.parse_args(argv)
     if args.smoke:
         args.users, args.rounds, args.seeds = 150, 2, [0]
+        args.candidate_users, args.budget = args.candidate_users or 20, args.budget or 2
         args.policies = ["origin", "mmr", "linucb", "eenet"]
 
-    env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds)
+    env_kwargs = {"num_users": args.users, "rounds": args.rounds}
+    if args.candidate_users is not None:
+        env_kwargs["candidate_users"] = args.candidate_users
+    if args.budget is not None:
+        env_kwargs["budget"] = args.budget
+    env = gym.make("PolicySim-Rec-v0", **env_kwargs)
     results: dict[str, list[dict]] = {}
     for name in args.policies:
         rows = []

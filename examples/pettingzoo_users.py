@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 
 import socialenv  # noqa: E402
 from bandits import make_policy  # noqa: E402
+from bandits.slate import select_per_group  # noqa: E402
 from socialenv.pettingzoo_env import FEED_FEATURES, PLATFORM, USER_BEHAVIOURS, encode_user_action  # noqa: E402
 
 
@@ -49,11 +50,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
     args = parser.parse_args(argv)
+    env_kwargs = {}
     if args.smoke:
         args.users, args.rounds = 150, 3
+        env_kwargs = {"candidate_users": 20, "budget": 2}
 
     env = socialenv.parallel_env("PolicySim-Rec-v0", controlled_users=args.controlled,
-                                 num_users=args.users, rounds=args.rounds, users=args.population)
+                                 num_users=args.users, rounds=args.rounds, users=args.population,
+                                 **env_kwargs)
     base = env.base                                               # the underlying gym env
     latent_dim = (env.observation_space("user_0")["embedding"].shape[0]) // 2
     platform = make_policy("linucb", context_dim=base.context_dim, seed=args.seed)
@@ -66,9 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     while env.agents:
         actions = {agent: bridge_builder(obs, latent_dim) for agent, obs in observations.items() if agent != PLATFORM}
         arms, mask = observations[PLATFORM]["arms"], observations[PLATFORM]["arm_mask"].astype(bool)
-        slate = np.full(base.config.budget, base.no_op)
-        k = min(base.config.budget, int(mask.sum()))
-        slate[:k] = platform.select(arms, mask, k)
+        # the platform fills up to `per_user` recommended slots of each sampled user
+        picks = select_per_group(platform, arms, mask, base.slate_size, base.arm_groups(), base.per_user)
+        slate = np.full(base.slate_size, base.no_op)
+        slate[: len(picks)] = picks
         actions[PLATFORM] = slate
         observations, rewards, terminations, truncations, infos = env.step(actions)
         info = infos[PLATFORM]

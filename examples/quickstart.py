@@ -1,10 +1,13 @@
 """Quickstart: the PolicySim recommendation env in a few lines.
 
-1,000 surrogate users, 10 rounds. Each round the platform picks a slate of ``budget``
-(user, post) arms to recommend; the reward is the cross-viewpoint interaction they cause
-(Eq. 9 of the paper). We play three policies on the same seed:
+1,000 surrogate users, 10 rounds. Each round the env samples ``candidate_users`` active
+users and a few candidate posts for each; the policy is their recommender: it fills up to
+``budget`` recommended slots per sampled user with (user, post) arms (the slate holds
+``env.unwrapped.slate_size`` = candidate_users × budget arms). The reward is the
+cross-viewpoint interaction they cause (Eq. 9 of the paper). We play three policies on the
+same seed:
 
-- origin: no intervention (every slot empty — the paper's "Origin" row),
+- origin: no intervention (every slot empty: the built-in recommender, the paper's "Origin"),
 - random: a random slate,
 - linucb: a contextual bandit learning online from each round's per-arm rewards.
 
@@ -28,6 +31,7 @@ import numpy as np  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers PolicySim-Rec-v0 and PolicySim-Exposure-v0)
 from bandits import make_policy  # noqa: E402
+from socialenv.runner import select_action  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,14 +41,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
     args = parser.parse_args(argv)
+    env_kwargs = {}
     if args.smoke:
         args.users, args.rounds = 150, 3
+        env_kwargs = {"candidate_users": 20, "budget": 2}
 
-    env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds, render_mode="ansi")
+    env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds, render_mode="ansi",
+                   **env_kwargs)
     base = env.unwrapped
     obs, info = env.reset(seed=args.seed)
     print(f"{args.users} users; observation: arms {obs['arms'].shape} (K arms x D context), "
-          f"action_mask {obs['action_mask'].shape}; action space {env.action_space}")
+          f"action_mask {obs['action_mask'].shape}; slate of {base.slate_size} arms "
+          f"({base.config.candidate_users} users x {base.per_user}), each in 0..{base.no_op}")
 
     for name in ("origin", "random", "linucb"):
         policy = None if name == "origin" else make_policy(name, context_dim=base.context_dim, seed=args.seed)
@@ -53,9 +61,9 @@ def main(argv: list[str] | None = None) -> None:
         done = False
         while not done:
             if policy is None:                       # no intervention: every slot empty
-                action = np.full(base.config.budget, base.no_op)
-            else:                                    # pick `budget` distinct allowed arms
-                action = policy.select(obs["arms"], obs["action_mask"].astype(bool), base.config.budget)
+                action = np.full(base.slate_size, base.no_op)
+            else:                                    # distinct allowed arms, `budget` per user
+                action = select_action(policy, obs, env)
             contexts = obs["arms"]
             obs, reward, terminated, truncated, info = env.step(action)
             if policy is not None:                   # learn from the arms that took effect

@@ -102,11 +102,13 @@ class RewardConfig:
     divergence term counts for every delivered post (exposure rather than interaction).
 
     Eq. 10 (exposure arm: user i at level p), over the impressions of i's posts this round:
-        "effect": r = clip(0.5 + 0.5·(removed_at_risk − w_v·removed_clean − harmed) / n, 0, 1)
-            removed_at_risk: misinformation impressions the filter removed whose receiver was
-            not yet misinformed; removed_clean: clean impressions removed (lost visibility);
-            harmed: delivered misinformation impressions whose receiver is newly misinformed
-            at t+1 (Eq. 10's outcome); n: the impressions of i's posts.
+        "effect": r = clip(0.5 + 0.5·(removed_at_risk − delivered_at_risk − w_v·removed_clean
+                                     − harmed) / n, 0, 1)
+            removed_at_risk / delivered_at_risk: misinformation impressions the filter removed /
+            let through whose receiver was not yet misinformed; removed_clean: clean
+            impressions removed (lost visibility); harmed: delivered misinformation
+            impressions whose receiver is newly misinformed at t+1 (Eq. 10's outcome); n: the
+            impressions of i's posts.
         "paper":  r = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p
     The visibility terms keep "suppress everyone" from being optimal (beyond the paper).
     """

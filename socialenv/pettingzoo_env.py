@@ -29,7 +29,8 @@ once, all zeros is "do nothing". :func:`encode_user_action` builds one from a (F
 **Platform agent**: observation = the gym env's (``"arms"`` (K, D), ``"arm_mask"`` (K,) —
 renamed from ``action_mask``, which PettingZoo reserves for masks of the agent's own action
 space — and the optional user/graph arrays); action = the env's
-``MultiDiscrete([K + 1] * budget)``; reward = the env's reward. Without a platform agent,
+``MultiDiscrete([K + 1] * slate_size)`` (or its ``Box`` of scores with
+``action_format="scores"``); reward = the env's reward. Without a platform agent,
 ``platform_policy`` (a policy name such as ``"eenet"``, a policy object, or None = no
 intervention) chooses the slate and learns from its rewards.
 
@@ -542,13 +543,13 @@ class PolicySimParallelEnv(ParallelEnv):
         if unknown:
             raise ValueError(f"actions for unknown agent(s) {sorted(unknown)}; agents: {self.agents}")
         base = self.base
-        budget, no_op = base.config.budget, base.no_op
+        no_slate = np.full(base.slate_size, base.no_op, np.int64)
         gym_obs = self._gym_obs
         if self.platform_agent:
             slate = actions.get(PLATFORM)
-            slate = np.full(budget, no_op, np.int64) if slate is None else slate
+            slate = no_slate if slate is None else slate
         elif self.platform_policy is None:
-            slate = np.full(budget, no_op, np.int64)
+            slate = no_slate
         else:
             from baselines.episodes import slate_for
 

@@ -49,11 +49,12 @@ class ExposureEnv(PolicySimEnv):
 
     Reward (``reward.misinformation_mode``), per governed user i over the impressions of i's
     posts this round:
-        "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − w_v·removed_clean −
-            harmed) / n_i, 0, 1): misinformation impressions the filter removed from
-            receivers not yet misinformed, clean impressions removed (lost visibility,
-            weight w_v), and delivered misinformation impressions whose receiver is newly
-            misinformed at t+1 (Eq. 10's outcome); 0.5 without impressions.
+        "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − delivered_at_risk −
+            w_v·removed_clean − harmed) / n_i, 0, 1): misinformation impressions the filter
+            removed from / let through to receivers not yet misinformed, clean impressions
+            removed (lost visibility, weight w_v), and delivered misinformation impressions
+            whose receiver is newly misinformed at t+1 (Eq. 10's outcome); 0.5 without
+            impressions.
         "paper": r_i = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i.
     A chosen arm's reward (``info["arm_rewards"]``, what a bandit learns from) is r_i of its
     user this round. The step's reward credits every level for each round it is in force:
