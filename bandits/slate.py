@@ -62,7 +62,9 @@ def select_per_group(
         index = np.flatnonzero(allowed)
         if len(index) == 0 or budget <= 0:
             return np.zeros(0, np.int64)
-        score = policy.scores(np.asarray(contexts)[index])
+        # score every arm: a policy may score by arm position (graph policies map arm k to
+        # its user), so it must see the round's full (K, D) contexts
+        score = np.asarray(policy.scores(np.asarray(contexts)), np.float64)[index]
         tie = policy._rng.random(len(index))
         order = np.lexsort((tie, -score, groups[index]))
         ranked, ranked_group = index[order], groups[index][order]

@@ -55,9 +55,11 @@ def build_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
 def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
              env_kwargs: dict[str, Any] | None = None,
              policy_kwargs: dict[str, dict[str, Any]] | None = None,
-             progress: Any = None) -> dict[str, list[dict[str, float]]]:
+             progress: Any = None, aliases: dict[str, str] | None = None
+             ) -> dict[str, list[dict[str, float]]]:
     """policy -> one :func:`episode_summary` per seed (the episode seed is ``seed * 1000``,
-    the runner's convention)."""
+    the runner's convention). ``aliases`` maps a row name to the policy it builds (with that
+    row's ``policy_kwargs``), for variants of one policy."""
     import gymnasium as gym
 
     import socialenv  # noqa: F401 - registers the env ids
@@ -69,7 +71,8 @@ def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
         results[name] = []
         for seed in seeds:
             env = gym.make(env_id, **(env_kwargs or {}))
-            policy = build_policy(name, env, seed, **(policy_kwargs or {}).get(name, {}))
+            policy = build_policy((aliases or {}).get(name, name), env, seed,
+                                  **(policy_kwargs or {}).get(name, {}))
             results[name].append(episode_summary(play_episode(env, policy, seed * 1000)))
             env.close()
             if progress is not None:

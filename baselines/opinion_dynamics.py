@@ -270,8 +270,8 @@ class OpinionDynamicsBrain(SurrogateBrain):
         rows, cols = np.nonzero(valid)
         return round_input.active[rows], posts.author[round_input.feed[rows, cols]]
 
-    def act(self, round_input: RoundInput, chunk: int = 65_536) -> RoundOutput:
-        out = super().act(round_input, chunk)
+    def act(self, round_input: RoundInput) -> RoundOutput:
+        out = super().act(round_input)
         if self.uncertainty is None:
             raise RuntimeError("OpinionDynamicsBrain.act called before reset")
         users = round_input.users

@@ -52,6 +52,7 @@ def _civil_reaction_probabilities(env: Any) -> dict[str, np.ndarray]:
         "divergence": np.abs(stance[author].astype(np.float64) - stance[user]) / 2,
         "engagement": (prob["like"] * 0.6 + prob["retweet"] * 0.8 + civil_reply * 1.0),
         "toxicity": prob["reply"] * prob["reply_toxicity"],
+        "reply_toxicity_expected": prob["reply_toxicity"],
     }
 
 
@@ -85,7 +86,7 @@ class CivilCrossOracle(_RecOracle):
     also charged ``toxicity_penalty`` × its expected reply toxicity, so hostile-prone
     receivers are shown what they will not answer with hostility."""
 
-    toxicity_penalty = 5.0
+    toxicity_penalty = 50.0
 
     def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
         cost = self.toxicity_penalty * p["toxicity"]

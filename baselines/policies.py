@@ -16,7 +16,7 @@ runner, the sweep and your own loops treat them like any bandit:
 
 :func:`headline_only_kwargs` gives the env arguments of a headline-only *feed* (the
 platform's own recommender reduced to its trending channel), an environment-side baseline
-that can be combined with any policy.
+that can be combined with any PolicySim-Exposure-v0 policy.
 """
 
 from __future__ import annotations
@@ -255,7 +255,10 @@ def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> A
 def headline_only_kwargs(slots: int = 12, pool: int = 20) -> dict[str, Any]:
     """Env keyword arguments for a headline-only feed: every feed slot comes from the
     trending channel (``slots`` posts sampled from the ``pool`` most engaged recent posts),
-    no relational or personalized channel."""
+    no relational or personalized channel. A feed without recommended slots leaves a
+    PolicySim-Rec-v0 policy nothing to fill (the env rejects any ``budget`` above
+    ``recommender.personalized``), so this baseline combines with PolicySim-Exposure-v0
+    policies."""
     return {"recommender": {"relational": 0, "personalized": 0, "headline": slots, "headline_pool": pool}}
 
 

@@ -1,13 +1,19 @@
 """Stable-Baselines3 baselines: PPO on the PolicySim envs as they are.
 
 ``PolicySim-Rec-v0`` passes SB3's env checker: a ``Dict`` observation (``arms`` (K, D),
-``action_mask`` (K,)) for ``MultiInputPolicy`` and a ``MultiDiscrete([K + 1] * budget)``
-action (value K = empty slot). PPO sees the K arm contexts flattened (K·D inputs) and has
-one categorical head per slate slot; it has no action masking (a masked or repeated arm
-just scores 0), which is part of what makes this a hard, honest baseline for the bandits.
+``action_mask`` (K,)) for ``MultiInputPolicy`` and a ``MultiDiscrete([K + 1] * slate_size)``
+action (value K = empty slot, slate_size = candidate_users × budget). PPO sees the K arm
+contexts flattened (K·D inputs) and has one categorical head of K + 1 logits per slate slot;
+it has no action masking (a masked, repeated or over-cap arm just scores 0), which is part of
+what makes this a hard, honest baseline for the bandits.
 
-    from baselines.sb3 import train_ppo, SB3Actor
-    result = train_ppo(env_kwargs={"num_users": 1000}, total_timesteps=20_000)
+The policy head has slate_size · (K + 1) logits: at the env defaults (320 users × 5 slots,
+K = 3,200) that is 5 million, far beyond a CPU PPO. Train on a smaller lever
+(:data:`PPO_ENV_KWARGS`: 20 users × 2 slots, K = 200, 8,040 logits); :func:`train_ppo` refuses
+heads above ``max_action_logits``.
+
+    from baselines.sb3 import PPO_ENV_KWARGS, train_ppo, SB3Actor
+    result = train_ppo(env_kwargs={"num_users": 1000, **PPO_ENV_KWARGS}, total_timesteps=20_000)
     actor = SB3Actor(result.model)            # actor.act(obs) -> slate
 
 stable-baselines3 is imported inside the functions (optional extra ``rl``).
@@ -34,6 +40,13 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
     "ent_coef": 0.0,
     "policy_kwargs": {"net_arch": [64, 64]},
 }
+
+
+#: A PolicySim-Rec-v0 lever PPO can train on: the policy recommends to 20 sampled users per
+#: round, 2 slots each (slate of 40 arms out of K = 200).
+PPO_ENV_KWARGS: dict[str, Any] = {"candidate_users": 20, "budget": 2}
+#: The largest policy head (sum of the MultiDiscrete sizes) :func:`train_ppo` accepts.
+MAX_ACTION_LOGITS = 200_000
 
 
 @dataclass
@@ -71,17 +84,20 @@ def _episode_curve_callback(curve: list[tuple[int, float]]) -> Any:
 def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | None = None,
               total_timesteps: int = 20_000, seed: int = 0, n_envs: int = 4,
               vec_env: str = "dummy", ppo_kwargs: dict[str, Any] | None = None,
-              verbose: int = 0) -> TrainResult:
+              verbose: int = 0, max_action_logits: int | None = MAX_ACTION_LOGITS) -> TrainResult:
     """Train PPO (``MultiInputPolicy``) on ``env_id``.
 
     Args:
-        env_id, env_kwargs: the env (``gym.make`` arguments).
+        env_id, env_kwargs: the env (``gym.make`` arguments); size the lever for PPO, e.g.
+            with :data:`PPO_ENV_KWARGS`.
         total_timesteps: env steps (= platform rounds) of training, over all ``n_envs``.
         seed: seeds PPO and the training envs (env i starts from seed ``seed + i``; keep
             evaluation seeds disjoint).
         n_envs: parallel envs per rollout.
         vec_env: "dummy" (one process) or "subproc" (one process per env).
         ppo_kwargs: overrides of :data:`DEFAULT_PPO_KWARGS`.
+        max_action_logits: refuse (ValueError) a ``MultiDiscrete`` action whose policy head
+            would have more logits than this (None = no limit).
     """
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -92,6 +108,19 @@ def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | Non
     if vec_env not in ("dummy", "subproc"):
         raise ValueError(f"vec_env={vec_env!r} is not allowed: 'dummy' or 'subproc'")
     # SB3 asks for render_mode="rgb_array" unless told otherwise; PolicySim renders ansi only
+    import gymnasium as gym
+
+    probe = gym.make(env_id, **{"render_mode": None, **(env_kwargs or {})})
+    space = probe.action_space
+    probe.close()
+    if (max_action_logits is not None and isinstance(space, gym.spaces.MultiDiscrete)
+            and int(space.nvec.sum()) > max_action_logits):
+        raise ValueError(
+            f"env_kwargs give a MultiDiscrete action of {len(space.nvec)} slots x {int(space.nvec[0])} "
+            f"values = {int(space.nvec.sum())} policy logits, above max_action_logits={max_action_logits}: "
+            "shrink candidate_users / budget / candidates (e.g. baselines.sb3.PPO_ENV_KWARGS) "
+            "or pass max_action_logits=None"
+        )
     envs = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"render_mode": None, **(env_kwargs or {})},
                         vec_env_cls=DummyVecEnv if vec_env == "dummy" else SubprocVecEnv)
     kwargs = {**DEFAULT_PPO_KWARGS, **(ppo_kwargs or {})}
@@ -105,7 +134,7 @@ def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | Non
 
 
 class SB3Actor:
-    """Wraps a trained SB3 model as an actor: ``act(obs) -> (budget,) int64`` slate."""
+    """Wraps a trained SB3 model as an actor: ``act(obs) -> (slate_size,) int64`` slate."""
 
     def __init__(self, model: Any, deterministic: bool = True) -> None:
         self.model = model

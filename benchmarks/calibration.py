@@ -131,8 +131,11 @@ def main() -> None:
 
     macro = {}
     for personalized in (5, 0):
-        paths = [origin_episode(RecEnv(num_users=args.users, rounds=args.rounds,
-                                       recommender={"personalized": personalized}), seed)
+        # Origin's dynamics do not depend on the env's arms; the exposure env is used because
+        # a recommendation env needs recommended slots to act on.
+        paths = [origin_episode(ExposureEnv(num_users=args.users, rounds=args.rounds,
+                                            scenario="abortion",
+                                            recommender={"personalized": personalized}), seed)
                  for seed in range(args.seeds)]
         macro[f"personalized_{personalized}"] = {
             key: np.mean([[r[key] for r in path] for path in paths], axis=0).round(4).tolist()

@@ -4,6 +4,8 @@
     python benchmarks/table3.py --rounds 50                   # the longer horizon
     python benchmarks/table3.py --policies origin random linucb --seeds 2
     python benchmarks/table3.py --out benchmarks/results/table3   # publish
+    python benchmarks/table3.py --policies origin random eenet --no-baselines \
+        --variant 'eenet_reference=eenet:{"initialization": "default", "exploration_input_scale": "none"}'
 
 Every policy plays the same seeds (same population, same random streams), so each cell is
 the paired difference against Origin and against random: mean ± 95% CI (Student t) over
@@ -118,6 +120,8 @@ def main() -> None:
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help="extra env keyword arguments (JSON) for both envs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=POLICY:JSON",
+                        help="an extra row: POLICY built with the JSON hyper-parameters")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     args = parser.parse_args()
     import torch
@@ -130,9 +134,16 @@ def main() -> None:
         policies = list(dict.fromkeys(["origin", *args.policies]))
         if not args.no_baselines:
             policies += [*EXTRA[env_id], *ORACLES[env_id]]
+        aliases, kwargs = {}, {}
+        for spec in args.variant:
+            name, _, rest = spec.partition("=")
+            policy, _, hyper = rest.partition(":")
+            aliases[name], kwargs[name] = policy, json.loads(hyper or "{}")
+            policies.append(name)
         results = evaluate(env_id, policies, range(args.seeds),
                            {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs},
-                           progress=lambda name, seed: console.print(f"  {name} seed {seed}", end="\r"))
+                           progress=lambda name, seed: console.print(f"  {name} seed {seed}", end="\r"),
+                           aliases=aliases, policy_kwargs=kwargs)
         report[env_id] = {"per_seed": results, "levels": levels(results),
                           "vs_origin": paired_deltas(results, "origin"),
                           "vs_random": paired_deltas(results, "random") if "random" in results else {}}

@@ -10,6 +10,11 @@ from each arm's reward. Everyone is evaluated on the same held-out seeds:
   (the paper's protocol);
 - <bandit>-warm: the bandit after its learning-curve episodes, still learning.
 
+The env's lever is sized for PPO (``baselines.sb3.PPO_ENV_KWARGS``: the policy recommends to
+20 sampled users per round, 2 slots each; ``--candidate-users`` / ``--budget`` change it):
+PPO's MultiDiscrete head has one (K + 1)-way categorical per slate slot, which at the env
+defaults (320 users × 5 slots) is millions of logits.
+
 Writes a learning-curve PNG (mean step reward per episode vs env steps) and a JSON.
 
     python examples/sb3_ppo.py                      # 2k PPO steps, ~1-2 min on 2 CPU cores
@@ -35,7 +40,7 @@ import numpy as np  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers the env ids)
 from baselines import make_policy, play_episode  # noqa: E402
-from baselines.sb3 import DEFAULT_PPO_KWARGS, SB3Actor, smooth_curve, train_ppo  # noqa: E402
+from baselines.sb3 import DEFAULT_PPO_KWARGS, PPO_ENV_KWARGS, SB3Actor, smooth_curve, train_ppo  # noqa: E402
 from socialenv.runner import summarize  # noqa: E402
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "recommended_reaction_rate")
@@ -77,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--candidate-users", type=int, default=PPO_ENV_KWARGS["candidate_users"],
+                        help="users per round the policy recommends to")
+    parser.add_argument("--budget", type=int, default=PPO_ENV_KWARGS["budget"],
+                        help="recommended slots per sampled user")
     parser.add_argument("--bandits", nargs="+", default=["linucb", "eenet"])
     parser.add_argument("--bandit-episodes", type=int, default=5, help="episodes of each bandit's learning curve")
     parser.add_argument("--eval-seeds", nargs="+", type=int, default=[100, 101, 102])
@@ -92,14 +101,17 @@ def main(argv: list[str] | None = None) -> None:
     ppo_kwargs = {}
     if args.smoke:
         args.timesteps, args.n_envs, args.users, args.rounds = 64, 1, 150, 2
+        args.candidate_users, args.budget = 8, 1
         args.bandits, args.bandit_episodes, args.eval_seeds = ["linucb"], 2, [100]
         ppo_kwargs = {"n_steps": 32, "batch_size": 32, "n_epochs": 1}
 
     import torch
 
     torch.set_num_threads(args.threads)
-    env_kwargs = {"num_users": args.users, "rounds": args.rounds}
-    print(f"training PPO for {args.timesteps} steps on {args.n_envs} envs ({args.users} users)...")
+    env_kwargs = {"num_users": args.users, "rounds": args.rounds,
+                  "candidate_users": args.candidate_users, "budget": args.budget}
+    print(f"training PPO for {args.timesteps} steps on {args.n_envs} envs ({args.users} users, "
+          f"{args.candidate_users} sampled users x {args.budget} slots)...")
     trained = train_ppo(env_kwargs=env_kwargs, total_timesteps=args.timesteps, seed=args.seed,
                         n_envs=args.n_envs, ppo_kwargs=ppo_kwargs)
     print(f"  {trained.seconds:.0f} s, {len(trained.curve)} episodes")

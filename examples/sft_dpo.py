@@ -156,11 +156,10 @@ def main() -> None:
     )
     obs, info = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
-    budget = len(env.action_space.nvec)
+    base_env = env.unwrapped
     for t in range(args.rounds):
-        valid = np.flatnonzero(obs["action_mask"])
-        action = rng.choice(valid, size=budget, replace=len(valid) < budget) if len(valid) else \
-            np.zeros(budget, np.int64)
+        # a random recommender: random scores, each sampled user's `budget` best allowed arms
+        action = base_env.slate_from_scores(rng.random(base_env.num_arms))
         obs, reward, terminated, truncated, info = env.step(action)
         metrics = info.get("metrics", {})
         shown = {k: round(float(v), 4) for k, v in metrics.items()

@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         args.users, args.rounds, args.seeds, args.backend = 150, 2, [0], "local"
         args.policies = args.policies or ["origin", "linucb"]
     env_kwargs = {**grid.env_kwargs, "num_users": args.users}
+    if args.smoke:   # a small lever: 20 sampled users per round
+        env_kwargs["candidate_users"] = 20
     if args.rounds is not None:
         env_kwargs["rounds"] = args.rounds
     config = SweepConfig(

@@ -23,9 +23,6 @@ import numpy as np
 from socialenv.config import CANDIDATE_SOURCES
 from socialenv.platform import FeedContext, dedupe_rows
 
-#: Posts drawn per candidate before the most interesting are kept.
-OVERSAMPLE = 4
-
 
 @dataclass(frozen=True)
 class CandidateSet:
@@ -61,7 +58,8 @@ def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -
 
 
 def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int], window: int,
-                        popular_pool: int, rng: np.random.Generator) -> CandidateSet:
+                        popular_pool: int, rng: np.random.Generator,
+                        oversample: int = 4) -> CandidateSet:
     """Candidates for the users ``users`` (U,) from the posts of the last ``window`` rounds.
 
     Args:
@@ -71,6 +69,7 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
         window: rounds of posts that are candidates.
         popular_pool: the ``popular`` source samples from this many most engaged posts.
         rng: the round's arm stream.
+        oversample: draws per kept candidate of the interest / opposite / popular sources.
     """
     u = len(users)
     lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
@@ -83,7 +82,7 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
         k = int(mix.get(name, 0))
         if k == 0:
             continue
-        m = OVERSAMPLE * k
+        m = oversample * k
         if name == "interest":
             draws = _interest_draws(ctx, interest, lo, hi, m, rng)
         elif name == "opposite":

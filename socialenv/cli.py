@@ -65,7 +65,8 @@ def run(
     policy: Annotated[str, typer.Option(help="origin (no intervention) or a bandit: eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random.")] = "random",
     users: Annotated[int, typer.Option(help="Number of simulated users.")] = 1000,
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
-    budget: Annotated[int | None, typer.Option(help="Arms picked per round (default: the env's).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1.")] = None,
+    candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's, 320).")] = None,
     seed: Annotated[list[int], typer.Option(help="Seed(s); repeat the option for several.")] = [0],  # noqa: B006
     episodes: Annotated[int, typer.Option(help="Episodes per seed (the policy keeps learning).")] = 1,
     scenario: Annotated[str | None, typer.Option(help="abortion, misinformation, or a saved scenario .npz (default: the env's).")] = None,
@@ -87,6 +88,8 @@ def run(
               **_parse_json(env_kwargs, "--env-kwargs")}
     if budget is not None:
         kwargs["budget"] = budget
+    if candidate_users is not None:
+        kwargs["candidate_users"] = candidate_users
     if scenario is not None:
         kwargs["scenario"] = scenario
     if llm is not None:
@@ -116,7 +119,7 @@ def sweep(
     rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
-    vary: Annotated[str | None, typer.Option(help='Env arguments to vary as JSON, e.g. \'{"budget": [5, 10]}\'.')] = None,
+    vary: Annotated[str | None, typer.Option(help='Env arguments to vary as JSON, e.g. \'{"budget": [2, 5]}\' (recommended slots per sampled user).')] = None,
     backend: Annotated[str, typer.Option(help="ray (parallel) or local (one process, no Ray).")] = "ray",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (e.g. auto, ray://head:10001); default: start a local one.")] = None,
     num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray cluster (default: all).")] = None,

@@ -30,6 +30,10 @@ class RecommenderConfig:
             search; exact search over all posts is O(users × posts)).
         num_clusters: clusters of the IVF index, fitted by k-means on user embeddings.
         headline_pool: the headline channel samples from the top ``headline_pool`` posts.
+        popular_pool: PolicySim-Rec-v0's "popular" candidate source samples from the
+            ``popular_pool`` most engaged recent posts.
+        candidate_oversample: each interest / opposite / popular candidate is the most
+            interesting of this many draws (the retrieval stage's shortlist factor).
     """
 
     relational: int = 5
@@ -40,6 +44,8 @@ class RecommenderConfig:
     candidates_per_slot: int = 2
     num_clusters: int = 16
     headline_pool: int = 20
+    popular_pool: int = 100
+    candidate_oversample: int = 4
 
     def __post_init__(self) -> None:
         for name in ("relational", "personalized", "headline"):
@@ -53,6 +59,10 @@ class RecommenderConfig:
         _check(1 <= self.num_clusters <= 4096, "recommender.num_clusters", "in [1, 4096]",
                self.num_clusters)
         _check(self.headline_pool >= 1, "recommender.headline_pool", ">= 1", self.headline_pool)
+        _check(isinstance(self.popular_pool, int) and self.popular_pool >= 1,
+               "recommender.popular_pool", "an integer >= 1", self.popular_pool)
+        _check(isinstance(self.candidate_oversample, int) and 1 <= self.candidate_oversample <= 64,
+               "recommender.candidate_oversample", "an integer in [1, 64]", self.candidate_oversample)
 
 
 #: Engagement weight e(reaction) of Eq. 9 (ours; the paper does not publish them). Hostile

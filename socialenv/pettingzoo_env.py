@@ -39,9 +39,10 @@ intervention) chooses the slate and learns from its rewards.
 
 **Timing within a round.** All agents move simultaneously: controlled users see the feed
 built by the platform's channels before the platform's own action of the round, so they do
-not see posts the platform injects in the same round, and a post that exposure control then
-hides cannot be reacted to (the reaction is dropped and counted in the user's info as
-``dropped_reactions``). Controlled users write civil text unless ``reply_toxicity`` /
+not see the posts the platform's policy recommends in the same round; a post that the
+policy's picks then displace from a sampled user's recommended slots, or that exposure
+control hides, cannot be reacted to (the reaction is dropped and counted in the user's info
+as ``dropped_reactions``). Controlled users write civil text unless ``reply_toxicity`` /
 ``post_toxicity`` say otherwise; their stance, misinformation state and memory keep evolving
 by the platform's and the inner brain's rules.
 """
@@ -392,6 +393,12 @@ class PolicySimParallelEnv(ParallelEnv):
         self.platform_agent = bool(platform_agent)
         if self.platform_agent and platform_policy is not None:
             raise ValueError("platform_policy is used only without a platform agent (platform_agent=False)")
+        if base.config.action_format == "scores" and not self.platform_agent:
+            raise ValueError(
+                'action_format="scores" needs the platform agent (platform_agent=True): a score '
+                "action has no empty slot, so platform_policy slates and no intervention cannot "
+                'be expressed in it (use action_format="slate")'
+            )
         self._platform_policy_spec = platform_policy
         self.platform_policy = self._make_platform_policy(platform_policy)
 
@@ -547,6 +554,9 @@ class PolicySimParallelEnv(ParallelEnv):
         gym_obs = self._gym_obs
         if self.platform_agent:
             slate = actions.get(PLATFORM)
+            if slate is None and base.config.action_format == "scores":
+                raise ValueError('the "platform" agent must act every step with action_format="scores" '
+                                 "(one score per arm; a score action has no empty slot)")
             slate = no_slate if slate is None else slate
         elif self.platform_policy is None:
             slate = no_slate

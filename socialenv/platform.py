@@ -94,7 +94,8 @@ class Recommender:
     """Relational + personalized + headline channels (sizes in ``RecommenderConfig``).
 
     ``build_feeds`` returns the candidate feed of every active user before exposure control
-    and injected recommendations; override a channel method to change one channel.
+    and the policy's recommendations (``place_recommendations`` puts those in the
+    personalized slots); override a channel method to change one channel.
     """
 
     def __init__(self, config: RecommenderConfig) -> None:

@@ -111,6 +111,11 @@ def select_action(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarr
     from bandits.slate import select_per_group
 
     base = getattr(env, "unwrapped", env)
+    if base.config.action_format != "slate":
+        raise ValueError(
+            f"select_action builds slates of arm indices; this env takes action_format="
+            f"{base.config.action_format!r}: make it with action_format=\"slate\" (the default)"
+        )
     mask = obs["action_mask"].astype(bool)
     action = np.full(base.slate_size, base.no_op, np.int64)
     if isinstance(policy, OriginPolicy) or not mask.any():

@@ -1,8 +1,9 @@
 """One round of platform dynamics, independent of Gymnasium.
 
 :class:`Simulation` owns the world (users, posts, follow graph), the recommender, exposure
-control and the brain. ``run_round(injected)`` builds every active user's feed (three
-channels plus injected recommendations), filters it by exposure, asks the brain what the
+control and the brain. ``run_round(recommend_user, recommend_post)`` builds every active
+user's feed (three channels; the policy's recommendations fill their users' personalized
+slots, ``FeedChannel.INJECTED``), filters it by exposure, asks the brain what the
 users do (one batched call), and applies the result: new posts, reactions, edges, stance
 (EMA of Eq. 2), memory, misinformation, news. The envs add arms, observations and rewards.
 
@@ -230,6 +231,12 @@ class Simulation:
         ctx = self.feed_context()
         feed, channel = self.recommender.build_feeds(ctx, active, self.rng(t, Stream.FEED))
         if recommend_user is not None and len(recommend_user):
+            if not callable(getattr(self.recommender, "place_recommendations", None)):
+                raise TypeError(
+                    f"feed_recommender {type(self.recommender).__name__} has no "
+                    "place_recommendations(feed, channel, row, post): subclass "
+                    "socialenv.platform.Recommender to receive the policy's recommendations"
+                )
             row = np.searchsorted(active, recommend_user)
             row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == recommend_user)
             feed, channel = self.recommender.place_recommendations(

@@ -2,7 +2,7 @@
 
     from socialenv.sweep import SweepConfig, run_sweep
     config = SweepConfig(policies=("origin", "random", "linucb"), seeds=(0, 1, 2),
-                         env_kwargs={"num_users": 1000}, grid={"budget": [5, 10]})
+                         env_kwargs={"num_users": 1000}, grid={"budget": [2, 5]})
     result = run_sweep(config, backend="ray")          # or backend="local"
     print_table(result)
 
@@ -193,7 +193,7 @@ def load_grid(path: str | Path) -> SweepConfig:
           policy: {values: [origin, random, linucb]}
           seed: {values: [0, 1, 2]}
           num_users: {value: 1000}
-          budget: {values: [5, 10]}
+          budget: {values: [2, 5]}
           policy_kwargs: {value: {linucb: {alpha: 1.0}}}
 
     ``policy``, ``seed``, ``env_id``, ``episodes`` and ``policy_kwargs`` configure the sweep;

@@ -249,7 +249,8 @@ def test_runs_in_the_runner_on_rec() -> None:
     assert "eenet_gnn" in policy_names()
     result = run(RunConfig(
         env_id="PolicySim-Rec-v0", policy="eenet_gnn", seeds=(0,),
-        env_kwargs={"num_users": 150, "rounds": 3}, out_dir=None, plots=False, progress=False,
+        env_kwargs={"num_users": 150, "rounds": 3, "candidate_users": 20, "budget": 2}, out_dir=None,
+        plots=False, progress=False,
     ))
     assert len(result.rows) == 3
     assert all(0.0 <= row["reward"] <= 1.0 for row in result.rows)
@@ -300,13 +301,19 @@ def test_runner_exposure_slates_name_each_user_once() -> None:
     import socialenv  # noqa: F401
     from socialenv.runner import arm_groups, make_run_policy, select_action
 
-    env = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2)
+    env = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=20)
     base = env.unwrapped
     obs, _ = env.reset(seed=0)
     policy = make_run_policy("linucb", base, 0)
-    groups = arm_groups(base)
-    assert groups is not None and arm_groups(gym.make("PolicySim-Rec-v0", num_users=150)) is None
-    action = select_action(policy, obs, base.config.budget, base.no_op, groups=groups)
+    groups = arm_groups(env)
+    levels = len(base.config.exposure_levels)
+    np.testing.assert_array_equal(groups, np.arange(base.num_arms) // levels)
+    rec = gym.make("PolicySim-Rec-v0", num_users=150, candidate_users=4, candidates={"interest": 2, "fresh": 1})
+    np.testing.assert_array_equal(arm_groups(rec), np.repeat(np.arange(4), 3))
+    action = select_action(policy, obs, env)
+    assert action.shape == (base.slate_size,) == (20,)
+    filled = action[action != base.no_op]
+    assert len(filled) == 20 and len(np.unique(groups[filled])) == 20   # every user named once
     _, _, _, _, info = env.step(action)
-    assert info["invalid_arms"] == 0 and info["arm_applied"].all()
+    assert info["invalid_arms"] == 0 and info["over_user_cap"] == 0 and info["arm_applied"].all()
     env.close()

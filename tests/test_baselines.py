@@ -20,6 +20,7 @@ from baselines.opinion_dynamics import (
     make_population,
 )
 from baselines.policies import (
+    EXPOSURE_FEATURES,
     REC_FEATURES,
     ArmLayout,
     MMRPolicy,
@@ -31,6 +32,9 @@ from baselines.policies import (
 from socialenv.runner import OriginPolicy, select_action
 
 SMALL = {"num_users": 150, "rounds": 3}
+#: A small Rec lever (20 sampled users x 2 slots, 6 candidates each) for loops over many steps.
+SMALL_REC = {**SMALL, "candidate_users": 20, "budget": 2,
+             "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1}}
 
 
 # ----------------------------------------------------------------------------- ABM rules
@@ -93,7 +97,7 @@ def test_abm_configuration_errors_name_the_field() -> None:
 
 @pytest.mark.parametrize("model", ["bounded_confidence", "lorenz", "relative_agreement"])
 def test_abm_population_in_the_env(model: str) -> None:
-    env = gym.make("PolicySim-Rec-v0", users=make_population(model), **SMALL)
+    env = gym.make("PolicySim-Rec-v0", users=make_population(model), **SMALL_REC)
     brain = env.unwrapped.brain
     assert isinstance(brain, OpinionDynamicsBrain)
     env.reset(seed=0)
@@ -109,7 +113,7 @@ def test_abm_population_in_the_env(model: str) -> None:
 
 
 def test_abm_brain_save_and_restore_continues_exactly(tmp_path) -> None:
-    env = gym.make("PolicySim-Rec-v0", users=OpinionDynamicsBrain("relative_agreement"), **SMALL)
+    env = gym.make("PolicySim-Rec-v0", users=OpinionDynamicsBrain("relative_agreement"), **SMALL_REC)
     env.reset(seed=3)
     env.step(env.action_space.sample())
     path = env.unwrapped.save(tmp_path / "abm.pkl")
@@ -127,7 +131,7 @@ def test_populations_compared_under_the_same_policy() -> None:
     different stance dynamics, HiSim metrics for each."""
     finals, first_arms = {}, {}
     for population in ("surrogate", "bounded_confidence", "lorenz", "relative_agreement"):
-        env = gym.make("PolicySim-Rec-v0", users=make_population(population), **SMALL)
+        env = gym.make("PolicySim-Rec-v0", users=make_population(population), **SMALL_REC)
         first_arms[population] = env.reset(seed=0)[0]["arms"]
         rows = play_episode(env, make_policy("mmr", env, seed=0), seed=0, extra_metrics=opinion_metrics)
         finals[population] = rows[-1]
@@ -168,7 +172,7 @@ def test_mmr_trades_relevance_for_diversity() -> None:
 
 
 def test_suppress_flagged_sets_flagged_users_to_the_lowest_level() -> None:
-    layout = ArmLayout("exposure", 2 * 2 + 10)
+    layout = ArmLayout("exposure", 2 * 2 + len(EXPOSURE_FEATURES))
     levels = np.array([0.0, 0.5, 1.0])
     contexts = np.zeros((6, layout.context_dim), np.float32)
     contexts[:, layout.feature("level")] = np.tile(levels, 2)
@@ -179,13 +183,17 @@ def test_suppress_flagged_sets_flagged_users_to_the_lowest_level() -> None:
 
 
 def test_make_policy_knows_every_policy_and_checks_the_env_kind() -> None:
-    rec = gym.make("PolicySim-Rec-v0", **SMALL)
-    exposure = gym.make("PolicySim-Exposure-v0", **SMALL)
+    rec = gym.make("PolicySim-Rec-v0", **SMALL_REC)
+    exposure = gym.make("PolicySim-Exposure-v0", **SMALL, exposure_users=20)
+    groups = rec.unwrapped.arm_groups()
     for name in ("origin", "random", "linucb", "popularity", "mmr"):
         policy = make_policy(name, rec, seed=0)
         obs, _ = rec.reset(seed=0)
-        action = select_action(policy, obs, rec.unwrapped.config.budget, rec.unwrapped.no_op)
+        action = select_action(policy, obs, rec)
         assert rec.action_space.contains(action)
+        filled = action[action != rec.unwrapped.no_op]
+        assert len(np.unique(filled)) == len(filled) and obs["action_mask"][filled].all()
+        assert np.bincount(groups[filled]).max(initial=0) <= rec.unwrapped.per_user
         if name == "origin":
             assert isinstance(policy, OriginPolicy) and (action == rec.unwrapped.no_op).all()
     assert isinstance(make_policy("suppress_flagged", exposure), SuppressFlaggedPolicy)
@@ -207,11 +215,14 @@ def test_suppress_flagged_beats_origin_on_misinformation() -> None:
 
 
 def test_headline_only_feed() -> None:
-    env = gym.make("PolicySim-Rec-v0", **headline_only_kwargs(slots=6), **SMALL)
+    env = gym.make("PolicySim-Exposure-v0", **headline_only_kwargs(slots=6), **SMALL, exposure_users=20)
     env.reset(seed=0)
     env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
     channel = env.unwrapped._last_result.feed_channel
     assert channel.shape[1] == 6 and (channel == 2).all()  # FeedChannel.HEADLINE
+    # a feed without recommended slots leaves a Rec policy nothing to fill
+    with pytest.raises(ValueError, match="recommender.personalized=0"):
+        gym.make("PolicySim-Rec-v0", **headline_only_kwargs(slots=6), **SMALL)
 
 
 # ----------------------------------------------------------------------------- SB3
@@ -219,11 +230,16 @@ def test_ppo_trains_and_acts() -> None:
     pytest.importorskip("stable_baselines3")
     from baselines.sb3 import SB3Actor, smooth_curve, train_ppo
 
-    result = train_ppo(env_kwargs={"num_users": 120, "rounds": 2}, total_timesteps=64, n_envs=1,
+    small = {"num_users": 120, "rounds": 2, "candidate_users": 8, "budget": 1,
+             "candidates": {"interest": 1, "opposite": 2, "fresh": 1}}
+    result = train_ppo(env_kwargs=small, total_timesteps=64, n_envs=1,
                        ppo_kwargs={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
     assert result.curve and all(0 <= r <= 1 for _, r in result.curve)
-    env = gym.make("PolicySim-Rec-v0", num_users=120, rounds=2)
+    env = gym.make("PolicySim-Rec-v0", **small)
     rows = play_episode(env, SB3Actor(result.model), seed=7)
     assert len(rows) == 2
+    # the default lever (320 users x 5 slots of 3,201 values) is refused with advice
+    with pytest.raises(ValueError, match="candidate_users"):
+        train_ppo(env_kwargs={"num_users": 120}, total_timesteps=8, n_envs=1)
     steps, smooth = smooth_curve(result.curve, window=3)
     assert steps.shape == smooth.shape == (len(result.curve),)

@@ -54,10 +54,14 @@ def test_make_without_import_prefix() -> None:
 
 
 def test_make_with_paper_kwargs() -> None:
-    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3, budget=7, scenario="abortion", seed=5)
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3, budget=3, candidate_users=50,
+                   scenario="abortion", seed=5)
     obs, info = env.reset()
-    assert env.action_space.shape == (7,)
-    assert obs["arms"].shape[0] == env.unwrapped.num_arms == 20 * 10
+    base = env.unwrapped
+    assert env.action_space.shape == (base.slate_size,) == (50 * 3,)
+    assert (env.action_space.nvec == base.num_arms + 1).all() and base.no_op == base.num_arms
+    assert obs["arms"].shape[0] == base.num_arms == 50 * 10          # 10 candidates per user
+    assert base.per_user == 3
     steps = 0
     truncated = False
     while not truncated:
@@ -66,11 +70,16 @@ def test_make_with_paper_kwargs() -> None:
         assert 0.0 <= reward <= 1.0
         steps += 1
     assert steps == 3
-    for key in ("arm_indices", "arm_rewards", "metrics"):
+    for key in ("arm_indices", "arm_rewards", "metrics", "over_user_cap"):
         assert key in info
     assert set(socialenv.metrics.METRIC_NAMES) <= set(info["metrics"])
     with pytest.raises(RuntimeError, match="reset"):
         env.unwrapped.step(env.action_space.sample())
+    # budget counts recommended slots per user: at most recommender.personalized (5)
+    with pytest.raises(ValueError, match="budget=7 is not allowed.*personalized=5"):
+        gym.make("PolicySim-Rec-v0", num_users=300, budget=7)
+    with pytest.raises(ValueError, match="budget=2 is not allowed for PolicySim-Exposure-v0"):
+        gym.make("PolicySim-Exposure-v0", num_users=300, budget=2)
 
 
 def test_seed_kwarg_sets_first_reset() -> None:
@@ -104,22 +113,48 @@ def test_empty_slots_mean_no_intervention() -> None:
 
 
 def test_duplicate_and_masked_arms_score_zero() -> None:
-    env = gym.make("PolicySim-Rec-v0", **SMALL).unwrapped
+    env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, **SMALL).unwrapped
     obs, _ = env.reset(seed=3)
+    size = env.slate_size
+    assert size == 20
     allowed = np.flatnonzero(obs["action_mask"])
-    slate = np.full(env.config.budget, allowed[0])
+    slate = np.full(size, allowed[0])
     obs, reward, _, _, info = env.step(slate)
-    assert info["duplicate_arms"] == env.config.budget - 1
-    assert info["arm_applied"].tolist() == [True] + [False] * (env.config.budget - 1)
+    assert info["duplicate_arms"] == size - 1 and info["over_user_cap"] == 0
+    assert info["arm_applied"].tolist() == [True] + [False] * (size - 1)
     assert (info["arm_rewards"][1:] == 0).all()
-    assert reward == pytest.approx(info["arm_rewards"][0] / env.config.budget)
-    padded = gym.make("PolicySim-Rec-v0", candidate_users=150, **SMALL).unwrapped
+    assert reward == pytest.approx(info["arm_rewards"][0] / size)
+    padded = gym.make("PolicySim-Rec-v0", candidate_users=150, budget=1, **SMALL).unwrapped
     obs, _ = padded.reset(seed=3)
     masked = np.flatnonzero(obs["action_mask"] == 0)
     assert len(masked) > 0, "fewer active users than candidate_users must leave padded arms"
     assert not obs["arms"][masked].any()
-    _, reward, _, _, info = padded.step(np.full(padded.config.budget, masked[0]))
-    assert info["invalid_arms"] == 1 and not info["arm_applied"].any() and reward == 0.0
+    _, reward, _, _, info = padded.step(np.full(padded.slate_size, masked[0]))
+    assert info["invalid_arms"] == 1 and info["duplicate_arms"] == padded.slate_size - 1
+    assert not info["arm_applied"].any() and reward == 0.0
+
+
+def test_arms_beyond_a_users_budget_are_not_applied() -> None:
+    env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, **SMALL).unwrapped
+    obs, _ = env.reset(seed=4)
+    groups = env.arm_groups()
+    np.testing.assert_array_equal(groups, np.arange(env.num_arms) // 10)
+    allowed = np.flatnonzero(obs["action_mask"])
+    user = groups[allowed[0]]
+    mine = allowed[groups[allowed] == user][:3]                    # 3 arms of one user
+    other = allowed[groups[allowed] != user][:2]
+    assert len(mine) == 3 and len(other) == 2
+    slate = np.full(env.slate_size, env.no_op)
+    slate[:6] = [mine[0], other[0], mine[1], mine[2], other[1], mine[0]]
+    arm_post = env._arms["post"].copy()
+    _, _, _, _, info = env.step(slate)
+    # the third arm of `user` in slate order is over the cap of 2; the repeat is a duplicate
+    assert info["over_user_cap"] == 1 and info["duplicate_arms"] == 1 and info["invalid_arms"] == 0
+    assert info["arm_applied"][:6].tolist() == [True, True, True, False, True, False]
+    assert info["arm_rewards"][3] == 0.0 and info["arm_rewards"][5] == 0.0
+    assert info["empty_slots"] == env.slate_size - 6
+    # the applied arms' posts are marked recommended
+    assert env.sim.posts.recommended[arm_post[slate[:6][info["arm_applied"][:6]]]].all()
 
 
 def test_render_ansi() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_models.types import FeedChannel
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
 
@@ -50,19 +52,31 @@ def test_invariants_hold_over_an_episode(
     hops: int, alpha: float, exposure: bool,
 ) -> None:
     cls = ExposureEnv if exposure else RecEnv
-    env = cls(
-        num_users=num_users, rounds=4, budget=3, candidate_users=5, candidate_posts=4,
-        exposure_users=6,
+    kwargs = dict(
+        num_users=num_users, rounds=4, candidate_users=5,
+        candidates={"interest": 1, "opposite": 1, "popular": 1, "fresh": 1}, exposure_users=6,
         recommender={"relational": relational, "personalized": personalized, "headline": headline},
         context={"hops": hops, "alpha": alpha},
     )
+    budget = 1 if exposure else min(2, personalized)
+    if budget == 0:  # Rec without recommended slots has nothing for a policy to fill
+        with pytest.raises(ValueError, match="personalized=0"):
+            cls(**kwargs)
+        return
+    env = cls(budget=budget, **kwargs)
     obs, _ = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     _check_world(env)
     for _ in range(4):
         assert np.isfinite(obs["arms"]).all()
-        action = rng.integers(0, env.num_arms + 1, env.config.budget)
+        action = rng.integers(0, env.num_arms + 1, env.slate_size)
         obs, reward, _, _, info = env.step(action)
         assert 0.0 <= reward <= 1.0
         assert np.all((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1))
+        assert info["arm_applied"].sum() <= env.slate_size
         _check_world(env)
+        channel = env._last_result.feed_channel
+        injected = channel == int(FeedChannel.INJECTED)
+        assert injected.sum(axis=1).max(initial=0) <= env.per_user
+        if exposure:
+            assert not injected.any()

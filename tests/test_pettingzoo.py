@@ -134,10 +134,18 @@ def test_platform_agent_reward_and_platform_policy() -> None:
     obs, _ = env.reset(seed=0)
     assert set(obs[PLATFORM]) == {"arms", "arm_mask"}
     mask = obs[PLATFORM]["arm_mask"].astype(bool)
-    slate = np.flatnonzero(mask)[: env.base.config.budget]
+    base = env.base
+    assert env.action_space(PLATFORM).shape == (base.slate_size,)
+    allowed = np.flatnonzero(mask)
+    _, first_of_user = np.unique(base.arm_groups()[allowed], return_index=True)
+    picks = allowed[first_of_user]                                   # one arm per sampled user
+    slate = np.full(base.slate_size, base.no_op)
+    slate[: len(picks)] = picks
     _, rewards, _, _, infos = env.step({PLATFORM: slate})
-    assert infos[PLATFORM]["arm_applied"].all()
-    assert rewards[PLATFORM] == pytest.approx(float(infos[PLATFORM]["arm_rewards"].mean()))
+    info = infos[PLATFORM]
+    assert info["arm_applied"][: len(picks)].all() and not info["arm_applied"][len(picks):].any()
+    assert info["empty_slots"] == base.slate_size - len(picks)
+    assert rewards[PLATFORM] == pytest.approx(float(info["arm_rewards"].sum()) / base.slate_size)
 
     auto = socialenv.parallel_env("PolicySim-Rec-v0", platform_agent=False, platform_policy="linucb", **SMALL)
     auto.reset(seed=0)

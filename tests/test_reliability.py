@@ -86,6 +86,12 @@ def test_load_rejects_other_files(tmp_path: Path) -> None:
         ({"num_users": 3}, "num_users"),
         ({"rounds": 0}, "rounds"),
         ({"budget": 0}, "budget"),
+        ({"budget": 6}, "budget"),                       # above recommender.personalized
+        ({"candidate_users": 0}, "candidate_users"),
+        ({"candidates": {"random": 3}}, "candidates"),
+        ({"candidates": {"interest": 0}}, "candidates"),
+        ({"action_format": "ranks"}, "action_format"),
+        ({"classifier": {"recall": 1.5}}, "classifier.recall"),
         ({"scenario": "mars"}, "scenario"),
         ({"users": "robots"}, "users"),
         ({"exposure_levels": (0.5, 1.5)}, "exposure_levels"),
@@ -116,7 +122,29 @@ def test_bad_config_names_the_field(kwargs: dict, field: str) -> None:
     ],
 )
 def test_bad_action_names_what_is_allowed(action: object, message: str) -> None:
-    env = gym.make("PolicySim-Rec-v0", num_users=100).unwrapped
+    env = gym.make("PolicySim-Rec-v0", num_users=100, candidate_users=5, budget=2).unwrapped
+    assert env.slate_size == 10
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=message):
+        env.step(action)
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (np.zeros(3), r"shape \(3,\); expected \(50,\)"),
+        (np.zeros(10, np.int64), "one score per arm"),               # a slate is not a score action
+        (np.full(50, np.nan), "finite"),
+        (np.r_[np.zeros(49), np.inf], "finite"),
+        ("abc", "real scores"),
+    ],
+)
+def test_bad_score_action_names_what_is_allowed(action: object, message: str) -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=100, candidate_users=5, budget=2,
+                   action_format="scores").unwrapped
+    assert env.action_space.shape == (env.num_arms,) == (50,)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros(50))
     env.reset(seed=0)
     with pytest.raises(ValueError, match=message):
         env.step(action)

@@ -10,7 +10,7 @@ import pytest
 from socialenv.sweep import SweepConfig, Trial, load_grid, print_table, run_sweep, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"num_users": 120, "rounds": 2}
+TINY = {"num_users": 120, "rounds": 2, "candidate_users": 20, "budget": 2}
 
 
 def _config(tmp_path: Path, **changes) -> SweepConfig:
@@ -22,7 +22,7 @@ def _config(tmp_path: Path, **changes) -> SweepConfig:
 def test_example_grid_file_parses() -> None:
     config = load_grid(ROOT / "examples" / "sweep.yaml")
     assert config.env_id == "PolicySim-Rec-v0" and "eenet" in config.policies
-    assert config.grid["budget"] == [5, 10] and config.env_kwargs["num_users"] == 1000
+    assert config.grid["budget"] == [2, 5] and config.env_kwargs["num_users"] == 1000
     assert len(config.trials()) == len(config.policies) * len(config.seeds) * 4
     config.validate()
 
@@ -112,11 +112,11 @@ def test_cli_sweep_local(tmp_path: Path) -> None:
 
     out = CliRunner().invoke(app, [
         "sweep", "--backend", "local", "--policy", "origin", "--policy", "popularity", "--seed", "0",
-        "--users", "120", "--rounds", "2", "--vary", '{"budget": [3, 6]}', "--out", str(tmp_path),
+        "--users", "120", "--rounds", "2", "--vary", '{"budget": [1, 3]}', "--env-kwargs", '{"candidate_users": 20}', "--out", str(tmp_path),
         "--name", "cli",
     ])
     assert out.exit_code == 0, out.output
-    assert "popularity" in out.output and "budget=6" in out.output
+    assert "popularity" in out.output and "budget=3" in out.output
     assert len(json.loads((tmp_path / "cli" / "sweep.json").read_text())["table"]) == 4
     bad = CliRunner().invoke(app, ["sweep", "--backend", "local", "--policy", "nope", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "nope" in bad.output

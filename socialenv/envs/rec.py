@@ -114,7 +114,7 @@ class RecEnv(PolicySimEnv):
             users[:take] = np.sort(rng.choice(active, size=take, replace=False))
         candidates = generate_candidates(
             sim.feed_context(), users[:take], cfg.candidates, cfg.recommender.window,
-            cfg.recommender.headline_pool * 5, rng,
+            cfg.recommender.popular_pool, rng, cfg.recommender.candidate_oversample,
         )
         post = np.full((u_count, c_count), -1, np.int64)
         source = np.zeros((u_count, c_count), np.int8)
@@ -173,6 +173,7 @@ class RecEnv(PolicySimEnv):
             weight[out.react_kind == kind] = cfg.engagement.get(name, 0.0)
         weight[hostile] = 0.0
         civil_reaction = (~hostile).astype(np.float64)
+        hostile_reaction = hostile.astype(np.float64)
         order = np.argsort(react_key, kind="stable")
         sorted_key = react_key[order]
         start = np.searchsorted(sorted_key, arm_key, side="left")
@@ -181,17 +182,18 @@ class RecEnv(PolicySimEnv):
         engagement = np.zeros(len(applied))
         toxicity = np.zeros(len(applied))
         civil = np.zeros(len(applied))
+        hostile_any = np.zeros(len(applied), bool)
         if reacted.any():
             engagement[reacted] = _segment_max(weight[order], start[reacted], stop[reacted])
             toxicity[reacted] = _segment_max(out.react_toxicity[order], start[reacted], stop[reacted])
             civil[reacted] = _segment_max(civil_reaction[order], start[reacted], stop[reacted])
+            hostile_any[reacted] = _segment_max(hostile_reaction[order], start[reacted], stop[reacted]) > 0
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
             followed = np.isin(receiver * self.sim.graph.n + author, follow_key)
             engagement = np.where(followed, np.maximum(engagement, cfg.engagement["follow"]), engagement)
             civil = np.where(followed, 1.0, civil)
-        hostile_any = reacted & (toxicity >= cfg.hostile_toxicity)
         civil = civil * ~hostile_any
         d = result.discrete_before.astype(np.float64)
         divergence = np.abs(d[author] - d[receiver]) / 2
