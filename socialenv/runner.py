@@ -106,6 +106,8 @@ def arm_groups(env: Any) -> np.ndarray | None:
     from socialenv.envs.exposure import ExposureEnv
 
     base = getattr(env, "unwrapped", env)
+    if callable(getattr(base, "arm_groups", None)):
+        return base.arm_groups()
     if isinstance(base, ExposureEnv):
         return np.arange(base.num_arms, dtype=np.int64) // len(base.config.exposure_levels)
     return None
