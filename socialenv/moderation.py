@@ -135,6 +135,8 @@ class ModerationState:
         self.downranked_until = np.zeros(0, np.int32)
         self.flag = np.zeros(0, bool)
         self.scored = 0
+        #: wrongful removals (delete/suspend of a post that was not harmful) this episode
+        self.wrongful_total = 0
         #: the last round's pre-moderation impressions: user, post, removed by moderation,
         #: delivered with a label
         self.last_user = np.zeros(0, np.int64)

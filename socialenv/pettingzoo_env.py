@@ -588,6 +588,14 @@ class PolicySimParallelEnv(ParallelEnv):
             self.agents = []
         return obs, rewards, terminations, truncations, infos
 
+    def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Add a scenario event mid-run (see :mod:`socialenv.events`); same as the gym env's."""
+        return self.base.inject_event(event)
+
+    def interview(self, user_ids: Any, question: str) -> list[dict[str, Any]]:
+        """Ask users a question without changing any state (see :mod:`socialenv.interview`)."""
+        return self.base.interview(user_ids, question)
+
     def state(self) -> np.ndarray:
         """Global state (2N,) float32: every user's smoothed stance, then latent opinion."""
         users = self.base.sim.users

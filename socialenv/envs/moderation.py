@@ -126,16 +126,11 @@ class ModerationEnv(PolicySimEnv):
         self.moderation_config: ModerationConfig = ModerationConfig.from_spec(self.config.moderation)
         self.sim.moderation = ModerationState(self.moderation_config, self._num_users())
         self._action_index = np.array([MODERATION_ACTIONS.index(a) for a in self.moderation_config.actions])
-        self._wrongful_total = 0
         self._round_actions: dict[str, Any] = {}
 
     def _num_arms(self) -> int:
         cfg = ModerationConfig.from_spec(self.config.moderation)
         return cfg.targets * len(cfg.actions)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self._wrongful_total = 0
-        return super().reset(seed=seed, options=options)
 
     # ------------------------------------------------------------------ arms
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -244,7 +239,7 @@ class ModerationEnv(PolicySimEnv):
         budget = self.config.budget
         wrongful = int(acts["wrongful"].sum()) if acts else 0
         cost = float(acts["cost"].sum()) if acts else 0.0
-        self._wrongful_total += wrongful
+        mod.wrongful_total += wrongful
         step_reward = (1.0 - cfg.misinformation_weight * mis_share - cfg.toxicity_weight * tox_share
                        - cfg.visibility_weight * clean_removed - cfg.wrongful_penalty * wrongful / budget
                        - cost / budget)
@@ -285,7 +280,7 @@ class ModerationEnv(PolicySimEnv):
             "toxic_impression_share": tox_share,
             "clean_removed_share": clean_removed,
             "wrongful_removals": float(wrongful),
-            "wrongful_removals_total": float(self._wrongful_total),
+            "wrongful_removals_total": float(mod.wrongful_total),
             "moderation_cost": cost,
             "suspended_users": float(mod.suspended(result.round).sum()),
             "classifier_flagged_share": float(mod.flag[:scored].mean()) if scored else 0.0,
