@@ -592,9 +592,9 @@ class PolicySimParallelEnv(ParallelEnv):
         """Add a scenario event mid-run (see :mod:`socialenv.events`); same as the gym env's."""
         return self.base.inject_event(event)
 
-    def interview(self, user_ids: Any, question: str) -> list[dict[str, Any]]:
+    def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
         """Ask users a question without changing any state (see :mod:`socialenv.interview`)."""
-        return self.base.interview(user_ids, question)
+        return self.base.interview(user_ids, question, **kwargs)
 
     def state(self) -> np.ndarray:
         """Global state (2N,) float32: every user's smoothed stance, then latent opinion."""

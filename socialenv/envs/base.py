@@ -221,17 +221,18 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise RuntimeError("call reset() before inject_event()")
         return self.sim.events.inject(event, self.sim.round)
 
-    def interview(self, user_ids: Any, question: str) -> list[dict[str, Any]]:
+    def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
         """Ask users a question without changing any state; see :func:`socialenv.interview.interview`."""
         from socialenv.interview import interview
 
-        return interview(self, user_ids, question)
+        return interview(self, user_ids, question, **kwargs)
 
-    def survey(self, questions: Any, sample: Any = 20, seed: int = 0) -> Any:
-        """Run a questionnaire over a sample of users; see :func:`socialenv.interview.survey`."""
+    def survey(self, questions: Any, sample: Any = 20, seed: int = 0, **kwargs: Any) -> Any:
+        """Run a questionnaire over a sample of users and return a table; see
+        :func:`socialenv.interview.survey`."""
         from socialenv.interview import survey
 
-        return survey(self, questions, sample=sample, seed=seed)
+        return survey(self, questions, sample=sample, seed=seed, **kwargs)
 
     def graph_data(self):
         """The current follow graph as a ``torch_geometric.data.Data``: ``x`` (N, 2d) unpropagated
