@@ -175,6 +175,32 @@ from agent_models.evaluation.cli import eval_app  # noqa: E402
 from agent_models.training.cli import train_app  # noqa: E402
 from socialenv.loaders.cli import data_app  # noqa: E402
 
+@app.command()
+def play(
+    user: Annotated[int, typer.Option(help="The user id you take over.")] = 0,
+    env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0, PolicySim-Exposure-v0 or PolicySim-Moderation-v0.")] = "PolicySim-Rec-v0",
+    users: Annotated[int, typer.Option(help="Number of simulated users.")] = 200,
+    rounds: Annotated[int, typer.Option(help="Rounds to play.")] = 5,
+    seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
+    every_round: Annotated[bool, typer.Option(help="Act every round (else only when the activity model makes you active).")] = True,
+    platform_policy: Annotated[str | None, typer.Option(help="The platform's policy (e.g. linucb); default none.")] = None,
+    brain: Annotated[str, typer.Option(help="Everyone else's brain: surrogate or llm.")] = "surrogate",
+    llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
+    env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
+) -> None:
+    """Take over one user in the terminal: see its feed and memories each round and type its actions."""
+    from socialenv.play import play as run_play
+
+    extra = _parse_json(env_kwargs, "--env-kwargs")
+    if llm:
+        extra["llm"] = _parse_json(llm, "--llm")
+    try:
+        run_play(env, user, seed=seed, every_round=every_round, platform_policy=platform_policy,
+                 num_users=users, rounds=rounds, users=brain, **extra)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+
+
 app.add_typer(train_app, name="train", help="Train user agents: SFT, then DPO (trl + peft).")
 app.add_typer(eval_app, name="eval", help="Micro-level evaluation of user agents (Table 2).")
 app.add_typer(data_app, name="data", help="Turn TwiBot-20 / Weibo files into a scenario and SFT data.")

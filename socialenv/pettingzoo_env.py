@@ -458,6 +458,7 @@ class PolicySimParallelEnv(ParallelEnv):
             mine = dedupe_rows(np.where(own, -1, mine))
             feed[is_active], channel[is_active] = _compact(mine, ch, f)
         self._user_feed = feed
+        self._user_channel = channel
         self._user_active = is_active
         valid = feed >= 0
         p = np.maximum(feed, 0)
