@@ -45,16 +45,22 @@ class ModerationConfig:
         label_reach: reach multiplier of a labelled post (share of its impressions kept).
         label_uptake_reduction: how much a label lowers belief uptake (see module docstring).
         downrank_reach: reach multiplier of a downranked post.
-        cost: cost per action, subtracted from the reward.
+        cost: cost of each action, in impression-equivalents (default delete 1, suspend 3,
+            label 0.2, downrank 0.5).
         precision, recall: of the harm classifier; its false-positive rate is set each round
             so that, at that round's base rate of harmful posts, the flags have this precision.
         toxic_threshold: a post is toxic (hence harmful) at toxicity >= this; harmful = carries
             misinformation or is toxic. The truth is hidden from the platform.
-        misinformation_weight, toxicity_weight: weights of delivered harmful impressions in the
-            step reward.
-        wrongful_penalty: reward penalty per wrongful removal (delete or suspend on a post that
-            was not harmful), per budget slot.
-        visibility_weight: per-arm credit: weight of clean impressions removed.
+        misinformation_weight, toxicity_weight: harm of one delivered misinformation / toxic
+            impression (a labelled misinformation impression counts
+            ``1 − label_uptake_reduction`` of it).
+        visibility_weight: harm of one clean impression the decisions removed.
+        wrongful_penalty: harm of one wrongful removal (delete or suspend of a post that was
+            not harmful), in impression-equivalents.
+        credit_scale: impression-equivalents that move an arm's credit from 0.5 to 1 (or 0).
+
+    All harms are in impression-equivalents; the step reward divides their sum by the round's
+    impressions (see ``PolicySim-Moderation-v0``).
     """
 
     targets: int = 30
@@ -71,8 +77,9 @@ class ModerationConfig:
     toxic_threshold: float = 0.15
     misinformation_weight: float = 1.0
     toxicity_weight: float = 1.0
-    wrongful_penalty: float = 0.5
     visibility_weight: float = 0.5
+    wrongful_penalty: float = 10.0
+    credit_scale: float = 20.0
 
     def __post_init__(self) -> None:
         _check(isinstance(self.targets, int) and self.targets >= 1, "moderation.targets", "an integer >= 1", self.targets)
@@ -84,18 +91,22 @@ class ModerationConfig:
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 1, f"moderation.{name}", "an integer >= 1", value)
         for name in ("flagged_share", "label_reach", "label_uptake_reduction", "downrank_reach",
-                     "toxic_threshold", "misinformation_weight", "toxicity_weight", "wrongful_penalty",
-                     "visibility_weight"):
+                     "toxic_threshold", "misinformation_weight", "toxicity_weight", "visibility_weight"):
             value = getattr(self, name)
             _check(isinstance(value, int | float) and 0 <= value <= 1, f"moderation.{name}", "a number in [0, 1]", value)
         for name in ("precision", "recall"):
             value = getattr(self, name)
             _check(isinstance(value, int | float) and 0 < value <= 1, f"moderation.{name}", "a number in (0, 1]", value)
+        _check(isinstance(self.wrongful_penalty, int | float) and 0 <= self.wrongful_penalty <= 1000,
+               "moderation.wrongful_penalty", "a number in [0, 1000]", self.wrongful_penalty)
+        _check(isinstance(self.credit_scale, int | float) and 0 < self.credit_scale <= 1e6,
+               "moderation.credit_scale", "a number > 0", self.credit_scale)
         cost = {**DEFAULT_COSTS, **(self.cost or {})}
         unknown = set(cost) - set(MODERATION_ACTIONS)
         _check(not unknown, "moderation.cost", f"keys among {MODERATION_ACTIONS}", sorted(unknown))
         for key, value in cost.items():
-            _check(isinstance(value, int | float) and 0 <= value <= 1, f"moderation.cost[{key!r}]", "in [0, 1]", value)
+            _check(isinstance(value, int | float) and 0 <= value <= 1000, f"moderation.cost[{key!r}]", "in [0, 1000]",
+                   value)
         object.__setattr__(self, "cost", cost)
 
     @classmethod
@@ -111,8 +122,8 @@ class ModerationConfig:
         return cls(**spec)
 
 
-#: Default cost of each action (per use, in reward units per budget slot).
-DEFAULT_COSTS: dict[str, float] = {"delete": 0.05, "suspend": 0.1, "label": 0.01, "downrank": 0.02}
+#: Default cost of each action per use, in impression-equivalents.
+DEFAULT_COSTS: dict[str, float] = {"delete": 1.0, "suspend": 3.0, "label": 0.2, "downrank": 0.5}
 
 
 class ModerationState:

@@ -75,17 +75,19 @@ class ModerationEnv(PolicySimEnv):
 
     ## Rewards
 
-    Step reward (the platform's objective, in [−2, 1]):
-        1 − w_m·(share of this round's impressions that delivered misinformation)
-          − w_t·(share that delivered a toxic post)
-          − w_v·(share of clean impressions the decisions removed)
-          − w_w·(wrongful removals this round) / budget − (sum of action costs) / budget,
-    where a wrongful removal is a delete or suspend on a post that was not harmful, so
-    over-moderation costs reward. ``info["arm_rewards"]`` credits each applied arm, in
-    [0, 1] (0.5 = no effect), for bandits: 0.5 + 0.5·(harm averted − w_v·clean removed) / n
-    over the n impressions the arm governed this round (harm averted counts removed harmful
-    impressions and, for labels, ``label_uptake_reduction`` of the delivered misinformation
-    ones), − w_w for a wrongful removal, − the action's cost. ``info["metrics"]`` adds
+    Harms are counted in impression-equivalents over the I impressions of the round:
+
+        r = 1 − (w_m·M + w_t·T + w_v·C + w_w·W + Σ cost) / I
+
+    M: misinformation impressions delivered (a labelled one counts 1 − ``label_uptake_reduction``),
+    T: toxic impressions delivered, C: clean impressions the decisions in force removed,
+    W: wrongful removals this round (a delete or suspend of a post that was not harmful), and
+    the costs of the actions taken. Over-moderation therefore costs reward twice: lost clean
+    reach and wrongful removals. ``info["arm_rewards"]`` credits each applied arm, in [0, 1]
+    (0.5 = no effect), with its own share of that sum: clip(0.5 + 0.5·Δ / ``credit_scale``,
+    0, 1), Δ = harm it averted on the impressions it governed this round − w_v·clean
+    impressions it removed − w_w·[wrongful] − its cost, so an arm scores above 0.5 exactly
+    when it raised the step reward. ``info["metrics"]`` adds
     ``moderation_reward``, ``misinformation_impression_share``, ``toxic_impression_share``,
     ``clean_removed_share``, ``wrongful_removals`` (and the episode total
     ``wrongful_removals_total``), ``actions_<name>``, ``moderation_cost``,
@@ -226,23 +228,23 @@ class ModerationEnv(PolicySimEnv):
         sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
         p = sim.posts
         acts = self._round_actions
-        imp_post, removed = mod.last_post, mod.last_removed
+        imp_post, removed, labelled = mod.last_post, mod.last_removed, mod.last_labelled
         is_mis = p.misinfo[imp_post]
         is_tox = p.toxicity[imp_post] >= cfg.toxic_threshold
-        harm = cfg.misinformation_weight * is_mis + cfg.toxicity_weight * is_tox
         clean = ~(is_mis | is_tox)
         total = max(len(imp_post), 1)
         delivered = ~removed
-        mis_share = float((delivered & is_mis).sum()) / total
-        tox_share = float((delivered & is_tox).sum()) / total
-        clean_removed = float((removed & clean).sum()) / total
-        budget = self.config.budget
-        wrongful = int(acts["wrongful"].sum()) if acts else 0
-        cost = float(acts["cost"].sum()) if acts else 0.0
-        mod.wrongful_total += wrongful
-        step_reward = (1.0 - cfg.misinformation_weight * mis_share - cfg.toxicity_weight * tox_share
-                       - cfg.visibility_weight * clean_removed - cfg.wrongful_penalty * wrongful / budget
-                       - cost / budget)
+        # harm of each impression if delivered, and what the decisions in force took off it
+        mis_harm = cfg.misinformation_weight * is_mis
+        harm_if_delivered = mis_harm + cfg.toxicity_weight * is_tox
+        delivered_harm = np.where(delivered, harm_if_delivered - cfg.label_uptake_reduction * mis_harm * labelled, 0.0)
+        averted = harm_if_delivered - delivered_harm
+        clean_lost = (removed & clean).astype(np.float64)
+        wrongful = acts["wrongful"] if acts else np.zeros(0, bool)
+        cost = acts["cost"] if acts else np.zeros(0)
+        penalty = cfg.wrongful_penalty * float(wrongful.sum()) + float(cost.sum())
+        step_reward = 1.0 - (float(delivered_harm.sum()) + cfg.visibility_weight * float(clean_lost.sum())
+                             + penalty) / total
 
         k = len(applied)
         rewards = np.zeros(k, np.float32)
@@ -257,18 +259,19 @@ class ModerationEnv(PolicySimEnv):
             by_author = np.full(len(sim.users.stance), -1, np.int64)
             by_author[acts["author"][~on_post]] = np.flatnonzero(~on_post)
             arm_of_author = by_author[p.author[imp_post]]
-            averted = harm * removed + cfg.label_uptake_reduction * cfg.misinformation_weight * (
-                is_mis & mod.last_labelled)
-            clean_lost = (removed & clean).astype(np.float64)
-            n_imp = np.zeros(k)
             gain = np.zeros(k)
             for arm_of in (arm_of_post, arm_of_author):
                 mine = arm_of >= 0
-                n_imp += np.bincount(arm_of[mine], minlength=k)
                 gain += np.bincount(arm_of[mine], weights=(averted - cfg.visibility_weight * clean_lost)[mine],
                                     minlength=k)
-            reward = 0.5 + 0.5 * gain / np.maximum(n_imp, 1) - cfg.wrongful_penalty * acts["wrongful"] - acts["cost"]
-            rewards = np.clip(reward, 0.0, 1.0).astype(np.float32)
+            gain -= cfg.wrongful_penalty * wrongful + cost
+            rewards = np.clip(0.5 + 0.5 * gain / cfg.credit_scale, 0.0, 1.0).astype(np.float32)
+        mis_share = float((delivered & is_mis).sum()) / total
+        tox_share = float((delivered & is_tox).sum()) / total
+        clean_removed = float(clean_lost.sum()) / total
+        wrongful = int(wrongful.sum())
+        cost = float(cost.sum())
+        mod.wrongful_total += wrongful
         n_actions = {a: 0.0 for a in MODERATION_ACTIONS}
         if acts:
             for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
