@@ -20,7 +20,7 @@ console = Console()
 
 @app.callback()
 def _root() -> None:
-    """PolicySim command line: `policysim run`, `policysim train`, `policysim eval`, `policysim sweep`."""
+    """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`."""
 
 SUMMARY_ROWS = (
     ("reward", "mean arm reward"),
@@ -33,6 +33,8 @@ SUMMARY_ROWS = (
     ("exposure_removed", "exposure removed"),
     ("engagement", "engagement / active user"),
     ("echo_chamber_index", "echo-chamber index"),
+    ("misinformation_impression_share", "misinformation impressions"),
+    ("wrongful_removals", "wrongful removals / round"),
 )
 
 
@@ -170,11 +172,6 @@ def sweep(
         raise typer.Exit(code=1)
 
 
-# sub-commands; their modules import only typer at the top, heavy libraries inside commands
-from agent_models.evaluation.cli import eval_app  # noqa: E402
-from agent_models.training.cli import train_app  # noqa: E402
-from socialenv.loaders.cli import data_app  # noqa: E402
-
 @app.command()
 def play(
     user: Annotated[int, typer.Option(help="The user id you take over.")] = 0,
@@ -200,6 +197,11 @@ def play(
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
 
+
+# sub-commands; their modules import only typer at the top, heavy libraries inside commands
+from agent_models.evaluation.cli import eval_app  # noqa: E402
+from agent_models.training.cli import train_app  # noqa: E402
+from socialenv.loaders.cli import data_app  # noqa: E402
 
 app.add_typer(train_app, name="train", help="Train user agents: SFT, then DPO (trl + peft).")
 app.add_typer(eval_app, name="eval", help="Micro-level evaluation of user agents (Table 2).")

@@ -19,7 +19,7 @@ def _trajectory(env, seed: int, ask: bool, questions=("What do you think of the 
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=seed)
     out = [obs["arms"].copy()]
-    for t in range(env.unwrapped.config.rounds):
+    for _ in range(env.unwrapped.config.rounds):
         if ask:
             env.unwrapped.interview([0, 5, 7], questions[0])
             env.unwrapped.survey([{"id": "s", "text": "Support?", "scale": 5, "measure": "stance"}], sample=10,
