@@ -46,32 +46,3 @@ class SuppressFlagged:
         slate[: len(order)] = order
         return slate
 
-
-class Abstaining:
-    """Actor wrapping a scored bandit (``scores``/``select``/``update``): fills the slate one
-    arm per candidate post, best first, but only with arms whose score exceeds ``threshold``
-    (default 0.5, the per-arm reward of an action with no effect), so the learned policy can
-    leave slots empty instead of always spending its whole budget.
-    """
-
-    def __init__(self, policy: Any, env: Any, threshold: float = 0.5) -> None:
-        base = getattr(env, "unwrapped", env)
-        self.policy, self.threshold = policy, float(threshold)
-        self.budget, self.no_op = base.config.budget, base.no_op
-        self.groups = base.arm_groups()
-
-    def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        from bandits.slate import select_one_per_group
-
-        mask = obs["action_mask"].astype(bool)
-        slate = np.full(self.budget, self.no_op, np.int64)
-        k = min(self.budget, int(mask.sum()))
-        if k == 0:
-            return slate
-        picks = select_one_per_group(self.policy, obs["arms"], mask, k, self.groups)
-        keep = picks[self.policy.scores(obs["arms"][picks]) > self.threshold]
-        slate[: len(keep)] = keep
-        return slate
-
-    def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        self.policy.update(contexts, rewards)

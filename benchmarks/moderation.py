@@ -28,11 +28,11 @@ from scipy import stats
 
 import socialenv  # noqa: F401
 from baselines.episodes import play_episode
-from baselines.moderation import Abstaining, SuppressFlagged
+from baselines.moderation import SuppressFlagged
 from socialenv.moderation import MODERATION_ACTIONS
 from socialenv.runner import OriginPolicy, make_run_policy
 
-POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb", "linucb_abstain")
+POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb")
 METRICS = ("reward", "misinformation_ratio_final", "misinformation_impression_share", "toxic_impression_share",
            "clean_removed_share", "wrongful_removals", "actions")
 
@@ -43,8 +43,6 @@ def make(name: str, env: Any, seed: int) -> Any:
         return OriginPolicy(base.no_op)
     if name.startswith("suppress_flagged_"):
         return SuppressFlagged(env, action=name.removeprefix("suppress_flagged_"))
-    if name.endswith("_abstain"):
-        return Abstaining(make_run_policy(name.removesuffix("_abstain"), base, seed), env)
     return make_run_policy(name, base, seed)
 
 
