@@ -179,3 +179,15 @@ def test_linucb_runs_through_the_runner_helpers() -> None:
     assert all("moderation_reward" in r for r in rows)
     acted = sum(r[f"actions_{a}"] for r in rows for a in MODERATION_ACTIONS)
     assert acted > 0
+
+
+def test_pettingzoo_view_over_moderation() -> None:
+    import socialenv
+
+    pz = socialenv.parallel_env("PolicySim-Moderation-v0", controlled_users=2, **SMALL)
+    obs, _ = pz.reset(seed=0)
+    assert obs["platform"]["arms"].shape[0] == pz.base.num_arms
+    slate = _slate(pz.env, "delete", flagged_only=False)
+    _, rewards, _, _, infos = pz.step({"platform": slate})
+    assert rewards["platform"] == infos["platform"]["metrics"]["moderation_reward"]
+    assert infos["platform"]["metrics"]["actions_delete"] > 0
