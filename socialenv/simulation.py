@@ -308,6 +308,9 @@ class Simulation:
             "follow_edges": float(len(self.graph)),
             "events_fired": float(events_fired),
         }
+        if self.activity_model is not None:
+            result.metrics["activity_excitation_news"] = float(self.activity_model.external)
+            result.metrics["activity_excitation_notifications"] = float(self.activity_model.internal.mean())
         self.events.check_triggers(t, result.metrics)
         for reason, count in output.invalid.items():
             result.metrics[f"invalid_{reason}"] = float(count)

@@ -70,8 +70,10 @@ def test_notifications_excite_the_notified_users() -> None:
     env = gym.make("PolicySim-Exposure-v0", activity={"external_excitation": 0.0, "internal_excitation": 0.05},
                    num_users=500, rounds=3)
     env.reset(seed=2)
-    env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+    _, _, _, _, info = env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
     model = env.unwrapped.sim.activity_model
+    assert info["metrics"]["activity_excitation_notifications"] == pytest.approx(model.internal.mean())
+    assert info["metrics"]["activity_excitation_news"] == 0.0
     out = env.unwrapped._last_result.output
     posts = env.unwrapped.sim.posts
     replied = np.unique(posts.author[out.react_post[out.react_kind == Behaviour.REPLY]])

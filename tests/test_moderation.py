@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import socialenv  # noqa: F401
+import socialenv
 from socialenv import load_env
 from socialenv.moderation import MODERATION_ACTIONS
 
@@ -182,8 +182,6 @@ def test_linucb_runs_through_the_runner_helpers() -> None:
 
 
 def test_pettingzoo_view_over_moderation() -> None:
-    import socialenv
-
     pz = socialenv.parallel_env("PolicySim-Moderation-v0", controlled_users=2, **SMALL)
     obs, _ = pz.reset(seed=0)
     assert obs["platform"]["arms"].shape[0] == pz.base.num_arms
