@@ -127,7 +127,7 @@ def main() -> None:
     keys = ["user_autocorr", "population_autocorr", "population_cv", "active_share", "burst_mean",
             "burst_p95", "burst_max", "burstiness", "cross_interaction_ratio", "toxicity", "misinformation_ratio"]
     print(f"{args.users} users, {args.rounds} rounds, {args.seeds} seeds, no intervention (mean ± 95% CI)")
-    print(f"{'metric':<24}" + "".join(f"{n:>28}" for n in results) + f"{'paper':>8}")  # noqa: E501
+    print(f"{'metric':<24}" + "".join(f"{n:>28}" for n in results) + f"{'paper':>8}")
     for k in keys:
         cells = "".join(f"{results[n]['summary'][k]['mean']:>18.4f} ± {results[n]['summary'][k]['ci95']:<7.4f}"
                         for n in results)
