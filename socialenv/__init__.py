@@ -3,6 +3,7 @@
     import gymnasium as gym, socialenv
     env = gym.make("PolicySim-Rec-v0")        # 1,000 surrogate users, CPU
     env = gym.make("PolicySim-Exposure-v0")
+    env = gym.make("PolicySim-Moderation-v0")
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
-from socialenv.envs import ExposureEnv, PolicySimEnv, RecEnv, load_env
+from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv, load_env
 from socialenv.registration import ENV_IDS, register_envs
 from socialenv.scenario import Scenario
 from socialenv.scenarios import make_scenario
@@ -36,6 +37,7 @@ __all__ = [
     "ContextConfig",
     "EnvConfig",
     "ExposureEnv",
+    "ModerationEnv",
     "PolicySimEnv",
     "RecEnv",
     "RecommenderConfig",

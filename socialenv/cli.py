@@ -20,7 +20,7 @@ console = Console()
 
 @app.callback()
 def _root() -> None:
-    """PolicySim command line: `policysim run`, `policysim train`, `policysim eval`, `policysim sweep`."""
+    """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`."""
 
 SUMMARY_ROWS = (
     ("reward", "mean arm reward"),
@@ -33,6 +33,8 @@ SUMMARY_ROWS = (
     ("exposure_removed", "exposure removed"),
     ("engagement", "engagement / active user"),
     ("echo_chamber_index", "echo-chamber index"),
+    ("misinformation_impression_share", "misinformation impressions"),
+    ("wrongful_removals", "wrongful removals / round"),
 )
 
 
@@ -171,6 +173,32 @@ def sweep(
         console.print(f"sweep folder: {result.out_dir} (sweep.json, rounds.csv)")
     if result.failures:
         raise typer.Exit(code=1)
+
+
+@app.command()
+def play(
+    user: Annotated[int, typer.Option(help="The user id you take over.")] = 0,
+    env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0, PolicySim-Exposure-v0 or PolicySim-Moderation-v0.")] = "PolicySim-Rec-v0",
+    users: Annotated[int, typer.Option(help="Number of simulated users.")] = 200,
+    rounds: Annotated[int, typer.Option(help="Rounds to play.")] = 5,
+    seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
+    every_round: Annotated[bool, typer.Option(help="Act every round (else only when the activity model makes you active).")] = True,
+    platform_policy: Annotated[str | None, typer.Option(help="The platform's policy (e.g. linucb); default none.")] = None,
+    brain: Annotated[str, typer.Option(help="Everyone else's brain: surrogate or llm.")] = "surrogate",
+    llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
+    env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
+) -> None:
+    """Take over one user in the terminal: see its feed and memories each round and type its actions."""
+    from socialenv.play import play as run_play
+
+    extra = _parse_json(env_kwargs, "--env-kwargs")
+    if llm:
+        extra["llm"] = _parse_json(llm, "--llm")
+    try:
+        run_play(env, user, seed=seed, every_round=every_round, platform_policy=platform_policy,
+                 num_users=users, rounds=rounds, users=brain, **extra)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
 
 
 # sub-commands; their modules import only typer at the top, heavy libraries inside commands

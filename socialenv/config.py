@@ -201,6 +201,12 @@ class EnvConfig:
         feed_recommender: a :class:`socialenv.platform.Recommender` (subclass) instance to
             build feeds instead of the default one built from ``recommender``.
         exposure_control: a :class:`socialenv.platform.ExposureControl` (subclass) instance.
+        activity: None (each user active with its scenario probability) or "hawkes" / a dict
+            of :class:`socialenv.activity.HawkesConfig` fields (self-exciting activity).
+        events: scenario events added to the scenario's own: a list of event dicts or a
+            .yaml/.json file (see :mod:`socialenv.events`).
+        moderation: ``PolicySim-Moderation-v0`` only: a dict of
+            :class:`socialenv.moderation.ModerationConfig` fields.
     """
 
     num_users: int = 1000
@@ -225,6 +231,9 @@ class EnvConfig:
     graph_observation: bool = False
     feed_recommender: Any = None
     exposure_control: Any = None
+    activity: Any = None
+    events: Any = None
+    moderation: Any = None
 
     def __post_init__(self) -> None:
         _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
@@ -257,6 +266,14 @@ class EnvConfig:
         _check(self.exposure_control is None or callable(getattr(self.exposure_control, "filter", None)),
                "exposure_control", "None or an object with filter(feed, post_author, exposure, rng)",
                self.exposure_control)
+        from socialenv.activity import HawkesConfig
+        from socialenv.events import load_events
+        from socialenv.moderation import ModerationConfig
+
+        object.__setattr__(self, "activity", HawkesConfig.from_spec(self.activity))
+        object.__setattr__(self, "events", tuple(load_events(self.events)))
+        if self.moderation is not None:
+            object.__setattr__(self, "moderation", ModerationConfig.from_spec(self.moderation))
         for name, cls in (("recommender", RecommenderConfig), ("reward", RewardConfig),
                           ("context", ContextConfig), ("classifier", ClassifierConfig)):
             value = getattr(self, name)

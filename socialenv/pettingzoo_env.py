@@ -466,6 +466,7 @@ class PolicySimParallelEnv(ParallelEnv):
             mine = dedupe_rows(np.where(own, -1, mine))
             feed[is_active], channel[is_active] = _compact(mine, ch, f)
         self._user_feed = feed
+        self._user_channel = channel
         self._user_active = is_active
         valid = feed >= 0
         p = np.maximum(feed, 0)
@@ -598,6 +599,14 @@ class PolicySimParallelEnv(ParallelEnv):
         if done:
             self.agents = []
         return obs, rewards, terminations, truncations, infos
+
+    def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Add a scenario event mid-run (see :mod:`socialenv.events`); same as the gym env's."""
+        return self.base.inject_event(event)
+
+    def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """Ask users a question without changing any state (see :mod:`socialenv.interview`)."""
+        return self.base.interview(user_ids, question, **kwargs)
 
     def state(self) -> np.ndarray:
         """Global state (2N,) float32: every user's smoothed stance, then latent opinion."""

@@ -7,6 +7,7 @@ import gymnasium as gym
 ENV_IDS = {
     "PolicySim-Rec-v0": "socialenv.envs.rec:RecEnv",
     "PolicySim-Exposure-v0": "socialenv.envs.exposure:ExposureEnv",
+    "PolicySim-Moderation-v0": "socialenv.envs.moderation:ModerationEnv",
 }
 
 

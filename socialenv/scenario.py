@@ -34,6 +34,7 @@ class Scenario:
             history_text: posts that exist before round 0 (round -1).
         news: news events with their rounds.
         misinformation_message: the message misinformed users spread, if any.
+        events: scheduled / triggered / chained event dicts (see :mod:`socialenv.events`).
     """
 
     name: str
@@ -55,6 +56,7 @@ class Scenario:
     history_text: list[str | None] | None = None
     news: list[NewsEvent] = field(default_factory=list)
     misinformation_message: str | None = None
+    events: list[dict] = field(default_factory=list)
 
     @property
     def num_users(self) -> int:
@@ -112,6 +114,9 @@ class Scenario:
             )
         if self.history_text is not None and len(self.history_text) != h:
             raise ValueError(f"Scenario.history_text has {len(self.history_text)} texts, expected {h}")
+        from socialenv.events import load_events
+
+        self.events = load_events(list(self.events))
 
     @classmethod
     def from_arrays(
@@ -130,6 +135,7 @@ class Scenario:
         misinformed: np.ndarray | None = None,
         news: list[NewsEvent] | None = None,
         misinformation_message: str | None = None,
+        events: list[dict] | None = None,
         seed: int = 0,
     ) -> Scenario:
         """A scenario from user-supplied arrays; what is not given gets documented defaults.
@@ -181,6 +187,7 @@ class Scenario:
             history_misinfo=np.zeros(0, bool),
             news=list(news or []),
             misinformation_message=misinformation_message,
+            events=list(events or []),
         )
         seed_history(scenario, rng)
         scenario.validate()
@@ -207,6 +214,7 @@ class Scenario:
             "name": self.name, "topic": self.topic,
             "misinformation_message": self.misinformation_message,
             "news": [[e.round, e.headline, e.shift] for e in self.news],
+            "events": list(self.events),
             "history_text": self.history_text, "names": p.names, "topics": list(p.topics),
             "identity_vocab": list(p.identity.vocab),
             "posting_style_vocab": list(p.posting_style.vocab),
@@ -247,6 +255,7 @@ class Scenario:
             history_text=meta["history_text"],
             news=[NewsEvent(int(r), str(h), float(s)) for r, h, s in meta["news"]],
             misinformation_message=meta["misinformation_message"],
+            events=list(meta.get("events", [])),
         )
         scenario.validate()
         return scenario

@@ -23,7 +23,10 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.types import Behaviour, FeedChannel, PostKind, RoundInput, RoundOutput
 from socialenv import metrics
+from socialenv.activity import make_activity_model
 from socialenv.config import EnvConfig
+from socialenv.events import EventSchedule
+from socialenv.moderation import ModerationState
 from socialenv.platform import (
     ExposureControl,
     FeedContext,
@@ -52,6 +55,9 @@ class Stream(IntEnum):
     TEXT = 5
     SETUP = 6
     CLASSIFIER = 7
+    MODERATION = 8
+    MODERATION_CLASSIFIER = 9
+    EVENTS = 10
 
 
 @dataclass
@@ -103,6 +109,11 @@ class Simulation:
         self.seed = 0
         self.round = 0
         self.scenario: Scenario | None = None
+        # opt-in mechanisms (issue 13), each consulted through one small hook below
+        self.activity_model = make_activity_model(config.activity)
+        self.events = EventSchedule(config.events)
+        #: a :class:`socialenv.moderation.ModerationState` (set by the moderation env)
+        self.moderation: ModerationState | None = None
 
     # ----------------------------------------------------------------------------- setup
     def rng(self, round_: int, stream: Stream) -> np.random.Generator:
@@ -182,12 +193,21 @@ class Simulation:
             self._update_author_history(scenario.history_author, scenario.history_toxicity,
                                         self.posts.flagged[: len(self.posts)])
         self._adjacency = None
+        self.events = EventSchedule(list(getattr(scenario, "events", None) or []) + list(self.config.events or []))
+        if self.activity_model is not None:
+            self.activity_model.reset(self.users.activity)
+        if self.moderation is not None:
+            self.moderation.reset(n)
         self.active = self.sample_active(0)
 
     def sample_active(self, round_: int) -> np.ndarray:
         """(B,) users active in ``round_`` (each independently with its activity probability)."""
         rng = self.rng(round_, Stream.ACTIVE)
-        return np.flatnonzero(rng.random(len(self.users.activity)) < self.users.activity).astype(np.int64)
+        p = self.users.activity if self.activity_model is None else self.activity_model.probability(self.users.activity)
+        active = rng.random(len(p)) < p
+        if self.moderation is not None:
+            active &= ~self.moderation.suspended(round_)
+        return np.flatnonzero(active).astype(np.int64)
 
     # ----------------------------------------------------------------------------- context
     def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
@@ -246,6 +266,8 @@ class Simulation:
         valid = feed >= 0
         own_post = valid & (self.posts.author[np.where(valid, feed, 0)] == owner)
         feed = dedupe_rows(np.where(own_post, -1, feed))
+        if self.moderation is not None:
+            feed = self.moderation.filter_feeds(feed, owner, self.posts, t, self.rng(t, Stream.MODERATION))
         valid = feed >= 0
         filtered, removed_count = self.exposure_control.filter(
             feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
@@ -256,7 +278,7 @@ class Simulation:
         stance_before = self.users.stance.copy()
         discrete_before = self.users.discrete_stance.copy()
         misinformed_before = self.users.misinformed.copy()
-        news = [e for e in (self.scenario.news if self.scenario else []) if e.round == t]
+        news = [e for e in (self.scenario.news if self.scenario else []) if e.round == t] + self.events.start(t)
         indptr, indices = self.graph.followees_csr()
         round_input = RoundInput(
             round=t, active=active.copy(), feed=filtered, feed_channel=channel,
@@ -268,7 +290,12 @@ class Simulation:
         )
         output = self.brain.act(round_input)
         output.validate(n, len(self.posts), self.posts.latent_dim)
+        if self.moderation is not None:
+            self.moderation.adjust_output(output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION))
         text_toxicity = self._apply(output, t)
+        events_fired = self.events.apply_fired(t, self.users, self.rng(t, Stream.EVENTS))
+        if self.activity_model is not None:
+            self.activity_model.observe(output, self.posts.author, news)
         self.round += 1
         self.round_start.append(len(self.posts))
         self.active = self.sample_active(self.round)
@@ -295,7 +322,12 @@ class Simulation:
             "posts": float(len(output.post_user)),
             "reactions": float(len(output.react_user)),
             "follow_edges": float(len(self.graph)),
+            "events_fired": float(events_fired),
         }
+        if self.activity_model is not None:
+            result.metrics["activity_excitation_news"] = float(self.activity_model.external)
+            result.metrics["activity_excitation_notifications"] = float(self.activity_model.internal.mean())
+        self.events.check_triggers(t, result.metrics)
         for reason, count in output.invalid.items():
             result.metrics[f"invalid_{reason}"] = float(count)
         return result
@@ -418,6 +450,9 @@ class Simulation:
             "centroids": self.centroids.copy(),
             "active": self.active.copy(),
             "brain": self.brain.state_dict(),
+            "events": self.events.state_dict(),
+            "activity": None if self.activity_model is None else self.activity_model.state_dict(),
+            "moderation": None if self.moderation is None else self.moderation.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -435,3 +470,9 @@ class Simulation:
         self.centroids = state["centroids"].copy()
         self.active = state["active"].copy()
         self.brain.load_state_dict(state["brain"])
+        if state.get("events") is not None:
+            self.events.load_state_dict(state["events"])
+        if state.get("activity") is not None and self.activity_model is not None:
+            self.activity_model.load_state_dict(state["activity"])
+        if state.get("moderation") is not None and self.moderation is not None:
+            self.moderation.load_state_dict(state["moderation"])

@@ -28,6 +28,7 @@ SCRIPTS: dict[str, list[str]] = {
                               "--seeds", "0"],
     "llm_agents": ["examples/llm_agents.py", "--users", "10", "--rounds", "1"],
     "vector_env_benchmark": ["benchmarks/vector_env.py", "--smoke"],
+    "researcher_tools": ["examples/researcher_tools.py", "--smoke"],
 }
 EXPECTED = {
     "quickstart": "linucb: mean reward",
@@ -38,6 +39,7 @@ EXPECTED = {
     "population_comparison": "llm",
     "llm_agents": "reward",
     "vector_env_benchmark": "async-2",
+    "researcher_tools": "survey:",
 }
 
 

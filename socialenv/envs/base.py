@@ -294,6 +294,27 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """The step's reward: the slate's rewards summed over its slots / ``slate_size``."""
         return float(slot_rewards.sum() / self.slate_size)
 
+    # ------------------------------------------------------------------ researcher tools
+    def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Add a scenario event mid-run (a dict as in :mod:`socialenv.events`); without
+        ``round`` / ``when`` it fires in the next round played. Returns the normalized event."""
+        if self._arms is None:
+            raise RuntimeError("call reset() before inject_event()")
+        return self.sim.events.inject(event, self.sim.round)
+
+    def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """Ask users a question without changing any state; see :func:`socialenv.interview.interview`."""
+        from socialenv.interview import interview
+
+        return interview(self, user_ids, question, **kwargs)
+
+    def survey(self, questions: Any, sample: Any = 20, seed: int = 0, **kwargs: Any) -> Any:
+        """Run a questionnaire over a sample of users and return a table; see
+        :func:`socialenv.interview.survey`."""
+        from socialenv.interview import survey
+
+        return survey(self, questions, sample=sample, seed=seed, **kwargs)
+
     def graph_data(self):
         """The current follow graph as a ``torch_geometric.data.Data``: ``x`` (N, 2d) unpropagated
         user context [profile ⊕ memory embedding], ``edge_index`` (2, E) with messages flowing

@@ -1,0 +1,302 @@
+"""PolicySim-Moderation-v0: learn which governance actions to take on which posts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agent_models.types import PostKind
+from socialenv.envs.base import PolicySimEnv
+from socialenv.moderation import MODERATION_ACTIONS, ModerationConfig, ModerationState
+from socialenv.simulation import RoundResult, Stream
+
+#: Scalar features at the end of each arm's context, in order.
+MODERATION_FEATURES: tuple[str, ...] = (
+    *(f"action_{a}" for a in MODERATION_ACTIONS),
+    "flagged",
+    *(f"flagged_x_{a}" for a in MODERATION_ACTIONS),
+    "log_engagement", "post_age", "author_flagged_share", "log_author_followers",
+    "post_stance", "is_retweet", "flagged_x_log_engagement",
+)
+
+
+class ModerationEnv(PolicySimEnv):
+    """Content moderation: delete, suspend, label or downrank, against a noisy classifier.
+
+    A POSIM-style governance setting on the PolicySim platform. Posts are harmful when they
+    carry misinformation or are toxic (toxicity >= ``moderation.toxic_threshold``); the
+    platform never sees that truth, only the flags of a harm classifier with the configured
+    ``precision`` and ``recall``.
+
+    ## Action Space
+
+    ``MultiDiscrete([K + 1] * budget)``: a slate of ``budget`` arm indices. Each round
+    ``moderation.targets`` (T) candidate posts are drawn from the last ``recommender.window``
+    rounds (a ``flagged_share`` of them from the classifier's flagged posts, the rest at
+    random; both weighted by engagement); arm k = (post k // A, action k % A) over the A
+    actions of ``moderation.actions`` (default delete, suspend, label, downrank), so
+    K = T·A. The value K (``env.unwrapped.no_op``) leaves a slot empty: a slate of only K is
+    no moderation. A repeated index is applied once; a second action on the same post in a
+    slate is discarded (counted in ``invalid_arms``), as is a masked arm. What each does,
+    from this round on:
+
+    | action | effect | lasts |
+    |---|---|---|
+    | delete | the post (and its retweets) is no longer shown | for good |
+    | suspend | the author cannot act and none of their posts is shown | ``suspend_rounds`` (k) |
+    | label | a warning label: ``label_reach`` of its impressions kept, belief uptake lowered | for good |
+    | downrank | ``downrank_reach`` of its impressions kept | ``downrank_rounds`` |
+
+    ``env.unwrapped._arms`` holds "user" (the author), "post", "action" (index into
+    ``moderation.actions``) and "mask" per arm.
+
+    ## Observation Space
+
+    ``Dict``: "arms" (K, D) float32 and "action_mask" (K,) int8 (0 for padding, a deleted or
+    already-labelled post, a currently downranked post, a currently suspended author). Each
+    arm's context is the author's propagated context (2d: profile ⊕ memory embedding, Eq. 7–8)
+    followed by the 16 features of :data:`MODERATION_FEATURES`:
+
+    | idx | feature | min | max |
+    |---|---|---|---|
+    | 0–3 | action one-hot (delete, suspend, label, downrank) | 0 | 1 |
+    | 4 | classifier flag of the post | 0 | 1 |
+    | 5–8 | flag × action one-hot | 0 | 1 |
+    | 9 | log(1 + likes + 2·retweets + replies) | 0 | inf |
+    | 10 | post age in rounds | 0 | inf |
+    | 11 | share of the author's recent posts flagged | 0 | 1 |
+    | 12 | log(1 + author's followers) | 0 | inf |
+    | 13 | post stance | −1 | 1 |
+    | 14 | the post is a retweet | 0 | 1 |
+    | 15 | flag × log engagement | 0 | inf |
+
+    Padding arms are all zeros.
+
+    ## Rewards
+
+    Harms are counted in impression-equivalents over the I impressions of the round:
+
+        r = 1 − (w_m·M + w_t·T + w_v·C + w_w·W + Σ cost) / I
+
+    M: misinformation impressions delivered (a labelled one counts 1 − ``label_uptake_reduction``),
+    T: toxic impressions delivered, C: clean impressions the decisions in force removed,
+    W: wrongful removals this round (a delete or suspend of a post that was not harmful), and
+    the costs of the actions taken. Over-moderation therefore costs reward twice: lost clean
+    reach and wrongful removals. ``info["arm_rewards"]`` credits each applied arm, in [0, 1]
+    (0.5 = no effect), with its own share of that sum: clip(0.5 + 0.5·Δ / ``credit_scale``,
+    0, 1), Δ = harm it averted on the impressions it governed this round − w_v·clean
+    impressions it removed − w_w·[wrongful] − its cost, so an arm scores above 0.5 exactly
+    when it raised the step reward. ``info["metrics"]`` adds
+    ``moderation_reward``, ``misinformation_impression_share``, ``toxic_impression_share``,
+    ``clean_removed_share``, ``wrongful_removals`` (and the episode total
+    ``wrongful_removals_total``), ``actions_<name>``, ``moderation_cost``,
+    ``suspended_users``, ``classifier_flagged_share``, ``label_reverted_beliefs``.
+
+    ## Starting State
+
+    The ``misinformation`` scenario by default (20% of users start out spreading it); no
+    decision in force; the classifier has scored the history posts.
+
+    ## Episode End
+
+    Truncated after ``rounds`` rounds (default 10); never terminated.
+
+    ## Arguments
+
+    Every ``PolicySim-Rec-v0`` argument (``num_users``, ``rounds``, ``budget`` (default 10),
+    ``scenario``, ``users``, ``seed``, ``activity``, ``events``, ...) and
+    ``moderation={...}``: the fields of :class:`socialenv.moderation.ModerationConfig`
+    (``targets``, ``actions``, ``flagged_share``, ``suspend_rounds``, ``downrank_rounds``,
+    ``label_reach``, ``label_uptake_reduction``, ``downrank_reach``, ``cost`` (per action),
+    ``precision``, ``recall``, ``toxic_threshold``, ``misinformation_weight``,
+    ``toxicity_weight``, ``wrongful_penalty``, ``visibility_weight``).
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    num_arm_features = len(MODERATION_FEATURES)
+
+    @classmethod
+    def default_kwargs(cls) -> dict[str, Any]:
+        return {"scenario": "misinformation", "budget": 10}
+
+    def __init__(self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any) -> None:
+        super().__init__(render_mode=render_mode, seed=seed, **kwargs)
+        self.moderation_config: ModerationConfig = ModerationConfig.from_spec(self.config.moderation)
+        self.sim.moderation = ModerationState(self.moderation_config, self._num_users())
+        self._action_index = np.array([MODERATION_ACTIONS.index(a) for a in self.moderation_config.actions])
+        self._round_actions: dict[str, Any] = {}
+
+    def _num_arms(self) -> int:
+        cfg = ModerationConfig.from_spec(self.config.moderation)
+        return cfg.targets * len(cfg.actions)
+
+    # ------------------------------------------------------------------ arms
+    def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
+        mod.score(sim.posts, sim.rng(sim.round, Stream.MODERATION_CLASSIFIER))
+        lo, hi = sim.recent_post_range(self.config.recommender.window)
+        ids = np.arange(lo, hi)
+        ids = ids[~mod.deleted[ids]]
+        p = sim.posts
+        weight = 1.0 + p.likes[ids] + 2.0 * p.retweets[ids] + p.replies[ids]
+        flagged = mod.flag[ids]
+        n_flagged = min(int(round(cfg.flagged_share * cfg.targets)), int(flagged.sum()))
+
+        def draw(pool: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
+            size = min(size, len(pool))
+            return rng.choice(pool, size=size, replace=False, p=w / w.sum()) if size else np.zeros(0, np.int64)
+
+        first = draw(ids[flagged], weight[flagged], n_flagged)
+        rest = np.setdiff1d(ids, first)
+        rest_w = 1.0 + p.likes[rest] + 2.0 * p.retweets[rest] + p.replies[rest]
+        chosen = np.sort(np.concatenate([first, draw(rest, rest_w, cfg.targets - len(first))]))
+        post = np.full(cfg.targets, -1, np.int64)
+        post[: len(chosen)] = chosen
+        a = len(cfg.actions)
+        arm_post = np.repeat(post, a)
+        arm_action = np.tile(np.arange(a), cfg.targets)
+        exists = arm_post >= 0
+        safe = np.maximum(arm_post, 0)
+        author = np.where(exists, p.author[safe], -1)
+        name = self._action_index[arm_action]
+        t = sim.round
+        allowed = np.select(
+            [name == 0, name == 1, name == 2, name == 3],
+            [~mod.deleted[safe], ~mod.suspended(t)[np.maximum(author, 0)], ~mod.labelled[safe],
+             mod.downranked_until[safe] <= t],
+        )
+        return {"user": author, "post": arm_post, "action": arm_action, "mask": exists & allowed}
+
+    def _arms_per_user(self) -> int:
+        """Arms of one candidate post (one per governance action): the group of
+        :meth:`arm_groups` is the post, and at most one action per post takes effect."""
+        return len(ModerationConfig.from_spec(self.config.moderation).actions)
+
+    def _slate_size(self) -> int:
+        return self.config.budget
+
+    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
+        sim, mod = self.sim, self.sim.moderation
+        p = sim.posts
+        post = np.maximum(arms["post"], 0)
+        author = np.maximum(arms["user"], 0)
+        onehot = np.zeros((len(post), len(MODERATION_ACTIONS)), np.float32)
+        onehot[np.arange(len(post)), self._action_index[arms["action"]]] = 1.0
+        flag = mod.flag[post].astype(np.float32)
+        engagement = np.log1p(p.likes[post] + 2.0 * p.retweets[post] + p.replies[post]).astype(np.float32)
+        lo, hi = sim.recent_post_range(self.config.recommender.window)
+        n = len(sim.users.stance)
+        written = np.bincount(p.author[lo:hi], minlength=n)
+        flagged = np.bincount(p.author[lo:hi], weights=mod.flag[lo:hi].astype(np.float64), minlength=n)
+        author_share = (flagged / np.maximum(written, 1))[author]
+        followers_indptr, _ = sim.graph.followers_csr()
+        features = np.concatenate([
+            onehot, flag[:, None], flag[:, None] * onehot,
+            np.stack([
+                engagement, (sim.round - p.round[post]).astype(np.float32), author_share,
+                np.log1p(np.diff(followers_indptr)[author]), p.stance[post],
+                (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32), flag * engagement,
+            ], axis=1),
+        ], axis=1)
+        context = np.concatenate([arm_user_context, features], axis=1).astype(np.float32)
+        context[~arms["mask"]] = 0.0
+        return context
+
+    # ------------------------------------------------------------------ acting
+    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
+        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
+        arms = self._arms
+        _, first = np.unique(arms["post"][chosen], return_index=True)
+        applied = chosen[np.sort(first)]
+        post, author = arms["post"][applied], arms["user"][applied]
+        name = self._action_index[arms["action"][applied]]
+        t = sim.round
+        mod.deleted[post[name == 0]] = True
+        mod.suspended_until[author[name == 1]] = t + cfg.suspend_rounds
+        mod.labelled[post[name == 2]] = True
+        mod.downranked_until[post[name == 3]] = t + cfg.downrank_rounds
+        if (name == 1).any():
+            sim.active = sim.active[~mod.suspended(t)[sim.active]]
+        harmful = mod.harmful(sim.posts, post)
+        wrongful = ((name == 0) | (name == 1)) & ~harmful
+        cost = np.array([cfg.cost[MODERATION_ACTIONS[i]] for i in name], np.float64)
+        self._round_actions = {"applied": applied, "post": post, "author": author, "name": name,
+                               "wrongful": wrongful, "cost": cost}
+        return applied, (None, None)
+
+    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
+        p = sim.posts
+        acts = self._round_actions
+        imp_post, removed, labelled = mod.last_post, mod.last_removed, mod.last_labelled
+        is_mis = p.misinfo[imp_post]
+        is_tox = p.toxicity[imp_post] >= cfg.toxic_threshold
+        clean = ~(is_mis | is_tox)
+        total = max(len(imp_post), 1)
+        delivered = ~removed
+        # harm of each impression if delivered, and what the decisions in force took off it
+        mis_harm = cfg.misinformation_weight * is_mis
+        harm_if_delivered = mis_harm + cfg.toxicity_weight * is_tox
+        delivered_harm = np.where(delivered, harm_if_delivered - cfg.label_uptake_reduction * mis_harm * labelled, 0.0)
+        averted = harm_if_delivered - delivered_harm
+        clean_lost = (removed & clean).astype(np.float64)
+        wrongful = acts["wrongful"] if acts else np.zeros(0, bool)
+        cost = acts["cost"] if acts else np.zeros(0)
+        penalty = cfg.wrongful_penalty * float(wrongful.sum()) + float(cost.sum())
+        step_reward = 1.0 - (float(delivered_harm.sum()) + cfg.visibility_weight * float(clean_lost.sum())
+                             + penalty) / total
+
+        k = len(applied)
+        rewards = np.zeros(k, np.float32)
+        if k:
+            name = acts["name"]
+            position = np.full(len(p), -1, np.int64)
+            on_post = name != 1
+            position[acts["post"][on_post]] = np.flatnonzero(on_post)
+            parent = p.parent[imp_post]
+            original = np.where((p.kind[imp_post] == int(PostKind.RETWEET)) & (parent >= 0), parent, imp_post)
+            arm_of_post = np.where(position[imp_post] >= 0, position[imp_post], position[original])
+            by_author = np.full(len(sim.users.stance), -1, np.int64)
+            by_author[acts["author"][~on_post]] = np.flatnonzero(~on_post)
+            arm_of_author = by_author[p.author[imp_post]]
+            gain = np.zeros(k)
+            for arm_of in (arm_of_post, arm_of_author):
+                mine = arm_of >= 0
+                gain += np.bincount(arm_of[mine], weights=(averted - cfg.visibility_weight * clean_lost)[mine],
+                                    minlength=k)
+            gain -= cfg.wrongful_penalty * wrongful + cost
+            rewards = np.clip(0.5 + 0.5 * gain / cfg.credit_scale, 0.0, 1.0).astype(np.float32)
+        mis_share = float((delivered & is_mis).sum()) / total
+        tox_share = float((delivered & is_tox).sum()) / total
+        clean_removed = float(clean_lost.sum()) / total
+        wrongful = int(wrongful.sum())
+        cost = float(cost.sum())
+        mod.wrongful_total += wrongful
+        n_actions = {a: 0.0 for a in MODERATION_ACTIONS}
+        if acts:
+            for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
+                n_actions[MODERATION_ACTIONS[int(i)]] = float(count)
+        scored = mod.scored
+        extra = {
+            "moderation_reward": float(step_reward),
+            "misinformation_impression_share": mis_share,
+            "toxic_impression_share": tox_share,
+            "clean_removed_share": clean_removed,
+            "wrongful_removals": float(wrongful),
+            "wrongful_removals_total": float(mod.wrongful_total),
+            "moderation_cost": cost,
+            "suspended_users": float(mod.suspended(result.round).sum()),
+            "classifier_flagged_share": float(mod.flag[:scored].mean()) if scored else 0.0,
+            "label_reverted_beliefs": float(mod.last_reverted),
+            **{f"actions_{a}": v for a, v in n_actions.items()},
+        }
+        self._round_actions = {}
+        return rewards, extra
+
+    def step(self, action: Any):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, info["metrics"]["moderation_reward"], terminated, truncated, info
