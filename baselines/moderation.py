@@ -30,7 +30,7 @@ class SuppressFlagged:
         base = getattr(env, "unwrapped", env)
         if action not in base.moderation_config.actions:
             raise ValueError(f"action={action!r} is not allowed: one of {base.moderation_config.actions}")
-        self.budget, self.no_op = base.config.budget, base.no_op
+        self.budget, self.no_op = base.slate_size, base.no_op
         offset = base.context_dim - len(MODERATION_FEATURES)
         self._action_col = offset + MODERATION_FEATURES.index(f"action_{action}")
         self._flag_col = offset + MODERATION_FEATURES.index("flagged")

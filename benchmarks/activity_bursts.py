@@ -47,7 +47,7 @@ def activity_matrix(env: RecEnv | ExposureEnv, seed: int) -> tuple[np.ndarray, l
     n = len(env.sim.users.stance)
     rows, metrics = [], []
     for _ in range(env.config.rounds):
-        _, _, _, _, info = env.step(np.full(env.config.budget, env.no_op))
+        _, _, _, _, info = env.step(np.full(env.slate_size, env.no_op))
         active = np.zeros(n, bool)
         active[env._last_result.active] = True
         rows.append(active)

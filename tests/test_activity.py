@@ -22,7 +22,7 @@ def _episode(env, seed: int, rounds: int) -> list[np.ndarray]:
     env.reset(seed=seed)
     out = []
     for _ in range(rounds):
-        env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+        env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
         out.append(env.unwrapped._last_result.active.copy())
     return out
 
@@ -70,7 +70,7 @@ def test_notifications_excite_the_notified_users() -> None:
     env = gym.make("PolicySim-Exposure-v0", activity={"external_excitation": 0.0, "internal_excitation": 0.05},
                    num_users=500, rounds=3)
     env.reset(seed=2)
-    _, _, _, _, info = env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+    _, _, _, _, info = env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
     model = env.unwrapped.sim.activity_model
     assert info["metrics"]["activity_excitation_notifications"] == pytest.approx(model.internal.mean())
     assert info["metrics"]["activity_excitation_news"] == 0.0
@@ -93,10 +93,10 @@ def test_hawkes_seeded_and_resumes(tmp_path: Path) -> None:
     env = gym.make("PolicySim-Rec-v0", **kwargs)
     env.reset(seed=3)
     for _ in range(3):
-        env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+        env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
     resumed = load_env(env.unwrapped.save(tmp_path / "h.pkl"))
     for expected in first[3:]:
-        resumed.step(np.full(resumed.unwrapped.config.budget, resumed.unwrapped.no_op))
+        resumed.step(np.full(resumed.unwrapped.slate_size, resumed.unwrapped.no_op))
         np.testing.assert_array_equal(resumed.unwrapped._last_result.active, expected)
 
 

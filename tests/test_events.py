@@ -22,7 +22,7 @@ FACT_CHECK = {
 
 
 def _noop(env) -> np.ndarray:
-    return np.full(env.unwrapped.config.budget, env.unwrapped.no_op)
+    return np.full(env.unwrapped.slate_size, env.unwrapped.no_op)
 
 
 def _run(env, seed: int, rounds: int) -> list[dict[str, float]]:

@@ -46,7 +46,7 @@ def test_surrogate_interviews_change_nothing() -> None:
 def test_surrogate_answers_come_from_state() -> None:
     env = gym.make("PolicySim-Exposure-v0", **SMALL)
     env.reset(seed=1)
-    env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+    env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
     sim = env.unwrapped.sim
     result = env.unwrapped._last_result
     user = int(result.active[0])
@@ -65,7 +65,7 @@ def test_surrogate_answers_come_from_state() -> None:
 def test_survey_table() -> None:
     env = gym.make("PolicySim-Exposure-v0", **SMALL)
     env.reset(seed=0)
-    env.step(np.full(env.unwrapped.config.budget, env.unwrapped.no_op))
+    env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
     table = env.unwrapped.survey(
         ["How was your feed?", {"id": "belief", "text": "Is the claim true?", "scale": 2, "measure": "misinformed"}],
         sample=30, seed=4)
@@ -106,7 +106,8 @@ def test_llm_interviews_one_batched_call_and_change_nothing(tiny_lm_path: Path) 
         return generate(prompts, schemas, sampling)
 
     backend.generate = counting
-    kwargs = {"users": "llm", "num_users": 12, "rounds": 2, "budget": 2, "candidate_users": 4, "candidate_posts": 3}
+    kwargs = {"users": "llm", "num_users": 12, "rounds": 2, "budget": 2, "candidate_users": 4,
+              "candidates": {"interest": 1, "opposite": 1, "fresh": 1}}
 
     def make():
         from agent_models.llm.brain import LLMBrain

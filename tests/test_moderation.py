@@ -26,8 +26,8 @@ def _slate(env, action: str, *, flagged_only: bool = True) -> np.ndarray:
     ok = arms["mask"] & (names == action)
     if flagged_only:
         ok &= base.sim.moderation.flag[np.maximum(arms["post"], 0)]
-    pick = np.flatnonzero(ok)[: base.config.budget]
-    slate = np.full(base.config.budget, base.no_op, np.int64)
+    pick = np.flatnonzero(ok)[: base.slate_size]
+    slate = np.full(base.slate_size, base.no_op, np.int64)
     slate[: len(pick)] = pick
     return slate
 
@@ -47,7 +47,7 @@ def test_spaces_and_arms() -> None:
     obs, _ = env.reset(seed=0)
     base = env.unwrapped
     assert base.num_arms == 7 * len(MODERATION_ACTIONS)
-    assert env.action_space.nvec.tolist() == [base.num_arms + 1] * base.config.budget
+    assert env.action_space.nvec.tolist() == [base.num_arms + 1] * base.slate_size
     assert obs["arms"].shape == (base.num_arms, base.context_dim)
     arms = base._arms
     assert set(arms) >= {"user", "post", "action", "mask"}
@@ -91,7 +91,7 @@ def test_suspension_stops_activity_for_k_rounds() -> None:
     assert not np.isin(base.sim.active, authors).any()            # round 1 too
     assert not np.isin(base.sim.posts.author[base.sim.moderation.last_post[~base.sim.moderation.last_removed]],
                        authors).any()
-    env.step(np.full(base.config.budget, base.no_op))
+    env.step(np.full(base.slate_size, base.no_op))
     assert base.sim.moderation.suspended(2).sum() == 0            # lifted after k = 2 rounds
 
 
@@ -118,7 +118,7 @@ def test_classifier_precision_and_recall() -> None:
     env.reset(seed=0)
     base = env.unwrapped
     for _ in range(3):
-        env.step(np.full(base.config.budget, base.no_op))
+        env.step(np.full(base.slate_size, base.no_op))
     mod = base.sim.moderation
     mod.score(base.sim.posts, np.random.default_rng(0))
     ids = np.arange(mod.scored)
