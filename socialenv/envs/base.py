@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,6 @@ from gymnasium import spaces
 from agent_models.factory import make_brain
 from socialenv.config import EnvConfig
 from socialenv.simulation import RoundResult, Simulation, Stream
-
-SAVE_FORMAT_VERSION = 1
 
 
 def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -250,23 +247,34 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write the whole env state (config, world, brain, RNG) to ``path`` (a pickle: load
-        only files you trust). ``load_env(path)`` resumes the exact trajectory."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the whole env state (config, world, brain, RNG) to ``path``, a data-only
+        checkpoint (:mod:`socialenv.checkpoint`: arrays + JSON, no pickle, secrets left out).
+        ``load_env(path)`` resumes the exact trajectory. A config value that is not data (a
+        Brain, recommender or exposure-control instance) is not stored: pass it again to
+        ``load_env(path, users=...)``."""
+        from socialenv.checkpoint import write_checkpoint
+
         state = {
-            "version": SAVE_FORMAT_VERSION,
-            "env_id": self.spec.id if self.spec is not None else None,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "env_id": self._registered_id(),
             "config": self.config,
             "default_seed": self._default_seed,
             "np_random_state": self.np_random.bit_generator.state,
             "sim": self.sim.state_dict(),
             "env": self._env_state(),
         }
-        with path.open("wb") as fh:
-            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        return write_checkpoint(path, "env", state, objects="placeholder")
+
+    def _registered_id(self) -> str:
+        from socialenv.registration import ENV_IDS
+
+        entry = f"{type(self).__module__}:{type(self).__qualname__}"
+        ids = [env_id for env_id, point in ENV_IDS.items() if point == entry]
+        if self.spec is not None and self.spec.id in ids:
+            return self.spec.id
+        if not ids:
+            raise ValueError(f"{type(self).__qualname__} is not a registered PolicySim env "
+                             f"({sorted(ENV_IDS)}); only those can be saved")
+        return ids[0]
 
     def _env_state(self) -> dict[str, Any]:
         return {"arms": self._arms}
@@ -275,29 +283,45 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._arms = state["arms"]
 
     @classmethod
-    def load(cls, path: str | Path) -> PolicySimEnv:
-        """Rebuild an env saved with :meth:`save`, ready to continue with ``step``."""
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"saved env {path} does not exist")
-        with path.open("rb") as fh:
-            state = pickle.load(fh)
-        if not isinstance(state, dict) or state.get("version") != SAVE_FORMAT_VERSION:
-            raise ValueError(f"{path} is not a PolicySim env save (format version {SAVE_FORMAT_VERSION})")
+    def load(cls, path: str | Path, **overrides: Any) -> PolicySimEnv:
+        """Rebuild an env saved with :meth:`save`, ready to continue with ``step``.
+
+        The file's format and version are checked before anything else is read; the env class
+        comes from the package's registry (:data:`socialenv.registration.ENV_IDS`), never
+        from the file. ``overrides`` replace config fields (needed for values that were
+        objects, e.g. ``users=MyBrain()``)."""
         import importlib
 
-        module, qualname = state["class"].split(":")
+        from socialenv.checkpoint import CheckpointError, fill_placeholders, read_checkpoint
+        from socialenv.registration import ENV_IDS
+
+        state = read_checkpoint(path, "env")
+        required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
+        if not isinstance(state, dict) or not required <= set(state):
+            raise CheckpointError(f"{path} is not a PolicySim env checkpoint: it lacks "
+                                  f"{sorted(required - set(state) if isinstance(state, dict) else required)}")
+        env_id = state["env_id"]
+        if env_id not in ENV_IDS:
+            raise CheckpointError(f"{path}: env id {env_id!r} is not one of {sorted(ENV_IDS)}")
+        if not isinstance(state["config"], EnvConfig):
+            raise CheckpointError(f"{path}: config is not an EnvConfig")
+        module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
-        config = state["config"]
-        kwargs = {f: getattr(config, f) for f in config.__dataclass_fields__}
+        kwargs = fill_placeholders(state["config"], overrides,
+                                   lambda name: f"load_env(path, {name}=...)")
         env = env_cls(seed=state["default_seed"], **kwargs)
-        env.reset(seed=0)
-        env.np_random.bit_generator.state = state["np_random_state"]
-        env.sim.load_state_dict(state["sim"])
-        env._load_env_state(state["env"])
+        try:
+            env.reset(seed=0)
+            env.np_random.bit_generator.state = state["np_random_state"]
+            env.sim.load_state_dict(state["sim"])
+            env._load_env_state(state["env"])
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise CheckpointError(f"{path}: the saved state does not fit the env: "
+                                  f"{type(err).__name__}: {err}") from err
         return env
 
 
-def load_env(path: str | Path) -> PolicySimEnv:
-    """Load an env saved with ``env.save(path)`` (works through ``env.unwrapped.save``)."""
-    return PolicySimEnv.load(path)
+def load_env(path: str | Path, **overrides: Any) -> PolicySimEnv:
+    """Load an env saved with ``env.save(path)`` (works through ``env.unwrapped.save``);
+    ``overrides`` replace config fields (see :meth:`PolicySimEnv.load`)."""
+    return PolicySimEnv.load(path, **overrides)
