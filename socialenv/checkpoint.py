@@ -10,7 +10,8 @@ kind) before anything else, then decodes the tree: JSON values, arrays read with
 ``allow_pickle=False`` and a closed set of tagged values. Classes are never named by the
 file: a tagged dataclass or config is looked up in :data:`data_classes` (the package's own
 config and scenario types), so a file cannot make the loader import or call anything else.
-Fields named like a secret (:func:`socialenv.redaction.is_secret_name`) are written as None.
+Fields named like a secret (:func:`socialenv.redaction.is_secret_name`) are written as None
+(a key is read again from its environment variable when the checkpoint is loaded).
 """
 
 from __future__ import annotations
@@ -89,8 +90,7 @@ class _Encoder:
         if isinstance(value, list):
             return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, dict):
-            value = {k: None if is_secret_name(k) and isinstance(v, str) else v
-                     for k, v in value.items()}
+            value = {k: None if is_secret_name(k) else v for k, v in value.items()}
             if all(isinstance(k, str) and k not in _TAGS for k in value):
                 return {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}
             return {"__items__": [[self.encode(k, where), self.encode(v, f"{where}[{k!r}]")]
@@ -104,7 +104,7 @@ class _Encoder:
             fields = {}
             for f in names:
                 v = getattr(value, f)
-                fields[f] = None if is_secret_name(f) and isinstance(v, str) else self.encode(v, f"{where}.{f}")
+                fields[f] = None if is_secret_name(f) else self.encode(v, f"{where}.{f}")
             return {"__data__": name, "fields": fields}
         if self.objects == "placeholder":
             return {"__object__": type(value).__qualname__}

@@ -11,6 +11,8 @@ Credentials inside URLs (``https://user:pass@host``) are masked wherever they ap
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 from typing import Any
 
@@ -35,9 +37,30 @@ def is_secret_name(name: Any) -> bool:
     return _SECRET_NAME.search(name.replace("-", "_")) is not None
 
 
+def _environment_secrets() -> list[str]:
+    """Values of secret-named environment variables (``OPENAI_API_KEY``...), 8+ characters."""
+    return [v for k, v in os.environ.items() if len(v) >= 8 and is_secret_name(k)]
+
+
 def redact_text(text: str) -> str:
-    """``text`` with credentials in URLs masked (``https://<redacted>@host``)."""
-    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    """``text`` with credentials in URLs masked (``https://<redacted>@host``) and the value
+    of any secret-named environment variable (e.g. ``$OPENAI_API_KEY``) replaced."""
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    for secret in _environment_secrets():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def to_json(value: Any, **dumps_kwargs: Any) -> str:
+    """``json.dumps`` of ``value`` after :func:`redact` (objects as their repr), itself redacted:
+    what every JSON file of a run or sweep is written with."""
+    return redact_text(json.dumps(redact(value), default=repr, **dumps_kwargs))
+
+
+def to_json_data(value: Any) -> Any:
+    """``value`` after :func:`redact`, as plain JSON data (for W&B configs and logs)."""
+    return json.loads(to_json(value))
 
 
 def redact(value: Any, *, _depth: int = 0) -> Any:

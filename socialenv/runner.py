@@ -8,7 +8,6 @@ CI over seeds) and PNG plots; with ``wandb=`` it also logs each round to Weights
 from __future__ import annotations
 
 import csv
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from socialenv.redaction import to_json, to_json_data
 
 #: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
 #: the bandit names come from ``bandits.POLICIES``.
@@ -176,7 +177,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
         name = config.run_name or f"{config.env_id}-{config.policy}-{time.strftime('%Y%m%d-%H%M%S')}"
         out_dir = Path(config.out_dir) / name
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.json").write_text(json.dumps(asdict(config), indent=2, default=repr))
+        (out_dir / "config.json").write_text(to_json(asdict(config), indent=2))
 
     own_wandb = False
     if wandb_run is None and config.wandb is not None:
@@ -184,7 +185,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
 
         wandb_run = wandb.init(
             project=config.wandb_project, mode=config.wandb, name=config.run_name,
-            config=asdict(config), dir=str(out_dir) if out_dir else None, reinit="finish_previous",
+            config=to_json_data(asdict(config)), dir=str(out_dir) if out_dir else None, reinit="finish_previous",
         )
         own_wandb = True
 
@@ -240,7 +241,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             writer = csv.DictWriter(fh, fieldnames=fieldnames)
             writer.writeheader()
             writer.writerows(rows)
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (out_dir / "summary.json").write_text(to_json(summary, indent=2))
         if config.plots:
             from socialenv.plots import plot_run
 

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from socialenv.redaction import to_json
+
 SWEEP_BACKENDS = ("ray", "local")
 WANDB_MODES = ("online", "offline", "disabled")
 #: Grid-file parameters that are not env arguments.
@@ -322,7 +324,10 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=repr))
+    """``value`` as JSON data with secrets redacted (:mod:`socialenv.redaction`)."""
+    from socialenv.redaction import to_json_data
+
+    return to_json_data(value)
 
 
 # ----------------------------------------------------------------------------- backends
@@ -462,7 +467,7 @@ def write_sweep(result: SweepResult, config: SweepConfig, out_dir: Path) -> None
         "table": result.table, "failures": result.failures,
         "trials": [{k: v for k, v in r.items() if k != "rows"} for r in result.trials],
     }
-    (out_dir / "sweep.json").write_text(json.dumps(payload, indent=2, default=repr))
+    (out_dir / "sweep.json").write_text(to_json(payload, indent=2))
     rows = [{"trial": r["trial"]["name"], "policy": r["trial"]["policy"],
              "config_index": r["trial"]["config_index"], **row}
             for r in result.trials if "error" not in r for row in r["rows"]]

