@@ -67,7 +67,7 @@ def cell(summary: dict[str, Any], key: str) -> str:
     if key not in summary:
         return "-"
     value = summary[key]
-    return f"{value['mean']:.3f} ± {value['ci95']:.3f}"
+    return f"{value['mean']:.3f} ± " + ("n/a" if value["ci95"] is None else f"{value['ci95']:.3f}")
 
 
 ENVS = ((1, "PolicySim-Rec-v0", OBJECTIVE_1), (2, "PolicySim-Exposure-v0", OBJECTIVE_2))

@@ -49,14 +49,21 @@ def _parse_json(value: str | None, option: str) -> dict:
 
 
 def print_summary(summary: dict, title: str) -> None:
+    """The metrics table: each row says whether it is a mean over rounds or the last
+    round's value; the CI column reads n/a with one seed."""
+    from socialenv.runner import FLOW_METRICS, format_mean_ci
+
     table = Table(title=title)
     table.add_column("metric")
+    table.add_column("over", justify="left")
     table.add_column(f"mean ± 95% CI ({summary['seeds']} seed(s))", justify="right")
     for key, label in SUMMARY_ROWS:
         if key in summary:
-            value = summary[key]
-            table.add_row(label, f"{value['mean']:.4f} ± {value['ci95']:.4f}")
+            over = "round mean" if key in FLOW_METRICS else "last round"
+            table.add_row(label, over, format_mean_ci(summary[key]))
     console.print(table)
+    if summary["seeds"] < 2:
+        console.print("CI n/a: one seed gives no interval (repeat --seed for several).")
 
 
 @app.command()
@@ -78,10 +85,23 @@ def run(
     wandb: Annotated[str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    checkpoint_every: Annotated[int, typer.Option(help="Rounds between run checkpoints (0 = none).")] = 1,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored).")] = None,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
+    from socialenv.runner import resume as resume_run
     from socialenv.runner import run as run_policy
+
+    if resume is not None:
+        try:
+            result = resume_run(resume, plots=plots)
+        except (ValueError, FileNotFoundError) as err:
+            console.print(f"[red]error:[/red] {err}")
+            raise typer.Exit(code=2) from err
+        print_summary(result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)")
+        console.print(f"run folder: {result.out_dir}")
+        return
 
     kwargs = {"num_users": users, "rounds": rounds, "users": users_model,
               **_parse_json(env_kwargs, "--env-kwargs")}
@@ -91,12 +111,13 @@ def run(
         kwargs["scenario"] = scenario
     if llm is not None:
         kwargs["llm"] = _parse_json(llm, "--llm")
-    config = RunConfig(
-        env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
-        policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
-        run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
-    )
     try:
+        config = RunConfig(
+            env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
+            policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
+            run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
+            checkpoint_every=checkpoint_every,
+        )
         result = run_policy(config)
     except ValueError as err:
         console.print(f"[red]error:[/red] {err}")
@@ -126,6 +147,7 @@ def sweep(
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path("runs/sweeps"),
     name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
+    resume: Annotated[bool, typer.Option(help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest.")] = False,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
     from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
@@ -157,7 +179,8 @@ def sweep(
             console.print(f"  [{done}/{total}] {result['trial']['name']}: {status}")
 
         result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
-                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress)
+                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
+                           resume=resume)
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from err

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from socialenv.redaction import to_json
+from socialenv.runner import format_mean_ci
 
 SWEEP_BACKENDS = ("ray", "local")
 WANDB_MODES = ("online", "offline", "disabled")
@@ -346,7 +347,15 @@ def _run_local(trials: list[Trial], settings: dict[str, Any],
         try:
             on_result(run_trial(trial, **settings))
         except Exception as err:  # noqa: BLE001 - a failed trial is reported, the sweep goes on
-            on_result({"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}"})
+            on_result(_failure(trial, err))
+
+
+def _failure(trial: Trial, err: BaseException) -> dict[str, Any]:
+    """The record of a failed trial: its definition, the error and where it was raised."""
+    import traceback
+
+    return {"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}",
+            "traceback": "".join(traceback.format_exception(err, limit=-8))}
 
 
 def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[[dict[str, Any]], None],
@@ -377,7 +386,7 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
                 try:
                     on_result(ray.get(ref))
                 except Exception as err:  # noqa: BLE001 - RayTaskError wraps the trial's error
-                    on_result({"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}"})
+                    on_result(_failure(trial, err))
     finally:
         if started and shutdown:
             ray.shutdown()
@@ -386,8 +395,8 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
 
 def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,
               num_cpus: int | None = None, cpus_per_trial: float = 1.0, ship_code: bool = False,
-              shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None
-              ) -> SweepResult:
+              shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None,
+              resume: bool = False) -> SweepResult:
     """Run every trial of ``config`` and aggregate over seeds.
 
     Args:
@@ -401,6 +410,11 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
             ``py_modules``), for cluster nodes that do not have them installed.
         shutdown: shut Ray down afterwards if this call started it.
         progress: called after each trial with (trial result, done count, total).
+        resume: keep the finished trials recorded in the sweep folder's ``trials.jsonl`` and
+            run only the others (failed trials run again).
+
+    Each finished or failed trial is appended to ``trials.jsonl`` in the sweep folder as soon
+    as it ends (a failed one with its error and traceback), so a sweep that dies keeps them.
     """
     if backend not in SWEEP_BACKENDS:
         raise ValueError(f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}")
@@ -416,11 +430,29 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
         "out_dir": str(out_dir / "wandb") if out_dir else None,
     }
     results: list[dict[str, Any]] = []
+    log = out_dir / "trials.jsonl" if out_dir is not None else None
+    if resume and log is not None and log.exists():
+        names = {t.name for t in trials}
+        for line in log.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short when the sweep died
+            if "error" not in record and record.get("trial", {}).get("name") in names:
+                names.discard(record["trial"]["name"])
+                results.append(record)
+        trials = [t for t in trials if t.name in names]
+    elif log is not None:
+        log.write_text("")
+    total = len(results) + len(trials)
 
     def on_result(result: dict[str, Any]) -> None:
         results.append(result)
+        if log is not None:
+            with log.open("a") as fh:
+                fh.write(to_json(result) + "\n")
         if progress is not None:
-            progress(result, len(results), len(trials))
+            progress(result, len(results), total)
 
     start = time.perf_counter()
     startup = 0.0
@@ -506,7 +538,7 @@ def print_table(result: SweepResult, console: Any = None, title: str | None = No
         cells = [entry["policy"], config_label(entry["config"]), str(entry["seeds"])]
         for key, _ in metrics:
             v = entry.get(key)
-            cells.append(f"{v['mean']:.3f}±{v['ci95']:.3f}" if v else "")
+            cells.append(format_mean_ci(v, 3) if v else "")
         table.add_row(*cells)
     console.print(table)
     for failure in result.failures:

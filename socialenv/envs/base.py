@@ -254,7 +254,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         ``load_env(path, users=...)``."""
         from socialenv.checkpoint import write_checkpoint
 
-        state = {
+        return write_checkpoint(path, "env", self.checkpoint_state(), objects="placeholder")
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The tree :meth:`save` writes (for embedding an env in a larger checkpoint)."""
+        return {
             "env_id": self._registered_id(),
             "config": self.config,
             "default_seed": self._default_seed,
@@ -262,7 +266,6 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "sim": self.sim.state_dict(),
             "env": self._env_state(),
         }
-        return write_checkpoint(path, "env", state, objects="placeholder")
 
     def _registered_id(self) -> str:
         from socialenv.registration import ENV_IDS
@@ -290,12 +293,18 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         comes from the package's registry (:data:`socialenv.registration.ENV_IDS`), never
         from the file. ``overrides`` replace config fields (needed for values that were
         objects, e.g. ``users=MyBrain()``)."""
+        from socialenv.checkpoint import read_checkpoint
+
+        return cls.from_checkpoint_state(read_checkpoint(path, "env"), path, **overrides)
+
+    @classmethod
+    def from_checkpoint_state(cls, state: Any, path: str | Path, **overrides: Any) -> PolicySimEnv:
+        """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
         import importlib
 
-        from socialenv.checkpoint import CheckpointError, fill_placeholders, read_checkpoint
+        from socialenv.checkpoint import CheckpointError, fill_placeholders
         from socialenv.registration import ENV_IDS
 
-        state = read_checkpoint(path, "env")
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
         if not isinstance(state, dict) or not required <= set(state):
             raise CheckpointError(f"{path} is not a PolicySim env checkpoint: it lacks "
