@@ -38,6 +38,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
+from agent_models.validation import check_fields
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -93,6 +94,7 @@ class SurrogateConfig:
     misinfo_recovery: float = 0.02
 
     def __post_init__(self) -> None:
+        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools
         probabilities = (
             "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
             "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption", "misinfo_post_share", "misinfo_recovery",

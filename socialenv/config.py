@@ -6,10 +6,29 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from agent_models.validation import Limit, check_fields
+from agent_models.validation import check as _check
 
-def _check(condition: bool, name: str, allowed: str, value: Any) -> None:
-    if not condition:
-        raise ValueError(f"{name}={value!r} is not allowed: {allowed}")
+#: Documented limits of the numeric fields (checked with the types by
+#: :func:`agent_models.validation.check_fields` before anything is allocated).
+RECOMMENDER_LIMITS = {
+    "relational": Limit(ge=0, le=100), "personalized": Limit(ge=0, le=100),
+    "headline": Limit(ge=0, le=100), "window": Limit(ge=1, le=10_000),
+    "personalized_stance_weight": Limit(ge=0, le=10), "candidates_per_slot": Limit(ge=1, le=64),
+    "num_clusters": Limit(ge=1, le=4096), "headline_pool": Limit(ge=1, le=100_000),
+}
+REWARD_LIMITS = {name: Limit(ge=0, le=1) for name in (
+    "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight")}
+CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
+ENV_LIMITS = {
+    "num_users": Limit(ge=10, le=1_000_000), "rounds": Limit(ge=1, le=1_000_000),
+    "budget": Limit(ge=1, le=10_000), "candidate_users": Limit(ge=1, le=100_000),
+    "candidate_posts": Limit(ge=1, le=1_000), "exposure_users": Limit(ge=1, le=1_000_000),
+    "exposure_levels": Limit(max_len=100), "stance_ema": Limit(ge=0, lt=1),
+    "memory_ema": Limit(ge=0, lt=1),
+}
+#: Most arms an env may have (each is a row of the observation's context matrix).
+MAX_ARMS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,7 @@ class RecommenderConfig:
     headline_pool: int = 20
 
     def __post_init__(self) -> None:
+        check_fields(self, "recommender.", RECOMMENDER_LIMITS)
         for name in ("relational", "personalized", "headline"):
             value = getattr(self, name)
             _check(isinstance(value, int) and 0 <= value <= 100, f"recommender.{name}",
@@ -89,6 +109,7 @@ class RewardConfig:
     misinformation_mode: str = "effect"
 
     def __post_init__(self) -> None:
+        check_fields(self, "reward.", REWARD_LIMITS)
         for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
@@ -112,6 +133,7 @@ class ContextConfig:
     hops: int = 2
 
     def __post_init__(self) -> None:
+        check_fields(self, "context.", CONTEXT_LIMITS)
         _check(0 <= self.alpha <= 1, "context.alpha", "a number in [0, 1]", self.alpha)
         _check(isinstance(self.hops, int) and 0 <= self.hops <= 10, "context.hops",
                "an integer in [0, 10]", self.hops)
@@ -141,6 +163,10 @@ class EnvConfig:
         feed_recommender: a :class:`socialenv.platform.Recommender` (subclass) instance to
             build feeds instead of the default one built from ``recommender``.
         exposure_control: a :class:`socialenv.platform.ExposureControl` (subclass) instance.
+
+    Every field is checked for its type (no bool for an integer, NumPy numbers accepted,
+    finite numbers only) and against :data:`ENV_LIMITS` (e.g. ``num_users`` in [10, 10⁶]),
+    with at most :data:`MAX_ARMS` arms, before anything is allocated.
     """
 
     num_users: int = 1000
@@ -165,6 +191,11 @@ class EnvConfig:
     exposure_control: Any = None
 
     def __post_init__(self) -> None:
+        check_fields(self, "", ENV_LIMITS)
+        _check(self.candidate_users * self.candidate_posts <= MAX_ARMS, "candidate_users",
+               f"candidate_users × candidate_posts <= {MAX_ARMS} arms", self.candidate_users)
+        _check(self.exposure_users * len(self.exposure_levels) <= MAX_ARMS, "exposure_users",
+               f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms", self.exposure_users)
         _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
                "an integer >= 10", self.num_users)
         _check(isinstance(self.rounds, int) and self.rounds >= 1, "rounds", "an integer >= 1",

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.validation import Limit, check_fields, check_path_segment
 from socialenv.redaction import to_json, to_json_data
 
 #: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
@@ -37,6 +38,11 @@ def policy_names() -> tuple[str, ...]:
     from bandits import POLICIES
 
     return BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
+
+
+#: Documented limits of :class:`RunConfig` (a seed s gives episode seeds s·1000 + episode).
+RUN_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_000_000),
+              "checkpoint_every": Limit(ge=0, le=1_000_000_000)}
 
 
 @dataclass
@@ -59,8 +65,9 @@ class RunConfig:
     checkpoint_every: int = 1
 
     def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ValueError(f"episodes={self.episodes} is not allowed: an integer >= 1")
+        check_fields(self, "", RUN_LIMITS)
+        if self.run_name is not None:
+            check_path_segment(self.run_name, "run_name")
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
         if self.wandb is not None and self.wandb not in WANDB_MODES:

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_models.validation import Limit, check_fields, check_path_segment
 from socialenv.redaction import to_json
 from socialenv.runner import format_mean_ci
 
@@ -57,6 +58,10 @@ TABLE_METRICS: tuple[tuple[str, str], ...] = (
     ("bias", "bias"),
     ("diversity", "diversity"),
 )
+
+
+#: Documented limits of :class:`SweepConfig`.
+SWEEP_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_000_000)}
 
 
 @dataclass
@@ -91,8 +96,8 @@ class SweepConfig:
     out_dir: str | None = "runs/sweeps"
 
     def __post_init__(self) -> None:
-        self.policies = tuple(self.policies)
-        self.seeds = tuple(int(s) for s in self.seeds)
+        check_fields(self, "", SWEEP_LIMITS)
+        check_path_segment(self.name, "name")
         if not self.policies:
             raise ValueError("policies must name at least one policy")
         if not self.seeds:

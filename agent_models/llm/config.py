@@ -41,7 +41,7 @@ class MemoryConfig(BaseModel):
         memory_chars: maximum length of a consolidated long-term memory (ours: 200).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     length_threshold: int = Field(80, ge=0)
     decay: float = Field(0.1, ge=0)
@@ -114,7 +114,7 @@ class LLMConfig(BaseModel):
             text counts as carrying it (see :mod:`agent_models.llm.signals`).
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
     backend: Literal["vllm", "hf", "openai"] = "hf"
     model: str

@@ -106,8 +106,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if hasattr(scenario, "latent_dim"):
             return int(scenario.latent_dim)
         if isinstance(scenario, str) and scenario.endswith(".npz"):
-            with np.load(scenario) as arrays:
-                return int(arrays["latent"].shape[1])
+            from socialenv.scenario import Scenario
+
+            return Scenario.load(scenario).latent_dim
         from socialenv.scenarios import PopulationConfig
 
         return PopulationConfig().latent_dim
@@ -151,6 +152,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             )
         if not np.issubdtype(arr.dtype, np.integer):
             if np.issubdtype(arr.dtype, np.floating) and np.all(np.mod(arr, 1) == 0):
+                out_of_range = (arr < 0) | (arr > self.num_arms)
+                if out_of_range.any():
+                    raise ValueError(
+                        f"action holds arm index {arr[out_of_range][0]!r}; allowed: "
+                        f"0..{self.num_arms - 1}, or {self.num_arms} for an empty slot")
                 arr = arr.astype(np.int64)
             else:
                 raise ValueError(f"action must hold integer arm indices, got dtype {arr.dtype}")
