@@ -1,12 +1,37 @@
-"""Build a brain from the env's ``users=`` argument."""
+"""Build a brain from the env's ``users=`` argument (the population).
+
+Population names: ``"surrogate"``, ``"llm"`` and every name a plugin registered with
+:func:`register_population` (the shipped ``baselines`` plugin adds the HiSim ABMs
+``"bounded_confidence"``, ``"lorenz"``, ``"relative_agreement"``; see
+:mod:`agent_models.plugins`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agent_models.base import Brain
 
 BRAIN_KINDS = ("surrogate", "llm")
+#: name -> factory(llm=..., surrogate=...) returning a fresh Brain (filled by plugins).
+_POPULATIONS: dict[str, Callable[..., Brain]] = {}
+
+
+def register_population(name: str, factory: Callable[..., Brain]) -> None:
+    """Make ``users=name`` build ``factory(llm=<env llm=>, surrogate=<env surrogate=>)``
+    (a fresh brain per env: a brain keeps per-episode state)."""
+    if name in BRAIN_KINDS:
+        raise ValueError(f"population name {name!r} is built in")
+    _POPULATIONS[name] = factory
+
+
+def population_names() -> tuple[str, ...]:
+    """Every name ``users=`` accepts (built-in and registered by plugins)."""
+    from agent_models.plugins import load_plugins
+
+    load_plugins()
+    return BRAIN_KINDS + tuple(_POPULATIONS)
 
 
 def make_brain(
@@ -16,7 +41,7 @@ def make_brain(
     surrogate: dict[str, Any] | Any | None = None,
 ) -> Brain:
     """``users="surrogate"`` (default, CPU, vectorized), ``users="llm"`` (needs ``llm=`` config),
-    or a :class:`Brain` instance of your own."""
+    a registered population name (:func:`population_names`), or a :class:`Brain` instance."""
     if isinstance(users, Brain):
         return users
     if users == "surrogate":
@@ -33,4 +58,7 @@ def make_brain(
             )
         config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)
         return LLMBrain(config)
-    raise ValueError(f"users={users!r} is not allowed: use one of {BRAIN_KINDS} or a Brain instance")
+    names = population_names()
+    if isinstance(users, str) and users in _POPULATIONS:
+        return _POPULATIONS[users](llm=llm, surrogate=surrogate)
+    raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance")

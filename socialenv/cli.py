@@ -48,6 +48,20 @@ def _parse_json(value: str | None, option: str) -> dict:
     return parsed
 
 
+def _population_options(num_users: int | None, users: str | None, brain: str | None
+                        ) -> tuple[int | None, str | None]:
+    """(num_users, users) from ``--num-users``, ``--users`` and the deprecated spellings:
+    ``--brain X`` (now ``--users X``) and ``--users N`` with a number (now ``--num-users N``)."""
+    if users is not None and users.isdigit():
+        console.print(f"[yellow]warning:[/yellow] --users {users} as a number of users is deprecated: "
+                      f"use --num-users {users} (--users now names the population, as the env's users=)")
+        num_users, users = int(users), "surrogate"
+    if brain is not None:
+        console.print("[yellow]warning:[/yellow] --brain is deprecated: use --users (the env's users= keyword)")
+        users = brain
+    return num_users, users
+
+
 def print_summary(summary: dict, title: str) -> None:
     """The metrics table: each row says whether it is a mean over rounds or the last
     round's value; the CI column reads n/a with one seed."""
@@ -69,14 +83,15 @@ def print_summary(summary: dict, title: str) -> None:
 @app.command()
 def run(
     env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0 or PolicySim-Exposure-v0.")] = "PolicySim-Rec-v0",
-    policy: Annotated[str, typer.Option(help="origin (no intervention) or a bandit: eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random.")] = "random",
-    users: Annotated[int, typer.Option(help="Number of simulated users.")] = 1000,
+    policy: Annotated[str, typer.Option(help="origin (no intervention), a bandit (eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random) or a baseline (popularity, mmr, suppress_flagged).")] = "random",
+    num_users: Annotated[int, typer.Option(help="Number of simulated users (env num_users).")] = 1000,
+    users: Annotated[str, typer.Option(help="The population (env users=): surrogate, llm, or an ABM: bounded_confidence, lorenz, relative_agreement.")] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
     budget: Annotated[int | None, typer.Option(help="Arms picked per round (default: the env's).")] = None,
     seed: Annotated[list[int], typer.Option(help="Seed(s); repeat the option for several.")] = [0],  # noqa: B006
     episodes: Annotated[int, typer.Option(help="Episodes per seed (the policy keeps learning).")] = 1,
     scenario: Annotated[str | None, typer.Option(help="abortion, misinformation, or a saved scenario .npz (default: the env's).")] = None,
-    users_model: Annotated[str, typer.Option("--brain", help="surrogate or llm.")] = "surrogate",
+    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
     llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
     policy_kwargs: Annotated[str | None, typer.Option(help="Policy hyper-parameters as JSON.")] = None,
@@ -103,7 +118,8 @@ def run(
         console.print(f"run folder: {result.out_dir}")
         return
 
-    kwargs = {"num_users": users, "rounds": rounds, "users": users_model,
+    num_users, users = _population_options(num_users, users, brain)
+    kwargs = {"num_users": num_users, "rounds": rounds, "users": users,
               **_parse_json(env_kwargs, "--env-kwargs")}
     if budget is not None:
         kwargs["budget"] = budget
@@ -122,7 +138,7 @@ def run(
     except ValueError as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from err
-    print_summary(result.summary, f"{policy} on {env}: {users} users, {rounds} rounds")
+    print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
     if result.out_dir is not None:
         console.print(f"run folder: {result.out_dir}")
 
@@ -133,7 +149,8 @@ def sweep(
     policy: Annotated[list[str] | None, typer.Option(help="Policy (repeat for several); overrides the grid file's.")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="Seed (repeat for several); overrides the grid file's.")] = None,
     env: Annotated[str | None, typer.Option(help="Env id (default: the grid file's, else PolicySim-Rec-v0).")] = None,
-    users: Annotated[int | None, typer.Option(help="Number of simulated users (num_users).")] = None,
+    num_users: Annotated[int | None, typer.Option(help="Number of simulated users (env num_users).")] = None,
+    users: Annotated[str | None, typer.Option(help="The population (env users=): surrogate, llm, bounded_confidence, lorenz, relative_agreement.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
@@ -155,8 +172,11 @@ def sweep(
     try:
         config = load_grid(grid) if grid is not None else SweepConfig(name=name or "sweep")
         overrides = {**_parse_json(env_kwargs, "--env-kwargs")}
+        num_users, users = _population_options(num_users, users, None)
+        if num_users is not None:
+            overrides["num_users"] = num_users
         if users is not None:
-            overrides["num_users"] = users
+            overrides["users"] = users
         if rounds is not None:
             overrides["rounds"] = rounds
         grid_values = _parse_json(vary, "--vary")

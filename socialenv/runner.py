@@ -34,10 +34,26 @@ WANDB_MODES = ("online", "offline", "disabled")
 GRAPH_POLICIES = {"eenet_gnn": "bandits.graph_eenet:GraphEENet"}
 
 
+#: Policies registered by plugins: name -> factory(env, seed, **hyper-parameters) (the shipped
+#: ``baselines`` plugin adds popularity, mmr and suppress_flagged; :mod:`agent_models.plugins`).
+_PLUGIN_POLICIES: dict[str, Callable[..., Any]] = {}
+
+
+def register_policy(name: str, factory: Callable[..., Any]) -> None:
+    """Make ``name`` a policy of ``policysim run`` / ``sweep``: ``factory(env, seed, **kw)``
+    (``env`` unwrapped) returns an object with ``select``, ``update`` and ``reset``."""
+    _PLUGIN_POLICIES[name] = factory
+
+
 def policy_names() -> tuple[str, ...]:
+    """Every policy name ``run`` and ``sweep`` accept: origin, the bandits, the graph
+    bandits and the plugins' policies."""
+    from agent_models.plugins import load_plugins
     from bandits import POLICIES
 
-    return BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
+    load_plugins()
+    return tuple(dict.fromkeys(BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
+                               + tuple(_PLUGIN_POLICIES)))
 
 
 #: Documented limits of :class:`RunConfig` (a seed s gives episode seeds s·1000 + episode).
@@ -48,7 +64,9 @@ RUN_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_0
 @dataclass
 class RunConfig:
     """What to run. ``env_kwargs`` go to ``gym.make``; ``policy_kwargs`` to the policy;
-    ``checkpoint_every``: rounds between the run folder's checkpoints (0 = none, no resume)."""
+    ``checkpoint_every``: rounds between the run folder's checkpoints (0 = none, no resume);
+    ``origin_reference``: also play Origin (no intervention) on the same seeds for the plots
+    and ``origin_rounds.csv`` (None = yes unless the population is the costly ``"llm"``)."""
 
     env_id: str = "PolicySim-Rec-v0"
     policy: str = "random"
@@ -63,6 +81,7 @@ class RunConfig:
     plots: bool = True
     progress: bool = True
     checkpoint_every: int = 1
+    origin_reference: bool | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, "", RUN_LIMITS)
@@ -98,10 +117,13 @@ class OriginPolicy:
 
 
 def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
-    """A policy for ``env`` (an unwrapped PolicySim env): "origin", any bandit name, or a graph
-    bandit of :data:`GRAPH_POLICIES` (built with ``cls.build``; ``run`` feeds it the graph)."""
+    """A policy for ``env`` (an unwrapped PolicySim env): "origin", any bandit name, a graph
+    bandit of :data:`GRAPH_POLICIES` (built with ``cls.build``; ``run`` feeds it the graph),
+    or a plugin's policy (:func:`register_policy`)."""
     if name == "origin":
         return OriginPolicy(env.no_op)
+    if name in _PLUGIN_POLICIES:
+        return _PLUGIN_POLICIES[name](env, seed, **kwargs)
     if name in GRAPH_POLICIES:
         import importlib
 
@@ -306,9 +328,9 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     allowed = policy_names()
     if config.policy not in allowed:
         raise ValueError(f"policy={config.policy!r} is not allowed: use one of {allowed}")
-    if config.env_id not in gym.registry:
-        from socialenv.registration import ENV_IDS
+    from socialenv.registration import ENV_IDS
 
+    if config.env_id not in ENV_IDS:
         raise ValueError(f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
     rows: list[dict[str, Any]] = [] if _resume is None else list(_resume["rows"])
     running = RunningSummary()
@@ -423,10 +445,45 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     if folder is not None:
         folder.write_json("summary.json", summary)
         if config.plots:
-            from socialenv.plots import plot_run
-
-            plot_run(rows, out_dir, title=f"{config.policy} on {config.env_id}")
+            _plot(config, rows, out_dir)
     return RunResult(rows=rows, summary=summary, out_dir=out_dir)
+
+
+def _plot(config: RunConfig, rows: list[dict[str, Any]], out_dir: Path) -> None:
+    """The run's PNG plots, with news rounds and the Origin reference (see :func:`plot_run`)."""
+    import gymnasium as gym
+
+    from socialenv.plots import plot_run
+
+    env = gym.make(config.env_id, **config.env_kwargs)
+    base = env.unwrapped
+    env.reset(seed=config.seeds[0] * 1000)
+    news_rounds = sorted({e.round for e in (base.sim.scenario.news if base.sim.scenario else [])})
+    env.close()
+    reference = config.origin_reference
+    if reference is None:
+        reference = config.env_kwargs.get("users", "surrogate") != "llm"
+    origin_rows = None
+    if reference and config.policy != "origin":
+        last = config.episodes - 1
+        origin_rows = []
+        for seed in config.seeds:
+            env = gym.make(config.env_id, **config.env_kwargs)
+            obs, _ = env.reset(seed=seed * 1000 + last)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, info = env.step(np.full(env.unwrapped.config.budget,
+                                                                            env.unwrapped.no_op, np.int64))
+                done = terminated or truncated
+                origin_rows.append(_plain({"seed": seed, "episode": last, "round": info["round"],
+                                           "reward": reward, **info["metrics"]}))
+            env.close()
+        with (out_dir / "origin_rounds.csv").open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in origin_rows for k in r)))
+            writer.writeheader()
+            writer.writerows(origin_rows)
+    plot_run(rows, out_dir, title=f"{config.policy} on {config.env_id}", news_rounds=news_rounds,
+             origin_rows=origin_rows)
 
 
 def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, Any]], policy: Any,

@@ -117,9 +117,12 @@ class SweepConfig:
 
     def validate(self) -> None:
         """Check policy names and env arguments before any trial starts."""
-        from baselines.policies import policy_names
         from socialenv.config import EnvConfig
+        from socialenv.registration import ENV_IDS
+        from socialenv.runner import policy_names
 
+        if self.env_id not in ENV_IDS:
+            raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
         allowed = policy_names()
         bad = [p for p in self.policies if p not in allowed]
         if bad:
@@ -255,14 +258,9 @@ def load_grid(path: str | Path) -> SweepConfig:
 
 # ----------------------------------------------------------------------------- one trial
 def _resolve_env_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A fresh brain for ABM population names (envs must not share a brain)."""
-    kwargs = dict(env_kwargs)
-    users = kwargs.get("users")
-    if isinstance(users, str) and users not in ("surrogate", "llm"):
-        from baselines.opinion_dynamics import make_population
-
-        kwargs["users"] = make_population(users)
-    return kwargs
+    """The env arguments of a trial (population names such as ``"lorenz"`` are resolved by
+    the env itself, one fresh brain per env: :func:`agent_models.factory.make_brain`)."""
+    return dict(env_kwargs)
 
 
 def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str = "policysim",

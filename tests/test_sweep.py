@@ -112,7 +112,7 @@ def test_cli_sweep_local(tmp_path: Path) -> None:
 
     out = CliRunner().invoke(app, [
         "sweep", "--backend", "local", "--policy", "origin", "--policy", "popularity", "--seed", "0",
-        "--users", "120", "--rounds", "2", "--vary", '{"budget": [3, 6]}', "--out", str(tmp_path),
+        "--num-users", "120", "--rounds", "2", "--vary", '{"budget": [3, 6]}', "--out", str(tmp_path),
         "--name", "cli",
     ])
     assert out.exit_code == 0, out.output
