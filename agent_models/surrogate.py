@@ -115,6 +115,8 @@ _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.RE
 class SurrogateBrain(Brain):
     """Vectorized surrogate users; see the module docstring for the model."""
 
+    supports_post_compaction = True
+
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()
         self.anchor: np.ndarray | None = None

@@ -124,6 +124,7 @@ class Simulation:
         """Start a new episode from the scenario, seeded by ``seed``."""
         self.seed = int(seed)
         self.round = 0
+        self.posts_dropped = 0
         scenario = self._load_scenario(self.seed)
         self.scenario = scenario
         n = scenario.num_users
@@ -396,6 +397,36 @@ class Simulation:
         self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
         self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
 
+    # ----------------------------------------------------------------------------- memory
+    #: Set False to keep every post (the compaction never changes results; see tests).
+    compact_posts_enabled: bool = True
+
+    def post_horizon(self) -> int:
+        """Rounds of posts anything can still reach: the relational channel reads round t−1,
+        the personalized and headline channels, the Rec candidate posts and the Exposure
+        candidate authors read the last ``recommender.window`` rounds, and rewards read this
+        round's feeds; one more round is kept as a margin."""
+        return max(self.config.recommender.window, 1) + 1
+
+    def compact_posts(self) -> int:
+        """Drop the posts older than :meth:`post_horizon` once they are at least half of the
+        post table (amortized O(1) per post), if the brain allows it
+        (``Brain.supports_post_compaction``). Call between rounds only: ids of the kept posts
+        shift down by the returned count (``posts_dropped`` totals it, so a post's id since
+        the episode start is ``id + posts_dropped``). Returns the number dropped (often 0)."""
+        if not self.compact_posts_enabled or not getattr(self.brain, "supports_post_compaction", False):
+            return 0
+        first_kept = self.round - self.post_horizon()
+        if first_kept <= -1:
+            return 0
+        cut = int(self.round_start[first_kept + 1])
+        if cut == 0 or 2 * cut < len(self.posts):
+            return 0
+        self.posts.drop_before(cut)
+        self.round_start = [max(int(s) - cut, 0) for s in self.round_start]
+        self.posts_dropped = getattr(self, "posts_dropped", 0) + cut
+        return cut
+
     # ----------------------------------------------------------------------------- save
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -410,6 +441,7 @@ class Simulation:
             "centroids": self.centroids.copy(),
             "active": self.active.copy(),
             "brain": self.brain.state_dict(),
+            "posts_dropped": getattr(self, "posts_dropped", 0),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -427,3 +459,4 @@ class Simulation:
         self.centroids = state["centroids"].copy()
         self.active = state["active"].copy()
         self.brain.load_state_dict(state["brain"])
+        self.posts_dropped = int(state.get("posts_dropped", 0))

@@ -167,6 +167,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             )
         return arr.astype(np.int64)
 
+    def _compact_posts(self) -> None:
+        """Bound memory over long episodes (:meth:`Simulation.compact_posts`), between rounds,
+        keeping this observation's arms pointing at the same posts."""
+        cut = self.sim.compact_posts()
+        if cut and self._arms is not None and "post" in self._arms:
+            post = self._arms["post"]
+            self._arms["post"] = np.where(post >= cut, post - cut, -1)
+
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None and self._pending_seed is not None:
@@ -184,6 +192,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.sim.round >= self.config.rounds:
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
+        self._compact_posts()
         filled = slate != self.no_op
         _, first = np.unique(slate, return_index=True)
         first_use = np.zeros(len(slate), bool)
