@@ -169,3 +169,23 @@ def check_path_segment(value: Any, name: str) -> str:
           name, "one folder name: letters, digits, '.', '_', '-', '=', '+' (no '/', no '..', "
           "not starting with '.' or '-'), at most 200 characters", value)
     return value
+
+
+def strict_scalar(value: Any, annotation: Any, name: str) -> Any:
+    """For pydantic ``mode="before"`` validators: refuse a bool, a string or a fractional
+    float where ``annotation`` is an integer or number, and turn NumPy numbers into Python
+    ones, so pydantic models follow the same rules as :func:`check_fields`."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    numeric = [a for a in options if a in (int, float)]
+    if not numeric or value is None or bool in options:
+        return value
+    wanted = "an integer" if numeric == [int] else "a number"
+    if isinstance(value, bool | np.bool_ | str | bytes):
+        raise ValueError(f"{name}={value!r} is not allowed: {wanted} (not a {type(value).__name__})")
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        value = float(value)
+    if numeric == [int] and isinstance(value, float):
+        raise ValueError(f"{name}={value!r} is not allowed: an integer")
+    return value

@@ -10,7 +10,7 @@ kind) before anything else, then decodes the tree: JSON values, arrays read with
 ``allow_pickle=False`` and a closed set of tagged values. Classes are never named by the
 file: a tagged dataclass or config is looked up in :data:`data_classes` (the package's own
 config and scenario types), so a file cannot make the loader import or call anything else.
-Fields named like a secret (:func:`socialenv.redaction.is_secret_name`) are written as None
+Fields named like a secret (:func:`agent_models.redaction.is_secret_name`) are written as None
 (a key is read again from its environment variable when the checkpoint is loaded).
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.redaction import is_secret_name
+from agent_models.redaction import is_secret_name
 
 FORMAT = "policysim-checkpoint"
 VERSION = 2

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agent_models.redaction import redact_text
+
 app = typer.Typer(
     help="PolicySim: learn a social platform's intervention policy against simulated users.",
     no_args_is_help=True,
@@ -112,7 +114,7 @@ def run(
         try:
             result = resume_run(resume, plots=plots)
         except (ValueError, FileNotFoundError) as err:
-            console.print(f"[red]error:[/red] {err}")
+            console.print(f"[red]error:[/red] {redact_text(str(err))}")
             raise typer.Exit(code=2) from err
         print_summary(result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)")
         console.print(f"run folder: {result.out_dir}")
@@ -136,7 +138,7 @@ def run(
         )
         result = run_policy(config)
     except ValueError as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
     print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
     if result.out_dir is not None:
@@ -202,7 +204,7 @@ def sweep(
                            cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
                            resume=resume)
     except (ValueError, FileNotFoundError) as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
     startup = f", Ray start {result.startup_seconds:.1f} s" if result.backend == "ray" else ""
     print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "

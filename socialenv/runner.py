@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.redaction import to_json, to_json_data
 from agent_models.validation import Limit, check_fields, check_path_segment
-from socialenv.redaction import to_json, to_json_data
 
 #: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
 #: the bandit names come from ``bandits.POLICIES``.

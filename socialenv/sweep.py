@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_models.redaction import to_json
 from agent_models.validation import Limit, check_fields, check_path_segment
-from socialenv.redaction import to_json
 from socialenv.runner import format_mean_ci
 
 SWEEP_BACKENDS = ("ray", "local")
@@ -328,8 +328,8 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
 
 
 def _jsonable(value: Any) -> Any:
-    """``value`` as JSON data with secrets redacted (:mod:`socialenv.redaction`)."""
-    from socialenv.redaction import to_json_data
+    """``value`` as JSON data with secrets redacted (:mod:`agent_models.redaction`)."""
+    from agent_models.redaction import to_json_data
 
     return to_json_data(value)
 

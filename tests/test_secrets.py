@@ -10,8 +10,8 @@ from test_llm_openai import FakeLLMServer
 
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.llm import LLMConfig
+from agent_models.redaction import REDACTED, is_secret_name, redact, redact_text, to_json
 from socialenv.envs import load_env
-from socialenv.redaction import REDACTED, is_secret_name, redact, redact_text, to_json
 from socialenv.runner import RunConfig, run
 from socialenv.sweep import SweepConfig, run_sweep
 

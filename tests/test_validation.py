@@ -169,3 +169,17 @@ def test_huge_float_action_is_reported_as_given() -> None:
     action = np.full(env.action_space.shape, 1e20)
     with pytest.raises(ValueError, match=r"action holds arm index (np.float64\()?1e\+20"):
         env.unwrapped.step(action)
+
+
+def test_llm_config_numbers_follow_the_same_rules() -> None:
+    from agent_models.llm import LLMConfig
+
+    for kwargs, message in [({"max_retries": True}, "max_retries=True is not allowed: an integer (not a bool)"),
+                            ({"max_retries": 2.5}, "max_retries=2.5 is not allowed: an integer"),
+                            ({"batch_size": "4"}, "batch_size='4' is not allowed"),
+                            ({"temperature": float("nan")}, "temperature"),
+                            ({"memory": {"top_k": True}}, "memory.top_k=True is not allowed")]:
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            LLMConfig(model="m", **kwargs)
+    config = LLMConfig(model="m", batch_size=np.int64(4), temperature=np.float32(0.5), max_retries=np.int32(2))
+    assert (config.batch_size, config.temperature, config.max_retries) == (4, 0.5, 2)

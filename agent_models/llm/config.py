@@ -17,7 +17,17 @@ import os
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agent_models.validation import strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -53,6 +63,11 @@ class MemoryConfig(BaseModel):
     long_term_capacity: int = Field(16, ge=1)
     history_posts: int = Field(3, ge=0)
     memory_chars: int = Field(200, ge=16)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return strict_scalar(value, cls.model_fields[info.field_name].annotation, f"memory.{info.field_name}")
 
 
 class LLMConfig(BaseModel):
@@ -166,6 +181,12 @@ class LLMConfig(BaseModel):
     encoder_batch_size: int = Field(64, ge=1)
     toxicity: str | Callable[[list[str]], Any] = "profanity_check"
     misinfo_similarity: float = Field(0.6, ge=-1, le=1)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """No bool, string or fractional float for a number; NumPy numbers accepted."""
+        return strict_scalar(value, cls.model_fields[info.field_name].annotation, info.field_name)
 
     @field_validator("base_url", mode="before")
     @classmethod

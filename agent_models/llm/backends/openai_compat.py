@@ -37,6 +37,7 @@ from agent_models.llm.backends.base import (
     schema_list,
 )
 from agent_models.llm.config import LLMConfig
+from agent_models.redaction import redact_text
 
 #: Longest ``Retry-After`` honoured (seconds); a server asking for more waits this long.
 MAX_RETRY_AFTER = 300.0
@@ -224,7 +225,7 @@ class OpenAIBackend(Backend):
             except Exception as err:
                 url = self.urls[(first + attempts - 1) % len(self.urls)]
                 status = getattr(err, "status_code", None)
-                message = (
+                message = redact_text(
                     f"OpenAI-compatible request {index} failed after {attempts} attempt(s); "
                     f"last at {url}: {type(err).__name__}"
                     + (f" (HTTP {status})" if status else "") + f": {err}"
