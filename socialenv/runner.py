@@ -289,6 +289,17 @@ class RunFolder:
         tmp.replace(self.path / name)
 
 
+def check_population(users: Any, name: str) -> None:
+    """A population name must be registered (:func:`agent_models.factory.population_names`);
+    a Brain instance is checked when the env is built."""
+    if isinstance(users, str):
+        from agent_models.factory import population_names
+
+        names = population_names()
+        if users not in names:
+            raise ValueError(f"{name}={users!r} is not allowed: use one of {names} or a Brain instance")
+
+
 def _policy_state(policy: Any) -> Any:
     return policy.state_dict() if hasattr(policy, "state_dict") else None
 
@@ -332,6 +343,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
 
     if config.env_id not in ENV_IDS:
         raise ValueError(f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
+    check_population(config.env_kwargs.get("users", "surrogate"), "users")
     rows: list[dict[str, Any]] = [] if _resume is None else list(_resume["rows"])
     running = RunningSummary()
     for row in rows:

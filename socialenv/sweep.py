@@ -127,6 +127,11 @@ class SweepConfig:
         bad = [p for p in self.policies if p not in allowed]
         if bad:
             raise ValueError(f"unknown policy name(s) {bad}: use any of {allowed}")
+        from socialenv.runner import check_population
+
+        check_population(self.env_kwargs.get("users", "surrogate"), "env_kwargs['users']")
+        for i, users in enumerate(self.grid.get("users", [])):
+            check_population(users, f"grid['users'][{i}]")
         names = set(EnvConfig.__dataclass_fields__)
         unknown = (set(self.env_kwargs) | set(self.grid)) - names
         if unknown:

@@ -114,3 +114,14 @@ def test_plots_mark_news_show_origin_and_label_bands(tmp_path: Path, monkeypatch
     assert "± stance std within the population" in stance
     assert "± std of the stance mean across 2 seeds" in stance
     assert {"news", "Origin", "± std across 2 seeds", "this policy"} <= set(objectives)
+
+
+def test_unknown_population_is_refused_before_any_trial_or_folder(tmp_path: Path) -> None:
+    from socialenv.runner import RunConfig, run
+    from socialenv.sweep import SweepConfig
+
+    with pytest.raises(ValueError, match="users='martians' is not allowed: use one of"):
+        run(RunConfig(env_kwargs={"users": "martians"}, out_dir=str(tmp_path), progress=False))
+    with pytest.raises(ValueError, match=r"grid\['users'\]\[1\]='martians' is not allowed"):
+        SweepConfig(grid={"users": ["lorenz", "martians"]}, out_dir=str(tmp_path)).validate()
+    assert list(tmp_path.iterdir()) == []
