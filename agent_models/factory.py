@@ -18,6 +18,23 @@ BRAIN_KINDS = ("surrogate", "llm")
 _POPULATIONS: dict[str, Callable[..., Brain]] = {}
 
 
+def surrogate_config(surrogate: Any) -> Any:
+    """The env's ``surrogate=`` argument as a ``SurrogateConfig`` (None = defaults)."""
+    from dataclasses import fields
+
+    from agent_models.surrogate import SurrogateConfig
+    from agent_models.validation import check
+
+    if isinstance(surrogate, SurrogateConfig):
+        return surrogate
+    check(surrogate is None or isinstance(surrogate, dict), "surrogate",
+          "None, a dict of SurrogateConfig fields or a SurrogateConfig", surrogate)
+    allowed = {f.name for f in fields(SurrogateConfig)}
+    unknown = sorted(set(surrogate or {}) - allowed)
+    check(not unknown, "surrogate", f"keys among {sorted(allowed)}", unknown)
+    return SurrogateConfig(**(surrogate or {}))
+
+
 def register_population(name: str, factory: Callable[..., Brain]) -> None:
     """Make ``users=name`` build ``factory(llm=<env llm=>, surrogate=<env surrogate=>)``
     (a fresh brain per env: a brain keeps per-episode state)."""
@@ -45,10 +62,9 @@ def make_brain(
     if isinstance(users, Brain):
         return users
     if users == "surrogate":
-        from agent_models.surrogate import SurrogateBrain, SurrogateConfig
+        from agent_models.surrogate import SurrogateBrain
 
-        config = surrogate if isinstance(surrogate, SurrogateConfig) else SurrogateConfig(**(surrogate or {}))
-        return SurrogateBrain(config)
+        return SurrogateBrain(surrogate_config(surrogate))
     if users == "llm":
         from agent_models.llm import LLMBrain, LLMConfig
 
@@ -56,9 +72,12 @@ def make_brain(
             raise ValueError(
                 "users='llm' needs llm={'backend': 'hf'|'vllm'|'openai', 'model': ...}"
             )
-        config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)
+        try:
+            config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)
+        except ValueError as err:  # pydantic's ValidationError names the inner fields
+            raise ValueError(f"llm: {err}") from err
         return LLMBrain(config)
     names = population_names()
     if isinstance(users, str) and users in _POPULATIONS:
-        return _POPULATIONS[users](llm=llm, surrogate=surrogate)
+        return _POPULATIONS[users](llm=llm, surrogate=surrogate_config(surrogate))
     raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance")

@@ -104,7 +104,7 @@ def _coerce(value: Any, annotation: Any, name: str, limit: Limit | None) -> Any:
         return value
     elif origin in (tuple, list, Sequence) or annotation in (tuple, list):
         check(isinstance(value, list | tuple | np.ndarray) and not isinstance(value, str), name,
-              f"a list of {_type_name(args[0]) if args else 'values'}", value)
+              f"a list of {_plural_name(args[0]) if args else 'values'}", value)
         if limit is not None and limit.max_len is not None:
             check(len(value) <= limit.max_len, name, f"at most {limit.max_len} values", value)
         item_limit = limit if limit is not None and limit.max_len is None else None
@@ -133,6 +133,10 @@ def _coerce_or_keep(value: Any, annotation: Any, name: str, limit: Limit | None)
         return _coerce(value, annotation, name, limit)
     except _Skip:
         return value
+
+
+def _plural_name(annotation: Any) -> str:
+    return {int: "integers", float: "numbers", bool: "bools", str: "strings"}.get(annotation, "values")
 
 
 def _type_name(annotation: Any) -> str:

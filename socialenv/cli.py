@@ -137,7 +137,7 @@ def run(
             checkpoint_every=checkpoint_every,
         )
         result = run_policy(config)
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
     print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
