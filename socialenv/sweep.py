@@ -549,5 +549,12 @@ def print_table(result: SweepResult, console: Any = None, title: str | None = No
             cells.append(format_mean_ci(v, 3) if v else "")
         table.add_row(*cells)
     console.print(table)
+    from socialenv.runner import FLOW_METRICS
+
+    means = [label for key, label in metrics if key in FLOW_METRICS]
+    lasts = [label for key, label in metrics if key not in FLOW_METRICS]
+    console.print(f"mean over the rounds of the last episode: {', '.join(means) or '-'}; "
+                  f"last round's value: {', '.join(lasts) or '-'}; ± is the 95% CI over seeds "
+                  "(n/a with one seed)")
     for failure in result.failures:
         console.print(f"[red]failed[/red] {failure['trial']}: {failure['error']}")
