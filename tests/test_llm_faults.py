@@ -86,6 +86,8 @@ class FaultServer:
             if attempt == 1:
                 return FAULTS[tag.removeprefix("flaky-")]
             tag = "ok"
+        if tag == "stuck":
+            time.sleep(1.5)
         if tag == "retryafter" and attempt == 1:
             return 429, {"Content-Type": "application/json", "Retry-After": "1"}, b'{"error": {"message": "slow down"}}'
         if tag in FAULTS:
@@ -200,3 +202,13 @@ def test_a_failed_step_retried_equals_an_uninterrupted_run() -> None:
         assert r1 == r2
         assert {k: v for k, v in m1.items() if "seconds" not in k} == {
             k: v for k, v in m2.items() if "seconds" not in k}
+
+
+def test_a_stuck_server_fails_by_the_deadline(fault_server: FaultServer) -> None:
+    config = _config(fault_server.url, request_timeout=0.3, max_retries=50, request_deadline=1.0)
+    with make_backend(config) as backend:
+        start = time.perf_counter()
+        with pytest.raises(LLMBackendError, match="APITimeoutError"):
+            backend.generate([_prompt("stuck", 4)])
+        elapsed = time.perf_counter() - start
+    assert elapsed < 3.0  # not 51 attempts × 0.3 s

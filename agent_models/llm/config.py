@@ -97,7 +97,9 @@ class LLMConfig(BaseModel):
         concurrency: openai: requests in flight at once (a semaphore).
         max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
         retry_initial_wait, retry_max_wait: exponential backoff with jitter, seconds.
-        request_timeout: openai: seconds per request.
+        request_timeout: openai: seconds per request (one attempt).
+        request_deadline: openai: seconds after which a request stops being retried (all
+            attempts; without it a stuck server costs ``(1 + max_retries) × request_timeout``).
         fail_on_backend_error: raise :class:`~agent_models.llm.backends.LLMBackendError` when a
             request still fails after the retries (default); if False, that agent does nothing
             and the failure is counted under ``invalid["backend_error"]``.
@@ -155,6 +157,7 @@ class LLMConfig(BaseModel):
     retry_initial_wait: float = Field(0.5, ge=0)
     retry_max_wait: float = Field(20.0, ge=0)
     request_timeout: float = Field(120.0, gt=0)
+    request_deadline: float = Field(300.0, gt=0)
     fail_on_backend_error: bool = True
 
     temperature: float = Field(0.7, ge=0)

@@ -189,6 +189,7 @@ class OpenAIBackend(Backend):
             AsyncRetrying,
             retry_if_exception,
             stop_after_attempt,
+            stop_after_delay,
             wait_exponential,
             wait_random,
         )
@@ -209,7 +210,7 @@ class OpenAIBackend(Backend):
         async with semaphore:
             try:
                 async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(cfg.max_retries + 1),
+                    stop=stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.request_deadline),
                     wait=wait,
                     retry=retry_if_exception(is_retryable),
                     reraise=True,
