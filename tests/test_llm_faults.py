@@ -212,3 +212,31 @@ def test_a_stuck_server_fails_by_the_deadline(fault_server: FaultServer) -> None
             backend.generate([_prompt("stuck", 4)])
         elapsed = time.perf_counter() - start
     assert elapsed < 3.0  # not 51 attempts × 0.3 s
+
+
+class _GarbageServer(FaultServer):
+    """Answers every request with a 200 HTML page."""
+
+    @staticmethod
+    def respond(content: str, attempt: int) -> tuple[int, dict[str, str], bytes]:
+        return FAULTS["html"]
+
+
+def test_an_env_step_against_a_garbage_server_counts_instead_of_crashing() -> None:
+    server = _GarbageServer()
+    server.thread.start()
+    try:
+        llm = {"backend": "openai", "model": "tiny", "base_url": server.url, "max_retries": 0,
+               "request_timeout": 5, "fail_on_backend_error": False}
+        env = gym.make("PolicySim-Rec-v0", users="llm", num_users=10, rounds=1, budget=2,
+                       candidate_users=4, candidate_posts=3, llm=llm)
+        env.reset(seed=0)
+        _, _, _, truncated, info = env.step(np.array([0, 1]))
+        env.close()
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    active = info["metrics"]["active_users"]
+    assert truncated and active > 0
+    assert info["metrics"]["invalid_backend_error"] == active
+    assert info["metrics"]["reactions"] == 0 and info["metrics"]["posts"] == 0
