@@ -292,3 +292,22 @@ def fill_placeholders(obj: Any, overrides: dict[str, Any], where: Callable[[str]
     if unknown:
         raise ValueError(f"unknown override(s) {sorted(unknown)}; allowed: {sorted(values)}")
     return values
+
+
+def code_references(config: Any) -> list[str]:
+    """Fields of a decoded env config that would make building the env import or run code
+    named by the file: ``llm.toxicity="module:function"`` and ``trust_remote_code`` in
+    ``llm.vllm_engine_kwargs``. :meth:`PolicySimEnv.load` refuses them unless the caller
+    passes ``llm=`` again."""
+    llm = getattr(config, "llm", None)
+    if llm is None or isinstance(llm, Placeholder):
+        return []
+    get = llm.get if isinstance(llm, dict) else (lambda name, default=None: getattr(llm, name, default))
+    found = []
+    toxicity = get("toxicity", "profanity_check")
+    if toxicity not in (None, "profanity_check"):
+        found.append(f"llm.toxicity={toxicity!r}")
+    engine = get("vllm_engine_kwargs", None) or {}
+    if isinstance(engine, dict) and engine.get("trust_remote_code"):
+        found.append("llm.vllm_engine_kwargs['trust_remote_code']=True")
+    return found

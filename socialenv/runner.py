@@ -322,6 +322,14 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     unknown = set(changes) - allowed
     if unknown:
         raise ValueError(f"resume cannot change {sorted(unknown)}; allowed: {sorted(allowed)}")
+    from types import SimpleNamespace
+
+    from socialenv.checkpoint import CheckpointError, code_references
+
+    risky = code_references(SimpleNamespace(llm=state["config"].get("env_kwargs", {}).get("llm")))
+    if risky:
+        raise CheckpointError(f"{path}: the saved config names code to run ({', '.join(risky)}); "
+                              "a checkpoint may not choose code, so this run cannot be resumed from it")
     fields = {**state["config"], **changes, "out_dir": str(run_dir.parent), "run_name": run_dir.name}
     config = RunConfig(**fields)
     return run(config, on_round=on_round, wandb_run=wandb_run, _resume=state)

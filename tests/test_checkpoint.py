@@ -141,3 +141,21 @@ def test_round_trip_of_data_and_refusal_of_objects(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="holds a 'test' checkpoint, not 'env'"):
         read_checkpoint(tmp_path / "x.ckpt", "env")
     assert not (tmp_path / "y.ckpt").exists()
+
+
+def test_a_checkpoint_cannot_choose_code_through_the_llm_config(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    path = _saved_env(tmp_path)
+
+    def plant(name: str, data: bytes) -> bytes:
+        if name != "meta.json":
+            return data
+        meta = json.loads(data)
+        meta["tree"]["config"]["fields"]["llm"] = {"backend": "hf", "model": "m",
+                                                   "toxicity": "antigravity:fly"}
+        meta["tree"]["config"]["fields"]["users"] = "llm"
+        return json.dumps(meta).encode()
+
+    with pytest.raises(CheckpointError, match=r"names code to run \(llm.toxicity='antigravity:fly'\)"):
+        load_env(_rewrite(path, tmp_path / "planted.ckpt", plant))
+    assert not marker.exists()

@@ -317,7 +317,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
         import importlib
 
-        from socialenv.checkpoint import CheckpointError, fill_placeholders
+        from socialenv.checkpoint import CheckpointError, code_references, fill_placeholders
         from socialenv.registration import ENV_IDS
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
@@ -329,6 +329,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise CheckpointError(f"{path}: env id {env_id!r} is not one of {sorted(ENV_IDS)}")
         if not isinstance(state["config"], EnvConfig):
             raise CheckpointError(f"{path}: config is not an EnvConfig")
+        risky = code_references(state["config"])
+        if risky and "llm" not in overrides:
+            raise CheckpointError(
+                f"{path}: the saved config names code to run ({', '.join(risky)}); a checkpoint "
+                "may not choose code: pass the LLM config again, load_env(path, llm=...)")
         module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
         kwargs = fill_placeholders(state["config"], overrides,
