@@ -330,6 +330,13 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     if risky:
         raise CheckpointError(f"{path}: the saved config names code to run ({', '.join(risky)}); "
                               "a checkpoint may not choose code, so this run cannot be resumed from it")
+    from socialenv.checkpoint import Placeholder
+
+    for group in ("env_kwargs", "policy_kwargs"):
+        for key, value in state["config"].get(group, {}).items():
+            if isinstance(value, Placeholder):
+                raise ValueError(f"{run_dir} cannot be resumed: {group}[{key!r}] was a {value.type_name} "
+                                 "instance, which a data-only checkpoint does not store")
     fields = {**state["config"], **changes, "out_dir": str(run_dir.parent), "run_name": run_dir.name}
     config = RunConfig(**fields)
     return run(config, on_round=on_round, wandb_run=wandb_run, _resume=state)
@@ -517,4 +524,4 @@ def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, An
         "rows": rows,
         "policy": _policy_state(policy),
         "env": env.checkpoint_state(),
-    })
+    }, objects="placeholder")

@@ -95,3 +95,16 @@ def test_one_seed_summary_says_n_a_and_names_its_aggregation(tmp_path: Path) -> 
                                    "--name", "cli", "--no-plots"])
     assert cli.exit_code == 0, cli.output
     assert "± n/a" in cli.output and "round mean" in cli.output and "last round" in cli.output
+
+
+def test_a_run_with_a_brain_instance_checkpoints_but_does_not_resume(tmp_path: Path) -> None:
+    from baselines.opinion_dynamics import OpinionDynamicsBrain
+
+    on_round, row_dir = _fail_after(2)
+    row_dir.append(str(tmp_path / "b"))
+    config = RunConfig(policy="random", env_kwargs={**SMALL, "users": OpinionDynamicsBrain("lorenz")},
+                       out_dir=str(tmp_path), run_name="b", progress=False, plots=False)
+    with pytest.raises(Boom):
+        run(config, on_round=on_round)
+    with pytest.raises(ValueError, match=r"cannot be resumed: env_kwargs\['users'\] was a OpinionDynamicsBrain"):
+        resume(tmp_path / "b")
