@@ -23,6 +23,10 @@ class Brain(ABC):
     embedding_dim: int | None = None
     #: Whether the brain reads post texts (the env then generates texts for synthetic posts).
     needs_text: bool = False
+    #: Whether the brain reads only the posts of the current round's feeds, keeps no post ids
+    #: across rounds, and so lets the env drop posts older than the feeds' horizon (ids of the
+    #: kept posts shift down; see ``Simulation.compact_posts``).
+    supports_post_compaction: bool = False
 
     @abstractmethod
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> np.ndarray | None:

@@ -1,12 +1,54 @@
-"""Build a brain from the env's ``users=`` argument."""
+"""Build a brain from the env's ``users=`` argument (the population).
+
+Population names: ``"surrogate"``, ``"llm"`` and every name a plugin registered with
+:func:`register_population` (the shipped ``baselines`` plugin adds the HiSim ABMs
+``"bounded_confidence"``, ``"lorenz"``, ``"relative_agreement"``; see
+:mod:`agent_models.plugins`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agent_models.base import Brain
 
 BRAIN_KINDS = ("surrogate", "llm")
+#: name -> factory(llm=..., surrogate=...) returning a fresh Brain (filled by plugins).
+_POPULATIONS: dict[str, Callable[..., Brain]] = {}
+
+
+def surrogate_config(surrogate: Any) -> Any:
+    """The env's ``surrogate=`` argument as a ``SurrogateConfig`` (None = defaults)."""
+    from dataclasses import fields
+
+    from agent_models.surrogate import SurrogateConfig
+    from agent_models.validation import check
+
+    if isinstance(surrogate, SurrogateConfig):
+        return surrogate
+    check(surrogate is None or isinstance(surrogate, dict), "surrogate",
+          "None, a dict of SurrogateConfig fields or a SurrogateConfig", surrogate)
+    allowed = {f.name for f in fields(SurrogateConfig)}
+    unknown = sorted(set(surrogate or {}) - allowed)
+    check(not unknown, "surrogate", f"keys among {sorted(allowed)}", unknown)
+    return SurrogateConfig(**(surrogate or {}))
+
+
+def register_population(name: str, factory: Callable[..., Brain]) -> None:
+    """Make ``users=name`` build ``factory(llm=<env llm=>, surrogate=<env surrogate=>)``
+    (a fresh brain per env: a brain keeps per-episode state)."""
+    if name in BRAIN_KINDS:
+        raise ValueError(f"population name {name!r} is built in")
+    _POPULATIONS[name] = factory
+
+
+def population_names() -> tuple[str, ...]:
+    """Every name ``users=`` accepts (built-in and registered by plugins)."""
+    from agent_models.plugins import load_plugins
+
+    load_plugins()
+    return BRAIN_KINDS + tuple(_POPULATIONS)
 
 
 def make_brain(
@@ -16,14 +58,13 @@ def make_brain(
     surrogate: dict[str, Any] | Any | None = None,
 ) -> Brain:
     """``users="surrogate"`` (default, CPU, vectorized), ``users="llm"`` (needs ``llm=`` config),
-    or a :class:`Brain` instance of your own."""
+    a registered population name (:func:`population_names`), or a :class:`Brain` instance."""
     if isinstance(users, Brain):
         return users
     if users == "surrogate":
-        from agent_models.surrogate import SurrogateBrain, SurrogateConfig
+        from agent_models.surrogate import SurrogateBrain
 
-        config = surrogate if isinstance(surrogate, SurrogateConfig) else SurrogateConfig(**(surrogate or {}))
-        return SurrogateBrain(config)
+        return SurrogateBrain(surrogate_config(surrogate))
     if users == "llm":
         from agent_models.llm import LLMBrain, LLMConfig
 
@@ -31,6 +72,12 @@ def make_brain(
             raise ValueError(
                 "users='llm' needs llm={'backend': 'hf'|'vllm'|'openai', 'model': ...}"
             )
-        config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)
+        try:
+            config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)
+        except ValueError as err:  # pydantic's ValidationError names the inner fields
+            raise ValueError(f"llm: {err}") from err
         return LLMBrain(config)
-    raise ValueError(f"users={users!r} is not allowed: use one of {BRAIN_KINDS} or a Brain instance")
+    names = population_names()
+    if isinstance(users, str) and users in _POPULATIONS:
+        return _POPULATIONS[users](llm=llm, surrogate=surrogate_config(surrogate))
+    raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance")

@@ -38,6 +38,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
+from agent_models.validation import check_fields
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -115,10 +116,7 @@ class SurrogateConfig:
     misinfo_recovery: float = 0.02
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
-                raise ValueError(f"surrogate.{f.name}={value!r} is not allowed: a finite number")
+        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools
         probabilities = (
             "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
             "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption",
@@ -159,6 +157,8 @@ class SurrogateBrain(Brain):
     :meth:`reaction_probabilities` exposes the reaction model (what an oracle with access to
     the hidden state would use).
     """
+
+    supports_post_compaction = True
 
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()

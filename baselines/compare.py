@@ -24,11 +24,11 @@ FLOW_METRICS: tuple[str, ...] = (
 STATE_METRICS: tuple[str, ...] = ("stance_mean", "stance_std", "misinformation_ratio")
 
 
-def mean_ci95(values: Sequence[float]) -> dict[str, float]:
-    """Mean and the half-width of its 95% Student-t interval (``nan`` for one value)."""
+def mean_ci95(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean and the half-width of its 95% Student-t interval (``None`` for one value)."""
     v = np.asarray(values, np.float64)
     if len(v) < 2:
-        return {"mean": float(v.mean()) if len(v) else float("nan"), "ci95": float("nan"), "n": len(v)}
+        return {"mean": float(v.mean()) if len(v) else None, "ci95": None, "n": len(v)}
     from scipy import stats
 
     half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))

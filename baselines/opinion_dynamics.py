@@ -315,3 +315,21 @@ def make_population(spec: str | Brain, **params: Any) -> str | Brain:
     if spec in OPINION_MODELS:
         return OpinionDynamicsBrain(spec, **params)
     raise ValueError(f"users={spec!r} is not allowed: use one of {POPULATIONS} or a Brain instance")
+
+
+def _register_populations() -> None:
+    """``gym.make(..., users="lorenz")``: each ABM name builds a fresh brain that uses the
+    env's ``surrogate=`` parameters for behaviour (see :mod:`agent_models.plugins`)."""
+    from functools import partial
+
+    from agent_models.factory import register_population
+
+    def build(name: str, *, llm: Any = None, surrogate: Any = None) -> OpinionDynamicsBrain:
+        del llm
+        return OpinionDynamicsBrain(name, surrogate=surrogate)
+
+    for name in OPINION_MODELS:
+        register_population(name, partial(build, name))
+
+
+_register_populations()

@@ -224,10 +224,11 @@ BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
 
 
 def policy_names() -> tuple[str, ...]:
-    """Every policy name :func:`make_policy` accepts: origin, the bandits, the baselines."""
+    """Every policy name :func:`make_policy` accepts: origin, the bandits, the baselines
+    (the same names as ``policysim run``: the baselines register themselves there)."""
     from socialenv.runner import policy_names as runner_names
 
-    return runner_names() + tuple(BASELINE_POLICIES)
+    return tuple(dict.fromkeys(runner_names() + tuple(BASELINE_POLICIES)))
 
 
 def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> Any:
@@ -260,6 +261,20 @@ def headline_only_kwargs(slots: int = 12, pool: int = 20) -> dict[str, Any]:
     ``recommender.personalized``), so this baseline combines with PolicySim-Exposure-v0
     policies."""
     return {"recommender": {"relational": 0, "personalized": 0, "headline": slots, "headline_pool": pool}}
+
+
+
+def _register_policies() -> None:
+    """``policysim run --policy mmr`` and friends (see :mod:`agent_models.plugins`)."""
+    from functools import partial
+
+    from socialenv.runner import register_policy
+
+    for name in BASELINE_POLICIES:
+        register_policy(name, partial(make_policy, name))
+
+
+_register_policies()
 
 
 __all__ = [

@@ -53,7 +53,7 @@ DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "lints", "neural_uc
 
 
 def fmt(cell: dict[str, float]) -> str:
-    if cell["ci95"] != cell["ci95"]:   # one seed: no interval
+    if cell["ci95"] is None:   # one seed: no interval
         return f"{cell['mean']:+.3f} (n/a)"
     return f"{cell['mean']:+.3f} ± {cell['ci95']:.3f}"
 
@@ -93,7 +93,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         deltas = report[env_id]["vs_origin"]
         names = list(deltas)
         mean = [deltas[n][key]["mean"] for n in names]
-        ci = [np.nan_to_num(deltas[n][key]["ci95"]) for n in names]
+        ci = [deltas[n][key]["ci95"] or 0.0 for n in names]
         y = np.arange(len(names))
         ax.barh(y, mean, xerr=ci, capsize=3, color="tab:blue", alpha=0.7, label="PolicySim (surrogate)")
         paper = [PAPER.get(n, {}).get(key, np.nan) - PAPER["origin"].get(key, np.nan) for n in names]

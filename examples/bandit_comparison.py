@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers the env ids)
 from baselines import make_policy, play_episode  # noqa: E402
-from socialenv.runner import summarize  # noqa: E402
+from socialenv.runner import format_mean_ci, summarize  # noqa: E402
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stance_std")
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'policy':>12} " + " ".join(f"{m:>22}" for m in METRICS))
     for name, rows in results.items():
         s = summarize(rows, METRICS)
-        print(f"{name:>12} " + " ".join(f"{s[m]['mean']:>13.4f} ± {s[m]['ci95']:.4f}" for m in METRICS))
+        print(f"{name:>12} " + " ".join(f"{format_mean_ci(s[m]):>22}" for m in METRICS))
 
     import matplotlib
 

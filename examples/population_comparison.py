@@ -38,7 +38,7 @@ import gymnasium as gym  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers the env ids)
 from baselines import make_policy, make_population, opinion_metrics, play_episode  # noqa: E402
-from socialenv.runner import summarize  # noqa: E402
+from socialenv.runner import format_mean_ci, summarize  # noqa: E402
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stance_std", "bias", "diversity")
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
           "(mean ± 95% CI over seeds; stance, bias, diversity at the last round)")
     print(f"{'population':>20} " + " ".join(f"{m[:14]:>17}" for m in METRICS))
     for population, s in table.items():
-        print(f"{population:>20} " + " ".join(f"{s[m]['mean']:>8.3f} ± {s[m]['ci95']:.3f}" for m in METRICS))
+        print(f"{population:>20} " + " ".join(f"{format_mean_ci(s[m], 3):>16}" for m in METRICS))
 
 
 if __name__ == "__main__":

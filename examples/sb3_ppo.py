@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 import socialenv  # noqa: F401, E402  (registers the env ids)
 from baselines import make_policy, play_episode  # noqa: E402
 from baselines.sb3 import DEFAULT_PPO_KWARGS, PPO_ENV_KWARGS, SB3Actor, smooth_curve, train_ppo  # noqa: E402
-from socialenv.runner import summarize  # noqa: E402
+from socialenv.runner import format_mean_ci, summarize  # noqa: E402
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "recommended_reaction_rate")
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nheld-out seeds {args.eval_seeds}: mean ± 95% CI over seeds (per-round means)")
     print(f"{'policy':>14} " + " ".join(f"{m[:20]:>21}" for m in METRICS))
     for name, s in table.items():
-        print(f"{name:>14} " + " ".join(f"{s[m]['mean']:>12.4f} ± {s[m]['ci95']:.4f}" for m in METRICS))
+        print(f"{name:>14} " + " ".join(f"{format_mean_ci(s[m]):>21}" for m in METRICS))
 
     args.out.mkdir(parents=True, exist_ok=True)
     plot_curves(curves, args.out / "sb3_ppo.png", f"PolicySim-Rec-v0, {args.users} users")

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agent_models.redaction import redact_text
+
 app = typer.Typer(
     help="PolicySim: learn a social platform's intervention policy against simulated users.",
     no_args_is_help=True,
@@ -50,29 +52,51 @@ def _parse_json(value: str | None, option: str) -> dict:
     return parsed
 
 
+def _population_options(num_users: int | None, users: str | None, brain: str | None
+                        ) -> tuple[int | None, str | None]:
+    """(num_users, users) from ``--num-users``, ``--users`` and the deprecated spellings:
+    ``--brain X`` (now ``--users X``) and ``--users N`` with a number (now ``--num-users N``)."""
+    if users is not None and users.isdigit():
+        console.print(f"[yellow]warning:[/yellow] --users {users} as a number of users is deprecated: "
+                      f"use --num-users {users} (--users now names the population, as the env's users=)")
+        num_users, users = int(users), "surrogate"
+    if brain is not None:
+        console.print("[yellow]warning:[/yellow] --brain is deprecated: use --users (the env's users= keyword)")
+        users = brain
+    return num_users, users
+
+
 def print_summary(summary: dict, title: str) -> None:
+    """The metrics table: each row says whether it is a mean over rounds or the last
+    round's value; the CI column reads n/a with one seed."""
+    from socialenv.runner import FLOW_METRICS, format_mean_ci
+
     table = Table(title=title)
     table.add_column("metric")
+    table.add_column("over", justify="left")
     table.add_column(f"mean ± 95% CI ({summary['seeds']} seed(s))", justify="right")
     for key, label in SUMMARY_ROWS:
         if key in summary:
-            value = summary[key]
-            table.add_row(label, f"{value['mean']:.4f} ± {value['ci95']:.4f}")
+            over = "round mean" if key in FLOW_METRICS else "last round"
+            table.add_row(label, over, format_mean_ci(summary[key]))
     console.print(table)
+    if summary["seeds"] < 2:
+        console.print("CI n/a: one seed gives no interval (repeat --seed for several).")
 
 
 @app.command()
 def run(
     env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0 or PolicySim-Exposure-v0.")] = "PolicySim-Rec-v0",
-    policy: Annotated[str, typer.Option(help="origin (no intervention) or a bandit: eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random.")] = "random",
-    users: Annotated[int, typer.Option(help="Number of simulated users.")] = 1000,
+    policy: Annotated[str, typer.Option(help="origin (no intervention), a bandit (eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random) or a baseline (popularity, mmr, suppress_flagged).")] = "random",
+    num_users: Annotated[int, typer.Option(help="Number of simulated users (env num_users).")] = 1000,
+    users: Annotated[str, typer.Option(help="The population (env users=): surrogate, llm, or an ABM: bounded_confidence, lorenz, relative_agreement.")] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
     budget: Annotated[int | None, typer.Option(help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1.")] = None,
     candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's, 320).")] = None,
     seed: Annotated[list[int], typer.Option(help="Seed(s); repeat the option for several.")] = [0],  # noqa: B006
     episodes: Annotated[int, typer.Option(help="Episodes per seed (the policy keeps learning).")] = 1,
     scenario: Annotated[str | None, typer.Option(help="abortion, misinformation, or a saved scenario .npz (default: the env's).")] = None,
-    users_model: Annotated[str, typer.Option("--brain", help="surrogate or llm.")] = "surrogate",
+    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
     llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
     policy_kwargs: Annotated[str | None, typer.Option(help="Policy hyper-parameters as JSON.")] = None,
@@ -81,12 +105,26 @@ def run(
     wandb: Annotated[str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    checkpoint_every: Annotated[int, typer.Option(help="Rounds between run checkpoints (0 = none).")] = 1,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored).")] = None,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
+    from socialenv.runner import resume as resume_run
     from socialenv.runner import run as run_policy
 
-    kwargs = {"num_users": users, "rounds": rounds, "users": users_model,
+    if resume is not None:
+        try:
+            result = resume_run(resume, plots=plots)
+        except (ValueError, FileNotFoundError) as err:
+            console.print(f"[red]error:[/red] {redact_text(str(err))}")
+            raise typer.Exit(code=2) from err
+        print_summary(result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)")
+        console.print(f"run folder: {result.out_dir}")
+        return
+
+    num_users, users = _population_options(num_users, users, brain)
+    kwargs = {"num_users": num_users, "rounds": rounds, "users": users,
               **_parse_json(env_kwargs, "--env-kwargs")}
     if budget is not None:
         kwargs["budget"] = budget
@@ -96,17 +134,18 @@ def run(
         kwargs["scenario"] = scenario
     if llm is not None:
         kwargs["llm"] = _parse_json(llm, "--llm")
-    config = RunConfig(
-        env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
-        policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
-        run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
-    )
     try:
+        config = RunConfig(
+            env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
+            policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
+            run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
+            checkpoint_every=checkpoint_every,
+        )
         result = run_policy(config)
-    except ValueError as err:
-        console.print(f"[red]error:[/red] {err}")
+    except (ValueError, FileNotFoundError) as err:
+        console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
-    print_summary(result.summary, f"{policy} on {env}: {users} users, {rounds} rounds")
+    print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
     if result.out_dir is not None:
         console.print(f"run folder: {result.out_dir}")
 
@@ -117,7 +156,8 @@ def sweep(
     policy: Annotated[list[str] | None, typer.Option(help="Policy (repeat for several); overrides the grid file's.")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="Seed (repeat for several); overrides the grid file's.")] = None,
     env: Annotated[str | None, typer.Option(help="Env id (default: the grid file's, else PolicySim-Rec-v0).")] = None,
-    users: Annotated[int | None, typer.Option(help="Number of simulated users (num_users).")] = None,
+    num_users: Annotated[int | None, typer.Option(help="Number of simulated users (env num_users).")] = None,
+    users: Annotated[str | None, typer.Option(help="The population (env users=): surrogate, llm, bounded_confidence, lorenz, relative_agreement.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
@@ -131,6 +171,7 @@ def sweep(
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path("runs/sweeps"),
     name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
+    resume: Annotated[bool, typer.Option(help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest.")] = False,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
     from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
@@ -138,8 +179,11 @@ def sweep(
     try:
         config = load_grid(grid) if grid is not None else SweepConfig(name=name or "sweep")
         overrides = {**_parse_json(env_kwargs, "--env-kwargs")}
+        num_users, users = _population_options(num_users, users, None)
+        if num_users is not None:
+            overrides["num_users"] = num_users
         if users is not None:
-            overrides["num_users"] = users
+            overrides["users"] = users
         if rounds is not None:
             overrides["rounds"] = rounds
         grid_values = _parse_json(vary, "--vary")
@@ -162,9 +206,10 @@ def sweep(
             console.print(f"  [{done}/{total}] {result['trial']['name']}: {status}")
 
         result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
-                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress)
+                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
+                           resume=resume)
     except (ValueError, FileNotFoundError) as err:
-        console.print(f"[red]error:[/red] {err}")
+        console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
     startup = f", Ray start {result.startup_seconds:.1f} s" if result.backend == "ray" else ""
     print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "

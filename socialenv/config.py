@@ -6,10 +6,32 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+import numpy as np
 
-def _check(condition: bool, name: str, allowed: str, value: Any) -> None:
-    if not condition:
-        raise ValueError(f"{name}={value!r} is not allowed: {allowed}")
+from agent_models.validation import Limit, check_fields
+from agent_models.validation import check as _check
+
+#: Documented limits of the numeric fields (checked with the types by
+#: :func:`agent_models.validation.check_fields` before anything is allocated).
+RECOMMENDER_LIMITS = {
+    "relational": Limit(ge=0, le=100), "personalized": Limit(ge=0, le=100),
+    "headline": Limit(ge=0, le=100), "window": Limit(ge=1, le=10_000),
+    "personalized_stance_weight": Limit(ge=0, le=10), "candidates_per_slot": Limit(ge=1, le=64),
+    "num_clusters": Limit(ge=1, le=4096), "headline_pool": Limit(ge=1, le=100_000),
+}
+REWARD_LIMITS = {name: Limit(ge=0, le=1) for name in (
+    "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight",
+    "hostile_toxicity")}
+CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
+ENV_LIMITS = {
+    "num_users": Limit(ge=10, le=1_000_000), "rounds": Limit(ge=1, le=1_000_000),
+    "budget": Limit(ge=1, le=10_000), "candidate_users": Limit(ge=1, le=100_000),
+    "exposure_users": Limit(ge=1, le=100_000),
+    "exposure_levels": Limit(max_len=100), "stance_ema": Limit(ge=0, lt=1),
+    "memory_ema": Limit(ge=0, lt=1),
+}
+#: Most arms an env may have (each is a row of the observation's context matrix).
+MAX_ARMS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,7 @@ class RecommenderConfig:
     candidate_oversample: int = 4
 
     def __post_init__(self) -> None:
+        check_fields(self, "recommender.", RECOMMENDER_LIMITS)
         for name in ("relational", "personalized", "headline"):
             value = getattr(self, name)
             _check(isinstance(value, int) and 0 <= value <= 100, f"recommender.{name}",
@@ -133,8 +156,7 @@ class RewardConfig:
     misinformation_mode: str = "effect"
 
     def __post_init__(self) -> None:
-        _check(0 <= self.hostile_toxicity <= 1, "reward.hostile_toxicity", "a number in [0, 1]",
-               self.hostile_toxicity)
+        check_fields(self, "reward.", REWARD_LIMITS)
         for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
@@ -158,6 +180,7 @@ class ContextConfig:
     hops: int = 2
 
     def __post_init__(self) -> None:
+        check_fields(self, "context.", CONTEXT_LIMITS)
         _check(0 <= self.alpha <= 1, "context.alpha", "a number in [0, 1]", self.alpha)
         _check(isinstance(self.hops, int) and 0 <= self.hops <= 10, "context.hops",
                "an integer in [0, 10]", self.hops)
@@ -207,6 +230,10 @@ class EnvConfig:
             .yaml/.json file (see :mod:`socialenv.events`).
         moderation: ``PolicySim-Moderation-v0`` only: a dict of
             :class:`socialenv.moderation.ModerationConfig` fields.
+
+    Every field is checked for its type (no bool for an integer, NumPy numbers accepted,
+    finite numbers only) and against :data:`ENV_LIMITS` (e.g. ``num_users`` in [10, 10⁶]),
+    with at most :data:`MAX_ARMS` arms, before anything is allocated.
     """
 
     num_users: int = 1000
@@ -236,22 +263,24 @@ class EnvConfig:
     moderation: Any = None
 
     def __post_init__(self) -> None:
+        check_fields(self, "", ENV_LIMITS)
+        mix = self.candidates
+        _check(isinstance(mix, dict) and set(mix) <= set(CANDIDATE_SOURCES)
+               and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 100
+                       for v in mix.values()) and sum(mix.values()) >= 1,
+               "candidates", f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
+               "and a positive sum", mix)
+        object.__setattr__(self, "candidates", {k: int(v) for k, v in mix.items()})
+        _check(self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS, "candidate_users",
+               f"candidate_users × candidate posts per user <= {MAX_ARMS} arms", self.candidate_users)
+        _check(self.exposure_users * len(self.exposure_levels) <= MAX_ARMS, "exposure_users",
+               f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms", self.exposure_users)
         _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
                "an integer >= 10", self.num_users)
         _check(isinstance(self.rounds, int) and self.rounds >= 1, "rounds", "an integer >= 1",
                self.rounds)
         _check(isinstance(self.budget, int) and self.budget >= 1, "budget", "an integer >= 1",
                self.budget)
-        for name in ("candidate_users", "exposure_users"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and 1 <= value <= 100_000, name,
-                   "an integer in [1, 100000]", value)
-        mix = self.candidates
-        _check(isinstance(mix, dict) and set(mix) <= set(CANDIDATE_SOURCES)
-               and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100
-                       for v in mix.values()) and sum(mix.values()) >= 1,
-               "candidates", f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
-               "and a positive sum", mix)
         _check(self.action_format in ACTION_FORMATS, "action_format", f"one of {ACTION_FORMATS}",
                self.action_format)
         levels = tuple(self.exposure_levels)

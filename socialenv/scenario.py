@@ -8,6 +8,7 @@ as one ``.npz`` file (plus a JSON sidecar for text).
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,8 +86,23 @@ class Scenario:
             raise ValueError(f"Scenario.profiles has {len(self.profiles)} users, expected {n}")
         if self.latent.ndim != 2:
             raise ValueError(f"Scenario.latent must be (N, d), got shape {self.latent.shape}")
-        if not np.isfinite(self.latent).all():
-            raise ValueError("Scenario.latent holds NaN or inf")
+        for name in ("latent", "opinion", "activity", "toxicity_propensity", "susceptibility",
+                     "history_latent", "history_stance", "history_toxicity"):
+            arr = np.asarray(getattr(self, name))
+            if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+                raise ValueError(f"Scenario.{name} must hold real numbers, got dtype {arr.dtype}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"Scenario.{name} holds NaN or inf")
+        for name in ("follow_src", "follow_dst", "history_author"):
+            if not np.issubdtype(np.asarray(getattr(self, name)).dtype, np.integer):
+                raise ValueError(f"Scenario.{name} must hold integer user ids, "
+                                 f"got dtype {np.asarray(getattr(self, name)).dtype}")
+        self._validate_profiles()
+        for i, event in enumerate(self.news):
+            if not (isinstance(event.round, int | np.integer) and event.round >= 0
+                    and isinstance(event.headline, str) and np.isfinite(event.shift)):
+                raise ValueError(f"Scenario.news[{i}] must have an integer round >= 0, a headline "
+                                 f"string and a finite shift, got {event!r}")
         for name in ("opinion", "history_stance"):
             arr = getattr(self, name)
             if len(arr) and (arr.min() < -1 or arr.max() > 1):
@@ -117,6 +133,30 @@ class Scenario:
         from socialenv.events import load_events
 
         self.events = load_events(list(self.events))
+
+    def _validate_profiles(self) -> None:
+        p, n = self.profiles, self.num_users
+        for name in ("identity", "posting_style", "interaction_role"):
+            column = getattr(p, name)
+            codes = np.asarray(column.codes)
+            if not np.issubdtype(codes.dtype, np.integer):
+                raise ValueError(f"Scenario.profiles.{name}.codes must be integers, got dtype {codes.dtype}")
+            if len(codes) and (codes.min() < 0 or codes.max() >= len(column.vocab)):
+                raise ValueError(f"Scenario.profiles.{name}.codes must index its vocab of "
+                                 f"{len(column.vocab)} entries (0..{len(column.vocab) - 1})")
+            if not all(isinstance(v, str) for v in column.vocab):
+                raise ValueError(f"Scenario.profiles.{name}.vocab must hold strings")
+        interests = np.asarray(p.interests)
+        if interests.shape != (n, len(p.topics)):
+            raise ValueError(f"Scenario.profiles.interests has shape {interests.shape}, "
+                             f"expected ({n}, {len(p.topics)}) (users × topics)")
+        for name in ("post_retweet_ratio", "reply_frequency", "follower_following_ratio"):
+            arr = np.asarray(getattr(p, name))
+            if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr).all() \
+                    or (len(arr) and arr.min() < 0):
+                raise ValueError(f"Scenario.profiles.{name} must be ({n},) finite numbers >= 0")
+        if p.names is not None and (len(p.names) != n or not all(isinstance(x, str) and x for x in p.names)):
+            raise ValueError(f"Scenario.profiles.names must be {n} non-empty strings (one per user)")
 
     @classmethod
     def from_arrays(
@@ -230,8 +270,21 @@ class Scenario:
         for required in (path, path.with_suffix(".json")):
             if not required.exists():
                 raise FileNotFoundError(f"scenario file {required} does not exist")
-        arrays = np.load(path)
+        try:
+            scenario = cls._read(path)
+        except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile) as err:
+            what = "is not a valid scenario" if not isinstance(err, KeyError) else f"lacks {err}"
+            raise ValueError(f"scenario file {path} (with {path.with_suffix('.json').name}) {what}: "
+                             f"{type(err).__name__}: {err}") from err
+        return scenario
+
+    @classmethod
+    def _read(cls, path: Path) -> Scenario:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
         meta = json.loads(path.with_suffix(".json").read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("the .json sidecar must be a JSON object")
         profiles = Profiles(
             identity=Categorical(arrays["identity"], tuple(meta["identity_vocab"])),
             interests=arrays["interests"],

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
+from agent_models.validation import Limit, check_fields
 from socialenv.scenario import Scenario
 from socialenv.world import sorted_unique
 
@@ -50,6 +51,17 @@ _STANCE_PHRASES = {
 }
 
 
+#: Documented limits of :class:`PopulationConfig` (checked before anything is allocated).
+POPULATION_LIMITS = {
+    "latent_dim": Limit(ge=2, le=4096), "mean_following": Limit(ge=0, le=1000),
+    "homophily": Limit(ge=0, le=1), "popularity_shape": Limit(gt=0, le=100),
+    "camp_share": Limit(ge=0, le=0.5), "camp_opinion": Limit(ge=0, le=1),
+    "camp_spread": Limit(ge=0, le=1), "activity_beta": Limit(gt=0, le=1000),
+    "toxicity_beta": Limit(gt=0, le=1000), "susceptibility_beta": Limit(gt=0, le=1000),
+    "history_posts": Limit(ge=0, le=100),
+}
+
+
 @dataclass(frozen=True)
 class PopulationConfig:
     """Knobs of the synthetic population (defaults documented here, in one place).
@@ -78,6 +90,9 @@ class PopulationConfig:
     toxicity_beta: tuple[float, float] = (1.0, 8.0)
     susceptibility_beta: tuple[float, float] = (2.0, 5.0)
     history_posts: float = 1.5
+
+    def __post_init__(self) -> None:
+        check_fields(self, "population.", POPULATION_LIMITS)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

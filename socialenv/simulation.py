@@ -137,6 +137,7 @@ class Simulation:
         """Start a new episode from the scenario, seeded by ``seed``."""
         self.seed = int(seed)
         self.round = 0
+        self.posts_dropped = 0
         scenario = self._load_scenario(self.seed)
         self.scenario = scenario
         n = scenario.num_users
@@ -436,6 +437,39 @@ class Simulation:
         self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
         self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
 
+    # ----------------------------------------------------------------------------- memory
+    #: Set False to keep every post (the compaction never changes results; see tests).
+    compact_posts_enabled: bool = True
+
+    def post_horizon(self) -> int:
+        """Rounds of posts anything can still reach: the relational channel reads round t−1,
+        the personalized and headline channels, the Rec candidate posts and the Exposure
+        candidate authors read the last ``recommender.window`` rounds, and rewards read this
+        round's feeds; one more round is kept as a margin."""
+        return max(self.config.recommender.window, 1) + 1
+
+    def compact_posts(self) -> int:
+        """Drop the posts older than :meth:`post_horizon` once they are at least half of the
+        post table (amortized O(1) per post), if the brain allows it
+        (``Brain.supports_post_compaction``) and no moderation state is kept (it is indexed
+        by post id). Call between rounds only: ids of the kept posts
+        shift down by the returned count (``posts_dropped`` totals it, so a post's id since
+        the episode start is ``id + posts_dropped``). Returns the number dropped (often 0)."""
+        if not self.compact_posts_enabled or not getattr(self.brain, "supports_post_compaction", False):
+            return 0
+        if self.moderation is not None:   # its governance state is indexed by post id
+            return 0
+        first_kept = self.round - self.post_horizon()
+        if first_kept <= -1:
+            return 0
+        cut = int(self.round_start[first_kept + 1])
+        if cut == 0 or 2 * cut < len(self.posts):
+            return 0
+        self.posts.drop_before(cut)
+        self.round_start = [max(int(s) - cut, 0) for s in self.round_start]
+        self.posts_dropped = getattr(self, "posts_dropped", 0) + cut
+        return cut
+
     # ----------------------------------------------------------------------------- save
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -453,6 +487,7 @@ class Simulation:
             "events": self.events.state_dict(),
             "activity": None if self.activity_model is None else self.activity_model.state_dict(),
             "moderation": None if self.moderation is None else self.moderation.state_dict(),
+            "posts_dropped": getattr(self, "posts_dropped", 0),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -476,3 +511,4 @@ class Simulation:
             self.activity_model.load_state_dict(state["activity"])
         if state.get("moderation") is not None and self.moderation is not None:
             self.moderation.load_state_dict(state["moderation"])
+        self.posts_dropped = int(state.get("posts_dropped", 0))

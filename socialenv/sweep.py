@@ -39,6 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_models.redaction import to_json
+from agent_models.validation import Limit, check_fields, check_path_segment
+from socialenv.runner import format_mean_ci
+
 SWEEP_BACKENDS = ("ray", "local")
 WANDB_MODES = ("online", "offline", "disabled")
 #: Grid-file parameters that are not env arguments.
@@ -54,6 +58,10 @@ TABLE_METRICS: tuple[tuple[str, str], ...] = (
     ("bias", "bias"),
     ("diversity", "diversity"),
 )
+
+
+#: Documented limits of :class:`SweepConfig`.
+SWEEP_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_000_000)}
 
 
 @dataclass
@@ -88,8 +96,8 @@ class SweepConfig:
     out_dir: str | None = "runs/sweeps"
 
     def __post_init__(self) -> None:
-        self.policies = tuple(self.policies)
-        self.seeds = tuple(int(s) for s in self.seeds)
+        check_fields(self, "", SWEEP_LIMITS)
+        check_path_segment(self.name, "name")
         if not self.policies:
             raise ValueError("policies must name at least one policy")
         if not self.seeds:
@@ -109,13 +117,21 @@ class SweepConfig:
 
     def validate(self) -> None:
         """Check policy names and env arguments before any trial starts."""
-        from baselines.policies import policy_names
         from socialenv.config import EnvConfig
+        from socialenv.registration import ENV_IDS
+        from socialenv.runner import policy_names
 
+        if self.env_id not in ENV_IDS:
+            raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
         allowed = policy_names()
         bad = [p for p in self.policies if p not in allowed]
         if bad:
             raise ValueError(f"unknown policy name(s) {bad}: use any of {allowed}")
+        from socialenv.runner import check_population
+
+        check_population(self.env_kwargs.get("users", "surrogate"), "env_kwargs['users']")
+        for i, users in enumerate(self.grid.get("users", [])):
+            check_population(users, f"grid['users'][{i}]")
         names = set(EnvConfig.__dataclass_fields__)
         unknown = (set(self.env_kwargs) | set(self.grid)) - names
         if unknown:
@@ -247,14 +263,9 @@ def load_grid(path: str | Path) -> SweepConfig:
 
 # ----------------------------------------------------------------------------- one trial
 def _resolve_env_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A fresh brain for ABM population names (envs must not share a brain)."""
-    kwargs = dict(env_kwargs)
-    users = kwargs.get("users")
-    if isinstance(users, str) and users not in ("surrogate", "llm"):
-        from baselines.opinion_dynamics import make_population
-
-        kwargs["users"] = make_population(users)
-    return kwargs
+    """The env arguments of a trial (population names such as ``"lorenz"`` are resolved by
+    the env itself, one fresh brain per env: :func:`agent_models.factory.make_brain`)."""
+    return dict(env_kwargs)
 
 
 def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str = "policysim",
@@ -322,7 +333,10 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=repr))
+    """``value`` as JSON data with secrets redacted (:mod:`agent_models.redaction`)."""
+    from agent_models.redaction import to_json_data
+
+    return to_json_data(value)
 
 
 # ----------------------------------------------------------------------------- backends
@@ -341,7 +355,15 @@ def _run_local(trials: list[Trial], settings: dict[str, Any],
         try:
             on_result(run_trial(trial, **settings))
         except Exception as err:  # noqa: BLE001 - a failed trial is reported, the sweep goes on
-            on_result({"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}"})
+            on_result(_failure(trial, err))
+
+
+def _failure(trial: Trial, err: BaseException) -> dict[str, Any]:
+    """The record of a failed trial: its definition, the error and where it was raised."""
+    import traceback
+
+    return {"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}",
+            "traceback": "".join(traceback.format_exception(err, limit=-8))}
 
 
 def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[[dict[str, Any]], None],
@@ -372,7 +394,7 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
                 try:
                     on_result(ray.get(ref))
                 except Exception as err:  # noqa: BLE001 - RayTaskError wraps the trial's error
-                    on_result({"trial": _jsonable(asdict(trial)), "error": f"{type(err).__name__}: {err}"})
+                    on_result(_failure(trial, err))
     finally:
         if started and shutdown:
             ray.shutdown()
@@ -381,8 +403,8 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
 
 def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,
               num_cpus: int | None = None, cpus_per_trial: float = 1.0, ship_code: bool = False,
-              shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None
-              ) -> SweepResult:
+              shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None,
+              resume: bool = False) -> SweepResult:
     """Run every trial of ``config`` and aggregate over seeds.
 
     Args:
@@ -396,6 +418,11 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
             ``py_modules``), for cluster nodes that do not have them installed.
         shutdown: shut Ray down afterwards if this call started it.
         progress: called after each trial with (trial result, done count, total).
+        resume: keep the finished trials recorded in the sweep folder's ``trials.jsonl`` and
+            run only the others (failed trials run again).
+
+    Each finished or failed trial is appended to ``trials.jsonl`` in the sweep folder as soon
+    as it ends (a failed one with its error and traceback), so a sweep that dies keeps them.
     """
     if backend not in SWEEP_BACKENDS:
         raise ValueError(f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}")
@@ -411,11 +438,29 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
         "out_dir": str(out_dir / "wandb") if out_dir else None,
     }
     results: list[dict[str, Any]] = []
+    log = out_dir / "trials.jsonl" if out_dir is not None else None
+    if resume and log is not None and log.exists():
+        names = {t.name for t in trials}
+        for line in log.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short when the sweep died
+            if "error" not in record and record.get("trial", {}).get("name") in names:
+                names.discard(record["trial"]["name"])
+                results.append(record)
+        trials = [t for t in trials if t.name in names]
+    elif log is not None:
+        log.write_text("")
+    total = len(results) + len(trials)
 
     def on_result(result: dict[str, Any]) -> None:
         results.append(result)
+        if log is not None:
+            with log.open("a") as fh:
+                fh.write(to_json(result) + "\n")
         if progress is not None:
-            progress(result, len(results), len(trials))
+            progress(result, len(results), total)
 
     start = time.perf_counter()
     startup = 0.0
@@ -462,7 +507,7 @@ def write_sweep(result: SweepResult, config: SweepConfig, out_dir: Path) -> None
         "table": result.table, "failures": result.failures,
         "trials": [{k: v for k, v in r.items() if k != "rows"} for r in result.trials],
     }
-    (out_dir / "sweep.json").write_text(json.dumps(payload, indent=2, default=repr))
+    (out_dir / "sweep.json").write_text(to_json(payload, indent=2))
     rows = [{"trial": r["trial"]["name"], "policy": r["trial"]["policy"],
              "config_index": r["trial"]["config_index"], **row}
             for r in result.trials if "error" not in r for row in r["rows"]]
@@ -501,8 +546,15 @@ def print_table(result: SweepResult, console: Any = None, title: str | None = No
         cells = [entry["policy"], config_label(entry["config"]), str(entry["seeds"])]
         for key, _ in metrics:
             v = entry.get(key)
-            cells.append(f"{v['mean']:.3f}±{v['ci95']:.3f}" if v else "")
+            cells.append(format_mean_ci(v, 3) if v else "")
         table.add_row(*cells)
     console.print(table)
+    from socialenv.runner import FLOW_METRICS
+
+    means = [label for key, label in metrics if key in FLOW_METRICS]
+    lasts = [label for key, label in metrics if key not in FLOW_METRICS]
+    console.print(f"mean over the rounds of the last episode: {', '.join(means) or '-'}; "
+                  f"last round's value: {', '.join(lasts) or '-'}; ± is the 95% CI over seeds "
+                  "(n/a with one seed)")
     for failure in result.failures:
         console.print(f"[red]failed[/red] {failure['trial']}: {failure['error']}")

@@ -88,6 +88,34 @@ class PostTable:
         self.size = start + p
         return np.arange(start, start + p, dtype=np.int64)
 
+    def drop_before(self, cut: int) -> None:
+        """Drop posts ``0..cut-1`` (the oldest: ids grow with time); post ``i >= cut`` becomes
+        ``i - cut`` and a ``parent`` among the dropped becomes -1. The capacity shrinks to
+        twice the kept size when it is more than four times larger, so memory follows what is
+        kept."""
+        if not 0 <= cut <= self.size:
+            raise ValueError(f"cut={cut} is not allowed: in [0, {self.size}]")
+        if cut == 0:
+            return
+        kept = self.size - cut
+        capacity = len(self.author)
+        new_cap = max(2 * kept, 1024) if capacity > 4 * max(kept, 256) else capacity
+        for name in _POST_ARRAYS:
+            old = getattr(self, name)
+            if new_cap != capacity:
+                new = np.zeros((new_cap, *old.shape[1:]), old.dtype)
+                new[:kept] = old[cut : self.size]
+                setattr(self, name, new)
+            else:
+                old[:kept] = old[cut : self.size].copy()
+                old[kept : self.size] = 0
+        parent = self.parent
+        parent[:kept] = np.where(parent[:kept] >= cut, parent[:kept] - cut, -1)
+        parent[kept:] = -1
+        if self.text is not None:
+            del self.text[:cut]
+        self.size = kept
+
     def view(self) -> PostColumns:
         """Read-only views of the filled rows (valid until the next append)."""
 

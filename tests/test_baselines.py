@@ -119,7 +119,9 @@ def test_abm_brain_save_and_restore_continues_exactly(tmp_path) -> None:
     path = env.unwrapped.save(tmp_path / "abm.pkl")
     action = env.action_space.sample()
     _, reward, _, _, _ = env.step(action)
-    restored = socialenv.load_env(path)
+    with pytest.raises(ValueError, match="users: the checkpoint was saved with a OpinionDynamicsBrain"):
+        socialenv.load_env(path)
+    restored = socialenv.load_env(path, users=OpinionDynamicsBrain("relative_agreement"))
     _, reward2, _, _, _ = restored.step(action)
     assert reward == reward2
     np.testing.assert_array_equal(env.unwrapped.sim.users.opinion, restored.sim.users.opinion)

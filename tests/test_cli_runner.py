@@ -15,7 +15,7 @@ from socialenv.runner import RunConfig, run
 
 def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
-        "run", "--policy", "linucb", "--users", "120", "--rounds", "3", "--seed", "0", "--seed", "1",
+        "run", "--policy", "linucb", "--num-users", "120", "--rounds", "3", "--seed", "0", "--seed", "1",
         "--out", str(tmp_path), "--name", "demo",
     ])
     assert result.exit_code == 0, result.output
@@ -32,7 +32,7 @@ def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
 
 def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
-        "run", "--env", "PolicySim-Exposure-v0", "--policy", "origin", "--users", "150",
+        "run", "--env", "PolicySim-Exposure-v0", "--policy", "origin", "--num-users", "150",
         "--rounds", "2", "--out", str(tmp_path), "--name", "exp", "--no-plots",
     ])
     assert result.exit_code == 0, result.output
@@ -50,7 +50,7 @@ def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
     [
         (["--policy", "magic"], "policy='magic' is not allowed"),
         (["--env-kwargs", "[1, 2]"], "JSON object"),
-        (["--users", "2"], "num_users=2 is not allowed"),
+        (["--num-users", "2"], "num_users=2 is not allowed"),
     ],
 )
 def test_policysim_run_rejects_bad_input(tmp_path: Path, args: list[str], message: str) -> None:

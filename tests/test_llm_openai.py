@@ -39,6 +39,8 @@ class FakeLLMServer:
 
     def __init__(self, slow_seconds: float = 1.0, attempts: Counter[str] | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
+        #: the Authorization header of each request
+        self.authorizations: list[str | None] = []
         #: attempts per prompt, shared by the servers of one test (retries change server)
         self.attempts: Counter[str] = Counter() if attempts is None else attempts
         self.lock = SHARED_LOCK
@@ -51,6 +53,7 @@ class FakeLLMServer:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.authorizations.append(self.headers.get("Authorization"))
                 with server.lock:
                     IN_FLIGHT["now"] += 1
                     IN_FLIGHT["max"] = max(IN_FLIGHT["max"], IN_FLIGHT["now"])

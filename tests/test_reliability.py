@@ -60,7 +60,7 @@ def test_save_and_resume_equals_uninterrupted(env_id: str, tmp_path: Path) -> No
     interrupted.reset(seed=7)
     for action in actions[:3]:
         interrupted.step(action)
-    path = interrupted.unwrapped.save(tmp_path / "env.pkl")
+    path = interrupted.unwrapped.save(tmp_path / "env.ckpt")
     del interrupted
 
     resumed = load_env(path)
@@ -74,7 +74,7 @@ def test_save_and_resume_equals_uninterrupted(env_id: str, tmp_path: Path) -> No
 def test_load_rejects_other_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pkl"
     bad.write_bytes(b"\x80\x05N.")
-    with pytest.raises(ValueError, match="not a PolicySim env save"):
+    with pytest.raises(ValueError, match="format-1 \\(pickle\\) save"):
         load_env(bad)
     with pytest.raises(FileNotFoundError):
         load_env(tmp_path / "missing.pkl")

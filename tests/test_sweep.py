@@ -112,7 +112,7 @@ def test_cli_sweep_local(tmp_path: Path) -> None:
 
     out = CliRunner().invoke(app, [
         "sweep", "--backend", "local", "--policy", "origin", "--policy", "popularity", "--seed", "0",
-        "--users", "120", "--rounds", "2", "--vary", '{"budget": [1, 3]}', "--env-kwargs", '{"candidate_users": 20}', "--out", str(tmp_path),
+        "--num-users", "120", "--rounds", "2", "--vary", '{"budget": [1, 3]}', "--env-kwargs", '{"candidate_users": 20}', "--out", str(tmp_path),
         "--name", "cli",
     ])
     assert out.exit_code == 0, out.output
@@ -120,3 +120,35 @@ def test_cli_sweep_local(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "cli" / "sweep.json").read_text())["table"]) == 4
     bad = CliRunner().invoke(app, ["sweep", "--backend", "local", "--policy", "nope", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def test_finished_trials_are_kept_when_a_sweep_dies_and_resume_runs_the_rest(tmp_path: Path) -> None:
+    config = _config(tmp_path, policies=("random",), seeds=(0, 1), grid={"budget": [0, 2]})
+
+    def die_after_two(result: dict, done: int, total: int) -> None:
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(config, backend="local", progress=die_after_two)
+    log = [json.loads(line) for line in (tmp_path / "t" / "trials.jsonl").read_text().splitlines()]
+    assert len(log) == 2 and all("error" in r for r in log)  # budget=0 trials failed first
+    assert log[0]["error"].startswith("ValueError: budget=0") and "Traceback" in log[0]["traceback"]
+
+    def die_after_three(result: dict, done: int, total: int) -> None:
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(config, backend="local", progress=die_after_three, resume=True)
+    ran: list[str] = []
+    result = run_sweep(config, backend="local", resume=True,
+                       progress=lambda r, done, total: ran.append(r["trial"]["name"]))
+    assert ran == ["random-c0-s0", "random-c0-s1", "random-c1-s1"]  # c1-s0 was kept
+    assert len(result.trials) == 4 and len(result.failures) == 2
+    fresh = run_sweep(_config(tmp_path / "fresh", policies=("random",), seeds=(0, 1), grid={"budget": [0, 2]}),
+                      backend="local")
+    def timeless(table: list[dict]) -> list[dict]:
+        return [{k: v for k, v in entry.items() if k != "seconds"} for entry in table]
+
+    assert timeless(result.table) == timeless(fresh.table)

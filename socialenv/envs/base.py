@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,6 @@ from gymnasium import spaces
 from agent_models.factory import make_brain
 from socialenv.config import EnvConfig
 from socialenv.simulation import RoundResult, Simulation, Stream
-
-SAVE_FORMAT_VERSION = 1
 
 
 def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -131,8 +128,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if hasattr(scenario, "latent_dim"):
             return int(scenario.latent_dim)
         if isinstance(scenario, str) and scenario.endswith(".npz"):
-            with np.load(scenario) as arrays:
-                return int(arrays["latent"].shape[1])
+            from socialenv.scenario import Scenario
+
+            return Scenario.load(scenario).latent_dim
         from socialenv.scenarios import PopulationConfig
 
         return PopulationConfig().latent_dim
@@ -180,12 +178,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if not np.issubdtype(arr.dtype, np.integer):
             if (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
                     and np.all(np.mod(arr, 1) == 0)):
-                if arr.min() < 0 or arr.max() > self.num_arms:
-                    bad = arr.min() if arr.min() < 0 else arr.max()
+                out_of_range = (arr < 0) | (arr > self.num_arms)
+                if out_of_range.any():
                     raise ValueError(
-                        f"action holds arm index {bad!r}; allowed: 0..{self.num_arms - 1}, or "
-                        f"{self.num_arms} for an empty slot"
-                    )
+                        f"action holds arm index {arr[out_of_range][0]!r}; allowed: "
+                        f"0..{self.num_arms - 1}, or {self.num_arms} for an empty slot")
                 arr = arr.astype(np.int64)
             else:
                 raise ValueError(f"action must hold integer arm indices, got dtype {arr.dtype}")
@@ -224,6 +221,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         slate[: len(chosen)] = chosen
         return slate
 
+    def _compact_posts(self) -> None:
+        """Bound memory over long episodes (:meth:`Simulation.compact_posts`), between rounds,
+        keeping this observation's arms pointing at the same posts."""
+        cut = self.sim.compact_posts()
+        if cut and self._arms is not None and "post" in self._arms:
+            post = self._arms["post"]
+            self._arms["post"] = np.where(post >= cut, post - cut, -1)
+
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is None and self._pending_seed is not None:
@@ -241,6 +246,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.sim.round >= self.config.rounds:
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
+        self._compact_posts()
         filled = slate != self.no_op
         _, first = np.unique(slate, return_index=True)
         first_use = np.zeros(len(slate), bool)
@@ -352,23 +358,37 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write the whole env state (config, world, brain, RNG) to ``path`` (a pickle: load
-        only files you trust). ``load_env(path)`` resumes the exact trajectory."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "version": SAVE_FORMAT_VERSION,
-            "env_id": self.spec.id if self.spec is not None else None,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+        """Write the whole env state (config, world, brain, RNG) to ``path``, a data-only
+        checkpoint (:mod:`socialenv.checkpoint`: arrays + JSON, no pickle, secrets left out).
+        ``load_env(path)`` resumes the exact trajectory. A config value that is not data (a
+        Brain, recommender or exposure-control instance) is not stored: pass it again to
+        ``load_env(path, users=...)``."""
+        from socialenv.checkpoint import write_checkpoint
+
+        return write_checkpoint(path, "env", self.checkpoint_state(), objects="placeholder")
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The tree :meth:`save` writes (for embedding an env in a larger checkpoint)."""
+        return {
+            "env_id": self._registered_id(),
             "config": self.config,
             "default_seed": self._default_seed,
             "np_random_state": self.np_random.bit_generator.state,
             "sim": self.sim.state_dict(),
             "env": self._env_state(),
         }
-        with path.open("wb") as fh:
-            pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+
+    def _registered_id(self) -> str:
+        from socialenv.registration import ENV_IDS
+
+        entry = f"{type(self).__module__}:{type(self).__qualname__}"
+        ids = [env_id for env_id, point in ENV_IDS.items() if point == entry]
+        if self.spec is not None and self.spec.id in ids:
+            return self.spec.id
+        if not ids:
+            raise ValueError(f"{type(self).__qualname__} is not a registered PolicySim env "
+                             f"({sorted(ENV_IDS)}); only those can be saved")
+        return ids[0]
 
     def _env_state(self) -> dict[str, Any]:
         return {"arms": self._arms}
@@ -377,29 +397,56 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._arms = state["arms"]
 
     @classmethod
-    def load(cls, path: str | Path) -> PolicySimEnv:
-        """Rebuild an env saved with :meth:`save`, ready to continue with ``step``."""
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"saved env {path} does not exist")
-        with path.open("rb") as fh:
-            state = pickle.load(fh)
-        if not isinstance(state, dict) or state.get("version") != SAVE_FORMAT_VERSION:
-            raise ValueError(f"{path} is not a PolicySim env save (format version {SAVE_FORMAT_VERSION})")
+    def load(cls, path: str | Path, **overrides: Any) -> PolicySimEnv:
+        """Rebuild an env saved with :meth:`save`, ready to continue with ``step``.
+
+        The file's format and version are checked before anything else is read; the env class
+        comes from the package's registry (:data:`socialenv.registration.ENV_IDS`), never
+        from the file. ``overrides`` replace config fields (needed for values that were
+        objects, e.g. ``users=MyBrain()``)."""
+        from socialenv.checkpoint import read_checkpoint
+
+        return cls.from_checkpoint_state(read_checkpoint(path, "env"), path, **overrides)
+
+    @classmethod
+    def from_checkpoint_state(cls, state: Any, path: str | Path, **overrides: Any) -> PolicySimEnv:
+        """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
         import importlib
 
-        module, qualname = state["class"].split(":")
+        from socialenv.checkpoint import CheckpointError, code_references, fill_placeholders
+        from socialenv.registration import ENV_IDS
+
+        required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
+        if not isinstance(state, dict) or not required <= set(state):
+            raise CheckpointError(f"{path} is not a PolicySim env checkpoint: it lacks "
+                                  f"{sorted(required - set(state) if isinstance(state, dict) else required)}")
+        env_id = state["env_id"]
+        if env_id not in ENV_IDS:
+            raise CheckpointError(f"{path}: env id {env_id!r} is not one of {sorted(ENV_IDS)}")
+        if not isinstance(state["config"], EnvConfig):
+            raise CheckpointError(f"{path}: config is not an EnvConfig")
+        risky = code_references(state["config"])
+        if risky and "llm" not in overrides:
+            raise CheckpointError(
+                f"{path}: the saved config names code to run ({', '.join(risky)}); a checkpoint "
+                "may not choose code: pass the LLM config again, load_env(path, llm=...)")
+        module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
-        config = state["config"]
-        kwargs = {f: getattr(config, f) for f in config.__dataclass_fields__}
+        kwargs = fill_placeholders(state["config"], overrides,
+                                   lambda name: f"load_env(path, {name}=...)")
         env = env_cls(seed=state["default_seed"], **kwargs)
-        env.reset(seed=0)
-        env.np_random.bit_generator.state = state["np_random_state"]
-        env.sim.load_state_dict(state["sim"])
-        env._load_env_state(state["env"])
+        try:
+            env.reset(seed=0)
+            env.np_random.bit_generator.state = state["np_random_state"]
+            env.sim.load_state_dict(state["sim"])
+            env._load_env_state(state["env"])
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise CheckpointError(f"{path}: the saved state does not fit the env: "
+                                  f"{type(err).__name__}: {err}") from err
         return env
 
 
-def load_env(path: str | Path) -> PolicySimEnv:
-    """Load an env saved with ``env.save(path)`` (works through ``env.unwrapped.save``)."""
-    return PolicySimEnv.load(path)
+def load_env(path: str | Path, **overrides: Any) -> PolicySimEnv:
+    """Load an env saved with ``env.save(path)`` (works through ``env.unwrapped.save``);
+    ``overrides`` replace config fields (see :meth:`PolicySimEnv.load`)."""
+    return PolicySimEnv.load(path, **overrides)

@@ -57,6 +57,8 @@ from socialenv.loaders.common import (
 from socialenv.scenario import Scenario
 
 _LINE = re.compile(r"^eid:(\S+)\s+label:(\S+)\s*(.*)$")
+#: An event id: it names ``<eid>.json`` inside the dataset folder, so no separators or dots.
+_EID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
@@ -72,6 +74,10 @@ def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
             raise DatasetFormatError(index_file, f"line {lineno}", "eid",
                                      f"expected 'eid:<id> label:<0|1> <mids...>', got {line[:80]!r}")
         eid, label = m.group(1), m.group(2)
+        if not _EID.fullmatch(eid):
+            raise DatasetFormatError(index_file, f"line {lineno}", "eid",
+                                     f"an event id is letters, digits, '_' and '-' (it names a file "
+                                     f"in the dataset folder), got {eid[:80]!r}")
         if label not in ("0", "1"):
             raise DatasetFormatError(index_file, f"line {lineno} (eid {eid})", "label",
                                      f"expected 0 (non-rumour) or 1 (rumour), got {label!r}")
@@ -84,6 +90,8 @@ def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
 def _event_file(index_file: Path, eid: str) -> Path:
     root = index_file.parent
     for candidate in (root / "Weibo" / f"{eid}.json", root / f"{eid}.json"):
+        if not candidate.resolve().is_relative_to(root.resolve()):
+            raise DatasetFormatError(index_file, f"eid {eid}", "eid", "the event file is outside the dataset folder")
         if candidate.exists():
             return candidate
     raise DatasetFormatError(index_file, f"eid {eid}", "eid",

@@ -4,8 +4,10 @@ Uses the ``openai`` package's ``AsyncOpenAI`` client (one per base URL, its own 
 off) on a private event loop thread, so it works from plain scripts and from notebooks
 that already run a loop. A call sends all its prompts concurrently, at most
 ``concurrency`` in flight (a semaphore), spread round-robin over the base URLs. Requests
-that fail with 429, 408, 5xx, a timeout or a connection error are retried with exponential
-backoff and jitter (``tenacity``), each retry on the next URL; after ``max_retries`` the
+that fail with 429, 408, 5xx, a timeout, a connection error or a malformed 200 (an HTML or
+text body, ``{}``, no choices) are retried with exponential backoff and jitter
+(``tenacity``), waiting at least what a ``Retry-After`` header asks, each retry on the next
+URL; null or missing ``usage`` counts 0 tokens; after ``max_retries`` the
 call raises :class:`LLMBackendError` naming the URL, the status and the attempts (or, with
 ``fail_on_backend_error=False``, reports the prompt as ``finish_reason="error"``).
 
@@ -19,6 +21,7 @@ import asyncio
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,12 +37,80 @@ from agent_models.llm.backends.base import (
     schema_list,
 )
 from agent_models.llm.config import LLMConfig
+from agent_models.redaction import redact_text
+
+#: Longest ``Retry-After`` honoured (seconds); a server asking for more waits this long.
+MAX_RETRY_AFTER = 300.0
+
+
+class MalformedResponse(ValueError):
+    """A response that is not a usable chat completion (HTML or text body, ``{}``, no
+    choices, a non-string content...); retried like a 5xx, then reported with its reason."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def parse_response(response: Any) -> tuple[str, int, int, str]:
+    """(text, prompt tokens, completion tokens, finish reason) of a chat completion; raises
+    :class:`MalformedResponse` naming what is wrong. Missing or null usage counts as 0."""
+    choices = getattr(response, "choices", None)
+    if choices is None:
+        kind = type(response).__name__
+        preview = response[:80] if isinstance(response, str) else ""
+        raise MalformedResponse("malformed_response", f"not a chat completion ({kind}) {preview!r}")
+    if not isinstance(choices, list | tuple) or not choices:
+        raise MalformedResponse("empty_choices", f"choices is {choices!r}")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None) if message is not None else None
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise MalformedResponse("malformed_response", f"message content is a {type(text).__name__}")
+    usage = getattr(response, "usage", None)
+
+    def count(name: str) -> int:
+        value = getattr(usage, name, None) if usage is not None else None
+        return int(value) if isinstance(value, int | float) and value >= 0 and value == value else 0
+
+    finish = "length" if getattr(choices[0], "finish_reason", None) == "length" else "stop"
+    return text, count("prompt_tokens"), count("completion_tokens"), finish
+
+
+def retry_after_seconds(err: BaseException | None) -> float | None:
+    """The wait a 429 / 503 response asks for (``retry-after-ms`` or ``Retry-After`` in
+    seconds or as an HTTP date), capped at :data:`MAX_RETRY_AFTER`; None if it asks none."""
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after") is not None:
+            value = str(headers["retry-after"]).strip()
+            try:
+                seconds = float(value)
+            except ValueError:
+                from email.utils import parsedate_to_datetime
+
+                seconds = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if seconds is None or seconds != seconds:
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def is_retryable(err: BaseException) -> bool:
-    """429 / 408 / 5xx responses, timeouts and connection errors are retried."""
+    """429 / 408 / 5xx responses, timeouts, connection errors and malformed 200 responses
+    are retried."""
     import openai
 
+    if isinstance(err, MalformedResponse):
+        return True
     if isinstance(err, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(err, openai.APIStatusError):
@@ -90,6 +161,9 @@ class OpenAIBackend(Backend):
         self.config = config
         self.urls = list(config.base_url)
         self._counter = itertools.count()
+        #: failed requests (after retries) by reason: "malformed_response", "empty_choices",
+        #: or the exception type ("RateLimitError", "APITimeoutError", ...)
+        self.failures: Counter[str] = Counter()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="policysim-openai",
                                         daemon=True)
@@ -110,10 +184,12 @@ class OpenAIBackend(Backend):
 
     async def _one(self, index: int, messages: Messages, schema: dict[str, Any] | None,
                    sampling: Sampling, semaphore: asyncio.Semaphore) -> tuple[str, int, int, str, str | None]:
+        import openai
         from tenacity import (
             AsyncRetrying,
             retry_if_exception,
             stop_after_attempt,
+            stop_after_delay,
             wait_exponential,
             wait_random,
         )
@@ -122,36 +198,45 @@ class OpenAIBackend(Backend):
         first = next(self._counter)
         attempts = 0
         kwargs = request_kwargs(cfg.model, messages, schema, sampling, index)
+        backoff = (wait_exponential(multiplier=cfg.retry_initial_wait, max=cfg.retry_max_wait)
+                   + wait_random(0, cfg.retry_initial_wait))
+
+        def wait(retry_state: Any) -> float:
+            seconds = backoff(retry_state)
+            outcome = retry_state.outcome
+            after = retry_after_seconds(outcome.exception() if outcome is not None else None)
+            return seconds if after is None else max(seconds, after)
+
         async with semaphore:
             try:
                 async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(cfg.max_retries + 1),
-                    wait=wait_exponential(multiplier=cfg.retry_initial_wait, max=cfg.retry_max_wait)
-                    + wait_random(0, cfg.retry_initial_wait),
+                    stop=stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.request_deadline),
+                    wait=wait,
                     retry=retry_if_exception(is_retryable),
                     reraise=True,
                 ):
                     with attempt:
                         client = self._clients[(first + attempts) % len(self._clients)]
                         attempts += 1
-                        response = await client.chat.completions.create(**kwargs)
+                        try:
+                            response = await client.chat.completions.create(**kwargs)
+                        except (openai.APIResponseValidationError, ValueError) as err:
+                            raise MalformedResponse("malformed_response", f"unparseable body: {err}") from err
+                        result = parse_response(response)
             except Exception as err:
                 url = self.urls[(first + attempts - 1) % len(self.urls)]
                 status = getattr(err, "status_code", None)
-                message = (
+                message = redact_text(
                     f"OpenAI-compatible request {index} failed after {attempts} attempt(s); "
                     f"last at {url}: {type(err).__name__}"
                     + (f" (HTTP {status})" if status else "") + f": {err}"
                 )
+                reason = err.reason if isinstance(err, MalformedResponse) else type(err).__name__
+                self.failures[reason] += 1
                 if cfg.fail_on_backend_error:
                     raise LLMBackendError(message) from err
                 return "", 0, 0, "error", message
-        choice = response.choices[0]
-        usage = response.usage
-        text = choice.message.content or ""
-        finish = "length" if choice.finish_reason == "length" else "stop"
-        return (text, int(usage.prompt_tokens) if usage else 0,
-                int(usage.completion_tokens) if usage else 0, finish, None)
+        return (*result, None)
 
     async def _all(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
                    sampling: Sampling) -> list[tuple[str, int, int, str, str | None]]:
