@@ -48,12 +48,21 @@ def data_classes() -> dict[str, type]:
     from agent_models.llm.config import LLMConfig, MemoryConfig
     from agent_models.surrogate import SurrogateConfig
     from agent_models.types import Categorical, NewsEvent, Profiles
-    from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
+    from socialenv.activity import HawkesConfig
+    from socialenv.config import (
+        ClassifierConfig,
+        ContextConfig,
+        EnvConfig,
+        RecommenderConfig,
+        RewardConfig,
+    )
+    from socialenv.moderation import ModerationConfig
     from socialenv.scenario import Scenario
 
     classes: tuple[type, ...] = (
-        EnvConfig, RecommenderConfig, RewardConfig, ContextConfig, SurrogateConfig, LLMConfig,
-        MemoryConfig, Scenario, Profiles, Categorical, NewsEvent,
+        EnvConfig, RecommenderConfig, RewardConfig, ContextConfig, ClassifierConfig,
+        SurrogateConfig, LLMConfig, MemoryConfig, HawkesConfig, ModerationConfig, Scenario,
+        Profiles, Categorical, NewsEvent,
     )
     return {cls.__name__: cls for cls in classes}
 
