@@ -40,7 +40,7 @@ def run(users: int, rounds: int, compaction: bool, seed: int, checkpoints: list[
     points = []
     start = time.perf_counter()
     for t in range(1, rounds + 1):
-        env.step(rng.integers(0, env.unwrapped.num_arms, env.unwrapped.config.budget))
+        env.step(rng.integers(0, env.unwrapped.num_arms, env.unwrapped.slate_size))
         if t in checkpoints:
             points.append({"round": t, "rss_mib": rss_mib(), "posts_held": len(sim.posts),
                            "post_capacity": int(sim.posts.author.shape[0]),

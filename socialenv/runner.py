@@ -493,7 +493,7 @@ def _plot(config: RunConfig, rows: list[dict[str, Any]], out_dir: Path) -> None:
             obs, _ = env.reset(seed=seed * 1000 + last)
             done = False
             while not done:
-                obs, reward, terminated, truncated, info = env.step(np.full(env.unwrapped.config.budget,
+                obs, reward, terminated, truncated, info = env.step(np.full(env.unwrapped.slate_size,
                                                                             env.unwrapped.no_op, np.int64))
                 done = terminated or truncated
                 origin_rows.append(_plain({"seed": seed, "episode": last, "round": info["round"],

@@ -170,9 +170,9 @@ class _FailOnce(FakeLLMServer):
 
 
 def test_a_failed_step_retried_equals_an_uninterrupted_run() -> None:
-    small = {"users": "llm", "num_users": 12, "rounds": 2, "budget": 2, "candidate_users": 4,
-             "candidate_posts": 3}
-    actions = [np.array([0, 1]), np.array([2, 3])]
+    small = {"users": "llm", "num_users": 12, "rounds": 2, "budget": 1, "candidate_users": 2,
+             "candidates": {"interest": 1, "opposite": 1, "fresh": 1}}
+    actions = [np.array([0, 3]), np.array([1, 4])]
 
     def episode(server: _FailOnce, fail_first_step: bool) -> tuple[list[Any], list[str]]:
         llm = {"backend": "openai", "model": "tiny", "base_url": server.url, "max_retries": 0,
@@ -228,8 +228,8 @@ def test_an_env_step_against_a_garbage_server_counts_instead_of_crashing() -> No
     try:
         llm = {"backend": "openai", "model": "tiny", "base_url": server.url, "max_retries": 0,
                "request_timeout": 5, "fail_on_backend_error": False}
-        env = gym.make("PolicySim-Rec-v0", users="llm", num_users=10, rounds=1, budget=2,
-                       candidate_users=4, candidate_posts=3, llm=llm)
+        env = gym.make("PolicySim-Rec-v0", users="llm", num_users=10, rounds=1, budget=1,
+                       candidate_users=2, candidates={"interest": 1, "opposite": 1, "fresh": 1}, llm=llm)
         env.reset(seed=0)
         _, _, _, truncated, info = env.step(np.array([0, 1]))
         env.close()

@@ -12,11 +12,13 @@ import socialenv  # noqa: F401 - registers the env ids
 from socialenv.envs import load_env
 from socialenv.world import PostTable
 
-SMALL = {"num_users": 120, "rounds": 40, "budget": 4, "candidate_users": 8, "candidate_posts": 5}
+SMALL = {"num_users": 120, "rounds": 40, "budget": 4, "candidate_users": 8,
+         "candidates": {"interest": 2, "opposite": 2, "fresh": 1}}
 
 
 def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int = 2):
-    env = gym.make(env_id, **SMALL, users=users, recommender={"window": window})
+    budget = 1 if "Exposure" in env_id else SMALL["budget"]   # one level per author
+    env = gym.make(env_id, **{**SMALL, "budget": budget}, users=users, recommender={"window": window})
     env.unwrapped.sim.compact_posts_enabled = compact
     rng = np.random.default_rng(3)
     obs, _ = env.reset(seed=11)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from socialenv.cli import app
 from socialenv.runner import RunConfig, resume, run
 
-SMALL = {"num_users": 80, "rounds": 3, "budget": 3, "candidate_users": 6, "candidate_posts": 4}
+SMALL = {"num_users": 80, "rounds": 3, "budget": 3, "candidate_users": 6, "candidates": {"interest": 2, "opposite": 1, "fresh": 1}}
 
 
 def _config(tmp_path: Path, name: str, policy: str = "linucb") -> RunConfig:

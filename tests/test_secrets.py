@@ -44,7 +44,7 @@ def test_run_sweep_and_checkpoint_write_no_secret(tmp_path: Path, monkeypatch: p
                "api_key": KEY, "max_retries": 0, "request_timeout": 10,
                "vllm_engine_kwargs": {"hf_token": TOKEN, "db_password": PASSWORD}}
         small = {"users": "llm", "num_users": 10, "rounds": 2, "budget": 2, "candidate_users": 4,
-                 "candidate_posts": 3}
+                 "candidates": {"interest": 1, "opposite": 1, "fresh": 1}}
         result = run(RunConfig(policy="random", env_kwargs={**small, "llm": llm}, out_dir=str(tmp_path / "runs"),
                                run_name="llm", wandb="offline", progress=False, plots=True))
         assert len(result.rows) == 2
