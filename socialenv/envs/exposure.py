@@ -55,6 +55,20 @@ class ExposureEnv(PolicySimEnv):
     def default_kwargs(cls) -> dict[str, Any]:
         return {"scenario": "misinformation", "budget": 20}
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # followers < N; post counts fit the int32 post ids
+        log_followers = np.log1p(self._num_users())
+        log_posts = np.log1p(float(np.iinfo(np.int32).max))
+        low = [0, 0, 0, 0, 0, -1, 0, 0, 0, 0]
+        high = [1, 1, 1, log_followers, log_followers, 1, 1, log_posts, log_posts, 1]
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+        """Whether each applied arm's user had at least one impression this round (the level
+        had something to act on)."""
+        author = self.sim.posts.author[result.impression_post]
+        return np.isin(self._arms["user"][applied], author)
+
     def _num_arms(self) -> int:
         return self.config.exposure_users * len(self.config.exposure_levels)
 

@@ -65,6 +65,21 @@ class RecEnv(PolicySimEnv):
 
     num_arm_features = 13
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # engagement counters are int32 (4 of them); a post is at most rounds + 1 old
+        # (history posts count as round -1); reply frequency lies in [0, 1]
+        max_log_engagement = np.log1p(4.0 * np.iinfo(np.int32).max)
+        low = [-1, -1, 0, 0, 0, 0, -1, 0, 0, 0, -1, -1, np.log(1e-3 / 0.25)]
+        high = [1, 1, 1, 1, max_log_engagement, self.config.rounds + 1, 1, 1, 1, 1, 1, 1, np.log(4.0)]
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+        """Whether each applied arm's receiver reacted to the injected post this round."""
+        out = result.output
+        n_posts = len(self.sim.posts)
+        arm_key = self._arms["user"][applied] * n_posts + self._arms["post"][applied]
+        return np.isin(arm_key, out.react_user * n_posts + out.react_post)
+
     def _num_arms(self) -> int:
         return self.config.candidate_users * self.config.candidate_posts
 
