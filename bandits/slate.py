@@ -75,3 +75,36 @@ def select_one_per_group(
                 chosen.append(int(arm))
         allowed &= ~np.isin(groups, np.fromiter(used, np.int64, len(used)))
     return np.asarray(chosen, np.int64)
+
+
+def one_per_group_inclusion(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    mask: np.ndarray | None,
+    budget: int,
+    groups: np.ndarray,
+) -> tuple[np.ndarray, str]:
+    """(K,) probability that :func:`select_one_per_group` includes each arm, and the method.
+
+    "deterministic" when the policy ranks the allowed arms without randomness
+    (``policy.is_deterministic``), so every call of the repeated selection is; otherwise a
+    Monte-Carlo estimate over re-draws of the policy's generator
+    (:func:`bandits.base.monte_carlo_inclusion`), which leaves the policy's generator as it
+    was.
+    """
+    from bandits.base import Policy, monte_carlo_inclusion
+
+    n_arms = np.asarray(contexts).shape[0]
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool)
+    if budget == 0 or not allowed.any():
+        return np.zeros(n_arms), "deterministic"
+    if policy.is_deterministic(contexts, allowed):
+        probs = np.zeros(n_arms)
+        probs[select_one_per_group(policy, contexts, mask, budget, groups)] = 1.0
+        return probs, "deterministic"
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
+                        "cannot be re-drawn for a Monte-Carlo propensity")
+    return monte_carlo_inclusion(
+        policy, lambda: select_one_per_group(policy, contexts, mask, budget, groups), n_arms
+    ), "monte_carlo"

@@ -2,7 +2,10 @@
 
 Each run writes a folder with ``config.json``, ``rounds.csv`` (one row per seed × episode ×
 round: reward and every platform metric), ``summary.json`` (final-round metrics, mean ± 95%
-CI over seeds) and PNG plots; with ``wandb=`` it also logs each round to Weights & Biases.
+CI over seeds), ``logged_rounds.npz`` (the logged bandit feedback for off-policy evaluation:
+every round's arm contexts, mask, slate, the propensity of each picked arm and the slot
+rewards; :class:`bandits.ope.LoggedRounds`) and PNG plots; with ``wandb=`` it also logs each
+round to Weights & Biases.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class RunConfig:
     wandb_project: str = "policysim"
     plots: bool = True
     progress: bool = True
+    log_propensities: bool = True
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -74,6 +78,14 @@ class OriginPolicy:
 
     def select(self, contexts: np.ndarray, mask: np.ndarray, budget: int) -> np.ndarray:
         return np.full(budget, self.no_op, np.int64)
+
+    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
+                                budget: int = 1) -> tuple[np.ndarray, str]:
+        """No arm is ever chosen: every inclusion probability is 0."""
+        return np.zeros(len(contexts)), "deterministic"
+
+    def is_deterministic(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> bool:
+        return True
 
     def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         del contexts, rewards
@@ -129,6 +141,33 @@ def select_action(policy: Any, obs: dict[str, np.ndarray], budget: int, no_op: i
     action = np.full(budget, no_op, np.int64)
     action[: len(picks)] = picks
     return action
+
+
+def select_logged_action(policy: Any, obs: dict[str, np.ndarray], budget: int, no_op: int,
+                         groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """:func:`select_action` and the propensity of each slot's arm: the slate (budget,), the
+    (budget,) inclusion probabilities (NaN for empty slots) and how they were obtained
+    (:data:`bandits.base.PROPENSITY_METHODS`). The slate is the one ``select_action`` picks."""
+    mask = obs["action_mask"].astype(bool)
+    k = min(budget, int(mask.sum()))
+    propensities = np.full(budget, np.nan)
+    if isinstance(policy, OriginPolicy) or k == 0:
+        return np.full(budget, no_op, np.int64), propensities, "deterministic"
+    if groups is not None:
+        from bandits.slate import one_per_group_inclusion, select_one_per_group
+
+        probs, method = one_per_group_inclusion(policy, obs["arms"], mask, k, groups)
+        picks = select_one_per_group(policy, obs["arms"], mask, k, groups)
+        picked = probs[picks]
+        if method == "monte_carlo":
+            picked = np.maximum(picked, 1.0 / (policy.propensity_draws + 1))
+    else:
+        logged = policy.select_with_propensities(obs["arms"], mask, k)
+        picks, picked, method = logged.arms, logged.propensities, logged.method
+    action = np.full(budget, no_op, np.int64)
+    action[: len(picks)] = picks
+    propensities[: len(picks)] = picked
+    return action, propensities, method
 
 
 def _ci95(values: Sequence[float]) -> float:
@@ -195,6 +234,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     bar = tqdm(total=None, disable=not config.progress,
                desc=f"{config.policy} on {config.env_id}", unit="round")
     step = 0
+    logger = None
     try:
         for seed in config.seeds:
             env = gym.make(config.env_id, **config.env_kwargs)
@@ -203,16 +243,29 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                 bar.total = total * base.config.rounds
                 bar.refresh()
             policy = make_run_policy(config.policy, base, seed, **config.policy_kwargs)
+            if config.log_propensities and out_dir is not None and logger is None:
+                from bandits.ope import RoundLogger
+
+                logger = RoundLogger(groups=arm_groups(base))
             for episode in range(config.episodes):
                 obs, _ = env.reset(seed=seed * 1000 + episode)
+                if logger is not None:
+                    logger.start_episode()
                 done = False
                 while not done:
                     if hasattr(policy, "observe_graph"):
                         policy.observe_graph(base.graph_data())
-                    action = select_action(policy, obs, base.config.budget, base.no_op,
-                                           groups=arm_groups(base))
-                    arms = obs["arms"]
+                    if logger is not None:
+                        action, propensities, method = select_logged_action(
+                            policy, obs, base.config.budget, base.no_op, groups=arm_groups(base))
+                    else:
+                        action = select_action(policy, obs, base.config.budget, base.no_op,
+                                               groups=arm_groups(base))
+                    arms, arm_mask = obs["arms"], obs["action_mask"]
                     obs, reward, terminated, truncated, info = env.step(action)
+                    if logger is not None:
+                        logger.add(arms, arm_mask, action, propensities, method,
+                                   info["arm_rewards"], info["arm_applied"])
                     applied = info["arm_applied"]
                     if applied.any():
                         policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
@@ -241,6 +294,8 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             writer.writeheader()
             writer.writerows(rows)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if logger is not None and len(logger):
+            logger.rounds().save(out_dir / "logged_rounds.npz")
         if config.plots:
             from socialenv.plots import plot_run
 
