@@ -35,7 +35,6 @@ import numpy as np
 
 from bandits._checks import check_int
 
-
 #: How a propensity was obtained: "deterministic" (the policy's choice is a function of its
 #: inputs and state, every propensity is 1), "exact" (closed form), "monte_carlo" (estimated
 #: by re-drawing the policy's randomness; see :attr:`Policy.propensity_draws`).

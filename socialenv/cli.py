@@ -78,6 +78,8 @@ def run(
     wandb: Annotated[str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
+    record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
@@ -95,6 +97,7 @@ def run(
         env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
         policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
         run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
+        record=str(record) if record is not None else None, record_id=record_id,
     )
     try:
         result = run_policy(config)
@@ -104,6 +107,10 @@ def run(
     print_summary(result.summary, f"{policy} on {env}: {users} users, {rounds} rounds")
     if result.out_dir is not None:
         console.print(f"run folder: {result.out_dir}")
+    if record is not None:
+        from socialenv.offline import default_dataset_id
+
+        console.print(f"Minari dataset {record_id or default_dataset_id(env, policy)} in {record}")
 
 
 @app.command()

@@ -5,7 +5,8 @@ round: reward and every platform metric), ``summary.json`` (final-round metrics,
 CI over seeds), ``logged_rounds.npz`` (the logged bandit feedback for off-policy evaluation:
 every round's arm contexts, mask, slate, the propensity of each picked arm and the slot
 rewards; :class:`bandits.ope.LoggedRounds`) and PNG plots; with ``wandb=`` it also logs each
-round to Weights & Biases.
+round to Weights & Biases. With ``record=DIR`` the episodes also go to a Minari dataset in
+DIR (:mod:`socialenv.offline`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class RunConfig:
     plots: bool = True
     progress: bool = True
     log_propensities: bool = True
+    #: a directory: record the episodes there as a Minari dataset (:mod:`socialenv.offline`)
+    record: str | None = None
+    record_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -210,6 +214,10 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     allowed = policy_names()
     if config.policy not in allowed:
         raise ValueError(f"policy={config.policy!r} is not allowed: use one of {allowed}")
+    if config.record:
+        from socialenv.offline import check_dataset_free, default_dataset_id
+
+        check_dataset_free(config.record, config.record_id or default_dataset_id(config.env_id, config.policy))
     out_dir = None
     if config.out_dir is not None:
         name = config.run_name or f"{config.env_id}-{config.policy}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -234,7 +242,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     bar = tqdm(total=None, disable=not config.progress,
                desc=f"{config.policy} on {config.env_id}", unit="round")
     step = 0
-    logger = None
+    logger = recorder = None
     try:
         for seed in config.seeds:
             env = gym.make(config.env_id, **config.env_kwargs)
@@ -243,14 +251,20 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                 bar.total = total * base.config.rounds
                 bar.refresh()
             policy = make_run_policy(config.policy, base, seed, **config.policy_kwargs)
-            if config.log_propensities and out_dir is not None and logger is None:
+            if config.log_propensities and (out_dir is not None or config.record) and logger is None:
                 from bandits.ope import RoundLogger
 
                 logger = RoundLogger(groups=arm_groups(base))
+            if config.record and recorder is None:
+                from socialenv.offline import EpisodeRecorder
+
+                recorder = EpisodeRecorder(base.observation_space, base.config.budget)
             for episode in range(config.episodes):
-                obs, _ = env.reset(seed=seed * 1000 + episode)
+                obs, reset_info = env.reset(seed=seed * 1000 + episode)
                 if logger is not None:
                     logger.start_episode()
+                if recorder is not None:
+                    recorder.reset(obs, reset_info, seed=seed * 1000 + episode)
                 done = False
                 while not done:
                     if hasattr(policy, "observe_graph"):
@@ -266,6 +280,9 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                     if logger is not None:
                         logger.add(arms, arm_mask, action, propensities, method,
                                    info["arm_rewards"], info["arm_applied"])
+                    if recorder is not None:
+                        recorder.step(action, obs, reward, terminated, truncated, info,
+                                      propensities if logger is not None else None)
                     applied = info["arm_applied"]
                     if applied.any():
                         policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
@@ -296,6 +313,12 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         if logger is not None and len(logger):
             logger.rounds().save(out_dir / "logged_rounds.npz")
+    if recorder is not None:
+        from socialenv.offline import default_dataset_id
+
+        recorder.write(config.record, config.record_id or default_dataset_id(config.env_id, config.policy),
+                       base, algorithm_name=config.policy,
+                       description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
         if config.plots:
             from socialenv.plots import plot_run
 
