@@ -313,14 +313,14 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         if logger is not None and len(logger):
             logger.rounds().save(out_dir / "logged_rounds.npz")
+        if config.plots:
+            from socialenv.plots import plot_run
+
+            plot_run(rows, out_dir, title=f"{config.policy} on {config.env_id}")
     if recorder is not None:
         from socialenv.offline import default_dataset_id
 
         recorder.write(config.record, config.record_id or default_dataset_id(config.env_id, config.policy),
                        base, algorithm_name=config.policy,
                        description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
-        if config.plots:
-            from socialenv.plots import plot_run
-
-            plot_run(rows, out_dir, title=f"{config.policy} on {config.env_id}")
     return RunResult(rows=rows, summary=summary, out_dir=out_dir)
