@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,11 +41,10 @@ def epsilon_greedy_inclusion(greedy_scores: np.ndarray, budget: int, epsilon: fl
     are drawn uniformly from the K − (budget − m) arms the greedy part left). Arms tied in
     score share their ranks uniformly (:func:`bandits.base.tie_averaged`).
     """
-    from scipy.stats import binom
-
     n_arms = len(greedy_scores)
     explore = np.arange(budget + 1)
-    weight = binom.pmf(explore, budget, epsilon)
+    weight = np.asarray([math.comb(budget, m) * epsilon**m * (1 - epsilon) ** (budget - m)
+                         for m in explore])
     greedy_count = budget - explore
     leftover = n_arms - greedy_count
     explore_share = np.divide(explore, leftover, out=np.zeros(budget + 1), where=leftover > 0)

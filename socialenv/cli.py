@@ -78,6 +78,7 @@ def run(
     wandb: Annotated[str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+    log_propensities: Annotated[bool, typer.Option(help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation.")] = True,
     record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
     record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
 ) -> None:
@@ -97,7 +98,8 @@ def run(
         env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
         policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
         run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
-        record=str(record) if record is not None else None, record_id=record_id,
+        log_propensities=log_propensities, record=str(record) if record is not None else None,
+        record_id=record_id,
     )
     try:
         result = run_policy(config)
