@@ -86,6 +86,8 @@ def one_per_group_inclusion(
 ) -> tuple[np.ndarray, str]:
     """(K,) probability that :func:`select_one_per_group` includes each arm, and the method.
 
+    "exact" for the random policy when every group has as many allowed arms (by symmetry
+    the slate is then a uniform set of ``budget`` groups with a uniform arm in each);
     "deterministic" when the policy ranks the allowed arms without randomness
     (``policy.is_deterministic``), so every call of the repeated selection is; otherwise a
     Monte-Carlo estimate over re-draws of the policy's generator
@@ -98,6 +100,9 @@ def one_per_group_inclusion(
     allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool)
     if budget == 0 or not allowed.any():
         return np.zeros(n_arms), "deterministic"
+    exact = _uniform_one_per_group(policy, allowed, budget, groups)
+    if exact is not None:
+        return exact, "exact"
     if policy.is_deterministic(contexts, allowed):
         probs = np.zeros(n_arms)
         probs[select_one_per_group(policy, contexts, mask, budget, groups)] = 1.0
@@ -108,3 +113,20 @@ def one_per_group_inclusion(
     return monte_carlo_inclusion(
         policy, lambda: select_one_per_group(policy, contexts, mask, budget, groups), n_arms
     ), "monte_carlo"
+
+
+def _uniform_one_per_group(policy: SelectsArms, allowed: np.ndarray, budget: int,
+                           groups: np.ndarray) -> np.ndarray | None:
+    """Exact inclusion of :class:`bandits.random_policy.RandomPolicy` under
+    :func:`select_one_per_group` when the non-empty groups have equal allowed counts, else None."""
+    from bandits.random_policy import RandomPolicy
+
+    if not isinstance(policy, RandomPolicy):
+        return None
+    _, group_index = np.unique(groups, return_inverse=True)
+    sizes = np.bincount(group_index[allowed])
+    sizes = sizes[sizes > 0]
+    if len(np.unique(sizes)) != 1:
+        return None
+    chosen_groups = min(budget, len(sizes))
+    return np.where(allowed, chosen_groups / len(sizes) / sizes[0], 0.0)

@@ -89,16 +89,23 @@ def test_epsilon_greedy_closed_form_small_case() -> None:
     np.testing.assert_allclose(top_k_inclusion(np.array([3.0, 2.0, 2.0, 2.0, 1.0]), 2), [1, 1 / 3, 1 / 3, 1 / 3, 0])
 
 
-@pytest.mark.parametrize("name", ["random", "egreedy", "linucb"])
-def test_one_per_group_inclusion(name: str) -> None:
+@pytest.mark.parametrize(("name", "whole_groups", "method"), [
+    ("random", True, "exact"),            # equal allowed arms per group: exact by symmetry
+    ("random", False, "monte_carlo"),
+    ("egreedy", True, "monte_carlo"),
+    ("linucb", False, "deterministic"),
+])
+def test_one_per_group_inclusion(name: str, whole_groups: bool, method: str) -> None:
     contexts, mask = _problem()
     groups = np.arange(K) // 3
+    if whole_groups:
+        mask = ~np.isin(groups, [0, 5])  # padding users: all their arms masked
     policy = _trained(name, contexts, mask)
-    probs, method = one_per_group_inclusion(policy, contexts, mask, BUDGET, groups)
+    probs, got = one_per_group_inclusion(policy, contexts, mask, BUDGET, groups)
+    assert got == method
     np.testing.assert_allclose(probs.sum(), BUDGET)
     freq = _empirical(policy, lambda p: select_one_per_group(p, contexts, mask, BUDGET, groups), 1500)
-    assert np.abs(freq - probs).max() < 0.08
-    assert method == ("deterministic" if name == "linucb" else "monte_carlo")
+    assert np.abs(freq - probs).max() < (0.05 if method == "exact" else 0.08)
 
 
 def test_baseline_policies_report_propensities() -> None:
