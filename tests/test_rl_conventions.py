@@ -185,3 +185,23 @@ def test_pettingzoo_aec_api_test() -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Observation is not a NumPy array")
         api_test(env, num_cycles=10)
+
+
+def test_response_observation_survives_save_and_load(tmp_path) -> None:
+    env = gym.make("PolicySim-Rec-v0", observe_response=True, **SMALL)
+    env.reset(seed=7)
+    env.action_space.seed(7)
+    env.step(env.action_space.sample())
+    path = env.unwrapped.save(tmp_path / "env.pkl")
+    saved_response = {k: v.copy() for k, v in env.unwrapped._response.items()}
+    assert saved_response["response_applied"].any()
+    action = env.action_space.sample()
+    obs, reward, *_ = env.step(action)
+    loaded = socialenv.load_env(path)
+    for key, value in saved_response.items():
+        np.testing.assert_array_equal(loaded._response[key], value)
+    obs_loaded, reward_loaded, *_ = loaded.step(action)
+    assert reward_loaded == reward
+    for key in response_spaces(env.unwrapped.config.budget):
+        np.testing.assert_array_equal(obs_loaded[key], obs[key])
+    assert loaded.spec is None or loaded.spec.max_episode_steps == 4
