@@ -20,6 +20,10 @@ the same keys and shapes; the reset info is the first entry, zeros where nothing
     (float64) for each platform metric of the first step (NaN at reset, and for a metric a
     later step lacks).
 
+The dataset stores the env's spec (id, kwargs, ``max_episode_steps``) so that
+``dataset.recover_environment()`` rebuilds the env; Minari drops a spec whose kwargs are not
+JSON (e.g. ``users=`` a Brain object), and the dataset then loads without it.
+
 The episodes are built as Minari ``EpisodeBuffer``\\ s and written with
 ``minari.create_dataset_from_buffers`` in Minari's Arrow format (pyarrow). Minari's
 ``DataCollector`` wrapper would need its ``create`` extra (jax, for tree maps over the
