@@ -248,7 +248,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.config.observe_response:
             responded = np.zeros(len(slate), bool)
             if len(applied_arms):
-                responded[applied] = self._arm_responded(applied_arms, result, slot_rewards[applied])
+                responded[slot] = self._arm_responded(applied_arms, result, rewards)
             self._response = {"response_applied": applied.astype(np.int8), "response_reward": slot_rewards,
                               "response_reacted": responded.astype(np.int8)}
         truncated = self.sim.round >= self.config.rounds
