@@ -12,6 +12,14 @@ Round protocol::
 Hyper-parameters are dataclass fields with documented defaults (in the style of the Open
 Bandit Pipeline); everything learned lives in private attributes that ``reset`` rebuilds and
 ``state_dict`` / ``load_state_dict`` save and restore.
+
+Logged propensities (for off-policy evaluation, :mod:`bandits.ope`)::
+
+    logged = policy.select_with_propensities(contexts, mask, budget)
+    logged.arms, logged.propensities, logged.method   # same slate as select(); see LoggedSlate
+
+A slate's propensity is defined per arm: the probability that the arm is in the slate
+(its inclusion probability), given the contexts, the mask and the policy's current state.
 """
 
 from __future__ import annotations
@@ -26,6 +34,32 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bandits._checks import check_int
+
+#: How a propensity was obtained: "deterministic" (the policy's choice is a function of its
+#: inputs and state, every propensity is 1), "exact" (closed form), "monte_carlo" (estimated
+#: by re-drawing the policy's randomness; see :attr:`Policy.propensity_draws`).
+PROPENSITY_METHODS: tuple[str, ...] = ("deterministic", "exact", "monte_carlo")
+
+
+@dataclass(frozen=True)
+class LoggedSlate:
+    """A slate and the probability with which the policy chose each of its arms.
+
+    Attributes:
+        arms: (m,) int64 arm indices, as :meth:`Policy.select` returns them.
+        propensities: (m,) float64, P(arm is in the slate | contexts, mask, policy state), in
+            (0, 1]. A Monte-Carlo estimate is floored at 1 / (draws + 1) so that a logged arm
+            never has propensity 0.
+        method: one of :data:`PROPENSITY_METHODS`.
+    """
+
+    arms: np.ndarray
+    propensities: np.ndarray
+    method: str
+
+    @property
+    def deterministic(self) -> bool:
+        return self.method == "deterministic"
 
 
 @dataclass(eq=False)
@@ -44,6 +78,8 @@ class Policy(ABC):
 
     #: Registry name of the policy (``bandits.POLICIES`` key).
     name: ClassVar[str] = ""
+    #: Re-draws of the policy's randomness per Monte-Carlo propensity estimate.
+    propensity_draws: ClassVar[int] = 500
 
     def __post_init__(self) -> None:
         check_int(self, "context_dim", minimum=1)
@@ -77,6 +113,51 @@ class Policy(ABC):
         picked = self._select(candidates, budget)
         indices = picked if allowed is None else allowed[picked]
         return np.asarray(indices, dtype=np.int64)
+
+    def inclusion_probabilities(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> tuple[np.ndarray, str]:
+        """The probability that each arm would be in the slate ``select`` picks now.
+
+        Computing it leaves the policy's random generator untouched: ``select`` afterwards
+        picks exactly what it would have picked without this call.
+
+        Args:
+            contexts, mask, budget: as :meth:`select`.
+
+        Returns:
+            (K,) float64 inclusion probabilities (0 for masked arms; they sum to ``budget``)
+            and the method (:data:`PROPENSITY_METHODS`).
+        """
+        contexts = self._validated_contexts(contexts, "contexts")
+        allowed = _validated_mask(mask, contexts.shape[0])
+        budget = _validated_budget(budget, allowed, contexts.shape[0])
+        candidates = contexts if allowed is None else contexts[allowed]
+        probs, method = self._inclusion(candidates, budget)
+        if allowed is None:
+            return probs, method
+        full = np.zeros(contexts.shape[0])
+        full[allowed] = probs
+        return full, method
+
+    def is_deterministic(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> bool:
+        """Whether ``select`` ranks the allowed arms without any randomness now (at every
+        budget), e.g. a scored policy whose scores are distinct. False when unsure."""
+        contexts = self._validated_contexts(contexts, "contexts")
+        allowed = _validated_mask(mask, contexts.shape[0])
+        return self._deterministic(contexts if allowed is None else contexts[allowed])
+
+    def select_with_propensities(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> LoggedSlate:
+        """:meth:`select` and the propensity of each chosen arm (its inclusion probability,
+        :meth:`inclusion_probabilities`). The slate is the one ``select`` would return."""
+        probs, method = self.inclusion_probabilities(contexts, mask, budget)
+        arms = self.select(contexts, mask, budget)
+        propensities = probs[arms]
+        if method == "monte_carlo":
+            propensities = np.maximum(propensities, 1.0 / (self.propensity_draws + 1))
+        return LoggedSlate(arms, propensities, method)
 
     def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         """Learn from the arms picked last round.
@@ -162,6 +243,18 @@ class Policy(ABC):
 
     # ------------------------------------------------------------ subclass hooks
 
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        """Whether the ranking of the (M, D) allowed arms involves no randomness."""
+        del contexts
+        return False
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        """(M,) inclusion probabilities over the allowed arms and the method. Default: a
+        Monte-Carlo estimate over re-draws of ``self._rng`` (:func:`monte_carlo_inclusion`);
+        policies with a closed form override it."""
+        return monte_carlo_inclusion(self, lambda: self._select(contexts, budget),
+                                     contexts.shape[0]), "monte_carlo"
+
     def _check_hyperparameters(self) -> None:  # noqa: B027 - optional hook
         """Validate the subclass's dataclass fields (raise ValueError naming the field)."""
 
@@ -210,8 +303,24 @@ class ScoredPolicy(Policy):
     """A policy that scores every arm and picks the ``budget`` highest scores.
 
     Ties are broken uniformly at random (from the policy's own generator), so an untrained
-    policy whose scores are all equal does not always favour the first arms.
+    policy whose scores are all equal does not always favour the first arms. Propensities
+    are exact (:func:`top_k_inclusion`): 1 for the arms above the cut, the share of the
+    remaining slots for arms tied at the cut; "deterministic" when no tie straddles the cut.
+    A subclass whose ``_scores`` draw randomness must override ``_inclusion``.
     """
+
+    #: True when ``_scores`` draws randomness (then ``_inclusion`` must be overridden).
+    randomized_scores: ClassVar[bool] = False
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        probs = top_k_inclusion(self._scores(contexts), budget)
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        if self.randomized_scores:
+            return False
+        scores = self._scores(contexts)
+        return len(np.unique(scores)) == len(scores)
 
     def scores(self, contexts: np.ndarray) -> np.ndarray:
         """(K, D) contexts -> (K,) float64 scores, the quantity ``select`` ranks by (higher is
@@ -231,6 +340,52 @@ def top_ranked(scores: np.ndarray, budget: int, rng: np.random.Generator) -> np.
     tie_breaker = rng.random(scores.shape[0])
     order = np.lexsort((tie_breaker, -np.asarray(scores, dtype=np.float64)))
     return order[:budget]
+
+
+def top_k_inclusion(scores: np.ndarray, budget: int) -> np.ndarray:
+    """(K,) probability that each arm is among the ``budget`` best of ``scores`` (K,) when ties
+    are broken uniformly at random (as :func:`top_ranked` does)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    cut = np.sort(scores)[::-1][budget - 1]
+    above = scores > cut
+    at_cut = scores == cut
+    probs = above.astype(np.float64)
+    probs[at_cut] = (budget - above.sum()) / at_cut.sum()
+    return probs
+
+
+def tie_averaged(rank_probs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """(K,) per-arm probability from ``rank_probs`` (K,), the probability of the arm ranked r
+    (0 = best), when ranks among equal ``scores`` are assigned uniformly at random."""
+    scores = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-scores, kind="stable")
+    sorted_scores = scores[order]
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    sizes = np.diff(np.r_[starts, len(scores)])
+    group_mean = np.add.reduceat(np.asarray(rank_probs, np.float64), starts) / sizes
+    out = np.empty(len(scores))
+    out[order] = np.repeat(group_mean, sizes)
+    return out
+
+
+def monte_carlo_inclusion(policy: Policy, draw_slate: Any, n_arms: int,
+                          draws: int | None = None) -> np.ndarray:
+    """(K,) share of ``draws`` re-runs of ``draw_slate()`` (returns arm positions) that
+    include each arm. Each re-run sees a fresh generator in ``policy._rng`` derived from the
+    seed and the current generator state; the policy's own generator is restored after, so
+    the call changes nothing the policy does next."""
+    draws = policy.propensity_draws if draws is None else draws
+    saved = policy._rng
+    state = saved.bit_generator.state["state"]
+    key = [policy.seed, 1, *(int(v) % 2**63 for v in (state.values() if isinstance(state, dict) else [state]))]
+    counts = np.zeros(n_arms)
+    try:
+        for draw in range(draws):
+            policy._rng = np.random.default_rng([*key, draw])
+            counts[np.asarray(draw_slate(), np.int64)] += 1
+    finally:
+        policy._rng = saved
+    return counts / draws
 
 
 def _validated_mask(mask: Any, n_arms: int) -> np.ndarray | None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from bandits._checks import check_bool, check_float
-from bandits.base import ScoredPolicy, top_ranked
+from bandits.base import ScoredPolicy, tie_averaged, top_ranked
 from bandits.ridge import OnlineRidge
 
 
@@ -30,6 +31,26 @@ def epsilon_greedy_slate(
         remaining = np.setdiff1d(np.arange(greedy_scores.shape[0]), greedy, assume_unique=True)
         slate[explore] = rng.choice(remaining, size=n_explore, replace=False)
     return slate
+
+
+def epsilon_greedy_inclusion(greedy_scores: np.ndarray, budget: int, epsilon: float) -> np.ndarray:
+    """(K,) exact probability that :func:`epsilon_greedy_slate` includes each arm.
+
+    With m ~ Binomial(budget, ε) exploring slots, the arm ranked r (0 = best) is in the slate
+    if r < budget − m, or otherwise with probability m / (K − budget + m) (the explored arms
+    are drawn uniformly from the K − (budget − m) arms the greedy part left). Arms tied in
+    score share their ranks uniformly (:func:`bandits.base.tie_averaged`).
+    """
+    n_arms = len(greedy_scores)
+    explore = np.arange(budget + 1)
+    weight = np.asarray([math.comb(budget, m) * epsilon**m * (1 - epsilon) ** (budget - m)
+                         for m in explore])
+    greedy_count = budget - explore
+    leftover = n_arms - greedy_count
+    explore_share = np.divide(explore, leftover, out=np.zeros(budget + 1), where=leftover > 0)
+    ranks = np.arange(n_arms)[:, None]
+    rank_probs = np.where(ranks < greedy_count[None, :], 1.0, explore_share[None, :]) @ weight
+    return tie_averaged(rank_probs, greedy_scores)
 
 
 @dataclass(eq=False)
@@ -64,6 +85,13 @@ class LinearEpsilonGreedy(ScoredPolicy):
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
         return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        return self.epsilon == 0 and super()._deterministic(contexts)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         self._ridge.update(contexts, rewards)

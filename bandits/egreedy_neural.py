@@ -10,7 +10,7 @@ import torch
 
 from bandits._checks import check_float, check_hidden_sizes, check_int
 from bandits.base import ScoredPolicy
-from bandits.egreedy import epsilon_greedy_slate
+from bandits.egreedy import epsilon_greedy_inclusion, epsilon_greedy_slate
 from bandits.networks import Regressor, enable_deterministic_torch, to_tensor, torch_generator
 
 
@@ -61,6 +61,13 @@ class NeuralEpsilonGreedy(ScoredPolicy):
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
         return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        return self.epsilon == 0 and super()._deterministic(contexts)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         self._network.buffer.add(to_tensor(contexts), torch.from_numpy(rewards.astype(np.float32)))

@@ -314,6 +314,16 @@ class GraphEENet(EENet):
         with threads_for(self._graph.edge_index.shape[1] if self._graph is not None else 0):
             return super().select(self.graph_contexts(contexts), mask, budget)
 
+    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
+                                budget: int = 1) -> tuple[np.ndarray, str]:
+        """As :meth:`bandits.base.Policy.inclusion_probabilities`, on the graph contexts."""
+        with threads_for(self._graph.edge_index.shape[1] if self._graph is not None else 0):
+            return super().inclusion_probabilities(self.graph_contexts(contexts), mask, budget)
+
+    def is_deterministic(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> bool:
+        """As :meth:`bandits.base.Policy.is_deterministic`, on the graph contexts."""
+        return super().is_deterministic(self.graph_contexts(contexts), mask)
+
     def scores(self, contexts: np.ndarray) -> np.ndarray:
         """(K, D) raw arm contexts of the observed round -> (K,) EE-Net scores."""
         return self._scores(self.graph_contexts(contexts))

@@ -33,6 +33,7 @@ class LinTS(ScoredPolicy):
     fit_intercept: bool = True
 
     name: ClassVar[str] = "lints"
+    randomized_scores: ClassVar[bool] = True
 
     def _check_hyperparameters(self) -> None:
         check_float(self, "posterior_scale", minimum=0.0)
@@ -44,6 +45,11 @@ class LinTS(ScoredPolicy):
         self._cholesky: np.ndarray | None = None
 
     def _posterior_sample(self) -> np.ndarray:
+        noise = self._rng.standard_normal(self._ridge.theta.shape[0])
+        return self._ridge.theta + self.posterior_scale * (self._cholesky_factor() @ noise)
+
+    def _cholesky_factor(self) -> np.ndarray:
+        """Cholesky factor of A⁻¹, cached until the next update."""
         if self._cholesky is None:
             A_inv = self._ridge.A_inv
             try:
@@ -51,13 +57,28 @@ class LinTS(ScoredPolicy):
             except np.linalg.LinAlgError:
                 jitter = 1e-10 * np.trace(A_inv) / A_inv.shape[0]
                 self._cholesky = np.linalg.cholesky(A_inv + jitter * np.eye(A_inv.shape[0]))
-        noise = self._rng.standard_normal(self._ridge.theta.shape[0])
-        return self._ridge.theta + self.posterior_scale * (self._cholesky @ noise)
+        return self._cholesky
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         theta = self._posterior_sample()
         scores = contexts.astype(np.float64) @ theta[: self.context_dim]
         return scores + theta[self.context_dim] if self.fit_intercept else scores
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        """Monte-Carlo: the top-``budget`` set of correlated Gaussian scores has no closed-form
+        inclusion probability, so ``propensity_draws`` posterior draws (from a generator derived
+        from the policy's state, leaving ``self._rng`` untouched) are ranked."""
+        state = self._rng.bit_generator.state["state"]
+        rng = np.random.default_rng([self.seed, 2, state["state"] % 2**63, state["inc"] % 2**63])
+        draws = self.propensity_draws
+        noise = rng.standard_normal((self._ridge.theta.shape[0], draws))
+        thetas = self._ridge.theta[:, None] + self.posterior_scale * (self._cholesky_factor() @ noise)
+        scores = contexts.astype(np.float64) @ thetas[: self.context_dim]
+        if self.fit_intercept:
+            scores += thetas[self.context_dim]
+        top = np.argpartition(-scores, budget - 1, axis=0)[:budget]
+        counts = np.bincount(top.ravel(), minlength=contexts.shape[0])
+        return counts / draws, "monte_carlo"
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         self._ridge.update(contexts, rewards)

@@ -22,6 +22,9 @@ class RandomPolicy(Policy):
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
         return self._rng.choice(contexts.shape[0], size=budget, replace=False)
 
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        return np.full(contexts.shape[0], budget / contexts.shape[0]), "exact"
+
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         pass
 

@@ -135,3 +135,101 @@ def select_one_per_group(
                 chosen.append(int(arm))
         allowed &= ~np.isin(groups, np.fromiter(used, np.int64, len(used)))
     return np.asarray(chosen, np.int64)
+
+
+def one_per_group_inclusion(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    mask: np.ndarray | None,
+    budget: int,
+    groups: np.ndarray,
+) -> tuple[np.ndarray, str]:
+    """(K,) probability that :func:`select_one_per_group` includes each arm, and the method.
+
+    "exact" for the random policy when every group has as many allowed arms (by symmetry
+    the slate is then a uniform set of ``budget`` groups with a uniform arm in each);
+    "deterministic" when the policy ranks the allowed arms without randomness
+    (``policy.is_deterministic``), so every call of the repeated selection is; otherwise a
+    Monte-Carlo estimate over re-draws of the policy's generator
+    (:func:`bandits.base.monte_carlo_inclusion`), which leaves the policy's generator as it
+    was.
+    """
+    from bandits.base import Policy, monte_carlo_inclusion
+
+    n_arms = np.asarray(contexts).shape[0]
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool)
+    if budget == 0 or not allowed.any():
+        return np.zeros(n_arms), "deterministic"
+    exact = _uniform_one_per_group(policy, allowed, budget, groups)
+    if exact is not None:
+        return exact, "exact"
+    if policy.is_deterministic(contexts, allowed):
+        probs = np.zeros(n_arms)
+        probs[select_one_per_group(policy, contexts, mask, budget, groups)] = 1.0
+        return probs, "deterministic"
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
+                        "cannot be re-drawn for a Monte-Carlo propensity")
+    return monte_carlo_inclusion(
+        policy, lambda: select_one_per_group(policy, contexts, mask, budget, groups), n_arms
+    ), "monte_carlo"
+
+
+def _uniform_one_per_group(policy: SelectsArms, allowed: np.ndarray, budget: int,
+                           groups: np.ndarray) -> np.ndarray | None:
+    """Exact inclusion of :class:`bandits.random_policy.RandomPolicy` under
+    :func:`select_one_per_group` when the non-empty groups have equal allowed counts, else None."""
+    from bandits.random_policy import RandomPolicy
+
+    if not isinstance(policy, RandomPolicy):
+        return None
+    _, group_index = np.unique(groups, return_inverse=True)
+    sizes = np.bincount(group_index[allowed])
+    sizes = sizes[sizes > 0]
+    if len(np.unique(sizes)) != 1:
+        return None
+    chosen_groups = min(budget, len(sizes))
+    return np.where(allowed, chosen_groups / len(sizes) / sizes[0], 0.0)
+
+
+def per_group_inclusion(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    mask: np.ndarray | None,
+    budget: int,
+    groups: np.ndarray,
+    per_group: int = 1,
+) -> tuple[np.ndarray, str]:
+    """(K,) probability that :func:`select_per_group` includes each arm, and the method.
+
+    "exact" for the random policy when the budget holds every group's share (each group then
+    gets a uniform subset of min(per_group, allowed arms) of its arms); "deterministic" when
+    the policy ranks the allowed arms without randomness (``policy.is_deterministic``);
+    otherwise a Monte-Carlo estimate over re-draws of the policy's generator
+    (:func:`bandits.base.monte_carlo_inclusion`), which leaves the generator as it was.
+    """
+    from bandits.base import Policy, monte_carlo_inclusion
+    from bandits.random_policy import RandomPolicy
+
+    n_arms = np.asarray(contexts).shape[0]
+    groups = np.asarray(groups)
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool)
+    if budget == 0 or not allowed.any():
+        return np.zeros(n_arms), "deterministic"
+    if isinstance(policy, RandomPolicy):
+        _, group_index = np.unique(groups, return_inverse=True)
+        sizes = np.bincount(group_index[allowed], minlength=group_index.max() + 1)
+        share = np.minimum(sizes, per_group)
+        if budget >= share.sum():
+            size = np.maximum(sizes[group_index], 1)
+            return np.where(allowed, share[group_index] / size, 0.0), "exact"
+    if policy.is_deterministic(contexts, allowed):
+        probs = np.zeros(n_arms)
+        probs[select_per_group(policy, contexts, allowed, budget, groups, per_group)] = 1.0
+        return probs, "deterministic"
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
+                        "cannot be re-drawn for a Monte-Carlo propensity")
+    return monte_carlo_inclusion(
+        policy, lambda: select_per_group(policy, contexts, allowed, budget, groups, per_group), n_arms
+    ), "monte_carlo"

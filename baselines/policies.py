@@ -165,6 +165,24 @@ class MMRPolicy(_LayoutPolicy):
         return (rel - rel.min()) / span if span > 0 else np.zeros_like(rel)
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        jitter = self._rng.random(len(contexts)) * self._JITTER
+        return self._greedy(contexts, budget, jitter)[0]
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        """Deterministic unless two arms come within the tie-breaking jitter of each other
+        at some greedy step; then a Monte-Carlo estimate over the jitter."""
+        picks, near_tie = self._greedy(contexts, budget, np.zeros(len(contexts)))
+        if near_tie:
+            return super()._inclusion(contexts, budget)
+        probs = np.zeros(len(contexts))
+        probs[picks] = 1.0
+        return probs, "deterministic"
+
+    _JITTER: ClassVar[float] = 1e-9
+
+    def _greedy(self, contexts: np.ndarray, budget: int, jitter: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The greedy picks with tie-breaking ``jitter`` (K,), and whether any step's best two
+        scores (without jitter) were within the jitter's range."""
         rel = self.relevance(contexts)
         posts = contexts[:, self.layout.post_embedding].astype(np.float64)
         posts /= np.maximum(np.linalg.norm(posts, axis=1, keepdims=True), 1e-12)
@@ -172,15 +190,20 @@ class MMRPolicy(_LayoutPolicy):
         max_sim = np.zeros(len(contexts))
         chosen = np.zeros(len(contexts), bool)
         picks = []
-        jitter = self._rng.random(len(contexts)) * 1e-9
+        near_tie = False
         for _ in range(budget):
-            score = lam * rel - (1 - lam) * max_sim + jitter
+            base = lam * rel - (1 - lam) * max_sim
+            base[chosen] = -np.inf
+            if np.count_nonzero(~chosen) > 1:
+                best_two = np.partition(base, -2)[-2:]
+                near_tie |= bool(best_two[1] - best_two[0] <= self._JITTER)
+            score = base + jitter
             score[chosen] = -np.inf
             pick = int(np.argmax(score))
             picks.append(pick)
             chosen[pick] = True
             max_sim = np.maximum(max_sim, posts @ posts[pick])
-        return np.asarray(picks, np.int64)
+        return np.asarray(picks, np.int64), near_tie
 
 
 @dataclass(eq=False)
@@ -205,6 +228,10 @@ class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
         flagged = contexts[:, self.layout.feature("flagged_share")].astype(np.float64)
         lowest, highest = np.isclose(level, level.min()), np.isclose(level, level.max())
         return np.where(lowest, flagged - self.threshold, np.where(highest, 0.0, -1.0))
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        # the per-user step below is not a plain top-k; unflagged users tie at score 0
+        return Policy._inclusion(self, contexts, budget)
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
         """Best arm per user first (arms of one user share the user-context columns; a second

@@ -33,10 +33,10 @@ def measure(num_users: int, steps: int, seed: int, queue: mp.Queue) -> None:
     env.reset(seed=seed)
     reset_s = time.perf_counter() - start
     rng = np.random.default_rng(seed)
-    env.step(rng.integers(0, env.num_arms, env.config.budget))  # warm-up
+    env.step(rng.integers(0, env.num_arms, env.slate_size))  # warm-up
     times = []
     for _ in range(steps):
-        action = rng.integers(0, env.num_arms, env.config.budget)
+        action = rng.integers(0, env.num_arms, env.slate_size)
         t = time.perf_counter()
         env.step(action)
         times.append(time.perf_counter() - t)

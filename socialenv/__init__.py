@@ -17,6 +17,8 @@ from socialenv.scenario import Scenario
 from socialenv.scenarios import make_scenario
 
 if TYPE_CHECKING:
+    from pettingzoo import AECEnv
+
     from socialenv.pettingzoo_env import PolicySimParallelEnv
 
 register_envs()
@@ -28,6 +30,14 @@ def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> PolicySimPa
     from socialenv.pettingzoo_env import parallel_env as _parallel_env
 
     return _parallel_env(env_id, **kwargs)
+
+
+def env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> AECEnv:
+    """The PettingZoo AEC view of :func:`parallel_env` (PettingZoo's ``parallel_to_aec``);
+    needs the ``rl`` extra (pettingzoo)."""
+    from socialenv.pettingzoo_env import env as _aec_env
+
+    return _aec_env(env_id, **kwargs)
 
 
 __version__ = "0.1.0"
@@ -43,6 +53,7 @@ __all__ = [
     "RecommenderConfig",
     "RewardConfig",
     "Scenario",
+    "env",
     "load_env",
     "make_scenario",
     "parallel_env",

@@ -107,6 +107,9 @@ def run(
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
     checkpoint_every: Annotated[int, typer.Option(help="Rounds between run checkpoints (0 = none).")] = 1,
     resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored).")] = None,
+    log_propensities: Annotated[bool, typer.Option(help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation.")] = True,
+    record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
+    record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
@@ -139,7 +142,8 @@ def run(
             env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
             policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
             run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
-            checkpoint_every=checkpoint_every,
+            checkpoint_every=checkpoint_every, log_propensities=log_propensities,
+            record=str(record) if record is not None else None, record_id=record_id,
         )
         result = run_policy(config)
     except (ValueError, FileNotFoundError) as err:
@@ -148,6 +152,10 @@ def run(
     print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
     if result.out_dir is not None:
         console.print(f"run folder: {result.out_dir}")
+    if record is not None:
+        from socialenv.offline import default_dataset_id
+
+        console.print(f"Minari dataset {record_id or default_dataset_id(env, policy)} in {record}")
 
 
 @app.command()

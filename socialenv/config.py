@@ -221,6 +221,8 @@ class EnvConfig:
         observe_users: add user-level arrays (propagated context (N, 2d), stance (N,)) to the
             observation.
         graph_observation: add a ``gymnasium.spaces.Graph`` of the follow graph.
+        observe_response: add the reactions to the previous round's slate to the observation
+            (``response_applied``, ``response_reward``, ``response_reacted``, (budget,) each).
         feed_recommender: a :class:`socialenv.platform.Recommender` (subclass) instance to
             build feeds instead of the default one built from ``recommender``.
         exposure_control: a :class:`socialenv.platform.ExposureControl` (subclass) instance.
@@ -256,6 +258,7 @@ class EnvConfig:
     memory_ema: float = 0.5
     observe_users: bool = False
     graph_observation: bool = False
+    observe_response: bool = False
     feed_recommender: Any = None
     exposure_control: Any = None
     activity: Any = None

@@ -55,7 +55,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
 
 from agent_models.base import Brain
 from agent_models.types import (
@@ -337,12 +337,12 @@ class PolicySimParallelEnv(ParallelEnv):
             sizes summed).
         user_reward_weights: reaction kind -> weight of the user's reward.
         reply_toxicity, post_toxicity: toxicity of the texts controlled users write.
-        render_mode: None or "ansi".
+        render_mode: None, "ansi" or "rgb_array" (the gym env's frames).
         **env_kwargs: the gym env's arguments (``num_users``, ``rounds``, ``users`` — a
             brain, "surrogate", "llm" or an ABM name —, ``scenario``, ...).
     """
 
-    metadata = {"name": "policysim_parallel_v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "policysim_parallel_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
 
     def __init__(self, env_id: str = "PolicySim-Rec-v0", controlled_users: int | Any = 10,
                  platform_agent: bool = True, platform_policy: Any = None,
@@ -623,3 +623,12 @@ class PolicySimParallelEnv(ParallelEnv):
 def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> PolicySimParallelEnv:
     """Build the PettingZoo ParallelEnv (see :class:`PolicySimParallelEnv` for arguments)."""
     return PolicySimParallelEnv(env_id, **kwargs)
+
+
+def env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> AECEnv:
+    """The same game as an AEC env (agents act one after another within a round; the round is
+    played once the last agent has acted), by PettingZoo's own ``parallel_to_aec``
+    conversion. Arguments as :class:`PolicySimParallelEnv`."""
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    return parallel_to_aec(PolicySimParallelEnv(env_id, **kwargs))

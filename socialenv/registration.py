@@ -14,5 +14,7 @@ ENV_IDS = {
 def register_envs() -> None:
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gym.registry:
-            # rounds is enforced by the env itself (truncation), so no TimeLimit wrapper
+            # No max_episode_steps here: Gymnasium would build a TimeLimit from it whatever
+            # ``rounds=`` says. The env truncates after ``rounds`` itself and reports
+            # ``env.spec.max_episode_steps == rounds`` (PolicySimEnv.spec).
             gym.register(id=env_id, entry_point=entry_point, disable_env_checker=False)

@@ -5,9 +5,13 @@ Each run writes a folder round by round: ``config.json`` (secrets redacted), ``r
 ``summary.json`` (rewritten after every round: ``status`` running / complete / failed /
 interrupted, and per metric the mean ± 95% CI over seeds), ``checkpoint.ckpt`` (a data-only
 checkpoint of the env, the policy and the rows, every ``checkpoint_every`` rounds) and, at
-the end, PNG plots. :func:`resume` (``policysim run --resume DIR``) continues an interrupted
+the end, PNG plots and ``logged_rounds.npz`` (the logged bandit feedback for off-policy
+evaluation: every round's arm contexts, mask, slate, the propensity of each picked arm and
+the slot rewards; :class:`bandits.ope.LoggedRounds`). :func:`resume` (``policysim run --resume DIR``) continues an interrupted
 run from its checkpoint to the same result as an uninterrupted one. With ``wandb=`` each
 round is also logged to Weights & Biases.
+With ``record=DIR`` the episodes also go to a Minari dataset in DIR
+(:mod:`socialenv.offline`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,10 @@ class RunConfig:
     progress: bool = True
     checkpoint_every: int = 1
     origin_reference: bool | None = None
+    log_propensities: bool = True
+    #: a directory: record the episodes there as a Minari dataset (:mod:`socialenv.offline`)
+    record: str | None = None
+    record_id: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, "", RUN_LIMITS)
@@ -108,6 +116,14 @@ class OriginPolicy:
 
     def select(self, contexts: np.ndarray, mask: np.ndarray, budget: int) -> np.ndarray:
         return np.full(budget, self.no_op, np.int64)
+
+    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
+                                budget: int = 1) -> tuple[np.ndarray, str]:
+        """No arm is ever chosen: every inclusion probability is 0."""
+        return np.zeros(len(contexts)), "deterministic"
+
+    def is_deterministic(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> bool:
+        return True
 
     def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         del contexts, rewards
@@ -161,6 +177,29 @@ def select_action(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarr
                              base.per_user)
     action[: len(picks)] = picks
     return action
+
+
+def select_logged_action(policy: Any, obs: dict[str, np.ndarray], env: Any
+                         ) -> tuple[np.ndarray, np.ndarray, str]:
+    """:func:`select_action` and the propensity of each slot's arm: the (slate_size,) slate,
+    the (slate_size,) inclusion probabilities (NaN for empty slots) and how they were
+    obtained (:data:`bandits.base.PROPENSITY_METHODS`; :func:`bandits.slate.per_group_inclusion`).
+    The slate is the one ``select_action`` picks."""
+    from bandits.slate import per_group_inclusion
+
+    base = getattr(env, "unwrapped", env)
+    mask = obs["action_mask"].astype(bool)
+    propensities = np.full(base.slate_size, np.nan)
+    if isinstance(policy, OriginPolicy) or not mask.any():
+        return np.full(base.slate_size, base.no_op, np.int64), propensities, "deterministic"
+    probs, method = per_group_inclusion(policy, obs["arms"], mask, base.slate_size,
+                                        base.arm_groups(), base.per_user)
+    action = select_action(policy, obs, base)
+    picked = action[action != base.no_op]
+    propensities[: len(picked)] = probs[picked]
+    if method == "monte_carlo":
+        propensities = np.maximum(propensities, 1.0 / (policy.propensity_draws + 1))
+    return action, propensities, method
 
 
 #: Metrics summarized as the mean over the rounds of the (last) episode: they measure what
@@ -359,6 +398,10 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     for row in rows:
         running.add(row)
     folder = None
+    if config.record:
+        from socialenv.offline import check_dataset_free, default_dataset_id
+
+        check_dataset_free(config.record, config.record_id or default_dataset_id(config.env_id, config.policy))
     out_dir = None
     if config.out_dir is not None:
         name = config.run_name or f"{config.env_id}-{config.policy}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -397,6 +440,10 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             if start_episode >= config.episodes:
                 start_seed, start_episode = start_seed + 1, 0
     status = "running"
+    logger = recorder = None
+    # the propensity log and the Minari record cover runs played from their start
+    log = config.log_propensities and (out_dir is not None or config.record) and _resume is None
+    record = config.record if _resume is None else None
     try:
         for seed_index in range(start_seed, len(config.seeds)):
             seed = config.seeds[seed_index]
@@ -414,19 +461,40 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             policy = make_run_policy(config.policy, base, seed, **config.policy_kwargs)
             if restoring and _resume["policy"] is not None:
                 policy.load_state_dict(_resume["policy"])
+            if log and logger is None:
+                from bandits.ope import RoundLogger
+
+                logger = RoundLogger(groups=arm_groups(base))
+            if record and recorder is None:
+                from socialenv.offline import EpisodeRecorder
+
+                recorder = EpisodeRecorder(base.observation_space, base.slate_size)
             for episode in range(start_episode if seed_index == start_seed else 0, config.episodes):
                 if mid_episode and restoring:
                     obs = base._observe()
                     mid_episode = False
                 else:
-                    obs, _ = env.reset(seed=seed * 1000 + episode)
+                    obs, reset_info = env.reset(seed=seed * 1000 + episode)
+                    if logger is not None:
+                        logger.start_episode()
+                    if recorder is not None:
+                        recorder.reset(obs, reset_info, seed=seed * 1000 + episode)
                 done = False
                 while not done:
                     if hasattr(policy, "observe_graph"):
                         policy.observe_graph(base.graph_data())
-                    action = select_action(policy, obs, base)
-                    arms = obs["arms"]
+                    if logger is not None:
+                        action, propensities, method = select_logged_action(policy, obs, base)
+                    else:
+                        action = select_action(policy, obs, base)
+                    arms, arm_mask = obs["arms"], obs["action_mask"]
                     obs, reward, terminated, truncated, info = env.step(action)
+                    if logger is not None:
+                        logger.add(arms, arm_mask, action, propensities, method,
+                                   info["arm_rewards"], info["arm_applied"])
+                    if recorder is not None:
+                        recorder.step(action, obs, reward, terminated, truncated, info,
+                                      propensities if logger is not None else None)
                     applied = info["arm_applied"]
                     if applied.any():
                         policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
@@ -465,8 +533,16 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     summary = summary_of("complete")
     if folder is not None:
         folder.write_json("summary.json", summary)
+        if logger is not None and len(logger):
+            logger.rounds().save(out_dir / "logged_rounds.npz")
         if config.plots:
             _plot(config, rows, out_dir)
+    if recorder is not None:
+        from socialenv.offline import default_dataset_id
+
+        recorder.write(config.record, config.record_id or default_dataset_id(config.env_id, config.policy),
+                       base, algorithm_name=config.policy,
+                       description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
     return RunResult(rows=rows, summary=summary, out_dir=out_dir)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
 from socialenv.config import EnvConfig
@@ -24,7 +26,7 @@ def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
 class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     """Base class: one step = one platform round; subclasses define arms, contexts, rewards."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     #: Number of scalar features appended to each arm's context.
     num_arm_features: int
 
@@ -45,19 +47,23 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._latent_dim = self._probe_latent_dim()
         self.num_arms = self._num_arms()
         self.context_dim = 2 * self._latent_dim + self.num_arm_features + self._extra_context_dim()
+        low, high = self._context_bounds()
         obs_spaces: dict[str, spaces.Space] = {
-            "arms": spaces.Box(-np.inf, np.inf, (self.num_arms, self.context_dim), np.float32),
+            "arms": spaces.Box(np.broadcast_to(low, (self.num_arms, self.context_dim)),
+                               np.broadcast_to(high, (self.num_arms, self.context_dim)), dtype=np.float32),
             "action_mask": spaces.MultiBinary(self.num_arms),
         }
         n = self._num_users()
         if self.config.observe_users:
-            obs_spaces["user_context"] = spaces.Box(-np.inf, np.inf, (n, 2 * self._latent_dim), np.float32)
+            obs_spaces["user_context"] = spaces.Box(-1.0, 1.0, (n, 2 * self._latent_dim), np.float32)
             obs_spaces["stance"] = spaces.Box(-1.0, 1.0, (n,), np.float32)
         if self.config.graph_observation:
             obs_spaces["graph"] = spaces.Graph(
-                node_space=spaces.Box(-np.inf, np.inf, (2 * self._latent_dim,), np.float32),
+                node_space=spaces.Box(-1.0, 1.0, (2 * self._latent_dim,), np.float32),
                 edge_space=spaces.Box(0.0, 1.0, (1,), np.float32),
             )
+        if self.config.observe_response:
+            obs_spaces.update(response_spaces(self._slate_size()))
         self.observation_space = spaces.Dict(obs_spaces)
         #: Action value meaning "leave this slot empty"; a slate of only this is no intervention.
         self.no_op = self.num_arms
@@ -70,6 +76,20 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             self.action_space = spaces.Box(-1.0, 1.0, (self.num_arms,), np.float32)
         self._arms: dict[str, np.ndarray] | None = None
         self._last_result: RoundResult | None = None
+        self._last_reward: float | None = None
+        self._response = empty_response(self.slate_size)
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec ``gym.make`` set, with ``max_episode_steps`` = ``rounds`` (the env's own
+        truncation) unless a ``TimeLimit`` said otherwise."""
+        return self.__dict__.get("_spec")
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and value.max_episode_steps is None:
+            value = dataclasses.replace(value, max_episode_steps=self.config.rounds)
+        self.__dict__["_spec"] = value
 
     # ------------------------------------------------------------------ subclass interface
     @classmethod
@@ -116,7 +136,29 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
         """(len(applied),) rewards in [0, 1] and extra metrics for ``info``."""
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(F,) lower and upper bounds of the ``num_arm_features`` scalar features (finite where
+        the feature is bounded; override in subclasses, ±inf by default)."""
+        return np.full(self.num_arm_features, -np.inf), np.full(self.num_arm_features, np.inf)
+
+    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+        """(len(applied),) bool: whether the population responded to each applied arm (for the
+        ``observe_response`` observation); by default, whether its reward is positive."""
+        del applied, result
+        return rewards > 0
+
     # ------------------------------------------------------------------ helpers
+    def _context_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(D,) bounds of an arm context: unit-norm embeddings and their graph averages lie in
+        [-1, 1]; the scalar features have the subclass's :meth:`_feature_bounds`."""
+        embedding = 2 * self._latent_dim + self._extra_context_dim()
+        low, high = self._feature_bounds()
+        if low.shape != (self.num_arm_features,) or high.shape != (self.num_arm_features,):
+            raise ValueError(f"{type(self).__name__}._feature_bounds must return two arrays of shape "
+                             f"({self.num_arm_features},); got {low.shape} and {high.shape}")
+        return (np.concatenate([np.full(embedding, -1.0), low]).astype(np.float32),
+                np.concatenate([np.full(embedding, 1.0), high]).astype(np.float32))
+
     def _num_users(self) -> int:
         scenario = self.config.scenario
         return scenario.num_users if hasattr(scenario, "num_users") else self.config.num_users
@@ -152,6 +194,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.config.observe_users:
             obs["user_context"] = user_context.astype(np.float32)
             obs["stance"] = sim.users.stance.copy()
+        if self.config.observe_response:
+            obs.update({key: value.copy() for key, value in self._response.items()})
         if self.config.graph_observation:
             src, dst = sim.graph.src, sim.graph.dst
             out_degree = np.bincount(src, minlength=len(user_context))
@@ -238,6 +282,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.sim.reset(episode_seed)
         self._last_result = None
+        self._last_reward = None
+        self._response = empty_response(self.slate_size)
         return self._observe(), {"round": 0, "seed": episode_seed}
 
     def step(self, action: Any):
@@ -266,6 +312,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             applied[slot] = True
             slot_rewards[slot] = rewards
         reward = self._step_reward(slot_rewards, applied)
+        self._last_reward = reward
+        if self.config.observe_response:
+            responded = np.zeros(len(slate), bool)
+            if len(applied_arms):
+                responded[slot] = self._arm_responded(applied_arms, result, rewards)
+            self._response = {"response_applied": applied.astype(np.int8), "response_reward": slot_rewards,
+                              "response_reacted": responded.astype(np.int8)}
         truncated = self.sim.round >= self.config.rounds
         obs = self._observe()
         info = {
@@ -341,7 +394,24 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             num_nodes=len(x),
         )
 
-    def render(self) -> str | None:
+    def action_masks(self) -> np.ndarray:
+        """(slate_size · (K + 1),) bool: the valid values of every slot of the ``MultiDiscrete``
+        slate, slot after slot, as sb3-contrib's ``MaskablePPO`` reads them: slot j may hold any
+        arm of the current ``action_mask`` or the no-op K (always allowed). Slots are masked
+        independently, so a slate may still repeat an arm (the repeat scores 0)."""
+        if self._arms is None:
+            raise RuntimeError("call reset() before action_masks()")
+        per_slot = np.append(self._arms["mask"].astype(bool), True)
+        return np.tile(per_slot, self.slate_size)
+
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: one line of the last round's metrics; ``"rgb_array"``: a (480, 640, 3)
+        uint8 frame with the stance histogram and the round's metrics
+        (:func:`socialenv.render.render_frame`); None without a render mode."""
+        if self.render_mode == "rgb_array":
+            from socialenv.render import render_env
+
+            return render_env(self)
         if self.render_mode != "ansi":
             return None
         if self._last_result is None:
@@ -391,10 +461,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return ids[0]
 
     def _env_state(self) -> dict[str, Any]:
-        return {"arms": self._arms}
+        return {"arms": self._arms, "response": self._response}
 
     def _load_env_state(self, state: dict[str, Any]) -> None:
         self._arms = state["arms"]
+        self._response = state.get("response", empty_response(self.slate_size))
 
     @classmethod
     def load(cls, path: str | Path, **overrides: Any) -> PolicySimEnv:
@@ -444,6 +515,22 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise CheckpointError(f"{path}: the saved state does not fit the env: "
                                   f"{type(err).__name__}: {err}") from err
         return env
+
+
+def response_spaces(budget: int) -> dict[str, spaces.Space]:
+    """The ``observe_response=True`` observation keys: per slot of the previous round's slate,
+    whether its arm took effect, its reward, and whether the population reacted to it."""
+    return {
+        "response_applied": spaces.MultiBinary(budget),
+        "response_reward": spaces.Box(0.0, 1.0, (budget,), np.float32),
+        "response_reacted": spaces.MultiBinary(budget),
+    }
+
+
+def empty_response(budget: int) -> dict[str, np.ndarray]:
+    """The response before the first step of an episode: no slate, all zeros."""
+    return {"response_applied": np.zeros(budget, np.int8), "response_reward": np.zeros(budget, np.float32),
+            "response_reacted": np.zeros(budget, np.int8)}
 
 
 def load_env(path: str | Path, **overrides: Any) -> PolicySimEnv:

@@ -74,6 +74,23 @@ class ExposureEnv(PolicySimEnv):
     def default_kwargs(cls) -> dict[str, Any]:
         return {"scenario": "misinformation", "budget": 1}
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # followers < N; post counts fit the int32 post ids
+        log_followers = float(np.log1p(self._num_users()))
+        log_posts = float(np.log1p(float(np.iinfo(np.int32).max)))
+        bounds = {name: (0.0, 1.0) for name in EXPOSURE_ARM_FEATURES}
+        bounds["stance"] = (-1.0, 1.0)
+        bounds["log_followers"] = bounds["level_x_log_followers"] = (0.0, log_followers)
+        bounds["log_recent_posts"] = bounds["level_x_log_recent_posts"] = (0.0, log_posts)
+        low, high = zip(*(bounds[name] for name in EXPOSURE_ARM_FEATURES), strict=True)
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+        """Whether each applied arm's user had at least one impression this round (the level
+        had something to act on)."""
+        author = self.sim.posts.author[result.impression_post]
+        return np.isin(self._arms["user"][applied], author)
+
     def _num_arms(self) -> int:
         return self.config.exposure_users * len(self.config.exposure_levels)
 

@@ -86,6 +86,25 @@ class RecEnv(PolicySimEnv):
 
     num_arm_features = len(REC_ARM_FEATURES)
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # engagement counters are int32 (4 of them); a post is at most rounds + 1 old
+        # (history posts count as round -1); reply frequency lies in [0, 1]
+        bounds = {name: (0.0, 1.0) for name in REC_ARM_FEATURES}
+        bounds.update({name: (-1.0, 1.0) for name in (
+            "receiver_stance", "author_stance", "interest_similarity", "post_stance", "agreement")})
+        bounds["log_engagement"] = (0.0, float(np.log1p(4.0 * np.iinfo(np.int32).max)))
+        bounds["post_age"] = (0.0, float(self.config.rounds + 1))
+        bounds["receiver_reply_propensity"] = (float(np.log(1e-3 / 0.25)), float(np.log(4.0)))
+        low, high = zip(*(bounds[name] for name in REC_ARM_FEATURES), strict=True)
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
+    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+        """Whether each applied arm's receiver reacted to the injected post this round."""
+        out = result.output
+        n_posts = len(self.sim.posts)
+        arm_key = self._arms["user"][applied] * n_posts + self._arms["post"][applied]
+        return np.isin(arm_key, out.react_user * n_posts + out.react_post)
+
     def _num_arms(self) -> int:
         return self.config.candidate_users * self._arms_per_user()
 

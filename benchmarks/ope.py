@@ -1,0 +1,131 @@
+"""Off-policy evaluation from ε-greedy logs vs the on-policy value, on paired seeds.
+
+For each env: the runner logs ε-greedy (``--epsilon``) for ``--seeds`` seeds (one episode
+each; ``logged_rounds.npz`` holds the propensities); then every target policy (fixed,
+non-learning) runs on-policy on the same seeds (the same reset seeds, so episode i of the
+log and of the target start from the same world). For each target the table gives its
+on-policy value (mean step reward; mean ± 95% CI over seeds) and the IPS, SNIPS and DR
+estimates from the logs (± 95% CI over logged episodes), whether each estimate falls inside
+the on-policy CI, and the paired difference (estimate − on-policy, per seed; mean ± 95% CI).
+
+    python benchmarks/ope.py                      # both envs, 1,000 users, 20 seeds
+    python benchmarks/ope.py --env rec --seeds 5 --users 300   # quick
+
+Writes ``<out>/ope.json`` (default ``runs/bench-ope``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ENVS = {"rec": "PolicySim-Rec-v0", "exposure": "PolicySim-Exposure-v0"}
+TARGETS = {"rec": ("random", "popularity", "mmr"), "exposure": ("random", "suppress_flagged")}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", choices=[*ENVS, "both"], default="both")
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--epsilon", type=float, default=0.3, help="logging ε-greedy's ε")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-ope"))
+    return parser.parse_args(argv)
+
+
+def _ci95(values: np.ndarray) -> float:
+    from scipy import stats
+
+    values = np.asarray(values, np.float64)
+    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+
+
+def per_seed_reward(rows: list[dict[str, Any]]) -> np.ndarray:
+    seeds = sorted({r["seed"] for r in rows})
+    return np.asarray([np.mean([r["reward"] for r in rows if r["seed"] == s]) for s in seeds])
+
+
+def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    import gymnasium as gym
+
+    import socialenv  # noqa: F401
+    from bandits.ope import LoggedRounds, estimate, target_inclusion
+    from baselines import make_policy, play_episode
+    from socialenv.runner import RunConfig, run
+
+    env_id = ENVS[kind]
+    seeds = tuple(range(args.seeds))
+    env_kwargs = {"num_users": args.users, "rounds": args.rounds}
+    common = {"env_id": env_id, "seeds": seeds, "env_kwargs": env_kwargs, "plots": False,
+              "progress": False, "out_dir": str(args.out / "runs")}
+    start = time.perf_counter()
+    logging_run = run(RunConfig(policy="egreedy", policy_kwargs={"epsilon": args.epsilon},
+                                run_name=f"{kind}-log-egreedy", **common))
+    logging_seconds = time.perf_counter() - start
+    log = LoggedRounds.load(logging_run.out_dir)
+    env = gym.make(env_id, **env_kwargs)
+    out: dict[str, Any] = {
+        "env_id": env_id, "logging_policy": f"egreedy(epsilon={args.epsilon})",
+        "logged_rounds": log.num_rounds, "propensity_methods": sorted(set(log.method.tolist())),
+        "min_logged_propensity": float(np.nanmin(log.propensities)),
+        "logging_value": float(per_seed_reward(logging_run.rows).mean()),
+        "logging_seconds": round(logging_seconds, 1), "targets": {},
+    }
+    for name in TARGETS[kind]:
+        # the runner's reset seeds (seed * 1000 + episode), so target and log are paired
+        on_policy = np.asarray([
+            np.mean([row["reward"] for row in play_episode(env, make_policy(name, env, seed=s), seed=s * 1000)])
+            for s in seeds
+        ])
+        policy = make_policy(name, env, seed=0)
+        start = time.perf_counter()
+        inclusion = target_inclusion(policy, log)
+        entry: dict[str, Any] = {
+            "on_policy": {"mean": float(on_policy.mean()), "ci95": _ci95(on_policy)},
+            "target_inclusion_seconds": round(time.perf_counter() - start, 2),
+        }
+        low, high = on_policy.mean() - _ci95(on_policy), on_policy.mean() + _ci95(on_policy)
+        for estimator in ("ips", "snips", "dr"):
+            est = estimate(inclusion, log, estimator)
+            diff = est.per_episode - on_policy
+            entry[estimator] = {
+                "value": est.value, "ci95": est.ci95, "within_on_policy_ci": bool(low <= est.value <= high),
+                "paired_difference": {"mean": float(diff.mean()), "ci95": _ci95(diff)},
+            }
+        out["targets"][name] = entry
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    kinds = list(ENVS) if args.env == "both" else [args.env]
+    result: dict[str, Any] = {
+        "command": "python benchmarks/ope.py " + " ".join(argv or []),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "users": args.users, "rounds": args.rounds, "seeds": args.seeds, "epsilon": args.epsilon,
+        "envs": {kind: bench_env(kind, args) for kind in kinds},
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ope.json").write_text(json.dumps(result, indent=2))
+    for env in result["envs"].values():
+        print(f"\n{env['env_id']}: {env['logged_rounds']} logged rounds of {env['logging_policy']} "
+              f"(propensities: {', '.join(env['propensity_methods'])}; logged value {env['logging_value']:.4f})")
+        print(f"{'target':18s} {'on-policy':>17s} {'IPS':>19s} {'SNIPS':>19s} {'DR':>19s}")
+        for name, t in env["targets"].items():
+            cells = [f"{t[e]['value']:.4f} ± {t[e]['ci95']:.4f}{'' if t[e]['within_on_policy_ci'] else '*'}"
+                     for e in ("ips", "snips", "dr")]
+            print(f"{name:18s} {t['on_policy']['mean']:.4f} ± {t['on_policy']['ci95']:.4f} "
+                  + " ".join(f"{c:>19s}" for c in cells))
+    print("\n* outside the on-policy 95% CI")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Logged propensities of every shipped policy, the run folder's logged rounds, and the
+off-policy estimators (IPS, SNIPS, DR) on a bandit whose true value is known."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from bandits import POLICIES, make_policy
+from bandits.base import PROPENSITY_METHODS, top_k_inclusion
+from bandits.egreedy import epsilon_greedy_inclusion
+from bandits.ope import LoggedRounds, RoundLogger, estimate, evaluate, target_inclusion
+from bandits.slate import one_per_group_inclusion, select_one_per_group
+
+K, D, BUDGET = 24, 5, 4
+
+
+def _problem(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    contexts = rng.normal(size=(K, D)).astype(np.float32)
+    mask = np.ones(K, bool)
+    mask[[2, 9]] = False
+    return contexts, mask
+
+
+def _trained(name: str, contexts: np.ndarray, mask: np.ndarray):
+    policy = make_policy(name, context_dim=D, seed=3)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        chosen = policy.select(contexts, mask, BUDGET)
+        policy.update(contexts[chosen], rng.random(BUDGET))
+    return policy
+
+
+def _empirical(policy, draw, n: int) -> np.ndarray:
+    counts = np.zeros(K)
+    clone = copy.deepcopy(policy)
+    for _ in range(n):
+        counts[draw(clone)] += 1
+    return counts / n
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_inclusion_probabilities_match_the_selection_frequencies(name: str) -> None:
+    contexts, mask = _problem()
+    policy = _trained(name, contexts, mask)
+    probs, method = policy.inclusion_probabilities(contexts, mask, BUDGET)
+    assert method in PROPENSITY_METHODS
+    assert probs.shape == (K,) and np.all(probs[~mask] == 0)
+    np.testing.assert_allclose(probs.sum(), BUDGET)
+    draws = 50 if method == "deterministic" else 2000  # one distinct slate to see, or many
+    freq = _empirical(policy, lambda p: p.select(contexts, mask, BUDGET), draws)
+    # exact: sampling error only (sd <= 0.011); Monte-Carlo (500 draws): both errors
+    assert np.abs(freq - probs).max() < (0.035 if method != "monte_carlo" else 0.08)
+    if method == "deterministic":
+        assert set(np.unique(probs)) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_logging_propensities_does_not_change_the_slates(name: str) -> None:
+    contexts, mask = _problem()
+    logged_policy = _trained(name, contexts, mask)
+    plain_policy = copy.deepcopy(logged_policy)
+    for _ in range(5):
+        logged = logged_policy.select_with_propensities(contexts, mask, BUDGET)
+        np.testing.assert_array_equal(logged.arms, plain_policy.select(contexts, mask, BUDGET))
+        assert np.all((logged.propensities > 0) & (logged.propensities <= 1))
+
+
+def test_method_per_policy() -> None:
+    contexts, mask = _problem()
+    expected = {"random": "exact", "egreedy": "exact", "egreedy_neural": "exact", "lints": "monte_carlo",
+                "linucb": "deterministic", "neural_ucb": "deterministic", "eenet": "deterministic"}
+    for name, method in expected.items():
+        assert _trained(name, contexts, mask).select_with_propensities(contexts, mask, BUDGET).method == method
+    greedy = make_policy("egreedy", context_dim=D, epsilon=0.0)
+    greedy.update(contexts[:3], np.array([0.1, 0.5, 0.9]))
+    assert greedy.select_with_propensities(contexts, mask, BUDGET).deterministic
+
+
+def test_epsilon_greedy_closed_form_small_case() -> None:
+    # K = 3 arms, budget 1: greedy (prob 1 − ε) or a uniform draw over all 3 arms (ε)
+    probs = epsilon_greedy_inclusion(np.array([0.9, 0.1, 0.5]), 1, 0.3)
+    np.testing.assert_allclose(probs, [0.7 + 0.1, 0.1, 0.1])
+    # ties share their ranks: two arms tied for best, budget 1, ε = 0 -> 1/2 each
+    np.testing.assert_allclose(epsilon_greedy_inclusion(np.array([1.0, 1.0, 0.0]), 1, 0.0), [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(top_k_inclusion(np.array([3.0, 2.0, 2.0, 2.0, 1.0]), 2), [1, 1 / 3, 1 / 3, 1 / 3, 0])
+
+
+@pytest.mark.parametrize(("name", "whole_groups", "method"), [
+    ("random", True, "exact"),            # equal allowed arms per group: exact by symmetry
+    ("random", False, "monte_carlo"),
+    ("egreedy", True, "monte_carlo"),
+    ("linucb", False, "deterministic"),
+])
+def test_one_per_group_inclusion(name: str, whole_groups: bool, method: str) -> None:
+    contexts, mask = _problem()
+    groups = np.arange(K) // 3
+    if whole_groups:
+        mask = ~np.isin(groups, [0, 5])  # padding users: all their arms masked
+    policy = _trained(name, contexts, mask)
+    probs, got = one_per_group_inclusion(policy, contexts, mask, BUDGET, groups)
+    assert got == method
+    np.testing.assert_allclose(probs.sum(), BUDGET)
+    freq = _empirical(policy, lambda p: select_one_per_group(p, contexts, mask, BUDGET, groups), 1500)
+    assert np.abs(freq - probs).max() < (0.05 if method == "exact" else 0.08)
+
+
+def test_baseline_policies_report_propensities() -> None:
+    import gymnasium as gym
+
+    import socialenv  # noqa: F401
+    from baselines import make_policy as make_baseline
+
+    env = gym.make("PolicySim-Rec-v0", num_users=150, rounds=2)
+    obs, _ = env.reset(seed=0)
+    mask = obs["action_mask"].astype(bool)
+    methods = {}
+    for name in ("popularity", "mmr", "origin"):
+        policy = make_baseline(name, env, seed=0)
+        probs, methods[name] = policy.inclusion_probabilities(obs["arms"], mask, 10)
+        assert np.all(probs[~mask] == 0)
+        np.testing.assert_allclose(probs.sum(), 0 if name == "origin" else 10)
+    # popularity: a post's arms tie on engagement, so the cut splits a tie group
+    assert methods == {"popularity": "exact", "mmr": "deterministic", "origin": "deterministic"}
+    exposure = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2)
+    obs, _ = exposure.reset(seed=0)
+    policy = make_baseline("suppress_flagged", exposure, seed=0)
+    logged = policy.select_with_propensities(obs["arms"], obs["action_mask"].astype(bool), 20)
+    assert logged.method == "monte_carlo" and np.all(logged.propensities > 0)
+
+
+# ------------------------------------------------------------------ estimators
+
+
+def _synthetic_log(epsilon: float, rounds: int, seed: int) -> tuple[LoggedRounds, np.ndarray, np.ndarray]:
+    """Rounds of a logging ε-greedy on a linear Bernoulli bandit; returns the log, the
+    (T, K) contexts' mean rewards, and the theta."""
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(size=D)
+    logger = RoundLogger()
+    policy = make_policy("egreedy", context_dim=D, epsilon=epsilon, seed=seed)
+    means = []
+    for t in range(rounds):
+        if t % 20 == 0:
+            logger.start_episode()
+        contexts = rng.normal(size=(K, D)).astype(np.float32)
+        mask = rng.random(K) > 0.1
+        mean = 1 / (1 + np.exp(-(contexts @ theta)))
+        logged = policy.select_with_propensities(contexts, mask, BUDGET)
+        rewards = (rng.random(BUDGET) < mean[logged.arms]).astype(np.float32)
+        policy.update(contexts[logged.arms], rewards)
+        logger.add(contexts, mask, logged.arms, logged.propensities, logged.method, rewards,
+                   np.ones(BUDGET, bool))
+        means.append(mean)
+    return logger.rounds(), np.asarray(means), theta
+
+
+@pytest.mark.parametrize("target_name", ["random", "linucb"])
+def test_estimators_recover_the_true_value(target_name: str) -> None:
+    log, means, _ = _synthetic_log(epsilon=0.5, rounds=600, seed=0)
+    target = make_policy(target_name, context_dim=D, seed=9)
+    if target_name == "linucb":
+        target.update(log.contexts[:50, 0].astype(np.float32), np.linspace(0, 1, 50))
+    inclusion = target_inclusion(target, log)
+    truth = float((inclusion * means).sum(axis=1).mean() / BUDGET)
+    for name in ("ips", "snips", "dr"):
+        est = estimate(inclusion, log, name)
+        assert abs(est.value - truth) < max(2.5 * est.ci95, 0.02), (name, est.value, truth, est.ci95)
+    results = evaluate(target, log)
+    assert set(results) == {"ips", "snips", "dr"}
+    assert results["dr"].ci95 <= results["ips"].ci95 * 1.05  # the reward model removes variance
+
+
+def test_estimators_on_the_logging_policy_itself_give_the_logged_mean() -> None:
+    log, _, _ = _synthetic_log(epsilon=0.3, rounds=100, seed=1)
+    weights_one = np.zeros(log.mask.shape)
+    rows = np.repeat(np.arange(log.num_rounds), BUDGET)
+    weights_one[rows, log.arms.ravel()] = log.propensities.ravel()
+    logged_mean = float(log.rewards.sum(axis=1).mean() / BUDGET)
+    for name in ("ips", "snips"):
+        assert estimate(weights_one, log, name).value == pytest.approx(logged_mean)
+
+
+def test_logged_rounds_round_trip_and_validation(tmp_path) -> None:
+    log, _, _ = _synthetic_log(epsilon=0.2, rounds=30, seed=2)
+    path = log.save(tmp_path / "logged_rounds.npz")
+    back = LoggedRounds.load(tmp_path)
+    np.testing.assert_array_equal(back.arms, log.arms)
+    np.testing.assert_array_equal(back.method, log.method)
+    both = LoggedRounds.concatenate([log, back])
+    assert both.num_rounds == 60 and len(np.unique(both.episode)) == 2 * len(np.unique(log.episode))
+    assert path.exists()
+    bad = np.where(log.arms >= 0, 0.0, np.nan)
+    with pytest.raises(ValueError, match="propensities"):
+        LoggedRounds(log.contexts, log.mask, log.arms, bad, log.rewards, log.applied, log.episode, log.method)
+    with pytest.raises(ValueError, match="estimator"):
+        estimate(np.zeros(log.mask.shape), log, "direct")
+
+
+def test_matches_obp_on_single_arm_slates() -> None:
+    """Budget 1 is the classic contextual bandit: compare with the Open Bandit Pipeline."""
+    obp_ope = pytest.importorskip("obp.ope")
+    rng = np.random.default_rng(4)
+    n, k = 400, 6
+    contexts = rng.normal(size=(n, k, D)).astype(np.float32)
+    arms = rng.integers(0, k, size=(n, 1))
+    pscore = np.full((n, 1), 1.0 / k)
+    rewards = rng.random((n, 1)).astype(np.float32)
+    log = LoggedRounds(contexts, np.ones((n, k), bool), arms, pscore, rewards, np.ones((n, 1), bool),
+                       np.arange(n) // 40, np.full(n, "exact"))
+    target = rng.dirichlet(np.ones(k), size=n)
+    q = rng.random((n, k))
+    kwargs = {"reward": rewards[:, 0].astype(np.float64), "action": arms[:, 0], "pscore": pscore[:, 0],
+              "action_dist": target[:, :, None]}
+    ours = {name: estimate(target, log, name, reward_model=q).value for name in ("ips", "snips", "dr")}
+    assert ours["ips"] == pytest.approx(obp_ope.InverseProbabilityWeighting().estimate_policy_value(**kwargs))
+    assert ours["snips"] == pytest.approx(
+        obp_ope.SelfNormalizedInverseProbabilityWeighting().estimate_policy_value(**kwargs))
+    assert ours["dr"] == pytest.approx(obp_ope.DoublyRobust().estimate_policy_value(
+        **kwargs, estimated_rewards_by_reg_model=q[:, :, None]))
+
+
+def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
+    from socialenv.runner import RunConfig, run
+
+    common = {"env_id": "PolicySim-Exposure-v0", "policy": "egreedy", "seeds": (0, 1),
+              "env_kwargs": {"num_users": 150, "rounds": 3}, "plots": False, "progress": False}
+    logged = run(RunConfig(**common, out_dir=str(tmp_path), run_name="logged"))
+    plain = run(RunConfig(**common, out_dir=str(tmp_path), run_name="plain", log_propensities=False))
+    assert [r["reward"] for r in logged.rows] == [r["reward"] for r in plain.rows]
+    assert not (plain.out_dir / "logged_rounds.npz").exists()
+    log = LoggedRounds.load(logged.out_dir)
+    assert log.num_rounds == 6 and list(np.unique(log.episode)) == [0, 1]
+    assert log.groups is not None  # Exposure: one arm per user
+    np.testing.assert_allclose(log.rewards.sum(axis=1) / log.budget, [r["reward"] for r in logged.rows], rtol=1e-5)
+    assert set(log.method) == {"monte_carlo"}
