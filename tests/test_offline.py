@@ -16,7 +16,10 @@ from bandits.ope import LoggedRounds  # noqa: E402
 from socialenv.cli import app  # noqa: E402
 from socialenv.runner import RunConfig, run  # noqa: E402
 
-SMALL = {"num_users": 150, "rounds": 3}
+SMALL = {"num_users": 150, "rounds": 3, "candidate_users": 20, "budget": 2,
+         "candidates": {"interest": 4, "opposite": 4, "popular": 1, "fresh": 1}}
+#: arms (20 users × 10 candidates) and slate slots (20 users × 2) of SMALL
+ARMS, SLOTS = 200, 40
 
 
 def test_recorded_run_reads_back_with_minari(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,11 +33,11 @@ def test_recorded_run_reads_back_with_minari(tmp_path: Path, monkeypatch: pytest
     log = LoggedRounds.load(result.out_dir)
     for i, episode in enumerate(dataset.iterate_episodes()):
         rows = result.rows[3 * i: 3 * i + 3]
-        assert episode.observations["arms"].shape == (4, 200, log.contexts.shape[2])
-        assert episode.observations["action_mask"].shape == (4, 200)
+        assert episode.observations["arms"].shape == (4, ARMS, log.contexts.shape[2])
+        assert episode.observations["action_mask"].shape == (4, ARMS)
         np.testing.assert_array_equal(episode.observations["arms"][:3], log.contexts[3 * i: 3 * i + 3])
         np.testing.assert_array_equal(episode.actions, np.where(log.arms[3 * i: 3 * i + 3] >= 0,
-                                                                log.arms[3 * i: 3 * i + 3], 200))
+                                                                log.arms[3 * i: 3 * i + 3], ARMS))
         np.testing.assert_allclose(episode.rewards, [r["reward"] for r in rows], rtol=1e-6)
         np.testing.assert_array_equal(episode.truncations, [False, False, True])
         assert not episode.terminations.any()
@@ -55,7 +58,7 @@ def test_cli_record_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 0, result.output
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "ds"))
     dataset = minari.load_dataset("mine/exposure-v1")
-    assert dataset.total_episodes == 1 and dataset[0].actions.shape == (2, 20)
+    assert dataset.total_episodes == 1 and dataset[0].actions.shape == (2, 300)  # 300 authors
     again = CliRunner().invoke(app, args)  # the same id again is refused before running
     assert again.exit_code == 2 and "already exists" in again.output
     bad = CliRunner().invoke(app, [*args[:-1], "not an id"])

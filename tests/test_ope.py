@@ -226,14 +226,16 @@ def test_matches_obp_on_single_arm_slates() -> None:
 def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
     from socialenv.runner import RunConfig, run
 
-    common = {"env_id": "PolicySim-Exposure-v0", "policy": "egreedy", "seeds": (0, 1),
-              "env_kwargs": {"num_users": 150, "rounds": 3}, "plots": False, "progress": False}
+    common = {"env_id": "PolicySim-Rec-v0", "policy": "egreedy", "seeds": (0, 1),
+              "env_kwargs": {"num_users": 150, "rounds": 3, "candidate_users": 8, "budget": 2},
+              "plots": False, "progress": False}
     logged = run(RunConfig(**common, out_dir=str(tmp_path), run_name="logged"))
     plain = run(RunConfig(**common, out_dir=str(tmp_path), run_name="plain", log_propensities=False))
     assert [r["reward"] for r in logged.rows] == [r["reward"] for r in plain.rows]
     assert not (plain.out_dir / "logged_rounds.npz").exists()
     log = LoggedRounds.load(logged.out_dir)
     assert log.num_rounds == 6 and list(np.unique(log.episode)) == [0, 1]
-    assert log.groups is not None  # Exposure: one arm per user
+    assert log.groups is not None  # at most `budget` arms per sampled user
+    # Rec's step reward is the slate's slot rewards summed / slate size
     np.testing.assert_allclose(log.rewards.sum(axis=1) / log.budget, [r["reward"] for r in logged.rows], rtol=1e-5)
     assert set(log.method) == {"monte_carlo"}

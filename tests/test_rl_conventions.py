@@ -79,7 +79,7 @@ def test_sb3_make_vec_env_as_written() -> None:
     venv = make_vec_env("PolicySim-Rec-v0", n_envs=4)
     assert venv.render_mode == "rgb_array"
     obs = venv.reset()
-    assert obs["arms"].shape == (4, 200, venv.observation_space["arms"].shape[1])
+    assert obs["arms"].shape == (4, *venv.observation_space["arms"].shape)
     obs, rewards, dones, infos = venv.step(np.stack([venv.action_space.sample() for _ in range(4)]))
     assert rewards.shape == (4,) and not dones.any()
     venv.close()
@@ -113,10 +113,10 @@ def test_action_masks_layout() -> None:
     env = gym.make("PolicySim-Exposure-v0", num_users=10, exposure_users=12, budget=1, rounds=2)
     obs, _ = env.reset(seed=0)
     masks = env.unwrapped.action_masks()
-    k = env.unwrapped.num_arms
-    assert masks.shape == (3 * (k + 1),) and masks.dtype == bool
-    per_slot = masks.reshape(3, k + 1)
-    np.testing.assert_array_equal(per_slot[:, :k], np.broadcast_to(obs["action_mask"].astype(bool), (3, k)))
+    k, slots = env.unwrapped.num_arms, env.unwrapped.slate_size
+    assert masks.shape == (slots * (k + 1),) and masks.dtype == bool
+    per_slot = masks.reshape(slots, k + 1)
+    np.testing.assert_array_equal(per_slot[:, :k], np.broadcast_to(obs["action_mask"].astype(bool), (slots, k)))
     assert per_slot[:, k].all()  # the no-op slot value is always allowed
     assert not per_slot.all()  # 2 of the 12 candidate users are padding
 
