@@ -29,7 +29,7 @@ from agent_models.llm import (
 )
 from agent_models.llm.backends import schema_list
 from agent_models.llm.backends.openai_compat import request_kwargs
-from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs
+from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs, token_ids
 from agent_models.types import Behaviour
 
 ALL = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -237,15 +237,41 @@ def test_backend_request_building() -> None:
     assert kw["response_format"]["json_schema"]["schema"] is schema
     assert kw["extra_body"] == {"top_k": 20}
     assert "response_format" not in request_kwargs("m", [], None, Sampling(), 0)
+    obj = request_kwargs("m", [], schema, sampling, 0, form="json_object")
+    assert obj["response_format"] == {"type": "json_object", "schema": schema}
+    gram = request_kwargs("m", [], schema, sampling, 0, form="grammar", grammar="root ::= \"{}\"")
+    assert "response_format" not in gram and gram["extra_body"]["grammar"] == 'root ::= "{}"'
+    none = request_kwargs("m", [], schema, sampling, 0, form="none")
+    assert "response_format" not in none and "grammar" not in none["extra_body"]
+    with pytest.raises(ValueError, match="form"):
+        request_kwargs("m", [], schema, sampling, 0, form="regex")
     v = sampling_kwargs(sampling, 2)
     assert v == {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_tokens": 64,
                  "repetition_penalty": 1.0, "seed": 7}
     cfg = LLMConfig(model="/m", backend="vllm", lora_path="/a", tensor_parallel_size=2,
                     vllm_engine_kwargs={"enforce_eager": True})
-    e = engine_kwargs(cfg, new_structured_api=True)
+    e = engine_kwargs(cfg)
     assert e["enable_lora"] and e["max_lora_rank"] == 64 and e["tensor_parallel_size"] == 2
     assert e["structured_outputs_config"] == {"backend": "guidance"} and e["enforce_eager"]
-    assert engine_kwargs(cfg, new_structured_api=False)["guided_decoding_backend"] == "guidance"
+    for rank in (1, 8, 320, 512):
+        assert LLMConfig(model="/m", max_lora_rank=rank).max_lora_rank == rank
+    for rank in (2, 4, 48, 1024):
+        with pytest.raises(ValueError, match=r"max_lora_rank: .*vLLM accepts \[1, 8, 16"):
+            LLMConfig(model="/m", max_lora_rank=rank)
     assert schema_list(schema, 2) == [schema, schema] and schema_list(None, 1) == [None]
     with pytest.raises(ValueError, match="2 schemas for 3 prompts"):
         schema_list([schema, None], 3)
+
+
+def test_vllm_token_count_on_transformers_5_batch_encoding(tiny_lm_path) -> None:
+    """``apply_chat_template(tokenize=True)`` returns a BatchEncoding on transformers 5;
+    vLLM's ``count_tokens`` reads its ids (``len()`` of it would be its 2 keys)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_lm_path))
+    messages = [{"role": "system", "content": "Rules. " * 30}, {"role": "user", "content": "hi there"}]
+    encoded = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    expected = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert token_ids(encoded) == expected and len(expected) > 30
+    assert token_ids(expected) == expected  # a plain list (transformers 4) passes through

@@ -5,7 +5,7 @@ OpenAI-compatible backend). Unknown fields are rejected with an error that names
 a bad value gets an error naming the field and the allowed values, e.g.::
 
     LLMConfig(backend="tgi", model="x")
-    # backend: Input should be 'vllm', 'hf' or 'openai'
+    # backend: Input should be 'vllm', 'hf', 'openai' or 'llamacpp'
 
 Defaults from the paper (§2.1, see ``shared/PAPER.md``) are marked "paper"; the others
 are ours and documented here, in one place.
@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+#: LoRA ranks vLLM's engine accepts for ``max_lora_rank`` (vllm.config.lora.MaxLoRARanks).
+VLLM_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: Structured-output request forms of the OpenAI-compatible backend, in fallback order.
+RESPONSE_FORMS: tuple[str, ...] = ("json_schema", "json_object", "grammar", "none")
 
 
 class MemoryConfig(BaseModel):
@@ -59,15 +63,20 @@ class LLMConfig(BaseModel):
     """Everything the LLM brain and its inference backends need.
 
     Backend and model:
-        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU) or
+        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU),
+            ``"llamacpp"`` (in-process llama.cpp via ``llama-cpp-python``, a GGUF file, CPU) or
             ``"openai"`` (any OpenAI-compatible server: vLLM serve, llama.cpp, a cluster).
-        model: local model directory (hf, vllm) or the served model name (openai).
+        model: local model directory (hf, vllm), a ``.gguf`` file (llamacpp; or a directory
+            plus ``gguf_file``), or the served model name (openai).
+        gguf_file: a GGUF file name inside the ``model`` directory: hf loads (dequantizes) it
+            with transformers' GGUF loader, llamacpp runs it as is.
         tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
         base_url: one URL or a list (openai; requests go round-robin over them).
         api_key: API key (openai); default ``$OPENAI_API_KEY`` or ``"EMPTY"``.
         lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
         lora_merge: hf only: merge the adapter into the weights for faster inference.
-        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64).
+        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64); one
+            of vLLM's allowed values :data:`VLLM_LORA_RANKS`.
         device: hf: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
         dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
         tensor_parallel_size, gpu_memory_utilization, max_model_len, enable_prefix_caching,
@@ -75,11 +84,34 @@ class LLMConfig(BaseModel):
         cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
             process-wide); None keeps torch's default. 1 is fastest for tiny models and on
             a loaded machine (thread oversubscription slows small matmuls by 10-40x).
+            llamacpp: llama.cpp threads (None = its default). Sampling on CPU depends on the
+            thread count through floating-point summation order; use ``replay`` for runs
+            that must match bit for bit across machines and thread counts.
+        n_ctx: llamacpp: context window in tokens (prompt + answer).
         batch_size: hf: prompts per ``generate`` micro-batch (sorted by length).
         concurrency: openai: requests in flight at once (a semaphore).
         max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
         retry_initial_wait, retry_max_wait: exponential backoff with jitter, seconds.
         request_timeout: openai: seconds per request.
+        response_format: openai: how constrained decoding is requested: ``"json_schema"``
+            (OpenAI / vLLM ``response_format``), ``"json_object"`` (``{"type": "json_object",
+            "schema": ...}``, llama-cpp-python), ``"grammar"`` (a GBNF ``grammar`` field built
+            from the schema, llama.cpp servers; needs ``llama-cpp-python`` for the
+            conversion), ``"none"`` (free text, validated after), or ``"auto"`` (default:
+            json_schema, and on a server that rejects a form the next one in that order; the
+            form that works is kept for the rest of the run).
+        system_role: ``"system"`` sends the shared rules as a system message; ``"fold"``
+            puts them at the top of the first user message instead (for chat templates that
+            have no system role, e.g. Gemma, which would drop or reject it); ``"auto"``
+            (default) folds when the backend's chat template has no system role (hf, vllm,
+            llamacpp check their template; openai keeps the system message).
+        replay: path of a replay cache (JSON lines): every backend call's prompt, schema,
+            sampling parameters and answer are recorded, and answers already recorded are
+            replayed instead of calling the model. A replayed run is reproducible bit for bit
+            on any machine and thread count. replay_mode: ``"auto"`` (replay what is
+            recorded, call the model and record the rest), ``"record"`` (always call the
+            model, record), ``"replay"`` (never call the model: a prompt that was not
+            recorded is an error; no model is loaded).
         fail_on_backend_error: raise :class:`~agent_models.llm.backends.LLMBackendError` when a
             request still fails after the retries (default); if False, that agent does nothing
             and the failure is counted under ``invalid["backend_error"]``.
@@ -90,6 +122,9 @@ class LLMConfig(BaseModel):
             ``aux_temperature`` for the stance and memory calls.
 
     Answers:
+        retry_invalid: re-ask an agent whose answer failed validation once, with the
+            validation error appended to its prompt (one extra batched call; off by
+            default); re-asks are counted in ``stats["reask_*"]``.
         constrained: decode under the JSON schema (vLLM structured outputs, llguidance on
             transformers, ``response_format`` on OpenAI servers). Off: free text, then parsed.
         schema_mode: ``"per_agent"`` (the schema enumerates the agent's own feed post ids and
@@ -113,8 +148,9 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    backend: Literal["vllm", "hf", "openai"] = "hf"
+    backend: Literal["vllm", "hf", "openai", "llamacpp"] = "hf"
     model: str
+    gguf_file: str | None = None
     tokenizer: str | None = None
     base_url: list[str] | None = None
     api_key: str | None = None
@@ -137,6 +173,11 @@ class LLMConfig(BaseModel):
     retry_max_wait: float = Field(20.0, ge=0)
     request_timeout: float = Field(120.0, gt=0)
     fail_on_backend_error: bool = True
+    response_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
+    system_role: Literal["auto", "system", "fold"] = "auto"
+    n_ctx: int = Field(4096, ge=256)
+    replay: str | None = None
+    replay_mode: Literal["auto", "record", "replay"] = "auto"
 
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -148,6 +189,7 @@ class LLMConfig(BaseModel):
     aux_temperature: float = Field(0.0, ge=0)
 
     constrained: bool = True
+    retry_invalid: bool = False
     schema_mode: Literal["per_agent", "shared"] = "per_agent"
     behaviours: tuple[str, ...] = ACTION_TYPES
     max_actions: int = Field(4, ge=1)
@@ -188,6 +230,13 @@ class LLMConfig(BaseModel):
             raise ValueError("model: give a local model path or the served model name")
         return value
 
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _lora_rank(cls, value: int) -> int:
+        if value not in VLLM_LORA_RANKS:
+            raise ValueError(f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}")
+        return value
+
     @field_validator("behaviours")
     @classmethod
     def _behaviours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -217,6 +266,8 @@ class LLMConfig(BaseModel):
     def _backend_needs(self) -> LLMConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("base_url: the 'openai' backend needs base_url (a URL or a list of URLs)")
+        if self.replay_mode == "replay" and not self.replay:
+            raise ValueError("replay: replay_mode='replay' needs replay= (the path of a recorded cache)")
         return self
 
     def resolved_api_key(self) -> str:
