@@ -30,6 +30,7 @@ from agent_models.llm import (
 from agent_models.llm.backends import schema_list
 from agent_models.llm.backends.openai_compat import request_kwargs
 from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs, token_ids
+from agent_models.llm.schema import is_placeholder
 from agent_models.types import Behaviour
 
 ALL = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -117,11 +118,22 @@ def test_parse_valid_answer() -> None:
          "impossible_action"),
         ('{"actions": [' + ",".join(f'{{"type":"post","text":"a{i}"}}' for i in range(5)) + "]}",
          "too_many_actions"),
+        ('{"actions": [{"type": "post", "text": "<your post>"}]}', "placeholder_text"),
+        ('{"actions": [{"type": "reply", "post_id": 10, "text": "..."}]}', "placeholder_text"),
+        ('{"actions": [{"type": "post", "text": "Text"}]}', "placeholder_text"),
     ],
 )
 def test_parse_rejects_with_reason(text: str, reason: str) -> None:
     assert parse(text) == reason
     assert reason in INVALID_REASONS
+
+
+def test_placeholders_are_not_content() -> None:
+    for text in ["...", "…", " . . ", "<your reply>", "<one sentence>", "summary", "Your post.",
+                 "", "-", None]:
+        assert is_placeholder(text), text
+    for text in ["No.", "ok", "Vote on Tuesday!", "<3 this", "I disagree <strongly>", "1984"]:
+        assert not is_placeholder(text), text
 
 
 def test_parse_truncated_and_disallowed_behaviour() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
-from agent_models.llm.backends.base import Backend, Generation, Sampling
+from agent_models.llm.backends.base import Backend, Generation, Sampling, fold_system
 from agent_models.llm.config import LLMConfig
 from agent_models.llm.memory import SHORT, MemoryStore, group_rank
 from agent_models.llm.prompts import (
@@ -47,6 +47,7 @@ from agent_models.llm.schema import (
     agreement_schema,
     answer_schema,
     consolidation_schema,
+    is_placeholder,
     parse_agreement,
     parse_answer,
     parse_field,
@@ -70,6 +71,14 @@ def profile_text(users: UserColumns, i: int) -> str:
     d = users.profiles.describe(i)
     return (f"{d['likely_identity']}. Interested in {d['interested_areas']}. "
             f"Posting style: {d['posting_style']}. {d['interaction_behaviour']}.")
+
+
+def without_topic(text: str | None, topic: str) -> str | None:
+    """``text`` with the round's topic phrase shortened to "the topic" (memories and their
+    length budget then carry what the post says, not the topic every prompt already shows)."""
+    if not text or not topic or len(topic) < 12:
+        return text
+    return text.replace(topic, "the topic")
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -149,9 +158,16 @@ class LLMBrain(Brain):
     # ------------------------------------------------------------------ helpers
     def _call(self, prompts: list[Any], schemas: Any, sampling: Sampling,
               stats: dict[str, float], tag: str) -> Generation:
-        gen = self.backend.generate(prompts, schemas if self.config.constrained else None, sampling)
+        backend = self.backend
+        fold = self.config.system_role == "fold" or (
+            self.config.system_role == "auto" and not backend.system_role)
+        if fold:
+            prompts = [fold_system(p) for p in prompts]
+        gen = backend.generate(prompts, schemas if self.config.constrained else None, sampling)
         stats["llm_calls"] += 1
         stats["llm_seconds"] += gen.seconds
+        stats["llm_prompts"] = stats.get("llm_prompts", 0.0) + len(prompts)
+        stats["replay_hits"] = stats.get("replay_hits", 0.0) + gen.replayed
         stats[f"{tag}_prompts"] = float(len(prompts))
         stats[f"{tag}_prompt_tokens"] = float(gen.prompt_tokens.sum())
         stats[f"{tag}_completion_tokens"] = float(gen.completion_tokens.sum())
@@ -184,7 +200,7 @@ class LLMBrain(Brain):
         idx = np.flatnonzero(posts.round < 0)
         idx = idx[np.lexsort((-idx, posts.author[idx]))]
         idx = idx[group_rank(posts.author[idx]) < k]
-        texts = [f"You posted: {clip(posts.text[i], self.config.memory.memory_chars)}"
+        texts = [f"You posted: {clip(without_topic(posts.text[i], ri.topic), self.config.memory.memory_chars)}"
                  for i in idx.tolist()]
         if not texts:
             return
@@ -200,7 +216,8 @@ class LLMBrain(Brain):
         ri = round_input
         cfg = self.config
         t_start = time.perf_counter()
-        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "encoder_seconds": 0.0,
+        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "llm_prompts": 0.0,
+                                   "replay_hits": 0.0, "encoder_seconds": 0.0,
                                    "toxicity_seconds": 0.0}
         if self.memory is None:
             self.memory = MemoryStore(self.embedding_dim)
@@ -361,15 +378,20 @@ class LLMBrain(Brain):
         summaries: dict[int, str] = {}
         for p, raw in zip(to_summarise, mem_texts[: len(to_summarise)], strict=True):
             value = parse_field(raw, SummaryAnswer)
-            if value is None:
-                invalid["summary_malformed"] = invalid.get("summary_malformed", 0) + 1
-                value = clip(texts[p] if texts is not None else "", mcfg.summary_chars)
+            reason = ("summary_malformed" if value is None
+                      else "summary_placeholder" if is_placeholder(value) else None)
+            if reason is not None:
+                invalid[reason] = invalid.get(reason, 0) + 1
+                value = clip(without_topic(texts[p] if texts is not None else "", ri.topic),
+                             mcfg.summary_chars)
             summaries[p] = value
         consolidated: list[str] = []
         for group, raw in zip(cons_groups, mem_texts[len(to_summarise):], strict=True):
             value = parse_field(raw, ConsolidationAnswer)
-            if value is None:
-                invalid["consolidation_malformed"] = invalid.get("consolidation_malformed", 0) + 1
+            reason = ("consolidation_malformed" if value is None
+                      else "consolidation_placeholder" if is_placeholder(value) else None)
+            if reason is not None:
+                invalid[reason] = invalid.get(reason, 0) + 1
                 value = clip(" ".join(self.memory.texts[r] for r in self.memory.row[group]),
                              mcfg.memory_chars)
             consolidated.append(value[: mcfg.memory_chars])
@@ -419,9 +441,10 @@ class LLMBrain(Brain):
         verbatim = [p for p, m in zip(new_posts, long_mask, strict=True) if not m]
         read_order = to_summarise + verbatim
         read_texts = ([f"@{users.profiles.name(int(posts.author[p]))}: {summaries[p]}" for p in to_summarise]
-                      + [f"@{users.profiles.name(int(posts.author[p]))}: {clip(texts[p] if texts else '', mcfg.length_threshold)}"
+                      + [f"@{users.profiles.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), mcfg.length_threshold)}"
                          for p in verbatim])
-        own_texts = self._own_memory_texts(post_text, r_kind, r_post, r_text, posts, users)
+        own_texts = self._own_memory_texts(post_text, r_kind, r_post, r_text, posts, users,
+                                           ri.topic, summaries)
         # Memory keys of read posts and of reactions are the posts' own content embeddings
         # (already in the encoder's space when the env embedded them), so the encoder only
         # runs on what was written this round and on consolidated memories.
@@ -509,15 +532,21 @@ class LLMBrain(Brain):
             - stats["toxicity_seconds"],
         })
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
+        if cfg.replay:
+            stats["replay_hit_rate"] = stats["replay_hits"] / max(stats["llm_prompts"], 1.0)
         out.stats = stats
         self.last_stats = stats
         return out
 
     def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],
                           r_text: list[str | None], posts: PostColumns,
-                          users: UserColumns) -> list[str]:
-        """Memory texts of the agents' own actions (posts first, then reactions)."""
+                          users: UserColumns, topic: str = "",
+                          summaries: dict[int, str] | None = None) -> list[str]:
+        """Memory texts of the agents' own actions (posts first, then reactions). A reaction
+        remembers what the post says: its summary when it has one, else its text (topic
+        phrase shortened, see :func:`without_topic`)."""
         limit = self.config.memory.memory_chars
+        summaries = summaries or {}
         verbs = {int(Behaviour.RETWEET): "You retweeted", int(Behaviour.REPLY): "You replied to",
                  int(Behaviour.LIKE): "You liked", int(Behaviour.DISLIKE): "You disliked"}
         out = [f"You posted: {clip(t, limit)}" for t in post_text]
@@ -527,7 +556,8 @@ class LLMBrain(Brain):
             if kind == int(Behaviour.REPLY):
                 out.append(f"You replied to @{who}: {clip(text, limit)}")
             else:
-                seen = clip(texts[pid] if texts is not None else None, limit // 2)
+                seen = summaries.get(pid) or clip(
+                    without_topic(texts[pid] if texts is not None else None, topic), limit // 2)
                 out.append(f"{verbs[kind]} @{who}'s post: {seen}")
         return out
 

@@ -24,14 +24,17 @@ from string import Template
 
 Messages = list[dict[str, str]]
 
+#: The form of each action, with ``<...>`` placeholders rather than example values: a small
+#: model copies example texts word for word (and copied placeholders are rejected, see
+#: :func:`agent_models.llm.schema.is_placeholder`).
 BEHAVIOUR_HELP: dict[str, str] = {
-    "post": 'post: write a new post {"type":"post","text":...}',
-    "retweet": 'retweet: share a feed post {"type":"retweet","post_id":...}',
-    "reply": 'reply: answer a feed post {"type":"reply","post_id":...,"text":...}',
-    "like": 'like: {"type":"like","post_id":...}',
-    "dislike": 'dislike: {"type":"dislike","post_id":...}',
-    "follow": 'follow the author of a feed post: {"type":"follow","user_id":...}',
-    "unfollow": 'unfollow an author you follow: {"type":"unfollow","user_id":...}',
+    "post": 'post: write a new post {"type":"post","text":"<your post>"}',
+    "retweet": 'retweet: share a feed post {"type":"retweet","post_id":<post id>}',
+    "reply": 'reply: answer a feed post {"type":"reply","post_id":<post id>,"text":"<your reply>"}',
+    "like": 'like a feed post: {"type":"like","post_id":<post id>}',
+    "dislike": 'dislike a feed post: {"type":"dislike","post_id":<post id>}',
+    "follow": 'follow the author of a feed post: {"type":"follow","user_id":<user id>}',
+    "unfollow": 'unfollow an author you follow: {"type":"unfollow","user_id":<user id>}',
 }
 CHANNEL_NAMES: tuple[str, ...] = ("following", "for you", "trending", "suggested")
 

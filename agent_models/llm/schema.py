@@ -4,8 +4,8 @@ An answer is one JSON object with a list of actions (several behaviours per roun
 empty list = "do nothing")::
 
     {"actions": [{"type": "like", "post_id": 12},
-                 {"type": "reply", "post_id": 7, "text": "Not so sure about that."},
-                 {"type": "post", "text": "Vote on Tuesday!"},
+                 {"type": "reply", "post_id": 7, "text": <reply text>},
+                 {"type": "post", "text": <post text>},
                  {"type": "follow", "user_id": 3}]}
 
 :func:`answer_schema` builds the JSON schema the decoder is constrained to — per agent
@@ -18,6 +18,7 @@ problem does nothing that round and the reason is counted in ``RoundOutput.inval
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -35,13 +36,33 @@ INVALID_REASONS: tuple[str, ...] = (
     "unknown_user",  # a user id that is not an author shown in this agent's feed
     "impossible_action",  # e.g. like and dislike of one post, following oneself or a followee
     "too_many_actions",  # more than max_actions actions
+    "placeholder_text",  # a text that is a copied placeholder ("<your post>", "...", "text")
     "backend_error",  # the request failed after retries (fail_on_backend_error=False)
 )
 #: Problems of the auxiliary calls, also counted in ``RoundOutput.invalid`` (the brain then
 #: falls back: no stance observation / verbatim memory / no misinformation adoption).
 AUX_INVALID_REASONS: tuple[str, ...] = (
     "stance_malformed", "summary_malformed", "consolidation_malformed", "agreement_malformed",
+    "summary_placeholder", "consolidation_placeholder",
 )
+
+_PLACEHOLDER = re.compile(r"^(?:<[^<>]*>|[\W_]*)$")
+_PLACEHOLDER_WORDS = frozenset({
+    "text", "summary", "memory", "string", "post", "reply", "sentence", "your post",
+    "your reply", "your text", "your own words", "post text", "reply text", "none", "null",
+})
+
+
+def is_placeholder(text: str | None) -> bool:
+    """Whether a model-written text is a format placeholder rather than content: empty, only
+    punctuation (``"..."``, ``"…"``), an angle-bracket slot (``"<your post>"``), or a field
+    name (``"summary"``, ``"text"``)."""
+    if text is None:
+        return True
+    stripped = " ".join(text.split())
+    if _PLACEHOLDER.match(stripped):
+        return True
+    return stripped.strip(" .!?:;\"'").lower() in _PLACEHOLDER_WORDS
 
 
 class _Strict(BaseModel):
@@ -322,6 +343,8 @@ def parse_answer(
         if key in seen:
             continue
         seen.add(key)
+        if hasattr(action, "text") and is_placeholder(action.text):
+            return "placeholder_text"
         if isinstance(action, PostAction):
             out.posts.append(action.text[:max_text_chars])
         elif isinstance(action, FollowAction | UnfollowAction):
