@@ -370,6 +370,8 @@ class LLMBrain(Brain):
                 users.profiles.name(u), [self.memory.texts[r] for r in self.memory.row[group]],
                 mcfg.memory_chars))
             mem_schemas.append(c_schema)
+        stats["summaries"] = float(len(to_summarise))
+        stats["consolidations"] = float(len(cons_users))
         mem_texts: list[str] = []
         if mem_prompts:
             gen = self._call(mem_prompts, mem_schemas,
