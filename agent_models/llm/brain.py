@@ -173,10 +173,13 @@ class LLMBrain(Brain):
         stats[f"{tag}_completion_tokens"] = float(gen.completion_tokens.sum())
         return gen
 
-    def _sampling(self, rng: np.random.Generator, aux: bool, max_new_tokens: int) -> Sampling:
+    def _sampling(self, rng: np.random.Generator, aux: bool, max_new_tokens: int,
+                  temperature: float | None = None) -> Sampling:
         cfg = self.config
+        if temperature is None:
+            temperature = cfg.aux_temperature if aux else cfg.temperature
         return Sampling(
-            temperature=cfg.aux_temperature if aux else cfg.temperature,
+            temperature=temperature,
             top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=max_new_tokens,
             repetition_penalty=cfg.repetition_penalty, seed=int(rng.integers(0, 2**31 - 1)),
         )
@@ -375,7 +378,8 @@ class LLMBrain(Brain):
         mem_texts: list[str] = []
         if mem_prompts:
             gen = self._call(mem_prompts, mem_schemas,
-                             self._sampling(ri.rng, True, cfg.summary_max_new_tokens), stats, "memory")
+                             self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
+                                            cfg.memory_temperature), stats, "memory")
             mem_texts = gen.texts
         summaries: dict[int, str] = {}
         for p, raw in zip(to_summarise, mem_texts[: len(to_summarise)], strict=True):

@@ -119,8 +119,10 @@ class LLMConfig(BaseModel):
 
     Sampling:
         temperature, top_p, top_k (-1 = off), repetition_penalty, max_new_tokens: for the
-            agent decision call. ``stance_max_new_tokens``, ``summary_max_new_tokens`` and
-            ``aux_temperature`` for the stance and memory calls.
+            agent decision call. ``stance_max_new_tokens``, ``summary_max_new_tokens``,
+            ``aux_temperature`` (stance and agreement labels; 0 = greedy) and
+            ``memory_temperature`` (summaries and consolidations: free text, which greedy
+            decoding of a small base model turns into repetition or ": ").
 
     Answers:
         retry_invalid: re-ask an agent whose answer failed validation once, with the
@@ -188,6 +190,7 @@ class LLMConfig(BaseModel):
     stance_max_new_tokens: int = Field(32, ge=8)
     summary_max_new_tokens: int = Field(96, ge=8)
     aux_temperature: float = Field(0.0, ge=0)
+    memory_temperature: float = Field(0.7, ge=0)
 
     constrained: bool = True
     retry_invalid: bool = False

@@ -53,6 +53,20 @@ _PLACEHOLDER_WORDS = frozenset({
 })
 
 
+#: Written texts must not start with a placeholder bracket, white space or punctuation (under
+#: constrained decoding a small base model otherwise answers ``"<your post>"`` or ``": "``),
+#: and hold no double quote or backslash: llama.cpp's JSON-schema-to-grammar converter (used
+#: by llama.cpp servers for ``json_object`` + schema and for the ``grammar`` form) applies a
+#: pattern to the raw JSON text, where those characters would end or escape the string.
+TEXT_PATTERN = r'^[^< \t\n.,:;…][^"\\]*$'
+
+
+
+def text_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema of a model-written text (post, reply, summary, memory)."""
+    return {"type": "string", "minLength": 1, "maxLength": int(max_chars), "pattern": TEXT_PATTERN}
+
+
 def is_placeholder(text: str | None) -> bool:
     """Whether a model-written text is a format placeholder rather than content: empty, only
     punctuation (``"..."``, ``"…"``), an angle-bracket slot (``"<your post>"``), or a field
@@ -196,7 +210,7 @@ def answer_schema(
         A JSON-schema dict (``additionalProperties: false`` and all properties required,
         so it is also accepted by OpenAI's strict structured outputs).
     """
-    text = {"type": "string", "minLength": 1, "maxLength": int(max_text_chars)}
+    text = text_schema(max_text_chars)
     variants: list[dict[str, Any]] = []
 
     def has(ids: Sequence[int] | tuple[int, int] | None) -> bool:
@@ -235,11 +249,11 @@ def agreement_schema() -> dict[str, Any]:
 
 
 def summary_schema(max_chars: int) -> dict[str, Any]:
-    return _obj({"summary": {"type": "string", "minLength": 1, "maxLength": int(max_chars)}})
+    return _obj({"summary": text_schema(max_chars)})
 
 
 def consolidation_schema(max_chars: int) -> dict[str, Any]:
-    return _obj({"memory": {"type": "string", "minLength": 1, "maxLength": int(max_chars)}})
+    return _obj({"memory": text_schema(max_chars)})
 
 
 def answer_json(actions: Sequence[dict[str, Any]]) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,9 @@ class LlamaCppBackend(Backend):
         self.vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.eog = [t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)]
-        self._lltokenizer = lltokenizer_from_vocab(self.vocab, eos_token=self.eog[0])
+        with warnings.catch_warnings():  # llguidance reads the vocabulary with a deprecated call
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._lltokenizer = lltokenizer_from_vocab(self.vocab, eos_token=self.eog[0])
         self._grammars: dict[str, str] = {}
         template = self.llm.metadata.get("tokenizer.chat_template")
         self._formatter: Any = None
