@@ -287,3 +287,60 @@ def test_vllm_token_count_on_transformers_5_batch_encoding(tiny_lm_path) -> None
     expected = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert token_ids(encoded) == expected and len(expected) > 30
     assert token_ids(expected) == expected  # a plain list (transformers 4) passes through
+
+
+# ----------------------------------------------------------------------------- re-ask
+class ScriptedBackend:
+    """Answers agent prompts with ``first`` (a function of the feed's first post id) and
+    re-asks (prompts with an assistant turn) with a like of that post; records the calls."""
+
+    name = "scripted"
+    system_role = True
+
+    def __init__(self, first) -> None:
+        self.first = first
+        self.calls: list[list] = []
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        import re
+
+        from agent_models.llm.backends.base import Generation
+
+        self.calls.append(list(prompts))
+        texts = []
+        for p in prompts:
+            content = next(m["content"] for m in p if m["role"] == "user")
+            if "You are @" not in content:
+                texts.append('{"stance":"neutral"}' if "Recent posts" in content else '{"summary":"A point."}')
+                continue
+            post = int(re.findall(r"^\[(\d+)\]", content, flags=re.M)[0])
+            reask = any(m["role"] == "assistant" for m in p)
+            texts.append(json.dumps({"actions": [{"type": "like", "post_id": post}]}) if reask
+                         else self.first(post))
+        n = len(texts)
+        return Generation(texts, np.full(n, 10), np.full(n, 5), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
+    from agent_models.llm import LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    cfg = LLMConfig(model="scripted", retry_invalid=retry, toxicity=lambda t: np.zeros(len(t)))
+    backend = ScriptedBackend(lambda post: '{"actions":[{"type":"like","post_id":999999}]}')
+    brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
+    ri = make_round_input(num_users=6, num_posts=20, feed_size=3, seed=2)
+    brain.reset(ri.users, ri.posts, seed=0)
+    out = brain.act(ri)
+    if not retry:
+        assert out.invalid.get("unknown_post") == 6 and len(out.react_user) == 0
+        assert "reask_prompts" not in out.stats
+        return
+    assert "unknown_post" not in out.invalid and len(out.react_user) == 6
+    assert out.stats["reask_prompts"] == 6 and out.stats["reask_recovered"] == 6
+    reasks = backend.calls[1]
+    assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
+    assert "not in [brackets]" in reasks[0][-1]["content"]

@@ -73,6 +73,28 @@ def profile_text(users: UserColumns, i: int) -> str:
             f"Posting style: {d['posting_style']}. {d['interaction_behaviour']}.")
 
 
+#: What the re-ask (``retry_invalid``) tells the agent about its rejected answer.
+REASK_REASONS: dict[str, str] = {
+    "malformed_json": "it was not one valid JSON object",
+    "truncated": "it was cut off before the JSON object was complete; answer with fewer or shorter actions",
+    "schema": "it did not follow the answer format of the instructions",
+    "unknown_post": "it used a post id that is not in [brackets] in your feed",
+    "unknown_user": "it used a user id that is not shown (id ...) in your feed",
+    "impossible_action": "it holds an impossible action (like and dislike of one post, following "
+                         "yourself or someone you already follow, unfollowing someone you do not follow, "
+                         "or a behaviour that is not allowed)",
+    "too_many_actions": "it has more actions than allowed",
+    "placeholder_text": "a text was a placeholder, not your own words",
+}
+
+
+def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
+    """The user message of a re-ask after an answer rejected for ``reason``."""
+    why = REASK_REASONS.get(reason, "it was not a valid answer")
+    return (f"Your answer was rejected: {why}. Answer again with one JSON object (at most "
+            f"{max_actions} actions, texts of at most {max_text_chars} characters), nothing else.")
+
+
 def without_topic(text: str | None, topic: str) -> str | None:
     """``text`` with the round's topic phrase shortened to "the topic" (memories and their
     length budget then carry what the post says, not the topic every prompt already shows)."""
@@ -310,16 +332,20 @@ class LLMBrain(Brain):
         decision = self._call(prompts, shared_schema if shared_schema is not None else schemas,
                               self._sampling(ri.rng, False, cfg.max_new_tokens), stats, "agent")
 
-        # 4. validation ----------------------------------------------------------------
+        # 4. validation (and, with retry_invalid, one re-ask of the rejected answers) ----------
         invalid: dict[str, int] = {}
-        parsed: list[ParsedAnswer | None] = []
+        results: list[ParsedAnswer | str] = []
         for b, text in enumerate(decision.texts):
             if decision.finish_reasons[b] == "error":
-                result: ParsedAnswer | str = "backend_error"
+                results.append("backend_error")
             else:
-                result = parse_answer(
+                results.append(parse_answer(
                     text, views[b], max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
-                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length")
+                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length"))
+        if cfg.retry_invalid:
+            self._reask(results, decision, prompts, schemas, shared_schema, views, ri.rng, stats)
+        parsed: list[ParsedAnswer | None] = []
+        for result in results:
             if isinstance(result, str):
                 invalid[result] = invalid.get(result, 0) + 1
                 parsed.append(None)
@@ -543,6 +569,35 @@ class LLMBrain(Brain):
         out.stats = stats
         self.last_stats = stats
         return out
+
+    def _reask(self, results: list[ParsedAnswer | str], decision: Generation, prompts: list[Any],
+               schemas: list[dict[str, Any]], shared_schema: dict[str, Any] | None,
+               views: list[FeedView], rng: np.random.Generator, stats: dict[str, float]) -> None:
+        """Ask each agent whose answer was rejected (not for a backend error) once more, in one
+        batched call, with its answer and the validation error appended; replaces
+        ``results[b]`` by the new outcome. Counts ``reask_prompts`` / ``reask_recovered``."""
+        cfg = self.config
+        redo = [b for b, r in enumerate(results) if isinstance(r, str) and r != "backend_error"]
+        stats["reask_prompts"] = float(len(redo))
+        stats["reask_recovered"] = 0.0
+        if not redo:
+            return
+        retry_prompts = [[*prompts[b], {"role": "assistant", "content": decision.texts[b]},
+                          {"role": "user", "content": reask_message(str(results[b]), cfg.max_actions,
+                                                                   cfg.max_text_chars)}]
+                         for b in redo]
+        retry_schemas = shared_schema if shared_schema is not None else [schemas[b] for b in redo]
+        gen = self._call(retry_prompts, retry_schemas,
+                         self._sampling(rng, False, cfg.max_new_tokens), stats, "reask")
+        for b, text, finish in zip(redo, gen.texts, gen.finish_reasons, strict=True):
+            if finish == "error":
+                continue
+            result = parse_answer(text, views[b], max_actions=cfg.max_actions,
+                                  max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
+                                  truncated=finish == "length")
+            if not isinstance(result, str):
+                stats["reask_recovered"] += 1
+            results[b] = result
 
     def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],
                           r_text: list[str | None], posts: PostColumns,
