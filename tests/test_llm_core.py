@@ -344,3 +344,27 @@ def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
     reasks = backend.calls[1]
     assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
     assert "not in [brackets]" in reasks[0][-1]["content"]
+
+
+# ----------------------------------------------------------------------------- BDI module
+def test_bdi_answer_schema_prompt_and_parse() -> None:
+    from agent_models.llm.prompts import agent_system_prompt
+    from agent_models.llm.schema import EMOTIONS
+
+    schema = answer_schema(behaviours=ALL, max_actions=3, max_text_chars=40, post_ids=[10],
+                           follow_ids=[3], unfollow_ids=[], bdi=True, bdi_chars=60)
+    assert list(schema["properties"]) == ["emotion", "belief", "desire", "intention", "actions"]
+    assert schema["properties"]["emotion"]["enum"] == list(EMOTIONS)
+    assert schema["properties"]["belief"]["maxLength"] == 60
+    plain = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40)
+    module = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="bdi")
+    assert '"intention"' in module and '"intention"' not in plain and "\n\n\n" not in plain
+    with pytest.raises(ValueError, match="reasoning"):
+        agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="cot")
+    state = {"emotion": "angry", "belief": "Taxes are theft.", "desire": "Lower taxes.",
+             "intention": "Call it out."}
+    answer = parse(json.dumps({**state, "actions": [{"type": "like", "post_id": 10}]}), bdi=True)
+    assert isinstance(answer, ParsedAnswer) and answer.state == state and len(answer.reactions) == 1
+    assert parse(json.dumps({"actions": []}), bdi=True) == "schema"  # the state is required
+    assert parse(json.dumps({**state, "actions": []})) == "schema"  # and not accepted without bdi
+    assert parse(json.dumps({**state, "emotion": "ecstatic", "actions": []}), bdi=True) == "schema"

@@ -300,3 +300,21 @@ def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     assert memory_sizes[-1] > memory_sizes[1] > 0
     assert "metrics" in info
     env.close()
+
+
+def test_bdi_module_one_structured_answer(tiny_lm_path: Path, encoder: TextEncoder,
+                                          hf_backend: Backend) -> None:
+    """reasoning="bdi": one decision call per round still; every constrained answer carries
+    the four state fields, kept per user and counted by emotion."""
+    cfg = hf_config(tiny_lm_path, reasoning="bdi", bdi_chars=30)
+    brain = LLMBrain(cfg, backend=hf_backend, encoder=encoder)
+    ri = make_round_input(num_users=6, num_posts=20, feed_size=3, seed=4)
+    brain.reset(ri.users, ri.posts, seed=0)
+    out = brain.act(ri)
+    assert not FORMAT_REASONS & set(out.invalid), out.invalid
+    valid = int(out.stats["valid_answers"])
+    assert valid > 0 and len(brain.last_states) == valid
+    assert sum(v for k, v in out.stats.items() if k.startswith("emotion_")) == valid
+    for state in brain.last_states.values():
+        assert set(state) == {"emotion", "belief", "desire", "intention"}
+        assert all(0 < len(state[k]) <= 30 for k in ("belief", "desire", "intention"))

@@ -133,6 +133,8 @@ class LLMBrain(Brain):
         self._misinfo_key: str | None = None
         self._misinfo_emb: np.ndarray | None = None
         self.last_stats: dict[str, float] = {}
+        #: ``reasoning="bdi"``: user → emotion / belief / desire / intention of the last round
+        self.last_states: dict[int, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ Brain API
     @property
@@ -284,7 +286,9 @@ class LLMBrain(Brain):
         t_prompt = time.perf_counter()
         shown_news = self.news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
         system = agent_system_prompt(ri.topic, shown_news, behaviours=cfg.behaviours,
-                                     max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars)
+                                     max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
+                                     reasoning=cfg.reasoning)
+        bdi = cfg.reasoning == "bdi"
         feed_l, authors_l, followed_l = feed.tolist(), authors.tolist(), followed.tolist()
         channel_l = np.asarray(ri.feed_channel).tolist()
         kind_a = posts.kind[safe].tolist() if n_posts else feed_l
@@ -301,7 +305,8 @@ class LLMBrain(Brain):
             shared_schema = answer_schema(
                 behaviours=cfg.behaviours, max_actions=cfg.max_actions,
                 max_text_chars=cfg.max_text_chars, post_ids=(0, n_posts - 1),
-                follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1))
+                follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1), bdi=bdi,
+                bdi_chars=cfg.bdi_chars)
         for b, user in enumerate(active.tolist()):
             lines, ids, auth, fol = [], [], [], []
             for s, pid in enumerate(feed_l[b]):
@@ -327,7 +332,8 @@ class LLMBrain(Brain):
                 schemas.append(answer_schema(
                     behaviours=cfg.behaviours, max_actions=cfg.max_actions,
                     max_text_chars=cfg.max_text_chars, post_ids=sorted(set(ids)),
-                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates()))
+                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
+                    bdi=bdi, bdi_chars=cfg.bdi_chars))
         stats["prompt_seconds"] = time.perf_counter() - t_prompt
         decision = self._call(prompts, shared_schema if shared_schema is not None else schemas,
                               self._sampling(ri.rng, False, cfg.max_new_tokens), stats, "agent")
@@ -341,7 +347,8 @@ class LLMBrain(Brain):
             else:
                 results.append(parse_answer(
                     text, views[b], max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
-                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length"))
+                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length",
+                    bdi=bdi))
         if cfg.retry_invalid:
             self._reask(results, decision, prompts, schemas, shared_schema, views, ri.rng, stats)
         parsed: list[ParsedAnswer | None] = []
@@ -351,6 +358,12 @@ class LLMBrain(Brain):
                 parsed.append(None)
             else:
                 parsed.append(result)
+        if bdi:
+            self.last_states = {int(active[b]): a.state for b, a in enumerate(parsed)
+                                if a is not None and a.state is not None}
+            for state in self.last_states.values():
+                key = f"emotion_{state['emotion']}"
+                stats[key] = stats.get(key, 0.0) + 1.0
         post_user, post_text = [], []
         r_user, r_post, r_kind, r_text = [], [], [], []
         f_src, f_dst, u_src, u_dst = [], [], [], []
@@ -594,7 +607,7 @@ class LLMBrain(Brain):
                 continue
             result = parse_answer(text, views[b], max_actions=cfg.max_actions,
                                   max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
-                                  truncated=finish == "length")
+                                  truncated=finish == "length", bdi=cfg.reasoning == "bdi")
             if not isinstance(result, str):
                 stats["reask_recovered"] += 1
             results[b] = result

@@ -128,6 +128,11 @@ class LLMConfig(BaseModel):
         retry_invalid: re-ask an agent whose answer failed validation once, with the
             validation error appended to its prompt (one extra batched call; off by
             default); re-asks are counted in ``stats["reask_*"]``.
+        reasoning: ``"bdi"`` (opt-in): the agent's one structured answer starts with its
+            emotion (one of :data:`~agent_models.llm.schema.EMOTIONS`), belief, desire and
+            intention (each at most ``bdi_chars`` characters), then the actions; the states
+            are kept in ``LLMBrain.last_states`` and the emotions counted in
+            ``stats["emotion_<name>"]``. Costs prompt and completion tokens (see BENCHMARKS.md).
         constrained: decode under the JSON schema (vLLM structured outputs, llguidance on
             transformers, ``response_format`` on OpenAI servers). Off: free text, then parsed.
         schema_mode: ``"per_agent"`` (the schema enumerates the agent's own feed post ids and
@@ -194,6 +199,8 @@ class LLMConfig(BaseModel):
 
     constrained: bool = True
     retry_invalid: bool = False
+    reasoning: Literal["none", "bdi"] = "none"
+    bdi_chars: int = Field(100, ge=8)
     schema_mode: Literal["per_agent", "shared"] = "per_agent"
     behaviours: tuple[str, ...] = ACTION_TYPES
     max_actions: int = Field(4, ge=1)

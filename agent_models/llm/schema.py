@@ -53,12 +53,12 @@ _PLACEHOLDER_WORDS = frozenset({
 })
 
 
-#: Written texts must not start with a placeholder bracket, white space or punctuation (under
-#: constrained decoding a small base model otherwise answers ``"<your post>"`` or ``": "``),
+#: Written texts must not start with a bracket, white space or punctuation (under constrained
+#: decoding a small base model otherwise answers ``"<your post>"``, ``": "`` or ``"}, {"``),
 #: and hold no double quote or backslash: llama.cpp's JSON-schema-to-grammar converter (used
 #: by llama.cpp servers for ``json_object`` + schema and for the ``grammar`` form) applies a
 #: pattern to the raw JSON text, where those characters would end or escape the string.
-TEXT_PATTERN = r'^[^< \t\n.,:;…][^"\\]*$'
+TEXT_PATTERN = r'^[^<>{}()\[\] \t\n.,:;…][^"\\]*$'
 
 
 
@@ -132,6 +132,22 @@ class AgentAnswer(_Strict):
     actions: list[Action] = Field(default_factory=list)
 
 
+#: Emotions of the opt-in belief-desire-intention answer (``LLMConfig.reasoning="bdi"``).
+EMOTIONS: tuple[str, ...] = ("calm", "happy", "hopeful", "curious", "indifferent", "anxious",
+                             "sad", "angry")
+#: The inner-state fields of a BDI answer, written before the actions.
+BDI_FIELDS: tuple[str, ...] = ("emotion", "belief", "desire", "intention")
+
+
+class BDIAnswer(AgentAnswer):
+    """An :class:`AgentAnswer` preceded by the agent's emotion, belief, desire and intention."""
+
+    emotion: Literal["calm", "happy", "hopeful", "curious", "indifferent", "anxious", "sad", "angry"]
+    belief: str = Field(min_length=1)
+    desire: str = Field(min_length=1)
+    intention: str = Field(min_length=1)
+
+
 class StanceAnswer(_Strict):
     """Eq. 1: the discrete stance of a user toward the topic."""
 
@@ -158,6 +174,7 @@ class AgreementAnswer(_Strict):
 
 STANCE_VALUES: dict[str, int] = {"favor": 1, "neutral": 0, "against": -1}
 _ANSWER = TypeAdapter(AgentAnswer)
+_BDI_ANSWER = TypeAdapter(BDIAnswer)
 _ACTION_BEHAVIOUR: dict[str, Behaviour] = {
     "post": Behaviour.POST,
     "retweet": Behaviour.RETWEET,
@@ -194,8 +211,12 @@ def answer_schema(
     post_ids: Sequence[int] | tuple[int, int] | None = None,
     follow_ids: Sequence[int] | tuple[int, int] | None = None,
     unfollow_ids: Sequence[int] | tuple[int, int] | None = None,
+    bdi: bool = False,
+    bdi_chars: int = 100,
 ) -> dict[str, Any]:
-    """JSON schema of an :class:`AgentAnswer` for constrained decoding.
+    """JSON schema of an :class:`AgentAnswer` for constrained decoding (of a
+    :class:`BDIAnswer` with ``bdi``: emotion, belief, desire and intention of at most
+    ``bdi_chars`` characters each, before the actions).
 
     Args:
         behaviours: allowed action types (subset of ``ACTION_TYPES``).
@@ -237,6 +258,10 @@ def answer_schema(
         actions["items"] = {"anyOf": variants}
     else:
         actions["items"] = {"type": "object"}
+    if bdi:
+        state = {"emotion": {"type": "string", "enum": list(EMOTIONS)},
+                 **{k: text_schema(bdi_chars) for k in BDI_FIELDS[1:]}}
+        return _obj({**state, "actions": actions})
     return _obj({"actions": actions})
 
 
@@ -296,6 +321,8 @@ class ParsedAnswer:
     reactions: list[tuple[int, int, str | None]] = field(default_factory=list)  # (kind, post, text)
     follows: list[int] = field(default_factory=list)
     unfollows: list[int] = field(default_factory=list)
+    #: emotion / belief / desire / intention of a BDI answer (None otherwise)
+    state: dict[str, str] | None = None
 
     @property
     def num_actions(self) -> int:
@@ -327,6 +354,7 @@ def parse_answer(
     max_text_chars: int,
     behaviours: Sequence[str],
     truncated: bool = False,
+    bdi: bool = False,
 ) -> ParsedAnswer | str:
     """Validate one completion against what the agent saw.
 
@@ -339,7 +367,7 @@ def parse_answer(
     except (json.JSONDecodeError, ValueError):
         return "truncated" if truncated else "malformed_json"
     try:
-        answer = _ANSWER.validate_python(raw)
+        answer = (_BDI_ANSWER if bdi else _ANSWER).validate_python(raw)
     except ValidationError:
         return "schema"
     if len(answer.actions) > max_actions:
@@ -348,6 +376,8 @@ def parse_answer(
     authors = set(view.post_authors)
     followed = {a for a, f in zip(view.post_authors, view.followed, strict=True) if f}
     out = ParsedAnswer()
+    if isinstance(answer, BDIAnswer):
+        out.state = {k: getattr(answer, k) for k in BDI_FIELDS}
     seen: set[tuple[Any, ...]] = set()
     reacted: dict[int, str] = {}
     for action in answer.actions:
