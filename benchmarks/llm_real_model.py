@@ -4,7 +4,8 @@ Runs the recommendation env (``PolicySim-Rec-v0``, ``users="llm"``) with a real 
 model for ``--rounds`` rounds under a random slate policy and reports, per backend:
 
 - **duplicated texts**: share of the posts and replies written whose text (case and spaces
-  folded) is also written by another agent, or copies a text of the prompt (target < 5 %);
+  folded) is also written by another agent (target < 5 %); and, separately, the share that
+  copies 20 or more characters of its own prompt verbatim (a feed post, the instructions);
 - **placeholder summaries**: share of memory summaries / consolidations that were a copied
   format placeholder (``"..."``, ``"<...>"``) and were rejected (target < 5 %);
 - **tokens per agent-step** (prompt and completion, as counted by the backend);
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import time
 from collections import defaultdict
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     gguf = Path(args.model) if args.model else default_gguf()
     llm: dict[str, Any] = {"backend": args.backend, "cpu_threads": args.cpu_threads,
                            "max_new_tokens": args.max_new_tokens, "max_text_chars": 160,
-                           "max_actions": 3, "temperature": 0.8, "top_p": 0.95}
+                           "max_actions": 3, "temperature": 0.8, "top_p": 0.95,
+                           "reasoning": args.reasoning}
     if args.backend == "llamacpp":
         llm.update(model=str(gguf), batch_size=args.batch_size)
     elif args.backend == "hf":
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    rounds=args.rounds)
     brain = env.unwrapped.brain
     outputs: list[Any] = []
-    prompts_seen: list[str] = []
+    prompts_seen: dict[int, str] = {}  # user → the text of its last decision prompt
     act = brain.act
 
     def recording_act(ri: Any) -> Any:
@@ -90,13 +93,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     generate = brain.backend.generate
 
     def recording_generate(prompts: Any, schemas: Any = None, sampling: Any = None) -> Any:
-        prompts_seen.extend(m["content"] for p in prompts for m in p)
+        for p in prompts:
+            text = "\n".join(m["content"] for m in p)
+            name = re.search(r"You are @(\S+)\.", text)
+            if name:
+                prompts_seen[names[name.group(1)]] = normalise(text)
         return generate(prompts, schemas, sampling)
 
     brain.act = recording_act
     brain.backend.generate = recording_generate
     started = time.perf_counter()
     env.reset(seed=args.seed)
+    profiles = env.unwrapped.sim.users.profiles
+    names = {profiles.name(i): i for i in range(args.users)}
+    copied = 0
     rng = np.random.default_rng(args.seed)
     done = False
     while not done:
@@ -114,9 +124,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for user, text in [*zip(out.post_user.tolist(), out.post_text, strict=True), *replies]:
             written.append((int(user), text))
             writers[normalise(text)].add(int(user))
-    prompt_text = normalise(" ".join(prompts_seen))
-    duplicated = sum(len(writers[normalise(t)]) > 1 or normalise(t) in prompt_text
-                     for _, t in written)
+            own = normalise(text)
+            prompt = prompts_seen.get(int(user), "")
+            copied += any(own[i : i + 20] in prompt for i in range(0, max(len(own) - 19, 0), 5))
+    duplicated = sum(len(writers[normalise(t)]) > 1 for _, t in written)
     rows = []
     for r, out in enumerate(outputs):
         s = out.stats
@@ -136,9 +147,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     memory_texts = sum(r["summaries"] + r["consolidations"] for r in rows)
     later = rows[1:] or rows
     return {
-        "benchmark": "llm_real_model", "backend": args.backend, "model": str(gguf if args.backend != "openai" else args.served_model),
+        "benchmark": "llm_real_model", "backend": args.backend, "model": llm["model"],
+        "gguf": str(gguf), "reasoning": args.reasoning,
         "users": args.users, "rounds": args.rounds, "seed": args.seed, "cpu_threads": args.cpu_threads,
         "texts_written": len(written), "duplicated_text_share": duplicated / max(len(written), 1),
+        "copied_from_prompt_share": copied / max(len(written), 1),
         "memory_texts": memory_texts, "placeholder_memory_share": placeholders / max(memory_texts, 1),
         "prompt_tokens_per_step": float(np.mean([r["prompt_tokens_per_step"] for r in rows])),
         "completion_tokens_per_step": float(np.mean([r["completion_tokens_per_step"] for r in rows])),
@@ -167,6 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--replay", default=None, help="replay cache path (record / replay)")
     parser.add_argument("--replay-mode", default="auto", choices=["auto", "record", "replay"])
+    parser.add_argument("--reasoning", default="none", choices=["none", "bdi"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "llm_real_model.json")
     args = parser.parse_args(argv)
@@ -174,7 +188,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=float))
     print(f"{args.backend} on {result['model']}: {args.users} users, {args.rounds} rounds")
-    print(f"  duplicated texts {result['duplicated_text_share']:.1%} of {result['texts_written']}; "
+    print(f"  duplicated texts {result['duplicated_text_share']:.1%} of {result['texts_written']} "
+          f"(copying 20+ characters of the prompt: {result['copied_from_prompt_share']:.1%}); "
           f"placeholder memories {result['placeholder_memory_share']:.1%} of {result['memory_texts']}")
     print(f"  tokens per agent-step: {result['prompt_tokens_per_step']:.0f} prompt, "
           f"{result['completion_tokens_per_step']:.0f} completion")
