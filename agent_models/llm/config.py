@@ -84,9 +84,9 @@ class LLMConfig(BaseModel):
         cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
             process-wide); None keeps torch's default. 1 is fastest for tiny models and on
             a loaded machine (thread oversubscription slows small matmuls by 10-40x).
-            llamacpp: llama.cpp threads (None = its default). Sampling on CPU depends on the
-            thread count through floating-point summation order; use ``replay`` for runs
-            that must match bit for bit across machines and thread counts.
+            llamacpp: llama.cpp threads (None = its default). Sampled tokens can depend on the
+            thread count and machine (floating-point summation order); use ``replay`` for
+            runs that must match bit for bit across machines and thread counts.
         n_ctx: llamacpp: KV-cache tokens shared by the prompts decoded together (prompts
             + answers of up to ``batch_size`` sequences; ≈ 18 KB per token for Gemma 3 270M).
         batch_size: hf: prompts per ``generate`` micro-batch (sorted by length).
