@@ -144,7 +144,7 @@ def test_llama_cpp_python_server_two_round_env(llama_server: str) -> None:
     gym = pytest.importorskip("gymnasium")
     import socialenv  # noqa: F401
 
-    env = gym.make("PolicySim-Rec-v0", users="llm", num_users=8, rounds=2,
+    env = gym.make("PolicySim-Rec-v0", users="llm", num_users=10, rounds=2,
                    llm={"backend": "openai", "model": "gemma-3-270m", "base_url": llama_server,
                         "concurrency": 2, "max_new_tokens": 200, "max_text_chars": 120,
                         "max_actions": 3, "request_timeout": 300})
@@ -162,3 +162,20 @@ def test_llama_cpp_python_server_two_round_env(llama_server: str) -> None:
     assert backend.form == "json_object"
     assert "json_schema" in backend.rejected_forms
     env.close()
+
+
+@pytest.mark.slow
+def test_hf_backend_loads_the_same_gguf_and_sees_the_same_tokens(gguf: Path, backend: Any) -> None:
+    """``{"model": DIR, "gguf_file": NAME}``: transformers' GGUF loader (dequantized), the
+    same tokenizer and prompt layout as llama.cpp (the benchmark compares like with like)."""
+    from agent_models.llm import make_backend
+    from agent_models.llm.schema import stance_schema
+
+    prompts = [[{"role": "system", "content": "Label the stance toward taxes."},
+                {"role": "user", "content": "Recent posts of @amy:\n- Taxes must go up for the rich."}]]
+    with make_backend({"backend": "hf", "model": str(gguf.parent), "gguf_file": gguf.name,
+                       "device": "cpu", "cpu_threads": 1}) as hf:
+        assert hf.system_role
+        assert hf.count_tokens(prompts).tolist() == backend.count_tokens(prompts).tolist()
+        gen = hf.generate(prompts, stance_schema(), Sampling(temperature=0.0, max_new_tokens=16))
+    assert gen.finish_reasons == ["stop"] and gen.texts[0].startswith('{"stance":')
