@@ -176,7 +176,9 @@ class HFBackend(Backend):
     # ------------------------------------------------------------------ tokens
     def encode(self, prompts: Sequence[Messages]) -> list[list[int]]:
         texts = [render_chat(self.tokenizer, p) for p in prompts]
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        # a chat template writes its own BOS; the plain layout needs the tokenizer's (Gemma)
+        plain = not getattr(self.tokenizer, "chat_template", None)
+        return self.tokenizer(texts, add_special_tokens=plain)["input_ids"]
 
     def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
         return np.array([len(ids) for ids in self.encode(prompts)], dtype=np.int64)
