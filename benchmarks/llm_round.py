@@ -25,7 +25,13 @@ Run (CPU, builds a tiny random model, ~2–4 minutes on 2 cores)::
     python benchmarks/llm_round.py                       # N = 20, 50
     python benchmarks/llm_round.py --users 20 100 --rounds 3
 
-On a GPU machine with vLLM (``pip install 'policysim[vllm]'``)::
+In-process llama.cpp on a GGUF file (CPU)::
+
+    python benchmarks/llm_round.py --backend llamacpp --model /path/model.gguf --users 20
+
+On a GPU machine with vLLM (``pip install 'policysim[vllm]'``), which prints agent-steps/s,
+tokens/s (prompt + completion tokens of all calls per second of model time) and the share
+of the round outside the model calls::
 
     python benchmarks/llm_round.py --backend vllm --model /models/Qwen2.5-3B-Instruct \\
         --users 100 1000 --rounds 3
@@ -187,8 +193,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, nargs="+", default=[20, 50], help="population sizes N")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per size (last is measured)")
-    parser.add_argument("--backend", choices=["hf", "vllm", "openai"], default="hf")
-    parser.add_argument("--model", default=None, help="model path / served name (default: tiny model)")
+    parser.add_argument("--backend", choices=["hf", "vllm", "openai", "llamacpp"], default="hf")
+    parser.add_argument("--model", default=None,
+                        help="model path / .gguf file (llamacpp) / served name (default: tiny model)")
     parser.add_argument("--base-url", nargs="+", default=None, help="openai backend URL(s)")
     parser.add_argument("--tokenizer", default="auto",
                         help="tokenizer for counting prompt tokens: 'auto' or a local path")
@@ -203,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(build_tiny_lm(Path(tmp) / "tiny", seed=args.seed))
         fields: dict[str, Any] = {"backend": args.backend, "model": model}
-        if args.backend == "hf":
+        if args.backend in ("hf", "llamacpp"):
             fields["cpu_threads"] = args.cpu_threads
         if args.base_url:
             fields["base_url"] = args.base_url

@@ -67,3 +67,17 @@ def test_example_runs(name: str, runs: dict[str, subprocess.CompletedProcess]) -
     result = runs[name]
     assert result.returncode == 0, f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert EXPECTED[name] in result.stdout, result.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_sft_dpo_example_runs(tmp_path: Path) -> None:
+    """SFT → DPO → evaluation → env rounds with the adapter (≈ 7 min on 2 cores: slow)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
+           "MPLBACKEND": "Agg"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "sft_dpo.py"), "--workdir", str(tmp_path / "run"),
+         "--rounds", "1", "--eval-examples", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert "round 0: reward" in result.stdout and "== done" in result.stdout
+    assert (tmp_path / "run" / "dpo_adapter" / "adapter_config.json").exists()

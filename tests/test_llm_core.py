@@ -29,7 +29,8 @@ from agent_models.llm import (
 )
 from agent_models.llm.backends import schema_list
 from agent_models.llm.backends.openai_compat import request_kwargs
-from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs
+from agent_models.llm.backends.vllm_backend import engine_kwargs, sampling_kwargs, token_ids
+from agent_models.llm.schema import is_placeholder
 from agent_models.types import Behaviour
 
 ALL = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
@@ -117,11 +118,22 @@ def test_parse_valid_answer() -> None:
          "impossible_action"),
         ('{"actions": [' + ",".join(f'{{"type":"post","text":"a{i}"}}' for i in range(5)) + "]}",
          "too_many_actions"),
+        ('{"actions": [{"type": "post", "text": "<your post>"}]}', "placeholder_text"),
+        ('{"actions": [{"type": "reply", "post_id": 10, "text": "..."}]}', "placeholder_text"),
+        ('{"actions": [{"type": "post", "text": "Text"}]}', "placeholder_text"),
     ],
 )
 def test_parse_rejects_with_reason(text: str, reason: str) -> None:
     assert parse(text) == reason
     assert reason in INVALID_REASONS
+
+
+def test_placeholders_are_not_content() -> None:
+    for text in ["...", "…", " . . ", "<your reply>", "<one sentence>", "summary", "Your post.",
+                 "", "-", None]:
+        assert is_placeholder(text), text
+    for text in ["No.", "ok", "Vote on Tuesday!", "<3 this", "I disagree <strongly>", "1984"]:
+        assert not is_placeholder(text), text
 
 
 def test_parse_truncated_and_disallowed_behaviour() -> None:
@@ -237,15 +249,122 @@ def test_backend_request_building() -> None:
     assert kw["response_format"]["json_schema"]["schema"] is schema
     assert kw["extra_body"] == {"top_k": 20}
     assert "response_format" not in request_kwargs("m", [], None, Sampling(), 0)
+    obj = request_kwargs("m", [], schema, sampling, 0, form="json_object")
+    assert obj["response_format"] == {"type": "json_object", "schema": schema}
+    gram = request_kwargs("m", [], schema, sampling, 0, form="grammar", grammar="root ::= \"{}\"")
+    assert "response_format" not in gram and gram["extra_body"]["grammar"] == 'root ::= "{}"'
+    none = request_kwargs("m", [], schema, sampling, 0, form="none")
+    assert "response_format" not in none and "grammar" not in none["extra_body"]
+    with pytest.raises(ValueError, match="form"):
+        request_kwargs("m", [], schema, sampling, 0, form="regex")
     v = sampling_kwargs(sampling, 2)
     assert v == {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_tokens": 64,
                  "repetition_penalty": 1.0, "seed": 7}
     cfg = LLMConfig(model="/m", backend="vllm", lora_path="/a", tensor_parallel_size=2,
                     vllm_engine_kwargs={"enforce_eager": True})
-    e = engine_kwargs(cfg, new_structured_api=True)
+    e = engine_kwargs(cfg)
     assert e["enable_lora"] and e["max_lora_rank"] == 64 and e["tensor_parallel_size"] == 2
     assert e["structured_outputs_config"] == {"backend": "guidance"} and e["enforce_eager"]
-    assert engine_kwargs(cfg, new_structured_api=False)["guided_decoding_backend"] == "guidance"
+    for rank in (1, 8, 320, 512):
+        assert LLMConfig(model="/m", max_lora_rank=rank).max_lora_rank == rank
+    for rank in (2, 4, 48, 1024):
+        with pytest.raises(ValueError, match=r"max_lora_rank: .*vLLM accepts \[1, 8, 16"):
+            LLMConfig(model="/m", max_lora_rank=rank)
     assert schema_list(schema, 2) == [schema, schema] and schema_list(None, 1) == [None]
     with pytest.raises(ValueError, match="2 schemas for 3 prompts"):
         schema_list([schema, None], 3)
+
+
+def test_vllm_token_count_on_transformers_5_batch_encoding(tiny_lm_path) -> None:
+    """``apply_chat_template(tokenize=True)`` returns a BatchEncoding on transformers 5;
+    vLLM's ``count_tokens`` reads its ids (``len()`` of it would be its 2 keys)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_lm_path))
+    messages = [{"role": "system", "content": "Rules. " * 30}, {"role": "user", "content": "hi there"}]
+    encoded = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    expected = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert token_ids(encoded) == expected and len(expected) > 30
+    assert token_ids(expected) == expected  # a plain list (transformers 4) passes through
+
+
+# ----------------------------------------------------------------------------- re-ask
+class ScriptedBackend:
+    """Answers agent prompts with ``first`` (a function of the feed's first post id) and
+    re-asks (prompts with an assistant turn) with a like of that post; records the calls."""
+
+    name = "scripted"
+    system_role = True
+
+    def __init__(self, first) -> None:
+        self.first = first
+        self.calls: list[list] = []
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        import re
+
+        from agent_models.llm.backends.base import Generation
+
+        self.calls.append(list(prompts))
+        texts = []
+        for p in prompts:
+            content = next(m["content"] for m in p if m["role"] == "user")
+            if "You are @" not in content:
+                texts.append('{"stance":"neutral"}' if "Recent posts" in content else '{"summary":"A point."}')
+                continue
+            post = int(re.findall(r"^\[(\d+)\]", content, flags=re.M)[0])
+            reask = any(m["role"] == "assistant" for m in p)
+            texts.append(json.dumps({"actions": [{"type": "like", "post_id": post}]}) if reask
+                         else self.first(post))
+        n = len(texts)
+        return Generation(texts, np.full(n, 10), np.full(n, 5), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
+    from agent_models.llm import LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    cfg = LLMConfig(model="scripted", retry_invalid=retry, toxicity=lambda t: np.zeros(len(t)))
+    backend = ScriptedBackend(lambda post: '{"actions":[{"type":"like","post_id":999999}]}')
+    brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
+    ri = make_round_input(num_users=6, num_posts=20, feed_size=3, seed=2)
+    brain.reset(ri.users, ri.posts, seed=0)
+    out = brain.act(ri)
+    if not retry:
+        assert out.invalid.get("unknown_post") == 6 and len(out.react_user) == 0
+        assert "reask_prompts" not in out.stats
+        return
+    assert "unknown_post" not in out.invalid and len(out.react_user) == 6
+    assert out.stats["reask_prompts"] == 6 and out.stats["reask_recovered"] == 6
+    reasks = backend.calls[1]
+    assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
+    assert "not in [brackets]" in reasks[0][-1]["content"]
+
+
+# ----------------------------------------------------------------------------- BDI module
+def test_bdi_answer_schema_prompt_and_parse() -> None:
+    from agent_models.llm.prompts import agent_system_prompt
+    from agent_models.llm.schema import EMOTIONS
+
+    schema = answer_schema(behaviours=ALL, max_actions=3, max_text_chars=40, post_ids=[10],
+                           follow_ids=[3], unfollow_ids=[], bdi=True, bdi_chars=60)
+    assert list(schema["properties"]) == ["emotion", "belief", "desire", "intention", "actions"]
+    assert schema["properties"]["emotion"]["enum"] == list(EMOTIONS)
+    assert schema["properties"]["belief"]["maxLength"] == 60
+    plain = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40)
+    module = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="bdi")
+    assert '"intention"' in module and '"intention"' not in plain and "\n\n\n" not in plain
+    with pytest.raises(ValueError, match="reasoning"):
+        agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="cot")
+    state = {"emotion": "angry", "belief": "Taxes are theft.", "desire": "Lower taxes.",
+             "intention": "Call it out."}
+    answer = parse(json.dumps({**state, "actions": [{"type": "like", "post_id": 10}]}), bdi=True)
+    assert isinstance(answer, ParsedAnswer) and answer.state == state and len(answer.reactions) == 1
+    assert parse(json.dumps({"actions": []}), bdi=True) == "schema"  # the state is required
+    assert parse(json.dumps({**state, "actions": []})) == "schema"  # and not accepted without bdi
+    assert parse(json.dumps({**state, "emotion": "ecstatic", "actions": []}), bdi=True) == "schema"

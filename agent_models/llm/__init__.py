@@ -1,8 +1,8 @@
 """LLM-driven user agents (§2.1 of the paper): prompts, answer schema and validation, stance,
-memory, toxicity, misinformation, and three inference backends (vLLM, transformers,
-OpenAI-compatible HTTP) behind one interface.
+memory, toxicity, misinformation, and four inference backends (vLLM, transformers,
+llama.cpp, OpenAI-compatible HTTP) behind one interface, with an optional replay cache.
 
-Importing this package is cheap: torch, transformers, vllm, openai and
+Importing this package is cheap: torch, transformers, vllm, llama_cpp, openai and
 sentence-transformers are imported only when a brain or backend is built.
 
 Quick use::

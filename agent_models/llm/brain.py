@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
-from agent_models.llm.backends.base import Backend, Generation, LLMBackendError, Sampling
+from agent_models.llm.backends.base import (
+    Backend,
+    Generation,
+    LLMBackendError,
+    Sampling,
+    fold_system,
+)
 from agent_models.llm.config import LLMConfig
 from agent_models.llm.memory import SHORT, MemoryStore, group_rank
 from agent_models.llm.prompts import (
@@ -47,6 +53,7 @@ from agent_models.llm.schema import (
     agreement_schema,
     answer_schema,
     consolidation_schema,
+    is_placeholder,
     parse_agreement,
     parse_answer,
     parse_field,
@@ -70,6 +77,36 @@ def profile_text(users: UserColumns, i: int) -> str:
     d = users.profiles.describe(i)
     return (f"{d['likely_identity']}. Interested in {d['interested_areas']}. "
             f"Posting style: {d['posting_style']}. {d['interaction_behaviour']}.")
+
+
+#: What the re-ask (``retry_invalid``) tells the agent about its rejected answer.
+REASK_REASONS: dict[str, str] = {
+    "malformed_json": "it was not one valid JSON object",
+    "truncated": "it was cut off before the JSON object was complete; answer with fewer or shorter actions",
+    "schema": "it did not follow the answer format of the instructions",
+    "unknown_post": "it used a post id that is not in [brackets] in your feed",
+    "unknown_user": "it used a user id that is not shown (id ...) in your feed",
+    "impossible_action": "it holds an impossible action (like and dislike of one post, following "
+                         "yourself or someone you already follow, unfollowing someone you do not follow, "
+                         "or a behaviour that is not allowed)",
+    "too_many_actions": "it has more actions than allowed",
+    "placeholder_text": "a text was a placeholder, not your own words",
+}
+
+
+def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
+    """The user message of a re-ask after an answer rejected for ``reason``."""
+    why = REASK_REASONS.get(reason, "it was not a valid answer")
+    return (f"Your answer was rejected: {why}. Answer again with one JSON object (at most "
+            f"{max_actions} actions, texts of at most {max_text_chars} characters), nothing else.")
+
+
+def without_topic(text: str | None, topic: str) -> str | None:
+    """``text`` with the round's topic phrase shortened to "the topic" (memories and their
+    length budget then carry what the post says, not the topic every prompt already shows)."""
+    if not text or not topic or len(topic) < 12:
+        return text
+    return text.replace(topic, "the topic")
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -102,6 +139,8 @@ class LLMBrain(Brain):
         self._misinfo_key: str | None = None
         self._misinfo_emb: np.ndarray | None = None
         self.last_stats: dict[str, float] = {}
+        #: ``reasoning="bdi"``: user → emotion / belief / desire / intention of the last round
+        self.last_states: dict[int, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ Brain API
     @property
@@ -149,7 +188,12 @@ class LLMBrain(Brain):
     # ------------------------------------------------------------------ helpers
     def _call(self, prompts: list[Any], schemas: Any, sampling: Sampling,
               stats: dict[str, float], tag: str) -> Generation:
-        gen = self.backend.generate(prompts, schemas if self.config.constrained else None, sampling)
+        backend = self.backend
+        fold = self.config.system_role == "fold" or (
+            self.config.system_role == "auto" and not backend.system_role)
+        if fold:
+            prompts = [fold_system(p) for p in prompts]
+        gen = backend.generate(prompts, schemas if self.config.constrained else None, sampling)
         if len(gen.texts) != len(prompts) or len(gen.finish_reasons) != len(prompts):
             message = (f"backend {type(self.backend).__name__} returned {len(gen.texts)} completions "
                        f"for {len(prompts)} prompts")
@@ -161,15 +205,20 @@ class LLMBrain(Brain):
                              errors=[message] * n, seconds=gen.seconds)
         stats["llm_calls"] += 1
         stats["llm_seconds"] += gen.seconds
+        stats["llm_prompts"] = stats.get("llm_prompts", 0.0) + len(prompts)
+        stats["replay_hits"] = stats.get("replay_hits", 0.0) + gen.replayed
         stats[f"{tag}_prompts"] = float(len(prompts))
         stats[f"{tag}_prompt_tokens"] = float(gen.prompt_tokens.sum())
         stats[f"{tag}_completion_tokens"] = float(gen.completion_tokens.sum())
         return gen
 
-    def _sampling(self, rng: np.random.Generator, aux: bool, max_new_tokens: int) -> Sampling:
+    def _sampling(self, rng: np.random.Generator, aux: bool, max_new_tokens: int,
+                  temperature: float | None = None) -> Sampling:
         cfg = self.config
+        if temperature is None:
+            temperature = cfg.aux_temperature if aux else cfg.temperature
         return Sampling(
-            temperature=cfg.aux_temperature if aux else cfg.temperature,
+            temperature=temperature,
             top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=max_new_tokens,
             repetition_penalty=cfg.repetition_penalty, seed=int(rng.integers(0, 2**31 - 1)),
         )
@@ -193,7 +242,7 @@ class LLMBrain(Brain):
         idx = np.flatnonzero(posts.round < 0)
         idx = idx[np.lexsort((-idx, posts.author[idx]))]
         idx = idx[group_rank(posts.author[idx]) < k]
-        texts = [f"You posted: {clip(posts.text[i], self.config.memory.memory_chars)}"
+        texts = [f"You posted: {clip(without_topic(posts.text[i], ri.topic), self.config.memory.memory_chars)}"
                  for i in idx.tolist()]
         if not texts:
             return
@@ -209,7 +258,8 @@ class LLMBrain(Brain):
         ri = round_input
         cfg = self.config
         t_start = time.perf_counter()
-        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "encoder_seconds": 0.0,
+        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "llm_prompts": 0.0,
+                                   "replay_hits": 0.0, "encoder_seconds": 0.0,
                                    "toxicity_seconds": 0.0}
         if self.memory is None:
             self.memory = MemoryStore(self.embedding_dim)
@@ -254,7 +304,9 @@ class LLMBrain(Brain):
         t_prompt = time.perf_counter()
         shown_news = news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
         system = agent_system_prompt(ri.topic, shown_news, behaviours=cfg.behaviours,
-                                     max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars)
+                                     max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
+                                     reasoning=cfg.reasoning)
+        bdi = cfg.reasoning == "bdi"
         feed_l, authors_l, followed_l = feed.tolist(), authors.tolist(), followed.tolist()
         channel_l = np.asarray(ri.feed_channel).tolist()
         kind_a = posts.kind[safe].tolist() if n_posts else feed_l
@@ -271,7 +323,8 @@ class LLMBrain(Brain):
             shared_schema = answer_schema(
                 behaviours=cfg.behaviours, max_actions=cfg.max_actions,
                 max_text_chars=cfg.max_text_chars, post_ids=(0, n_posts - 1),
-                follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1))
+                follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1), bdi=bdi,
+                bdi_chars=cfg.bdi_chars)
         for b, user in enumerate(active.tolist()):
             lines, ids, auth, fol = [], [], [], []
             for s, pid in enumerate(feed_l[b]):
@@ -297,26 +350,38 @@ class LLMBrain(Brain):
                 schemas.append(answer_schema(
                     behaviours=cfg.behaviours, max_actions=cfg.max_actions,
                     max_text_chars=cfg.max_text_chars, post_ids=sorted(set(ids)),
-                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates()))
+                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
+                    bdi=bdi, bdi_chars=cfg.bdi_chars))
         stats["prompt_seconds"] = time.perf_counter() - t_prompt
         decision = self._call(prompts, shared_schema if shared_schema is not None else schemas,
                               self._sampling(ri.rng, False, cfg.max_new_tokens), stats, "agent")
 
-        # 4. validation ----------------------------------------------------------------
+        # 4. validation (and, with retry_invalid, one re-ask of the rejected answers) ----------
         invalid: dict[str, int] = {}
-        parsed: list[ParsedAnswer | None] = []
+        results: list[ParsedAnswer | str] = []
         for b, text in enumerate(decision.texts):
             if decision.finish_reasons[b] == "error":
-                result: ParsedAnswer | str = "backend_error"
+                results.append("backend_error")
             else:
-                result = parse_answer(
+                results.append(parse_answer(
                     text, views[b], max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
-                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length")
+                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length",
+                    bdi=bdi))
+        if cfg.retry_invalid:
+            self._reask(results, decision, prompts, schemas, shared_schema, views, ri.rng, stats)
+        parsed: list[ParsedAnswer | None] = []
+        for result in results:
             if isinstance(result, str):
                 invalid[result] = invalid.get(result, 0) + 1
                 parsed.append(None)
             else:
                 parsed.append(result)
+        if bdi:
+            self.last_states = {int(active[b]): a.state for b, a in enumerate(parsed)
+                                if a is not None and a.state is not None}
+            for state in self.last_states.values():
+                key = f"emotion_{state['emotion']}"
+                stats[key] = stats.get(key, 0.0) + 1.0
         post_user, post_text = [], []
         r_user, r_post, r_kind, r_text = [], [], [], []
         f_src, f_dst, u_src, u_dst = [], [], [], []
@@ -365,23 +430,31 @@ class LLMBrain(Brain):
                 users.profiles.name(u), [self.memory.texts[r] for r in self.memory.row[group]],
                 mcfg.memory_chars))
             mem_schemas.append(c_schema)
+        stats["summaries"] = float(len(to_summarise))
+        stats["consolidations"] = float(len(cons_users))
         mem_texts: list[str] = []
         if mem_prompts:
             gen = self._call(mem_prompts, mem_schemas,
-                             self._sampling(ri.rng, True, cfg.summary_max_new_tokens), stats, "memory")
+                             self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
+                                            cfg.memory_temperature), stats, "memory")
             mem_texts = gen.texts
         summaries: dict[int, str] = {}
         for p, raw in zip(to_summarise, mem_texts[: len(to_summarise)], strict=True):
             value = parse_field(raw, SummaryAnswer)
-            if value is None:
-                invalid["summary_malformed"] = invalid.get("summary_malformed", 0) + 1
-                value = clip(texts[p] if texts is not None else "", mcfg.summary_chars)
+            reason = ("summary_malformed" if value is None
+                      else "summary_placeholder" if is_placeholder(value) else None)
+            if reason is not None:
+                invalid[reason] = invalid.get(reason, 0) + 1
+                value = clip(without_topic(texts[p] if texts is not None else "", ri.topic),
+                             mcfg.summary_chars)
             summaries[p] = value
         consolidated: list[str] = []
         for group, raw in zip(cons_groups, mem_texts[len(to_summarise):], strict=True):
             value = parse_field(raw, ConsolidationAnswer)
-            if value is None:
-                invalid["consolidation_malformed"] = invalid.get("consolidation_malformed", 0) + 1
+            reason = ("consolidation_malformed" if value is None
+                      else "consolidation_placeholder" if is_placeholder(value) else None)
+            if reason is not None:
+                invalid[reason] = invalid.get(reason, 0) + 1
                 value = clip(" ".join(self.memory.texts[r] for r in self.memory.row[group]),
                              mcfg.memory_chars)
             consolidated.append(value[: mcfg.memory_chars])
@@ -431,9 +504,10 @@ class LLMBrain(Brain):
         verbatim = [p for p, m in zip(new_posts, long_mask, strict=True) if not m]
         read_order = to_summarise + verbatim
         read_texts = ([f"@{users.profiles.name(int(posts.author[p]))}: {summaries[p]}" for p in to_summarise]
-                      + [f"@{users.profiles.name(int(posts.author[p]))}: {clip(texts[p] if texts else '', mcfg.length_threshold)}"
+                      + [f"@{users.profiles.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), mcfg.length_threshold)}"
                          for p in verbatim])
-        own_texts = self._own_memory_texts(post_text, r_kind, r_post, r_text, posts, users)
+        own_texts = self._own_memory_texts(post_text, r_kind, r_post, r_text, posts, users,
+                                           ri.topic, summaries)
         # Memory keys of read posts and of reactions are the posts' own content embeddings
         # (already in the encoder's space when the env embedded them), so the encoder only
         # runs on what was written this round and on consolidated memories.
@@ -521,16 +595,51 @@ class LLMBrain(Brain):
             - stats["toxicity_seconds"],
         })
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
+        if cfg.replay:
+            stats["replay_hit_rate"] = stats["replay_hits"] / max(stats["llm_prompts"], 1.0)
         out.stats = stats
         self.last_stats = stats
         self.news = news
         return out
 
+    def _reask(self, results: list[ParsedAnswer | str], decision: Generation, prompts: list[Any],
+               schemas: list[dict[str, Any]], shared_schema: dict[str, Any] | None,
+               views: list[FeedView], rng: np.random.Generator, stats: dict[str, float]) -> None:
+        """Ask each agent whose answer was rejected (not for a backend error) once more, in one
+        batched call, with its answer and the validation error appended; replaces
+        ``results[b]`` by the new outcome. Counts ``reask_prompts`` / ``reask_recovered``."""
+        cfg = self.config
+        redo = [b for b, r in enumerate(results) if isinstance(r, str) and r != "backend_error"]
+        stats["reask_prompts"] = float(len(redo))
+        stats["reask_recovered"] = 0.0
+        if not redo:
+            return
+        retry_prompts = [[*prompts[b], {"role": "assistant", "content": decision.texts[b]},
+                          {"role": "user", "content": reask_message(str(results[b]), cfg.max_actions,
+                                                                   cfg.max_text_chars)}]
+                         for b in redo]
+        retry_schemas = shared_schema if shared_schema is not None else [schemas[b] for b in redo]
+        gen = self._call(retry_prompts, retry_schemas,
+                         self._sampling(rng, False, cfg.max_new_tokens), stats, "reask")
+        for b, text, finish in zip(redo, gen.texts, gen.finish_reasons, strict=True):
+            if finish == "error":
+                continue
+            result = parse_answer(text, views[b], max_actions=cfg.max_actions,
+                                  max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
+                                  truncated=finish == "length", bdi=cfg.reasoning == "bdi")
+            if not isinstance(result, str):
+                stats["reask_recovered"] += 1
+            results[b] = result
+
     def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],
                           r_text: list[str | None], posts: PostColumns,
-                          users: UserColumns) -> list[str]:
-        """Memory texts of the agents' own actions (posts first, then reactions)."""
+                          users: UserColumns, topic: str = "",
+                          summaries: dict[int, str] | None = None) -> list[str]:
+        """Memory texts of the agents' own actions (posts first, then reactions). A reaction
+        remembers what the post says: its summary when it has one, else its text (topic
+        phrase shortened, see :func:`without_topic`)."""
         limit = self.config.memory.memory_chars
+        summaries = summaries or {}
         verbs = {int(Behaviour.RETWEET): "You retweeted", int(Behaviour.REPLY): "You replied to",
                  int(Behaviour.LIKE): "You liked", int(Behaviour.DISLIKE): "You disliked"}
         out = [f"You posted: {clip(t, limit)}" for t in post_text]
@@ -540,7 +649,8 @@ class LLMBrain(Brain):
             if kind == int(Behaviour.REPLY):
                 out.append(f"You replied to @{who}: {clip(text, limit)}")
             else:
-                seen = clip(texts[pid] if texts is not None else None, limit // 2)
+                seen = summaries.get(pid) or clip(
+                    without_topic(texts[pid] if texts is not None else None, topic), limit // 2)
                 out.append(f"{verbs[kind]} @{who}'s post: {seen}")
         return out
 

@@ -5,7 +5,7 @@ OpenAI-compatible backend). Unknown fields are rejected with an error that names
 a bad value gets an error naming the field and the allowed values, e.g.::
 
     LLMConfig(backend="tgi", model="x")
-    # backend: Input should be 'vllm', 'hf' or 'openai'
+    # backend: Input should be 'vllm', 'hf', 'openai' or 'llamacpp'
 
 Defaults from the paper (§2.1, see ``shared/PAPER.md``) are marked "paper"; the others
 are ours and documented here, in one place.
@@ -31,6 +31,10 @@ from agent_models.validation import strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+#: LoRA ranks vLLM's engine accepts for ``max_lora_rank`` (vllm.config.lora.MaxLoRARanks).
+VLLM_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: Structured-output request forms of the OpenAI-compatible backend, in fallback order.
+RESPONSE_FORMS: tuple[str, ...] = ("json_schema", "json_object", "grammar", "none")
 
 
 class MemoryConfig(BaseModel):
@@ -74,9 +78,13 @@ class LLMConfig(BaseModel):
     """Everything the LLM brain and its inference backends need.
 
     Backend and model:
-        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU) or
+        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU),
+            ``"llamacpp"`` (in-process llama.cpp via ``llama-cpp-python``, a GGUF file, CPU) or
             ``"openai"`` (any OpenAI-compatible server: vLLM serve, llama.cpp, a cluster).
-        model: local model directory (hf, vllm) or the served model name (openai).
+        model: local model directory (hf, vllm), a ``.gguf`` file (llamacpp; or a directory
+            plus ``gguf_file``), or the served model name (openai).
+        gguf_file: a GGUF file name inside the ``model`` directory: hf loads (dequantizes) it
+            with transformers' GGUF loader, llamacpp runs it as is.
         tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
         base_url: one URL or a list (openai; requests go round-robin over them).
         api_key: API key (openai), held as a ``SecretStr`` (masked in repr, dumps and every
@@ -85,7 +93,8 @@ class LLMConfig(BaseModel):
         api_key_env: the environment variable the key is read from when ``api_key`` is unset.
         lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
         lora_merge: hf only: merge the adapter into the weights for faster inference.
-        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64).
+        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64); one
+            of vLLM's allowed values :data:`VLLM_LORA_RANKS`.
         device: hf: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
         dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
         tensor_parallel_size, gpu_memory_utilization, max_model_len, enable_prefix_caching,
@@ -93,6 +102,11 @@ class LLMConfig(BaseModel):
         cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
             process-wide); None keeps torch's default. 1 is fastest for tiny models and on
             a loaded machine (thread oversubscription slows small matmuls by 10-40x).
+            llamacpp: llama.cpp threads (None = its default). Sampled tokens can depend on the
+            thread count and machine (floating-point summation order); use ``replay`` for
+            runs that must match bit for bit across machines and thread counts.
+        n_ctx: llamacpp: KV-cache tokens shared by the prompts decoded together (prompts
+            + answers of up to ``batch_size`` sequences; ≈ 18 KB per token for Gemma 3 270M).
         batch_size: hf: prompts per ``generate`` micro-batch (sorted by length).
         concurrency: openai: requests in flight at once (a semaphore).
         max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
@@ -100,16 +114,45 @@ class LLMConfig(BaseModel):
         request_timeout: openai: seconds per request (one attempt).
         request_deadline: openai: seconds after which a request stops being retried (all
             attempts; without it a stuck server costs ``(1 + max_retries) × request_timeout``).
+        response_format: openai: how constrained decoding is requested: ``"json_schema"``
+            (OpenAI / vLLM ``response_format``), ``"json_object"`` (``{"type": "json_object",
+            "schema": ...}``, llama-cpp-python), ``"grammar"`` (a GBNF ``grammar`` field built
+            from the schema, llama.cpp servers; needs ``llama-cpp-python`` for the
+            conversion), ``"none"`` (free text, validated after), or ``"auto"`` (default:
+            json_schema, and on a server that rejects a form the next one in that order; the
+            form that works is kept for the rest of the run).
+        system_role: ``"system"`` sends the shared rules as a system message; ``"fold"``
+            puts them at the top of the first user message instead (for chat templates that
+            have no system role, e.g. Gemma, which would drop or reject it); ``"auto"``
+            (default) folds when the backend's chat template has no system role (hf, vllm,
+            llamacpp check their template; openai keeps the system message).
+        replay: path of a replay cache (JSON lines): every backend call's prompt, schema,
+            sampling parameters and answer are recorded, and answers already recorded are
+            replayed instead of calling the model. A replayed run is reproducible bit for bit
+            on any machine and thread count. replay_mode: ``"auto"`` (replay what is
+            recorded, call the model and record the rest), ``"record"`` (always call the
+            model, record), ``"replay"`` (never call the model: a prompt that was not
+            recorded is an error; no model is loaded).
         fail_on_backend_error: raise :class:`~agent_models.llm.backends.LLMBackendError` when a
             request still fails after the retries (default); if False, that agent does nothing
             and the failure is counted under ``invalid["backend_error"]``.
 
     Sampling:
         temperature, top_p, top_k (-1 = off), repetition_penalty, max_new_tokens: for the
-            agent decision call. ``stance_max_new_tokens``, ``summary_max_new_tokens`` and
-            ``aux_temperature`` for the stance and memory calls.
+            agent decision call. ``stance_max_new_tokens``, ``summary_max_new_tokens``,
+            ``aux_temperature`` (stance and agreement labels; 0 = greedy) and
+            ``memory_temperature`` (summaries and consolidations: free text, which greedy
+            decoding of a small base model turns into repetition or ": ").
 
     Answers:
+        retry_invalid: re-ask an agent whose answer failed validation once, with the
+            validation error appended to its prompt (one extra batched call; off by
+            default); re-asks are counted in ``stats["reask_*"]``.
+        reasoning: ``"bdi"`` (opt-in): the agent's one structured answer starts with its
+            emotion (one of :data:`~agent_models.llm.schema.EMOTIONS`), belief, desire and
+            intention (each at most ``bdi_chars`` characters), then the actions; the states
+            are kept in ``LLMBrain.last_states`` and the emotions counted in
+            ``stats["emotion_<name>"]``. Costs prompt and completion tokens (see BENCHMARKS.md).
         constrained: decode under the JSON schema (vLLM structured outputs, llguidance on
             transformers, ``response_format`` on OpenAI servers). Off: free text, then parsed.
         schema_mode: ``"per_agent"`` (the schema enumerates the agent's own feed post ids and
@@ -133,8 +176,9 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
-    backend: Literal["vllm", "hf", "openai"] = "hf"
+    backend: Literal["vllm", "hf", "openai", "llamacpp"] = "hf"
     model: str
+    gguf_file: str | None = None
     tokenizer: str | None = None
     base_url: list[str] | None = None
     api_key: SecretStr | None = Field(None, repr=False)
@@ -159,6 +203,11 @@ class LLMConfig(BaseModel):
     request_timeout: float = Field(120.0, gt=0)
     request_deadline: float = Field(300.0, gt=0)
     fail_on_backend_error: bool = True
+    response_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
+    system_role: Literal["auto", "system", "fold"] = "auto"
+    n_ctx: int = Field(16384, ge=256)
+    replay: str | None = None
+    replay_mode: Literal["auto", "record", "replay"] = "auto"
 
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -168,8 +217,12 @@ class LLMConfig(BaseModel):
     stance_max_new_tokens: int = Field(32, ge=8)
     summary_max_new_tokens: int = Field(96, ge=8)
     aux_temperature: float = Field(0.0, ge=0)
+    memory_temperature: float = Field(0.7, ge=0)
 
     constrained: bool = True
+    retry_invalid: bool = False
+    reasoning: Literal["none", "bdi"] = "none"
+    bdi_chars: int = Field(100, ge=8)
     schema_mode: Literal["per_agent", "shared"] = "per_agent"
     behaviours: tuple[str, ...] = ACTION_TYPES
     max_actions: int = Field(4, ge=1)
@@ -216,6 +269,13 @@ class LLMConfig(BaseModel):
             raise ValueError("model: give a local model path or the served model name")
         return value
 
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _lora_rank(cls, value: int) -> int:
+        if value not in VLLM_LORA_RANKS:
+            raise ValueError(f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}")
+        return value
+
     @field_validator("behaviours")
     @classmethod
     def _behaviours(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -245,6 +305,8 @@ class LLMConfig(BaseModel):
     def _backend_needs(self) -> LLMConfig:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("base_url: the 'openai' backend needs base_url (a URL or a list of URLs)")
+        if self.replay_mode == "replay" and not self.replay:
+            raise ValueError("replay: replay_mode='replay' needs replay= (the path of a recorded cache)")
         return self
 
     def resolved_api_key(self) -> str:

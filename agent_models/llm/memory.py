@@ -135,7 +135,9 @@ class MemoryStore:
         pos_r = pos[ranked]
         keep = group_rank(pos_r) < top_k
         for p, entry in zip(pos_r[keep].tolist(), sel[ranked][keep].tolist(), strict=True):
-            label = "long-term" if self.kind[entry] == LONG else f"round {int(self.round[entry])}"
+            r = int(self.round[entry])
+            label = ("long-term" if self.kind[entry] == LONG
+                     else "before the simulation" if r < 0 else f"round {r}")
             out[p].append(f"({label}) {self.texts[self.row[entry]]}")
         return out
 

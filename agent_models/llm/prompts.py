@@ -16,6 +16,7 @@ exact format the agents are prompted with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -24,14 +25,17 @@ from string import Template
 
 Messages = list[dict[str, str]]
 
+#: The form of each action, with ``<...>`` placeholders rather than example values: a small
+#: model copies example texts word for word (and copied placeholders are rejected, see
+#: :func:`agent_models.llm.schema.is_placeholder`).
 BEHAVIOUR_HELP: dict[str, str] = {
-    "post": 'post: write a new post {"type":"post","text":...}',
-    "retweet": 'retweet: share a feed post {"type":"retweet","post_id":...}',
-    "reply": 'reply: answer a feed post {"type":"reply","post_id":...,"text":...}',
-    "like": 'like: {"type":"like","post_id":...}',
-    "dislike": 'dislike: {"type":"dislike","post_id":...}',
-    "follow": 'follow the author of a feed post: {"type":"follow","user_id":...}',
-    "unfollow": 'unfollow an author you follow: {"type":"unfollow","user_id":...}',
+    "post": 'post: write a new post {"type":"post","text":"<your post>"}',
+    "retweet": 'retweet: share a feed post {"type":"retweet","post_id":<post id>}',
+    "reply": 'reply: answer a feed post {"type":"reply","post_id":<post id>,"text":"<your reply>"}',
+    "like": 'like a feed post: {"type":"like","post_id":<post id>}',
+    "dislike": 'dislike a feed post: {"type":"dislike","post_id":<post id>}',
+    "follow": 'follow the author of a feed post: {"type":"follow","user_id":<user id>}',
+    "unfollow": 'unfollow an author you follow: {"type":"unfollow","user_id":<user id>}',
 }
 CHANNEL_NAMES: tuple[str, ...] = ("following", "for you", "trending", "suggested")
 
@@ -70,17 +74,27 @@ def agent_system_prompt(
     max_actions: int,
     max_text_chars: int,
     template_dir: str | None = None,
+    reasoning: str = "none",
 ) -> str:
-    """The shared system message of one round (same for every agent)."""
+    """The shared system message of one round (same for every agent); ``reasoning="bdi"``
+    adds the emotion / belief-desire-intention module (template ``agent_bdi``)."""
     news_block = ""
     if news:
         news_block = "News:\n" + "\n".join(f"- {clip(h, 300)}" for h in news)
-    return _render(
+    module = ""
+    if reasoning == "bdi":
+        from agent_models.llm.schema import EMOTIONS
+
+        module = _render("agent_bdi", template_dir, emotions=", ".join(EMOTIONS))
+    elif reasoning != "none":
+        raise ValueError(f"reasoning: {reasoning!r} not allowed; use 'none' or 'bdi'")
+    text = _render(
         "agent_system", template_dir,
         behaviours="\n".join(f"- {BEHAVIOUR_HELP[b]}" for b in behaviours),
         max_actions=max_actions, max_text_chars=max_text_chars,
-        topic=topic or "general news", news=news_block,
+        topic=topic or "general news", news=news_block, reasoning=module,
     )
+    return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def feed_line(

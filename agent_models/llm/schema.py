@@ -4,8 +4,8 @@ An answer is one JSON object with a list of actions (several behaviours per roun
 empty list = "do nothing")::
 
     {"actions": [{"type": "like", "post_id": 12},
-                 {"type": "reply", "post_id": 7, "text": "Not so sure about that."},
-                 {"type": "post", "text": "Vote on Tuesday!"},
+                 {"type": "reply", "post_id": 7, "text": <reply text>},
+                 {"type": "post", "text": <post text>},
                  {"type": "follow", "user_id": 3}]}
 
 :func:`answer_schema` builds the JSON schema the decoder is constrained to — per agent
@@ -37,6 +37,7 @@ INVALID_REASONS: tuple[str, ...] = (
     "unknown_user",  # a user id that is not an author shown in this agent's feed
     "impossible_action",  # e.g. like and dislike of one post, following oneself or a followee
     "too_many_actions",  # more than max_actions actions
+    "placeholder_text",  # a text that is a copied placeholder ("<your post>", "...", "text")
     "backend_error",  # the request failed after retries (fail_on_backend_error=False)
     "not_text",  # the backend returned something that is not a string
     "too_deep",  # JSON nested too deeply to parse safely
@@ -45,7 +46,40 @@ INVALID_REASONS: tuple[str, ...] = (
 #: falls back: no stance observation / verbatim memory / no misinformation adoption).
 AUX_INVALID_REASONS: tuple[str, ...] = (
     "stance_malformed", "summary_malformed", "consolidation_malformed", "agreement_malformed",
+    "summary_placeholder", "consolidation_placeholder",
 )
+
+_PLACEHOLDER = re.compile(r"^(?:<[^<>]*>|[\W_]*)$")
+_PLACEHOLDER_WORDS = frozenset({
+    "text", "summary", "memory", "string", "post", "reply", "sentence", "your post",
+    "your reply", "your text", "your own words", "post text", "reply text", "none", "null",
+})
+
+
+#: Written texts must not start with a bracket, white space or punctuation (under constrained
+#: decoding a small base model otherwise answers ``"<your post>"``, ``": "`` or ``"}, {"``),
+#: and hold no double quote or backslash: llama.cpp's JSON-schema-to-grammar converter (used
+#: by llama.cpp servers for ``json_object`` + schema and for the ``grammar`` form) applies a
+#: pattern to the raw JSON text, where those characters would end or escape the string.
+TEXT_PATTERN = r'^[^<>{}()\[\] \t\n.,:;…][^"\\]*$'
+
+
+
+def text_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema of a model-written text (post, reply, summary, memory)."""
+    return {"type": "string", "minLength": 1, "maxLength": int(max_chars), "pattern": TEXT_PATTERN}
+
+
+def is_placeholder(text: str | None) -> bool:
+    """Whether a model-written text is a format placeholder rather than content: empty, only
+    punctuation (``"..."``, ``"…"``), an angle-bracket slot (``"<your post>"``), or a field
+    name (``"summary"``, ``"text"``)."""
+    if text is None:
+        return True
+    stripped = " ".join(text.split())
+    if _PLACEHOLDER.match(stripped):
+        return True
+    return stripped.strip(" .!?:;\"'").lower() in _PLACEHOLDER_WORDS
 
 
 class _Strict(BaseModel):
@@ -101,6 +135,22 @@ class AgentAnswer(_Strict):
     actions: list[Action] = Field(default_factory=list)
 
 
+#: Emotions of the opt-in belief-desire-intention answer (``LLMConfig.reasoning="bdi"``).
+EMOTIONS: tuple[str, ...] = ("calm", "happy", "hopeful", "curious", "indifferent", "anxious",
+                             "sad", "angry")
+#: The inner-state fields of a BDI answer, written before the actions.
+BDI_FIELDS: tuple[str, ...] = ("emotion", "belief", "desire", "intention")
+
+
+class BDIAnswer(AgentAnswer):
+    """An :class:`AgentAnswer` preceded by the agent's emotion, belief, desire and intention."""
+
+    emotion: Literal["calm", "happy", "hopeful", "curious", "indifferent", "anxious", "sad", "angry"]
+    belief: str = Field(min_length=1)
+    desire: str = Field(min_length=1)
+    intention: str = Field(min_length=1)
+
+
 class StanceAnswer(_Strict):
     """Eq. 1: the discrete stance of a user toward the topic."""
 
@@ -127,6 +177,7 @@ class AgreementAnswer(_Strict):
 
 STANCE_VALUES: dict[str, int] = {"favor": 1, "neutral": 0, "against": -1}
 _ANSWER = TypeAdapter(AgentAnswer)
+_BDI_ANSWER = TypeAdapter(BDIAnswer)
 _ACTION_BEHAVIOUR: dict[str, Behaviour] = {
     "post": Behaviour.POST,
     "retweet": Behaviour.RETWEET,
@@ -163,8 +214,12 @@ def answer_schema(
     post_ids: Sequence[int] | tuple[int, int] | None = None,
     follow_ids: Sequence[int] | tuple[int, int] | None = None,
     unfollow_ids: Sequence[int] | tuple[int, int] | None = None,
+    bdi: bool = False,
+    bdi_chars: int = 100,
 ) -> dict[str, Any]:
-    """JSON schema of an :class:`AgentAnswer` for constrained decoding.
+    """JSON schema of an :class:`AgentAnswer` for constrained decoding (of a
+    :class:`BDIAnswer` with ``bdi``: emotion, belief, desire and intention of at most
+    ``bdi_chars`` characters each, before the actions).
 
     Args:
         behaviours: allowed action types (subset of ``ACTION_TYPES``).
@@ -179,7 +234,7 @@ def answer_schema(
         A JSON-schema dict (``additionalProperties: false`` and all properties required,
         so it is also accepted by OpenAI's strict structured outputs).
     """
-    text = {"type": "string", "minLength": 1, "maxLength": int(max_text_chars)}
+    text = text_schema(max_text_chars)
     variants: list[dict[str, Any]] = []
 
     def has(ids: Sequence[int] | tuple[int, int] | None) -> bool:
@@ -206,6 +261,10 @@ def answer_schema(
         actions["items"] = {"anyOf": variants}
     else:
         actions["items"] = {"type": "object"}
+    if bdi:
+        state = {"emotion": {"type": "string", "enum": list(EMOTIONS)},
+                 **{k: text_schema(bdi_chars) for k in BDI_FIELDS[1:]}}
+        return _obj({**state, "actions": actions})
     return _obj({"actions": actions})
 
 
@@ -218,11 +277,11 @@ def agreement_schema() -> dict[str, Any]:
 
 
 def summary_schema(max_chars: int) -> dict[str, Any]:
-    return _obj({"summary": {"type": "string", "minLength": 1, "maxLength": int(max_chars)}})
+    return _obj({"summary": text_schema(max_chars)})
 
 
 def consolidation_schema(max_chars: int) -> dict[str, Any]:
-    return _obj({"memory": {"type": "string", "minLength": 1, "maxLength": int(max_chars)}})
+    return _obj({"memory": text_schema(max_chars)})
 
 
 def answer_json(actions: Sequence[dict[str, Any]]) -> str:
@@ -265,6 +324,8 @@ class ParsedAnswer:
     reactions: list[tuple[int, int, str | None]] = field(default_factory=list)  # (kind, post, text)
     follows: list[int] = field(default_factory=list)
     unfollows: list[int] = field(default_factory=list)
+    #: emotion / belief / desire / intention of a BDI answer (None otherwise)
+    state: dict[str, str] | None = None
 
     @property
     def num_actions(self) -> int:
@@ -333,6 +394,7 @@ def parse_answer(
     max_text_chars: int,
     behaviours: Sequence[str],
     truncated: bool = False,
+    bdi: bool = False,
 ) -> ParsedAnswer | str:
     """Validate one completion against what the agent saw.
 
@@ -349,7 +411,7 @@ def parse_answer(
     except (ValueError, RecursionError):
         return "truncated" if truncated else "malformed_json"
     try:
-        answer = _ANSWER.validate_python(raw)
+        answer = (_BDI_ANSWER if bdi else _ANSWER).validate_python(raw)
     except (ValidationError, ValueError, TypeError, RecursionError):
         return "schema"
     if len(answer.actions) > max_actions:
@@ -358,6 +420,8 @@ def parse_answer(
     authors = set(view.post_authors)
     followed = {a for a, f in zip(view.post_authors, view.followed, strict=True) if f}
     out = ParsedAnswer()
+    if isinstance(answer, BDIAnswer):
+        out.state = {k: getattr(answer, k) for k in BDI_FIELDS}
     seen: set[tuple[Any, ...]] = set()
     reacted: dict[int, str] = {}
     for action in answer.actions:
@@ -367,6 +431,8 @@ def parse_answer(
         if key in seen:
             continue
         seen.add(key)
+        if hasattr(action, "text") and is_placeholder(action.text):
+            return "placeholder_text"
         if isinstance(action, PostAction):
             out.posts.append(action.text[:max_text_chars])
         elif isinstance(action, FollowAction | UnfollowAction):

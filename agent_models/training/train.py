@@ -186,7 +186,7 @@ def _common_args(config: TrainConfig, output_dir: Path, device: str, n: int, lr:
         max_steps=config.max_steps,
         learning_rate=lr,
         lr_scheduler_type=config.lr_scheduler,
-        warmup_steps=config.warmup_ratio,
+        warmup_steps=config.warmup_ratio,  # transformers >= 5: a float < 1 is a share of the steps
         weight_decay=config.weight_decay,
         max_length=config.max_length,
         bf16=bool(bf16),

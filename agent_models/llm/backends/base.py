@@ -18,6 +18,33 @@ class LLMBackendError(RuntimeError):
     """A backend request failed for good (after its retries), or the backend cannot start."""
 
 
+def fold_system(messages: Messages) -> Messages:
+    """The same conversation without a system message: the system content goes at the top
+    of the first user message (for chat templates without a system role)."""
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return rest
+    head = "\n\n".join(system)
+    for m in rest:
+        if m["role"] == "user":
+            m["content"] = f"{head}\n\n{m['content']}"
+            return rest
+    return [{"role": "user", "content": head}, *rest]
+
+
+def template_keeps_system(render: Any) -> bool:
+    """Whether a chat template renders a system message: ``render(messages) -> str`` is
+    called with a marked system message; a template that raises (no system role) or drops
+    the marker (e.g. llama.cpp's gemma format) does not keep it."""
+    marker = "policysim-system-marker-7f3a"
+    try:
+        text = render([{"role": "system", "content": marker}, {"role": "user", "content": "hi"}])
+    except Exception:
+        return False
+    return marker in str(text)
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling parameters of one backend call.
@@ -50,6 +77,7 @@ class Generation:
         finish_reasons: ``"stop"``, ``"length"`` (hit max_new_tokens) or ``"error"``.
         errors: None, or the error message of a failed request (``finish_reason == "error"``).
         seconds: wall time of the call.
+        replayed: how many of the n answers came from a replay cache (no model call).
     """
 
     texts: list[str]
@@ -58,6 +86,7 @@ class Generation:
     finish_reasons: list[str]
     errors: list[str | None] = field(default_factory=list)
     seconds: float = 0.0
+    replayed: int = 0
 
     def __post_init__(self) -> None:
         if not self.errors:
@@ -87,6 +116,8 @@ class Backend(ABC):
     """
 
     name: str = "backend"
+    #: whether the chat template keeps a system message (see :func:`template_keeps_system`)
+    system_role: bool = True
 
     @abstractmethod
     def generate(

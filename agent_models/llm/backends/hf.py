@@ -25,6 +25,7 @@ from agent_models.llm.backends.base import (
     Sampling,
     Schemas,
     schema_list,
+    template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
 
@@ -134,7 +135,9 @@ class HFBackend(Backend):
         self.device = resolve_device(config.device)
         if config.cpu_threads is not None and self.device == "cpu":
             torch.set_num_threads(config.cpu_threads)
-        self.tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or config.model)
+        gguf = {"gguf_file": config.gguf_file} if config.gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            config.tokenizer or config.model, **({} if config.tokenizer else gguf))
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -143,7 +146,7 @@ class HFBackend(Backend):
         major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
         dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
         model = AutoModelForCausalLM.from_pretrained(
-            config.model, **{dtype_key: resolve_dtype(config.dtype, self.device)}
+            config.model, **{dtype_key: resolve_dtype(config.dtype, self.device)}, **gguf
         )
         if config.lora_path:
             try:
@@ -166,11 +169,16 @@ class HFBackend(Backend):
         self._lltokenizer: Any = None
         self._grammars: dict[str, str] = {}
         self._torch = torch
+        self.system_role = config.system_role == "system" or (
+            config.system_role == "auto"
+            and template_keeps_system(lambda m: render_chat(self.tokenizer, m)))
 
     # ------------------------------------------------------------------ tokens
     def encode(self, prompts: Sequence[Messages]) -> list[list[int]]:
         texts = [render_chat(self.tokenizer, p) for p in prompts]
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        # a chat template writes its own BOS; the plain layout needs the tokenizer's (Gemma)
+        plain = not getattr(self.tokenizer, "chat_template", None)
+        return self.tokenizer(texts, add_special_tokens=plain)["input_ids"]
 
     def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
         return np.array([len(ids) for ids in self.encode(prompts)], dtype=np.int64)
@@ -197,6 +205,23 @@ class HFBackend(Backend):
         return llguidance.LLMatcher(self._lltokenizer, grammar, log_level=0)
 
     # ------------------------------------------------------------------ generate
+    def generation_config(self, sampling: Sampling) -> Any:
+        """The ``GenerationConfig`` of a call. ``top_k`` off is ``0``: ``None`` would let
+        transformers fill in its default of 50."""
+        from transformers import GenerationConfig
+
+        do_sample = sampling.temperature > 0
+        return GenerationConfig(
+            do_sample=do_sample,
+            temperature=sampling.temperature if do_sample else None,
+            top_p=sampling.top_p if do_sample else None,
+            top_k=(sampling.top_k if sampling.top_k > 0 else 0) if do_sample else None,
+            repetition_penalty=sampling.repetition_penalty,
+            max_new_tokens=sampling.max_new_tokens,
+            eos_token_id=self.eos_ids,
+            pad_token_id=int(self.tokenizer.pad_token_id),
+        )
+
     def generate(
         self,
         prompts: Sequence[Messages],
@@ -204,7 +229,7 @@ class HFBackend(Backend):
         sampling: Sampling | None = None,
     ) -> Generation:
         torch = self._torch
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import LogitsProcessorList
 
         start = time.perf_counter()
         sampling = sampling or Sampling()
@@ -217,17 +242,7 @@ class HFBackend(Backend):
         completion_tokens = np.zeros(n, np.int64)
         finish: list[str] = ["stop"] * n
         pad = int(self.tokenizer.pad_token_id)
-        do_sample = sampling.temperature > 0
-        gen_config = GenerationConfig(
-            do_sample=do_sample,
-            temperature=sampling.temperature if do_sample else None,
-            top_p=sampling.top_p if do_sample else None,
-            top_k=sampling.top_k if do_sample and sampling.top_k > 0 else None,
-            repetition_penalty=sampling.repetition_penalty,
-            max_new_tokens=sampling.max_new_tokens,
-            eos_token_id=self.eos_ids,
-            pad_token_id=pad,
-        )
+        gen_config = self.generation_config(sampling)
         devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
         with torch.random.fork_rng(devices=devices), torch.inference_mode():
             if sampling.seed is not None:

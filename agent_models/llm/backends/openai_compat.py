@@ -11,14 +11,28 @@ URL; null or missing ``usage`` counts 0 tokens; after ``max_retries`` the
 call raises :class:`LLMBackendError` naming the URL, the status and the attempts (or, with
 ``fail_on_backend_error=False``, reports the prompt as ``finish_reason="error"``).
 
-Constrained decoding: ``response_format={"type": "json_schema", "json_schema": {...,
-"strict": true}}``.
+Constrained decoding (``config.response_format``), because servers disagree on the form:
+
+- ``"json_schema"``: ``response_format={"type": "json_schema", "json_schema": {"name": ...,
+  "schema": ..., "strict": true}}`` (OpenAI, vLLM, SGLang, llama.cpp's llama-server);
+- ``"json_object"``: ``response_format={"type": "json_object", "schema": ...}``
+  (llama-cpp-python's server, which answers ``json_schema`` with HTTP 500 "Input should be
+  'text' or 'json_object'");
+- ``"grammar"``: a GBNF ``grammar`` body field converted from the schema with
+  llama-cpp-python's ``json_schema_to_gbnf`` (llama.cpp servers);
+- ``"none"``: no constraint; the answer is validated afterwards like any other.
+
+``"auto"`` starts with json_schema; a server that rejects a form (HTTP 400/422, or a 5xx
+whose message names the response format) is asked again at once with the next form, without
+the retry backoff, and the working form is kept for the rest of the run (``self.form``).
+Rejections are never retried with the same form: they cannot succeed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 from collections import Counter
@@ -36,7 +50,7 @@ from agent_models.llm.backends.base import (
     Schemas,
     schema_list,
 )
-from agent_models.llm.config import LLMConfig
+from agent_models.llm.config import RESPONSE_FORMS, LLMConfig
 from agent_models.redaction import redact_text
 
 #: Longest ``Retry-After`` honoured (seconds); a server asking for more waits this long.
@@ -104,9 +118,27 @@ def retry_after_seconds(err: BaseException | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+#: words in a server's error message that say the structured-output request was refused
+FORM_WORDS: tuple[str, ...] = ("response_format", "json_schema", "json_object", "grammar",
+                               "structured", "guided", "schema")
+
+
+def is_form_rejection(err: BaseException) -> bool:
+    """The server refused the structured-output form of the request (HTTP 400/422, or a 5xx
+    whose message names the response format, as llama-cpp-python's server answers)."""
+    import openai
+
+    if not isinstance(err, openai.APIStatusError):
+        return False
+    text = str(err).lower()
+    if err.status_code in (400, 415, 422) or err.status_code >= 500:
+        return any(word in text for word in FORM_WORDS)
+    return False
+
+
 def is_retryable(err: BaseException) -> bool:
     """429 / 408 / 5xx responses, timeouts, connection errors and malformed 200 responses
-    are retried."""
+    are retried; a rejected request form is not (the same request cannot succeed)."""
     import openai
 
     if isinstance(err, MalformedResponse):
@@ -114,13 +146,40 @@ def is_retryable(err: BaseException) -> bool:
     if isinstance(err, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(err, openai.APIStatusError):
+        if is_form_rejection(err):
+            return False
         return err.status_code in (408, 409, 429) or err.status_code >= 500
     return False
 
 
+def schema_to_gbnf(schema: dict[str, Any]) -> str:
+    """A GBNF grammar for ``schema`` (llama-cpp-python's converter, the one its server uses)."""
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+    except ImportError as err:
+        raise ImportError("response_format='grammar' converts the JSON schema with "
+                          "llama-cpp-python: `pip install llama-cpp-python`") from err
+    return json_schema_to_gbnf(json.dumps(schema))
+
+
+def grammar_available() -> bool:
+    """Whether :func:`schema_to_gbnf` can run here."""
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
+
+
 def request_kwargs(model: str, messages: Messages, schema: dict[str, Any] | None,
-                   sampling: Sampling, index: int) -> dict[str, Any]:
-    """The ``chat.completions.create`` arguments of one prompt (pure; tested)."""
+                   sampling: Sampling, index: int, form: str = "json_schema",
+                   grammar: str | None = None) -> dict[str, Any]:
+    """The ``chat.completions.create`` arguments of one prompt (pure; tested).
+
+    ``form`` is one of :data:`~agent_models.llm.config.RESPONSE_FORMS`; ``grammar`` is the
+    GBNF text for the ``"grammar"`` form."""
+    if form not in RESPONSE_FORMS:
+        raise ValueError(f"form: {form!r} not allowed; use one of {list(RESPONSE_FORMS)}")
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -136,13 +195,19 @@ def request_kwargs(model: str, messages: Messages, schema: dict[str, Any] | None
         extra["top_k"] = sampling.top_k
     if sampling.repetition_penalty != 1.0:
         extra["repetition_penalty"] = sampling.repetition_penalty
-    if extra:
-        kwargs["extra_body"] = extra
-    if schema is not None:
+    if schema is not None and form == "json_schema":
         kwargs["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": "answer", "schema": schema, "strict": True},
         }
+    elif schema is not None and form == "json_object":
+        kwargs["response_format"] = {"type": "json_object", "schema": schema}
+    elif schema is not None and form == "grammar":
+        if grammar is None:
+            raise ValueError("grammar: the 'grammar' form needs the GBNF text")
+        extra["grammar"] = grammar
+    if extra:
+        kwargs["extra_body"] = extra
     return kwargs
 
 
@@ -164,6 +229,17 @@ class OpenAIBackend(Backend):
         #: failed requests (after retries) by reason: "malformed_response", "empty_choices",
         #: or the exception type ("RateLimitError", "APITimeoutError", ...)
         self.failures: Counter[str] = Counter()
+        if config.response_format == "auto":
+            self.forms = [f for f in RESPONSE_FORMS if f != "grammar" or grammar_available()]
+        else:
+            self.forms = [config.response_format]
+            if config.response_format == "grammar":
+                schema_to_gbnf({"type": "object"})  # fails now, with the install hint
+        self._form_index = 0
+        self._gbnf: dict[str, str] = {}
+        #: forms the server refused, with its message (reported by the brain)
+        self.rejected_forms: dict[str, str] = {}
+        self.system_role = config.system_role != "fold"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="policysim-openai",
                                         daemon=True)
@@ -178,6 +254,34 @@ class OpenAIBackend(Backend):
                         timeout=self.config.request_timeout)
             for url in self.urls
         ]
+
+    @property
+    def form(self) -> str:
+        """The structured-output request form in use."""
+        return self.forms[self._form_index]
+
+    def _grammar(self, schema: dict[str, Any]) -> str:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._gbnf:
+            self._gbnf[key] = schema_to_gbnf(schema)
+        return self._gbnf[key]
+
+    def _kwargs(self, messages: Messages, schema: dict[str, Any] | None, sampling: Sampling,
+                index: int) -> tuple[str, dict[str, Any]]:
+        form = self.form
+        grammar = self._grammar(schema) if schema is not None and form == "grammar" else None
+        return form, request_kwargs(self.config.model, messages, schema, sampling, index, form,
+                                    grammar)
+
+    def _rejected(self, form: str, err: BaseException) -> bool:
+        """Record that the server refused ``form``; True when another form is left to try."""
+        if form != self.form:  # another request already moved on
+            return True
+        self.rejected_forms[form] = str(err)[:300]
+        if self._form_index + 1 < len(self.forms):
+            self._form_index += 1
+            return True
+        return False
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -197,7 +301,6 @@ class OpenAIBackend(Backend):
         cfg = self.config
         first = next(self._counter)
         attempts = 0
-        kwargs = request_kwargs(cfg.model, messages, schema, sampling, index)
         backoff = (wait_exponential(multiplier=cfg.retry_initial_wait, max=cfg.retry_max_wait)
                    + wait_random(0, cfg.retry_initial_wait))
 
@@ -207,29 +310,45 @@ class OpenAIBackend(Backend):
             after = retry_after_seconds(outcome.exception() if outcome is not None else None)
             return seconds if after is None else max(seconds, after)
 
+        form = self.form
         async with semaphore:
             try:
-                async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(cfg.max_retries + 1) | stop_after_delay(cfg.request_deadline),
-                    wait=wait,
-                    retry=retry_if_exception(is_retryable),
-                    reraise=True,
-                ):
-                    with attempt:
-                        client = self._clients[(first + attempts) % len(self._clients)]
-                        attempts += 1
-                        try:
-                            response = await client.chat.completions.create(**kwargs)
-                        except (openai.APIResponseValidationError, ValueError) as err:
-                            raise MalformedResponse("malformed_response", f"unparseable body: {err}") from err
-                        result = parse_response(response)
+                while True:
+                    form, kwargs = self._kwargs(messages, schema, sampling, index)
+                    try:
+                        async for attempt in AsyncRetrying(
+                            stop=stop_after_attempt(cfg.max_retries + 1)
+                            | stop_after_delay(cfg.request_deadline),
+                            wait=wait,
+                            retry=retry_if_exception(is_retryable),
+                            reraise=True,
+                        ):
+                            with attempt:
+                                client = self._clients[(first + attempts) % len(self._clients)]
+                                attempts += 1
+                                try:
+                                    response = await client.chat.completions.create(**kwargs)
+                                except (openai.APIResponseValidationError, ValueError) as err:
+                                    raise MalformedResponse("malformed_response",
+                                                            f"unparseable body: {err}") from err
+                                result = parse_response(response)
+                        break
+                    except Exception as err:
+                        if (schema is None or form == "none" or not is_form_rejection(err)
+                                or not self._rejected(form, err)):
+                            raise
             except Exception as err:
                 url = self.urls[(first + attempts - 1) % len(self.urls)]
                 status = getattr(err, "status_code", None)
+                hint = ""
+                if schema is not None and is_form_rejection(err):
+                    hint = (f" (the server refused the structured-output form {form!r}; tried "
+                            f"{list(self.rejected_forms) or [form]}; set response_format to "
+                            f"one of {list(RESPONSE_FORMS)} or 'auto')")
                 message = redact_text(
                     f"OpenAI-compatible request {index} failed after {attempts} attempt(s); "
                     f"last at {url}: {type(err).__name__}"
-                    + (f" (HTTP {status})" if status else "") + f": {err}"
+                    + (f" (HTTP {status})" if status else "") + f": {err}{hint}"
                 )
                 reason = err.reason if isinstance(err, MalformedResponse) else type(err).__name__
                 self.failures[reason] += 1

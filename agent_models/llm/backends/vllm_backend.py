@@ -4,8 +4,9 @@
 - LoRA: ``lora_path`` → ``enable_lora=True`` and a ``LoRARequest`` on every call;
 - prefix caching on by default (the agent prompts share their system message);
 - structured outputs: ``SamplingParams(structured_outputs=StructuredOutputsParams(json=...))``
-  on vLLM ≥ 0.11 (engine option ``structured_outputs_config={"backend": "guidance"}``),
-  ``SamplingParams(guided_decoding=GuidedDecodingParams(json=...))`` on older releases.
+  (vLLM ≥ 0.11; engine option ``structured_outputs_config={"backend": "guidance"}``);
+- chat templates without a system role (Gemma): the brain folds the system message into
+  the first user message (``system_role``), checked on the engine's tokenizer.
 
 ``vllm`` is imported only when this backend is built.
 """
@@ -25,11 +26,20 @@ from agent_models.llm.backends.base import (
     Sampling,
     Schemas,
     schema_list,
+    template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
 
 
-def engine_kwargs(config: LLMConfig, new_structured_api: bool) -> dict[str, Any]:
+def token_ids(encoded: Any) -> list[int]:
+    """The token ids of ``apply_chat_template(..., tokenize=True)``: a list on transformers
+    4, a ``BatchEncoding`` (dict-like, ``len()`` = its number of keys) on transformers 5."""
+    if hasattr(encoded, "keys"):
+        encoded = encoded["input_ids"]
+    return list(encoded)
+
+
+def engine_kwargs(config: LLMConfig) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM`` from the config (pure; tested without vLLM)."""
     kwargs: dict[str, Any] = {
         "model": config.model,
@@ -45,10 +55,7 @@ def engine_kwargs(config: LLMConfig, new_structured_api: bool) -> dict[str, Any]
     if config.lora_path:
         kwargs["enable_lora"] = True
         kwargs["max_lora_rank"] = config.max_lora_rank
-    if new_structured_api:
-        kwargs["structured_outputs_config"] = {"backend": config.structured_outputs_backend}
-    else:
-        kwargs["guided_decoding_backend"] = config.structured_outputs_backend
+    kwargs["structured_outputs_config"] = {"backend": config.structured_outputs_backend}
     kwargs.update(config.vllm_engine_kwargs)
     return kwargs
 
@@ -82,30 +89,34 @@ class VLLMBackend(Backend):
             ) from err
         from vllm import sampling_params as sp
 
+        if not hasattr(sp, "StructuredOutputsParams"):
+            raise ImportError(f"backend='vllm' needs vLLM >= 0.11 (structured outputs API); "
+                              f"found {getattr(vllm, '__version__', '?')}: `pip install -U vllm`")
         self.config = config
-        self._structured = getattr(sp, "StructuredOutputsParams", None)
-        self._guided = getattr(sp, "GuidedDecodingParams", None)
-        self.llm = vllm.LLM(**engine_kwargs(config, self._structured is not None))
+        self._structured = sp.StructuredOutputsParams
+        self.llm = vllm.LLM(**engine_kwargs(config))
         self._lora: Any = None
         if config.lora_path:
             from vllm.lora.request import LoRARequest
 
             self._lora = LoRARequest("policysim-adapter", 1, config.lora_path)
         self._SamplingParams = vllm.SamplingParams
+        tokenizer = self.llm.get_tokenizer()
+        self.system_role = config.system_role == "system" or (
+            config.system_role == "auto" and template_keeps_system(
+                lambda m: tokenizer.apply_chat_template(m, tokenize=False,
+                                                        add_generation_prompt=True)))
 
     def _params(self, schema: dict[str, Any] | None, sampling: Sampling, index: int) -> Any:
         kwargs = sampling_kwargs(sampling, index)
         if schema is not None:
-            if self._structured is not None:
-                kwargs["structured_outputs"] = self._structured(json=schema)
-            else:
-                kwargs["guided_decoding"] = self._guided(json=schema)
+            kwargs["structured_outputs"] = self._structured(json=schema)
         return self._SamplingParams(**kwargs)
 
     def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
         tokenizer = self.llm.get_tokenizer()
         return np.array([
-            len(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True))
+            len(token_ids(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True)))
             for p in prompts
         ], dtype=np.int64)
 
