@@ -18,6 +18,7 @@ from agent_models.llm.schema import (
     ParsedAnswer,
     SummaryAnswer,
     answer_json,
+    is_placeholder,
     parse_agreement,
     parse_answer,
     parse_field,
@@ -79,12 +80,14 @@ def test_parsers_never_raise(text: Any, truncated: bool) -> None:
         assert value is None or (isinstance(value, str) and value)
 
 
+#: texts a valid answer may hold: anything but a format placeholder (rejected on purpose)
+TEXTS = st.text(min_size=1, max_size=80).filter(lambda t: not is_placeholder(t))
 ACTIONS = st.lists(st.one_of(
-    st.builds(lambda t: {"type": "post", "text": t}, st.text(min_size=1, max_size=80)),
+    st.builds(lambda t: {"type": "post", "text": t}, TEXTS),
     st.builds(lambda k, p: {"type": k, "post_id": p}, st.sampled_from(["retweet", "like"]),
               st.sampled_from(VIEW.post_ids)),
     st.builds(lambda p, t: {"type": "reply", "post_id": p, "text": t}, st.sampled_from(VIEW.post_ids),
-              st.text(min_size=1, max_size=80)),
+              TEXTS),
 ), max_size=4)
 
 
@@ -104,6 +107,6 @@ def test_depth_limit_names_the_reason() -> None:
     assert parse_answer(_nested(100_000, "{", "1"), VIEW, max_actions=4, max_text_chars=50,
                         behaviours=BEHAVIOURS) == "too_deep"
     assert parse_answer(None, VIEW, max_actions=4, max_text_chars=50, behaviours=BEHAVIOURS) == "not_text"
-    brackets_in_text = '{"actions":[{"type":"post","text":"' + "[[[[" * 40 + '"}]}'
+    brackets_in_text = '{"actions":[{"type":"post","text":"see ' + "[[[[" * 40 + '"}]}'
     assert isinstance(parse_answer(brackets_in_text, VIEW, max_actions=4, max_text_chars=50,
                                    behaviours=BEHAVIOURS), ParsedAnswer)
