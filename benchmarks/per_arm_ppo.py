@@ -114,6 +114,9 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
     seeds = list(range(args.eval_seeds[0], args.eval_seeds[0] + args.eval_seeds[1]))
     curve: list[tuple[int, float]] = []
     ppo_kwargs = {"n_steps": 16, "batch_size": 32} if args.smoke else {}
+    for item in args.ppo:
+        key, _, value = item.partition("=")
+        ppo_kwargs[key] = None if value == "None" else type(PER_ARM_PPO_KWARGS.get(key, 0.0))(value)
     result = train_per_arm_ppo(env_id, env_kwargs, total_timesteps=args.timesteps, seed=args.seed,
                                n_envs=args.n_envs, ppo_kwargs=ppo_kwargs,
                                callback=held_out_callback(env_id, env_kwargs, seeds, args.eval_every, curve))
@@ -156,6 +159,8 @@ def main() -> None:
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ppo", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="PPO overrides of baselines.per_arm.PER_ARM_PPO_KWARGS, e.g. learning_rate=3e-3")
     parser.add_argument("--smoke", action="store_true", help="tiny envs, a few hundred steps")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     args = parser.parse_args()
