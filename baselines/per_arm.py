@@ -50,7 +50,7 @@ PER_ARM_PPO_KWARGS: dict[str, Any] = {
     "n_steps": 64,
     "batch_size": 64,
     "n_epochs": 4,
-    "learning_rate": 1e-3,
+    "learning_rate": 3e-3,
     "gamma": 0.5,
     "gae_lambda": 0.9,
     "clip_range": 0.2,

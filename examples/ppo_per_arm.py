@@ -45,7 +45,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--total-timesteps", type=int, default=20_000)
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--num-steps", type=int, default=64, help="steps per env per rollout")
-    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--learning-rate", type=float, default=3e-3)
     p.add_argument("--gamma", type=float, default=0.5)
     p.add_argument("--gae-lambda", type=float, default=0.9)
     p.add_argument("--num-minibatches", type=int, default=4)
