@@ -339,15 +339,13 @@ def train_per_arm_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, An
 
     from baselines.sb3 import _episode_curve_callback
 
-    def factory(rank: int) -> Any:
+    def factory() -> Any:
         def make() -> gym.Env:
-            env = Monitor(make_per_user_env(env_id, env_kwargs))
-            env.reset(seed=seed + rank)
-            return env
+            return Monitor(make_per_user_env(env_id, env_kwargs))
         return make
 
-    envs = DummyVecEnv([factory(i) for i in range(n_envs)])
-    envs.seed(seed)
+    envs = DummyVecEnv([factory() for _ in range(n_envs)])
+    envs.seed(seed)   # env i's first reset gets seed + i
     policy = _torch_classes()["PerArmPolicy"]
     model = PPO(policy, envs, seed=seed, verbose=verbose, device="cpu",
                 policy_kwargs={"hidden": hidden}, **{**PER_ARM_PPO_KWARGS, **(ppo_kwargs or {})})
