@@ -26,8 +26,9 @@ The pieces:
   trains it and :class:`PerArmActor` plays the trained model in the env's own slate form.
 
     from baselines.per_arm import train_per_arm_ppo, PerArmActor
-    result = train_per_arm_ppo("PolicySim-Rec-v0", {"num_users": 300, "candidate_users": 32},
-                               total_timesteps=20_000)
+    size = {"num_users": 300, "candidate_users": 32}
+    result = train_per_arm_ppo("PolicySim-Rec-v0", size, total_timesteps=20_000)
+    env = gym.make("PolicySim-Rec-v0", **size)
     actor = PerArmActor(result.model, env)          # actor.act(obs) -> (slate_size,) slate
 
 torch and stable-baselines3 are imported when the policy classes are first used.
