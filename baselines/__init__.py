@@ -6,7 +6,9 @@
 - HiSim opinion dynamics as the users' stance dynamics: :class:`OpinionDynamicsBrain`
   with bounded confidence, Lorenz or relative agreement (:func:`make_population` resolves
   ``"surrogate"``, ``"llm"`` or an ABM name for the env's ``users=`` argument).
-- RL baselines via Stable-Baselines3 in :mod:`baselines.sb3` (imported on use).
+- RL baselines via Stable-Baselines3 (imported on use): :mod:`baselines.per_arm`, a
+  per-arm policy (one shared network scores every arm; per-user choices, masked) for PPO,
+  and :mod:`baselines.sb3`, PPO with SB3's flat ``MultiInputPolicy``.
 """
 
 from baselines.episodes import opinion_metrics, play_episode

@@ -21,6 +21,7 @@ SCRIPTS: dict[str, list[str]] = {
     "bandit_comparison": ["examples/bandit_comparison.py", "--smoke"],
     "pettingzoo_users": ["examples/pettingzoo_users.py", "--smoke"],
     "sb3_ppo": ["examples/sb3_ppo.py", "--smoke"],
+    "ppo_per_arm": ["examples/ppo_per_arm.py", "--smoke"],
     "wandb_sweep": ["examples/wandb_sweep.py", "--smoke"],
     # surrogate, ABM and LLM populations under the same policy
     "population_comparison": ["examples/population_comparison.py", "--smoke", "--populations", "surrogate",
@@ -35,6 +36,7 @@ EXPECTED = {
     "bandit_comparison": "eenet",  # the paper's method runs
     "pettingzoo_users": "platform return",
     "sb3_ppo": "ppo",
+    "ppo_per_arm": "ppo - random",
     "wandb_sweep": "rec-policies",
     "population_comparison": "llm",
     "llm_agents": "reward",

@@ -44,7 +44,8 @@ class ExposureEnv(PolicySimEnv):
         "slate" (default): ``MultiDiscrete([K + 1] * exposure_users)``; the value K keeps a
             slot's user at their current level. One level per user: a second arm on the
             same user is not applied (``info["over_user_cap"]``).
-        "scores": ``Box(-1, 1, (K,))``; each user gets their best-scored level.
+        "scores": ``Box(-1, 1, (K,))``; each user gets their best-scored level
+            (``env.unwrapped.slate_from_scores(scores)`` is the slate).
         ``budget`` must be 1.
 
     Reward (``reward.misinformation_mode``), per governed user i over the impressions of i's

@@ -71,7 +71,9 @@ class RecEnv(PolicySimEnv):
             recommender, so a slate of only K is Origin. A repeated index is applied once;
             a masked arm, or a user's arms beyond ``budget``, are not applied and score 0.
         "scores": ``Box(-1, 1, (K,))``, one score per arm; each user's ``budget``
-            best-scored allowed arms are applied.
+            best-scored allowed arms are applied (masked arms are ignored, ties go to the
+            lower index; ``env.unwrapped.slate_from_scores(scores)`` is the slate). This
+            form fills every slot it can: leave slots to the platform with the slate form.
 
     Reward: the slate's arm rewards summed / slate length, each arm Eq. 9 aligned with the
         cross-stance metric (``RewardConfig``):
