@@ -59,7 +59,9 @@ class LoggedRounds:
         applied: (T, B) bool, the slot's arm took effect.
         episode: (T,) int64 index of the (seed, episode) each round belongs to.
         method: (T,) str, how the propensities were obtained (``PROPENSITY_METHODS``).
-        groups: (K,) int64 arm groups when the slate holds one arm per group, else None.
+        groups: (K,) int64 arm groups when the slate holds at most ``per_group`` arms per
+            group (e.g. per sampled user), else None.
+        per_group: arms of one group the slate may hold.
     """
 
     contexts: np.ndarray
@@ -71,8 +73,10 @@ class LoggedRounds:
     episode: np.ndarray
     method: np.ndarray
     groups: np.ndarray | None = None
+    per_group: int = 1
 
     def __post_init__(self) -> None:
+        self.per_group = int(np.asarray(self.per_group))
         t, k = self.mask.shape
         b = self.arms.shape[1]
         expected = {"contexts": (t, k), "arms": (t, b), "propensities": (t, b), "rewards": (t, b),
@@ -100,6 +104,7 @@ class LoggedRounds:
         arrays["method"] = self.method.astype(str)
         if self.groups is not None:
             arrays["groups"] = self.groups
+            arrays["per_group"] = np.asarray(self.per_group)
         np.savez_compressed(path, **arrays)
         return path
 
@@ -126,14 +131,16 @@ class LoggedRounds:
             offset += int(log.episode.max()) + 1 if log.num_rounds else 0
         cat = {k: np.concatenate([getattr(log, k) for log in logs])
                for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "method")}
-        return cls(**cat, episode=np.concatenate(episodes), groups=logs[0].groups)
+        return cls(**cat, episode=np.concatenate(episodes), groups=logs[0].groups,
+                   per_group=logs[0].per_group)
 
 
 class RoundLogger:
     """Collects :class:`LoggedRounds` round by round (the runner's writer)."""
 
-    def __init__(self, groups: np.ndarray | None = None) -> None:
+    def __init__(self, groups: np.ndarray | None = None, per_group: int = 1) -> None:
         self.groups = groups
+        self.per_group = per_group
         self._rows: list[dict[str, Any]] = []
         self._episode = -1
 
@@ -166,17 +173,17 @@ class RoundLogger:
                ("contexts", "mask", "arms", "propensities", "rewards", "applied")},
             episode=np.asarray([r["episode"] for r in self._rows], np.int64),
             method=np.asarray([r["method"] for r in self._rows]),
-            groups=self.groups,
+            groups=self.groups, per_group=self.per_group,
         )
 
 
 def target_inclusion(policy: Any, logged: LoggedRounds) -> np.ndarray:
     """(T, K) inclusion probabilities of a fixed target ``policy`` (anything with
     ``inclusion_probabilities(contexts, mask, budget)``) on the logged rounds, with the number
-    of arms the logging policy picked as the budget of each round (and one arm per group when
-    the log has groups). The policy does not learn here; evaluate a learning policy by
-    freezing a copy."""
-    from bandits.slate import one_per_group_inclusion
+    of arms the logging policy picked as the budget of each round (and, when the log has
+    groups, at most ``per_group`` arms per group, the slate :func:`bandits.slate.select_per_group`
+    builds). The policy does not learn here; evaluate a learning policy by freezing a copy."""
+    from bandits.slate import per_group_inclusion
 
     out = np.zeros(logged.mask.shape)
     for t in range(logged.num_rounds):
@@ -184,7 +191,8 @@ def target_inclusion(policy: Any, logged: LoggedRounds) -> np.ndarray:
         if k == 0:
             continue
         if logged.groups is not None:
-            out[t], _ = one_per_group_inclusion(policy, logged.contexts[t], logged.mask[t], k, logged.groups)
+            out[t], _ = per_group_inclusion(policy, logged.contexts[t], logged.mask[t], logged.budget,
+                                            logged.groups, logged.per_group)
         else:
             out[t], _ = policy.inclusion_probabilities(logged.contexts[t], logged.mask[t], k)
     return out

@@ -464,7 +464,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             if log and logger is None:
                 from bandits.ope import RoundLogger
 
-                logger = RoundLogger(groups=arm_groups(base))
+                logger = RoundLogger(groups=arm_groups(base), per_group=base.per_user)
             if record and recorder is None:
                 from socialenv.offline import EpisodeRecorder
 
