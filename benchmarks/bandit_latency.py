@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUTPUT = REPO_ROOT / "benchmarks" / "results" / "bandit_latency.json"
+DEFAULT_OUTPUT = REPO_ROOT / "runs" / "benchmarks" / "bandit_latency.json"
 
 # (label, policy name, EE-Net gradient method or None)
 CONFIGURATIONS = [

@@ -41,7 +41,8 @@ Against a running OpenAI-compatible server (e.g. ``vllm serve``)::
     python benchmarks/llm_round.py --backend openai --base-url http://127.0.0.1:8000/v1 \\
         --model Qwen/Qwen2.5-3B-Instruct --users 100
 
-Results go to ``benchmarks/results/llm_round.json`` (``--out``) and a table is printed.
+Results go to ``--out`` (default ``runs/benchmarks/llm_round.json``, untracked; publish with
+``--out benchmarks/results/llm_round.json``) and a table is printed.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--misinformation", default="The election was rigged by the clinics",
                         help="misinformation message of the synthetic world")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "llm_round.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "llm_round.json")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
