@@ -12,7 +12,8 @@ For K = 100, 1,000 and 10,000 candidate arms it times ``select`` (K arms, a slat
 each configuration in a fresh subprocess so its peak memory (``ru_maxrss``) is its own.
 Reported: the median (and minimum) over ``--repeats`` calls, the peak resident memory above
 the worker's baseline, and the speed-up of the fast EE-Net over the per-arm loop measured in
-the same run. Writes ``benchmarks/results/bandit_latency.json`` and prints a table.
+the same run. Writes ``--output`` (default ``runs/benchmarks/bandit_latency.json``, untracked)
+and prints a table.
 
     python benchmarks/bandit_latency.py                 # full run, ~2-4 minutes
     python benchmarks/bandit_latency.py --arms 100 1000 --repeats 3   # quicker
