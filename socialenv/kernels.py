@@ -1,0 +1,273 @@
+"""Hot-path kernels of a round, each with a compiled (numba) and a pure-NumPy version.
+
+Both versions of every kernel return bit-identical results (``tests/test_kernels.py``
+compares them, and a whole 10-round episode of both envs, bit for bit); the compiled one
+only avoids the temporaries and sorts of the NumPy one. The backend is chosen once, at
+import, from the environment variable ``POLICYSIM_KERNELS``:
+
+- ``auto`` (default): numba when it imports, else NumPy;
+- ``numba``: numba (an ``ImportError`` if it is missing);
+- ``numpy``: the pure-NumPy versions.
+
+:data:`BACKEND` says which one is in use; :func:`use_backend` switches at run time (tests).
+Kernels whose result would differ in the last bit between the two (anything calling
+``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_ENV_VAR = "POLICYSIM_KERNELS"
+_CHOICES = ("auto", "numba", "numpy")
+
+
+# ----------------------------------------------------------------------------- NumPy versions
+def dedupe_rows_numpy(feed: np.ndarray) -> np.ndarray:
+    """(B, F) copy of ``feed`` with repeated ids (>= 0) within a row set to -1, keeping the first."""
+    order = np.argsort(feed, axis=1, kind="stable")
+    ordered = np.take_along_axis(feed, order, axis=1)
+    repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+    rows, cols = np.nonzero(repeated)
+    feed = feed.copy()
+    feed[rows, order[rows, cols + 1]] = -1
+    return feed
+
+
+def compact_rows_numpy(feed: np.ndarray, width: int) -> np.ndarray:
+    """(B, width): the valid (>= 0) entries of each row first, in order, padded with -1."""
+    order = np.argsort(feed < 0, axis=1, kind="stable")
+    packed = np.take_along_axis(feed, order, axis=1)[:, :width]
+    if packed.shape[1] < width:
+        pad = np.full((feed.shape[0], width - packed.shape[1]), -1, np.int64)
+        packed = np.concatenate([packed, pad], axis=1)
+    return packed
+
+
+def top_k_rows_numpy(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
+    """(B, k) the ``k`` best-scored candidates of each row, best first (ties: leftmost).
+
+    Repeated candidates within a row and negative ids score -inf first; a chosen candidate
+    whose score is -inf (``drop_nonfinite``: not finite) is returned as -1. ``score`` (B, C)
+    is modified in place.
+    """
+    candidate = dedupe_rows_numpy(candidate)
+    score[candidate < 0] = -np.inf
+    best = np.argsort(-score, axis=1, kind="stable")[:, :k]
+    chosen = np.take_along_axis(candidate, best, axis=1)
+    best_score = np.take_along_axis(score, best, axis=1)
+    chosen[~np.isfinite(best_score) if drop_nonfinite else best_score == -np.inf] = -1
+    return chosen
+
+
+def segment_sum_rows_numpy(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """(S, d): sums of ``values[rows[first[i]:first[i + 1]]]`` (the last segment runs to the
+    end), accumulated in order in ``values``' dtype (as ``np.add.reduceat``)."""
+    return np.add.reduceat(values[rows], first, axis=0)
+
+
+def same_sign_share_numpy(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """(R,) float64, for each CSR row with entries: the share of its entries j with
+    sign[j] == sign[row]."""
+    degree = np.diff(indptr)
+    has = degree > 0
+    same = (np.repeat(sign, degree) == sign[indices]).astype(np.float32)
+    return np.add.reduceat(same, indptr[:-1][has]) / degree[has]
+
+
+# ----------------------------------------------------------------------------- numba versions
+def _build_numba() -> dict[str, Callable[..., Any]]:
+    import numba
+
+    jit = numba.njit(cache=True, nogil=True)
+
+    @jit
+    def _dedupe(feed: np.ndarray) -> np.ndarray:
+        out = feed.copy()
+        b, f = feed.shape
+        for r in range(b):
+            for j in range(1, f):
+                v = feed[r, j]
+                if v < 0:
+                    continue
+                for i in range(j):
+                    if feed[r, i] == v:
+                        out[r, j] = -1
+                        break
+        return out
+
+    @jit
+    def _compact(feed: np.ndarray, width: int) -> np.ndarray:
+        b, f = feed.shape
+        out = np.full((b, width), -1, np.int64)
+        for r in range(b):
+            c = 0
+            for j in range(f):
+                if feed[r, j] >= 0:
+                    if c < width:
+                        out[r, c] = feed[r, j]
+                    c += 1
+            if c < width:
+                # the NumPy version keeps the invalid entries after the valid ones
+                for j in range(f):
+                    if feed[r, j] < 0:
+                        if c < width:
+                            out[r, c] = feed[r, j]
+                        c += 1
+        return out
+
+    @jit
+    def _top_k(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
+        b, c = candidate.shape
+        take = min(k, c)
+        out = np.full((b, take), -1, np.int64)
+        used = np.zeros(c, np.bool_)
+        row_score = np.empty(c, score.dtype)
+        for r in range(b):
+            for j in range(c):
+                used[j] = False
+                v = candidate[r, j]
+                s = score[r, j]
+                if v < 0:
+                    s = -np.inf
+                else:
+                    for i in range(j):
+                        if candidate[r, i] == v:
+                            s = -np.inf
+                            break
+                row_score[j] = s
+                score[r, j] = s
+            for slot in range(take):
+                best = -1
+                for j in range(c):
+                    if used[j]:
+                        continue
+                    if best < 0:
+                        best = j
+                        continue
+                    s, t = row_score[j], row_score[best]
+                    # descending, NaN last, ties to the left (a stable argsort of -score)
+                    if (np.isnan(t) and not np.isnan(s)) or s > t:
+                        best = j
+                used[best] = True
+                s = row_score[best]
+                bad = (not np.isfinite(s)) if drop_nonfinite else (s == -np.inf)
+                if not bad and candidate[r, best] >= 0:
+                    out[r, slot] = candidate[r, best]
+        return out
+
+    @jit
+    def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
+        s, d = len(first), values.shape[1]
+        out = np.empty((s, d), values.dtype)
+        for i in range(s):
+            lo = first[i]
+            hi = first[i + 1] if i + 1 < s else len(rows)
+            for k in range(d):
+                out[i, k] = values[rows[lo], k]
+            for j in range(lo + 1, hi):
+                row = rows[j]
+                for k in range(d):
+                    out[i, k] += values[row, k]
+        return out
+
+    @jit
+    def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        n = len(indptr) - 1
+        count = 0
+        for u in range(n):
+            if indptr[u + 1] > indptr[u]:
+                count += 1
+        out = np.empty(count, np.float64)
+        r = 0
+        for u in range(n):
+            lo, hi = indptr[u], indptr[u + 1]
+            if hi > lo:
+                same = np.float32(0.0)
+                for e in range(lo, hi):
+                    if sign[indices[e]] == sign[u]:
+                        same += np.float32(1.0)
+                out[r] = np.float64(same) / np.float64(hi - lo)
+                r += 1
+        return out
+
+    return {"dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
+            "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign}
+
+
+_NUMPY = {
+    "dedupe_rows": dedupe_rows_numpy, "compact_rows": compact_rows_numpy,
+    "top_k_rows": top_k_rows_numpy, "segment_sum_rows": segment_sum_rows_numpy,
+    "same_sign_share": same_sign_share_numpy,
+}
+_compiled: dict[str, Callable[..., Any]] | None = None
+_active: dict[str, Callable[..., Any]] = _NUMPY
+BACKEND = "numpy"
+
+
+def use_backend(name: str) -> str:
+    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use."""
+    global _compiled, _active, BACKEND
+    if name not in _CHOICES:
+        raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
+    if name == "numpy":
+        _active, BACKEND = _NUMPY, "numpy"
+        return BACKEND
+    if _compiled is None:
+        try:
+            _compiled = _build_numba()
+        except ImportError:
+            if name == "numba":
+                raise
+            _active, BACKEND = _NUMPY, "numpy"
+            return BACKEND
+    _active, BACKEND = _compiled, "numba"
+    return BACKEND
+
+
+use_backend(os.environ.get(_ENV_VAR, "auto").strip().lower() or "auto")
+
+
+# ----------------------------------------------------------------------------- dispatch
+def dedupe_rows(feed: np.ndarray) -> np.ndarray:
+    """See :func:`dedupe_rows_numpy`; ``feed`` is returned as is when F < 2."""
+    if feed.shape[1] < 2:
+        return feed
+    if feed.dtype != np.int64:
+        return dedupe_rows_numpy(feed)
+    return _active["dedupe_rows"](np.ascontiguousarray(feed))
+
+
+def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
+    """See :func:`compact_rows_numpy`."""
+    if feed.shape[1] == 0:
+        return np.full((feed.shape[0], width), -1, np.int64)
+    if feed.dtype != np.int64:
+        return compact_rows_numpy(feed, width)
+    return _active["compact_rows"](np.ascontiguousarray(feed), width)
+
+
+def top_k_rows(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool = False) -> np.ndarray:
+    """See :func:`top_k_rows_numpy` (``score`` is overwritten)."""
+    if (candidate.dtype != np.int64 or score.dtype not in (np.float32, np.float64)
+            or not score.flags.c_contiguous):
+        return top_k_rows_numpy(candidate, score, k, drop_nonfinite)
+    return _active["top_k_rows"](np.ascontiguousarray(candidate), score, k, drop_nonfinite)
+
+
+def segment_sum_rows(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """See :func:`segment_sum_rows_numpy`; ``first`` must be increasing, starting at 0."""
+    if len(first) == 0 or values.dtype not in (np.float32, np.float64) or not values.flags.c_contiguous:
+        return segment_sum_rows_numpy(values, rows, first)
+    return _active["segment_sum_rows"](values, rows.astype(np.int64, copy=False),
+                                       first.astype(np.int64, copy=False))
+
+
+def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """See :func:`same_sign_share_numpy`."""
+    return _active["same_sign_share"](sign, indptr.astype(np.int64, copy=False),
+                                      indices.astype(np.int64, copy=False))
