@@ -23,6 +23,9 @@ class Brain(ABC):
     embedding_dim: int | None = None
     #: Whether the brain reads post texts (the env then generates texts for synthetic posts).
     needs_text: bool = False
+    #: Whether the simulation may skip ``RoundOutput.validate`` on this brain's output (only
+    #: for built-in, tested brains; model-driven brains keep the check).
+    trusted_output: bool = False
 
     @abstractmethod
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> np.ndarray | None:

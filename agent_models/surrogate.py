@@ -160,6 +160,9 @@ class SurrogateBrain(Brain):
     the hidden state would use).
     """
 
+    #: Built-in and tested: the simulation skips ``RoundOutput.validate`` on its output.
+    trusted_output = True
+
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()
         self.anchor: np.ndarray | None = None

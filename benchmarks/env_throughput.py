@@ -67,8 +67,14 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any
     _set_threads(threads)
     import numpy as np
 
-    from socialenv import kernels
     from socialenv.envs.rec import RecEnv
+
+    try:
+        from socialenv import kernels
+
+        backend = kernels.BACKEND
+    except ImportError:  # code from before socialenv.kernels existed
+        backend = "none"
 
     try:
         import torch
@@ -95,7 +101,7 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any
         per_policy[policy]["cpu"].append(time.process_time() - cpu)
         per_policy[policy]["wall"].append(time.perf_counter() - wall)
     row: dict[str, Any] = {
-        "num_users": num_users, "steps": steps, "threads": threads, "kernels": kernels.BACKEND,
+        "num_users": num_users, "steps": steps, "threads": threads, "kernels": backend,
         "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "load_before": load_before, "load_after": os.getloadavg(),

@@ -161,18 +161,67 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
         return out
 
     @jit
+    def _pairwise(values: np.ndarray, rows: np.ndarray, lo: int, n: int, k: int, zero: np.ndarray):
+        # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src), which
+        # np.add.reduceat runs down each column of a segment after its first row
+        if n < 8:
+            res = zero[0]
+            for i in range(n):
+                res += values[rows[lo + i], k]
+            return res
+        if n <= 128:
+            r0 = values[rows[lo], k]
+            r1 = values[rows[lo + 1], k]
+            r2 = values[rows[lo + 2], k]
+            r3 = values[rows[lo + 3], k]
+            r4 = values[rows[lo + 4], k]
+            r5 = values[rows[lo + 5], k]
+            r6 = values[rows[lo + 6], k]
+            r7 = values[rows[lo + 7], k]
+            i = 8
+            while i < n - (n % 8):
+                r0 += values[rows[lo + i], k]
+                r1 += values[rows[lo + i + 1], k]
+                r2 += values[rows[lo + i + 2], k]
+                r3 += values[rows[lo + i + 3], k]
+                r4 += values[rows[lo + i + 4], k]
+                r5 += values[rows[lo + i + 5], k]
+                r6 += values[rows[lo + i + 6], k]
+                r7 += values[rows[lo + i + 7], k]
+                i += 8
+            res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            while i < n:
+                res += values[rows[lo + i], k]
+                i += 1
+            return res
+        n2 = n // 2
+        n2 -= n2 % 8
+        return (_pairwise(values, rows, lo, n2, k, zero)
+                + _pairwise(values, rows, lo + n2, n - n2, k, zero))
+
+    @jit
     def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
         s, d = len(first), values.shape[1]
         out = np.empty((s, d), values.dtype)
+        zero = np.zeros(1, values.dtype)
+        rest = np.empty(d, values.dtype)
         for i in range(s):
             lo = first[i]
             hi = first[i + 1] if i + 1 < s else len(rows)
-            for k in range(d):
-                out[i, k] = values[rows[lo], k]
-            for j in range(lo + 1, hi):
-                row = rows[j]
+            head = values[rows[lo]]
+            if hi - lo == 1:
+                out[i] = head
+            elif hi - lo - 1 < 8:  # the pairwise sum is a plain running sum: go row by row
+                rest[:] = zero[0]
+                for j in range(lo + 1, hi):
+                    row = values[rows[j]]
+                    for k in range(d):
+                        rest[k] += row[k]
                 for k in range(d):
-                    out[i, k] += values[row, k]
+                    out[i, k] = head[k] + rest[k]
+            else:
+                for k in range(d):
+                    out[i, k] = head[k] + _pairwise(values, rows, lo + 1, hi - lo - 1, k, zero)
         return out
 
     @jit
@@ -230,6 +279,53 @@ def use_backend(name: str) -> str:
 
 
 use_backend(os.environ.get(_ENV_VAR, "auto").strip().lower() or "auto")
+
+
+def sorted_starts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of the sorted 1-D ``values`` and the index of each one's first
+    occurrence (``np.unique(values, return_index=True)`` for sorted input, without its sort)."""
+    if len(values) == 0:
+        return values.copy(), np.zeros(0, np.int64)
+    keep = np.empty(len(values), bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    first = np.flatnonzero(keep)
+    return values[first], first
+
+
+def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_counts=True)`` for 1-D integer ``values`` by sort and mask
+    (NumPy 2's hash-based ``unique`` is several times slower on a few thousand ints)."""
+    distinct, first = sorted_starts(np.sort(values))
+    return distinct, np.diff(np.append(first, len(values)))
+
+
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for 1-D ``values`` by sort and mask."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    keep = np.empty(len(values), bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    inverse = np.empty(len(values), np.int64)
+    inverse[order] = np.cumsum(keep) - 1
+    return ordered[keep], inverse
+
+
+def first_occurrence(values: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each distinct value of 1-D ``values``, in value order
+    (``np.unique(values, return_index=True)[1]``)."""
+    order = np.argsort(values, kind="stable")
+    return order[sorted_starts(values[order])[1]]
+
+
+def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """``np.isin(values, members)`` for integer arrays, by sort and binary search."""
+    members = np.sort(members)
+    if len(members) == 0:
+        return np.zeros(np.shape(values), bool)
+    pos = np.minimum(np.searchsorted(members, values), len(members) - 1)
+    return members[pos] == values
 
 
 # ----------------------------------------------------------------------------- dispatch

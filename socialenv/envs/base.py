@@ -12,6 +12,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agent_models.factory import make_brain
+from socialenv import kernels
 from socialenv.config import EnvConfig
 from socialenv.simulation import RoundResult, Simulation, Stream
 
@@ -145,7 +146,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             user_context = sim.user_context()
             arm_context = user_context[arm_users]
         else:
-            distinct, inverse = np.unique(arm_users, return_inverse=True)
+            distinct, inverse = kernels.unique_inverse(arm_users)
             arm_context = sim.user_context(distinct)[inverse]
         obs: dict[str, Any] = {
             "arms": self._arm_contexts(self._arms, arm_context),
@@ -242,7 +243,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
         filled = slate != self.no_op
-        _, first = np.unique(slate, return_index=True)
+        first = kernels.first_occurrence(slate)
         first_use = np.zeros(len(slate), bool)
         first_use[first] = True
         candidate = filled & first_use

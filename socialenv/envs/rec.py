@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour
+from socialenv import kernels
 from socialenv.candidates import generate_candidates
 from socialenv.config import CANDIDATE_SOURCES
 from socialenv.envs.base import PolicySimEnv
@@ -188,7 +189,7 @@ class RecEnv(PolicySimEnv):
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
-            followed = np.isin(receiver * self.sim.graph.n + author, follow_key)
+            followed = kernels.isin(receiver * self.sim.graph.n + author, follow_key)
             engagement = np.where(followed, np.maximum(engagement, cfg.engagement["follow"]), engagement)
             civil = np.where(followed, 1.0, civil)
         hostile_any = reacted & (toxicity >= cfg.hostile_toxicity)
@@ -201,7 +202,7 @@ class RecEnv(PolicySimEnv):
             cfg.stance_weight * divergence + cfg.engagement_weight * engagement * civil
             - cfg.toxicity_weight * toxicity, 0.0, 1.0,
         ).astype(np.float32)
-        injected = np.isin(react_key, arm_key)
+        injected = kernels.isin(react_key, arm_key)
         cross = (
             result.discrete_before[out.react_user[injected]].astype(np.int16)
             * result.discrete_before[self.sim.posts.author[out.react_post[injected]]]
