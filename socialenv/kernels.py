@@ -244,11 +244,35 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
                 r += 1
         return out
 
-    return {"dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
+    @jit
+    def _insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
+        out = np.empty(len(values) + len(new), values.dtype)
+        src = 0
+        dst = 0
+        for i in range(len(new)):
+            stop = pos[i]
+            width = stop - src
+            out[dst : dst + width] = values[src:stop]
+            dst += width
+            src = stop
+            out[dst] = new[i]
+            dst += 1
+        width = len(values) - src
+        out[dst : dst + width] = values[src:]
+        return out
+
+    return {"insert_sorted": _insert_sorted, "dedupe_rows": _dedupe, "compact_rows": _compact,
+            "top_k_rows": _top_k,
             "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign}
 
 
+def insert_sorted_numpy(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``np.insert(values, pos, new)`` for non-decreasing ``pos`` (1-D arrays)."""
+    return np.insert(values, pos, new)
+
+
 _NUMPY = {
+    "insert_sorted": insert_sorted_numpy,
     "dedupe_rows": dedupe_rows_numpy, "compact_rows": compact_rows_numpy,
     "top_k_rows": top_k_rows_numpy, "segment_sum_rows": segment_sum_rows_numpy,
     "same_sign_share": same_sign_share_numpy,
@@ -361,6 +385,14 @@ def segment_sum_rows(values: np.ndarray, rows: np.ndarray, first: np.ndarray) ->
         return segment_sum_rows_numpy(values, rows, first)
     return _active["segment_sum_rows"](values, rows.astype(np.int64, copy=False),
                                        first.astype(np.int64, copy=False))
+
+
+def insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """See :func:`insert_sorted_numpy` (``new`` is cast to ``values``' dtype)."""
+    if len(new) == 0:
+        return values.copy()
+    return _active["insert_sorted"](values, pos.astype(np.int64, copy=False),
+                                    new.astype(values.dtype, copy=False))
 
 
 def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:

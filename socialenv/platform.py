@@ -97,7 +97,8 @@ class Recommender:
             return np.full((b, k), -1, np.int64)
         recent_author = ctx.posts.author[lo:hi]
         by_author = np.argsort(recent_author, kind="stable")
-        author_start = np.searchsorted(recent_author[by_author], np.arange(ctx.users.stance.shape[0] + 1))
+        author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
+        np.cumsum(np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:])
         indptr, indices = ctx.graph.followees_csr()
         degree = indptr[active + 1] - indptr[active]
         draws = 3 * k
