@@ -137,20 +137,30 @@ class RecEnv(PolicySimEnv):
         d_v = sim.users.discrete_stance[user].astype(np.float32)
         d_u = sim.users.discrete_stance[author].astype(np.float32)
         engagement = (p.likes[post] + p.retweets[post] + p.replies[post] + p.dislikes[post]).astype(np.float32)
-        source = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
-        features = np.column_stack([
+        post_latent = p.latent[post]
+        features = [
             s_v, s_u, np.abs(d_u - d_v) / 2, (d_u * d_v == -1).astype(np.float32),
             p.toxicity[post], np.log1p(engagement),
             (sim.round - p.round[post]).astype(np.float32),
-            np.einsum("kd,kd->k", sim.users.latent[user], p.latent[post]),
+            np.einsum("kd,kd->k", sim.users.latent[user], post_latent),
             sim.recent_toxicity[user], p.flagged[post].astype(np.float32), sim.users.activity[user],
             p.stance[post], s_v * p.stance[post],
             np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
-            source,
-        ])
-        context = np.concatenate([arm_user_context, p.latent[post], features], axis=1)
+        ]
+        # filled column by column (each cast to float32 on assignment, as the former
+        # concatenate-then-astype did) to save the temporaries of a small, per-round array
+        width = arm_user_context.shape[1]
+        d = post_latent.shape[1]
+        context = np.empty((len(user), width + d + len(features) + len(CANDIDATE_SOURCES)), np.float32)
+        context[:, :width] = arm_user_context
+        context[:, width : width + d] = post_latent
+        column = width + d
+        for feature in features:
+            context[:, column] = feature
+            column += 1
+        context[:, column:] = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
         context[~arms["mask"]] = 0.0
-        return context.astype(np.float32)
+        return context
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         arms = self._arms
