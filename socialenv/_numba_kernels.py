@@ -188,7 +188,24 @@ def _insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.n
     return out
 
 
+@jit
+def _delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values) - len(drop), values.dtype)
+    src = 0
+    dst = 0
+    for i in range(len(drop)):
+        stop = drop[i]
+        width = stop - src
+        out[dst : dst + width] = values[src:stop]
+        dst += width
+        src = stop + 1
+    width = len(values) - src
+    out[dst : dst + width] = values[src:]
+    return out
+
+
 KERNELS = {
+    "delete_sorted": _delete_sorted,
     "insert_sorted": _insert_sorted, "dedupe_rows": _dedupe, "compact_rows": _compact,
     "top_k_rows": _top_k, "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
 }

@@ -93,7 +93,13 @@ def insert_sorted_numpy(values: np.ndarray, pos: np.ndarray, new: np.ndarray) ->
     return np.insert(values, pos, new)
 
 
+def delete_sorted_numpy(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """``np.delete(values, drop)`` for strictly increasing indices ``drop`` (1-D arrays)."""
+    return np.delete(values, drop)
+
+
 _NUMPY = {
+    "delete_sorted": delete_sorted_numpy,
     "insert_sorted": insert_sorted_numpy,
     "dedupe_rows": dedupe_rows_numpy, "compact_rows": compact_rows_numpy,
     "top_k_rows": top_k_rows_numpy, "segment_sum_rows": segment_sum_rows_numpy,
@@ -216,6 +222,13 @@ def insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.nd
         return values.copy()
     return _active["insert_sorted"](values, pos.astype(np.int64, copy=False),
                                     new.astype(values.dtype, copy=False))
+
+
+def delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """See :func:`delete_sorted_numpy`."""
+    if len(drop) == 0:
+        return values.copy()
+    return _active["delete_sorted"](values, drop.astype(np.int64, copy=False))
 
 
 def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:

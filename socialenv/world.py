@@ -213,10 +213,10 @@ class FollowGraph:
         hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
         if len(hit):
             removed_rows = self.keys[hit] // self.n
-            self.keys = np.delete(self.keys, hit)
+            self.keys = kernels.delete_sorted(self.keys, hit)
             if self._csr is not None:
                 indptr, indices = self._csr
-                self._csr = (indptr - self._row_shift(removed_rows), np.delete(indices, hit))
+                self._csr = (indptr - self._row_shift(removed_rows), kernels.delete_sorted(indices, hit))
             self._reverse = None
             self._src = None
         return len(hit)

@@ -90,6 +90,8 @@ def test_same_sign_share_and_insert(compiled):
     pos = np.searchsorted(values, new)
     np.testing.assert_array_equal(compiled["insert_sorted"](values, pos, new),
                                   np.insert(values, pos, new))
+    for drop in (np.array([0, 5, 6, 299]), np.arange(300), np.array([17])):
+        np.testing.assert_array_equal(compiled["delete_sorted"](values, drop), np.delete(values, drop))
 
 
 def test_numpy_backend_is_selectable():
