@@ -27,6 +27,9 @@ class Brain(ABC):
     #: across rounds, and so lets the env drop posts older than the feeds' horizon (ids of the
     #: kept posts shift down; see ``Simulation.compact_posts``).
     supports_post_compaction: bool = False
+    #: Whether the simulation may skip ``RoundOutput.validate`` on this brain's output (only
+    #: for built-in, tested brains; model-driven brains keep the check).
+    trusted_output: bool = False
 
     @abstractmethod
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> np.ndarray | None:

@@ -160,6 +160,12 @@ class SurrogateBrain(Brain):
 
     supports_post_compaction = True
 
+    @property
+    def trusted_output(self) -> bool:
+        """Built-in and tested: the simulation skips ``RoundOutput.validate`` on its output —
+        unless a subclass replaces :meth:`act`, whose output is checked again."""
+        return type(self).act is SurrogateBrain.act
+
     def __init__(self, config: SurrogateConfig | None = None) -> None:
         self.config = config or SurrogateConfig()
         self.anchor: np.ndarray | None = None
@@ -216,6 +222,19 @@ class SurrogateBrain(Brain):
             "reply_toxicity": self._reply_toxicity(propensity, gap),
         }
 
+    def _blocked_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
+                               post: np.ndarray, attention: np.ndarray, block: int = 8192
+                               ) -> dict[str, np.ndarray]:
+        """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
+        the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
+        so the result is the same as one call on all rows)."""
+        if len(user) <= block:
+            return self.reaction_probabilities(users, posts, user, post, attention)
+        parts = [self.reaction_probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
+                                             attention[lo : lo + block])
+                 for lo in range(0, len(user), block)]
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
     def _reply_toxicity(self, propensity: np.ndarray, gap: np.ndarray) -> np.ndarray:
         cfg = self.config
         hostility = np.maximum(propensity - cfg.civility_threshold, 0.0)
@@ -266,7 +285,7 @@ class SurrogateBrain(Brain):
         for lo in range(0, max(b, 1), chunk):
             rows = slice(lo, lo + chunk)
             who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
-            prob = self.reaction_probabilities(users, posts, who, safe_feed[rows], promoted[rows])
+            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows])
             for i, behaviour in enumerate(_REACTIONS):
                 hit = valid[rows] & (draws[i, rows] < prob[behaviour.name.lower()])
                 r, c = np.nonzero(hit)

@@ -1,92 +1,212 @@
-"""Env throughput: steps/s and user-steps/s of PolicySim-Rec-v0 with surrogate users.
+"""Env throughput of PolicySim-Rec-v0 with surrogate users: CPU time, wall time, load.
 
-    python benchmarks/env_throughput.py                      # 1e3, 1e4, 1e5, 1e6 users
-    python benchmarks/env_throughput.py --users 1000 10000   # a subset
+    python benchmarks/env_throughput.py                          # 1e3 .. 1e6 users + long run
+    python benchmarks/env_throughput.py --users 1000 10000 --long-rounds 0
+    python benchmarks/env_throughput.py --out benchmarks/results/env_throughput.json  # publish
 
-For each population size it builds the env in a fresh process (so peak memory is that
-size's own), resets it, steps it with random slates and reports the median step time,
-env steps/s, user-steps/s (users × steps / s), reset time and peak resident memory. It
-prints a table, the ratio time(1e6)/time(1e5) and writes
-``benchmarks/results/env_throughput.json``.
+Each population size runs in a fresh process (so its peak memory is its own) with NumPy's
+BLAS, OpenMP and torch on ``--threads`` threads (default 1: the target is one core). The
+process resets the default env (``RecEnv(num_users=N)``: 320 sampled users × 10 candidates,
+budget 5) and steps it, alternating two policies round by round so both see the same
+platform: ``noop`` (every slot = ``env.no_op``, i.e. Origin) and ``random`` (uniform arm
+indices over K + 1, the no-op included). Per step it records the process CPU time
+(``time.process_time``: what this process used, whatever else runs on the machine) and the
+wall time; the load average is read before and after. Rates are 1 / median CPU time per step
+("CPU steps/s") and 1 / median wall time ("wall steps/s").
+
+The long run (``--long-rounds``, default 300, 1,000 users, no-op policy) reports the median
+CPU time per round of rounds 290–300 over that of rounds 1–10 (and the same ratio of the
+fastest round of each range, less sensitive to other jobs): the world grows (posts are never
+pruned, edges accumulate), so this ratio is how much a round slows down with age.
+
+The scaling exponent above 100k is log(cpu(1e6) / cpu(1e5)) / log(10) on the median CPU time
+per step over both policies (1.0 = linear).
+
+Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
+tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
+``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.kernels).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
+import os
 import platform
 import resource
+import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+DEFAULT_STEPS = {1_000: 200, 10_000: 40, 100_000: 10, 1_000_000: 4}
+POLICIES = ("noop", "random")
 
 
-def measure(num_users: int, steps: int, seed: int, queue: mp.Queue) -> None:
+def _set_threads(threads: int) -> None:
+    """Must run before NumPy is imported in the child process."""
+    for var in THREAD_VARS:
+        os.environ[var] = str(threads)
+
+
+def _median(values: list[float]) -> float:
+    import numpy as np
+
+    return float(np.median(values)) if values else float("nan")
+
+
+def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
+    """Reset + ``steps`` steps (policies alternating) of one env; puts a result row."""
+    _set_threads(threads)
+    import numpy as np
+
     from socialenv.envs.rec import RecEnv
 
-    start = time.perf_counter()
-    env = RecEnv(num_users=num_users, rounds=steps + 2)
+    try:
+        from socialenv import kernels
+
+        backend = kernels.BACKEND
+    except ImportError:  # code from before socialenv.kernels existed
+        backend = "none"
+
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+    load_before = os.getloadavg()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    env = RecEnv(num_users=num_users, rounds=steps + 1)
     env.reset(seed=seed)
-    reset_s = time.perf_counter() - start
+    reset_wall, reset_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     rng = np.random.default_rng(seed)
-    env.step(rng.integers(0, env.num_arms, env.slate_size))  # warm-up
-    times = []
-    for _ in range(steps):
-        action = rng.integers(0, env.num_arms, env.slate_size)
-        t = time.perf_counter()
+    env.step(np.full(env.slate_size, env.no_op, np.int64))  # warm-up (and numba compilation)
+    per_policy: dict[str, dict[str, list[float]]] = {p: {"cpu": [], "wall": []} for p in POLICIES}
+    for i in range(steps):
+        policy = POLICIES[i % len(POLICIES)]
+        if policy == "noop":
+            action = np.full(env.slate_size, env.no_op, np.int64)
+        else:
+            action = rng.integers(0, env.num_arms + 1, env.slate_size)
+        wall, cpu = time.perf_counter(), time.process_time()
         env.step(action)
-        times.append(time.perf_counter() - t)
-    median = float(np.median(times))
-    queue.put({
-        "num_users": num_users,
-        "steps": steps,
-        "reset_s": reset_s,
-        "step_s_median": median,
-        "step_s_min": float(np.min(times)),
-        "env_steps_per_s": 1.0 / median,
-        "user_steps_per_s": num_users / median,
+        per_policy[policy]["cpu"].append(time.process_time() - cpu)
+        per_policy[policy]["wall"].append(time.perf_counter() - wall)
+    row: dict[str, Any] = {
+        "num_users": num_users, "steps": steps, "threads": threads, "kernels": backend,
+        "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "load_before": load_before, "load_after": os.getloadavg(),
+    }
+    for policy, times in per_policy.items():
+        cpu, wall = _median(times["cpu"]), _median(times["wall"])
+        row[policy] = {"cpu_s_median": cpu, "wall_s_median": wall, "cpu_steps_per_s": 1 / cpu,
+                       "wall_steps_per_s": 1 / wall, "steps": len(times["cpu"])}
+    row["cpu_s_median"] = _median(per_policy["noop"]["cpu"] + per_policy["random"]["cpu"])
+    env.close()
+    queue.put(row)
+
+
+def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, queue: Any) -> None:
+    """CPU time of every round of one ``rounds``-round no-op episode."""
+    _set_threads(threads)
+    import numpy as np
+
+    from socialenv.envs.rec import RecEnv
+
+    load_before = os.getloadavg()
+    env = RecEnv(num_users=num_users, rounds=rounds)
+    env.reset(seed=seed)
+    noop = np.full(env.slate_size, env.no_op, np.int64)
+    cpu, wall = [], []
+    for _ in range(rounds):
+        w, c = time.perf_counter(), time.process_time()
+        env.step(noop)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    posts, edges = len(env.sim.posts), len(env.sim.graph)
+    env.close()
+    early = _median(cpu[1:11])
+    late = _median(cpu[290 - 1 : 300]) if rounds >= 300 else _median(cpu[-10:])
+    queue.put({
+        "num_users": num_users, "rounds": rounds, "threads": threads,
+        "cpu_s_rounds_1_10": early, "cpu_s_rounds_290_300": late, "ratio": late / early,
+        # contention by other jobs only adds time, so the fastest rounds are the steadier ratio
+        "ratio_min": min(cpu[289:300] if rounds >= 300 else cpu[-10:]) / min(cpu[1:11]),
+        "wall_s_rounds_1_10": _median(wall[1:11]), "wall_s_rounds_290_300": _median(wall[-11:]),
+        "posts_at_end": posts, "follow_edges_at_end": edges,
+        "cpu_s_per_round": cpu, "load_before": load_before, "load_after": os.getloadavg(),
     })
+
+
+def _run(target: Any, *args: Any) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    proc.start()
+    row = queue.get()
+    proc.join()
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))
     parser.add_argument("--steps", type=int, nargs="+", default=None,
-                        help="steps per size (default: 200, 50, 10, 4)")
+                        help="steps per size (default: 200, 40, 10, 4), alternating the two policies")
+    parser.add_argument("--long-rounds", type=int, default=300, help="0 skips the long run")
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    default_steps = {1_000: 200, 10_000: 50, 100_000: 10, 1_000_000: 4}
-    steps = args.steps or [default_steps.get(n, 5) for n in args.users]
-    ctx = mp.get_context("spawn")
+    if args.steps is not None and len(args.steps) != len(args.users):
+        raise ValueError(f"--steps has {len(args.steps)} values; expected one per --users ({len(args.users)})")
+    steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
     rows = []
     for n, s in zip(args.users, steps, strict=True):
-        queue = ctx.Queue()
-        proc = ctx.Process(target=measure, args=(n, s, args.seed, queue))
-        proc.start()
-        row = queue.get()
-        proc.join()
+        row = _run(measure_size, n, s, args.seed, args.threads)
         rows.append(row)
-        print(f"{n:>9,} users: {row['step_s_median'] * 1000:9.1f} ms/step  "
-              f"{row['env_steps_per_s']:8.1f} steps/s  {row['user_steps_per_s']:12,.0f} user-steps/s  "
-              f"reset {row['reset_s']:6.1f} s  peak {row['peak_rss_gib']:5.2f} GiB", flush=True)
+        print(f"{n:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
+              f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
+              f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
+              f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
+              f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
+              f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}", flush=True)
+    summary: dict[str, Any] = {}
     by_size = {r["num_users"]: r for r in rows}
-    ratios = {}
     if 100_000 in by_size and 1_000_000 in by_size:
-        ratios["time_1e6_over_1e5"] = by_size[1_000_000]["step_s_median"] / by_size[100_000]["step_s_median"]
-        print(f"time(1e6)/time(1e5) = {ratios['time_1e6_over_1e5']:.2f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version(),
+        ratio = by_size[1_000_000]["cpu_s_median"] / by_size[100_000]["cpu_s_median"]
+        summary["cpu_ratio_1e6_over_1e5"] = ratio
+        summary["scaling_exponent_above_1e5"] = math.log(ratio) / math.log(10)
+        print(f"CPU time(1e6)/time(1e5) = {ratio:.2f}; scaling exponent {summary['scaling_exponent_above_1e5']:.3f}")
+    if args.long_rounds:
+        long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads)
+        summary["long_run"] = long_run
+        print(f"long run (1,000 users, {args.long_rounds} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
+              f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds 290-300), "
+              f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}); "
+              f"{long_run['posts_at_end']:,} posts, "
+              f"{long_run['follow_edges_at_end']:,} edges", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "command": " ".join(sys.argv),
+        "utc": stamp,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "processor": platform.processor() or platform.machine()},
-        "rows": rows, "ratios": ratios,
-    }, indent=2))
-    print(f"wrote {args.out}")
+        "rows": rows, "summary": summary,
+    }, indent=1))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from socialenv import kernels
 from socialenv.config import CANDIDATE_SOURCES
 from socialenv.platform import FeedContext, dedupe_rows
 
@@ -42,12 +43,7 @@ def _best_of(interest: np.ndarray, latent: np.ndarray, draws: np.ndarray, keep: 
     similarity ``interest`` (U, d)·latent[post]."""
     valid = draws >= 0
     score = np.einsum("ud,umd->um", interest, latent[np.where(valid, draws, 0)])
-    draws = dedupe_rows(draws)
-    score[draws < 0] = -np.inf
-    best = np.argsort(-score, axis=1, kind="stable")[:, :keep]
-    chosen = np.take_along_axis(draws, best, axis=1)
-    chosen[~np.isfinite(np.take_along_axis(score, best, axis=1))] = -1
-    return chosen
+    return kernels.top_k_rows(draws, score, keep, drop_nonfinite=True)
 
 
 def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from socialenv import kernels
+
 METRIC_NAMES: tuple[str, ...] = (
     "stance_mean", "stance_std", "toxicity", "cross_interaction_ratio", "misinformation_ratio",
     "engagement", "echo_chamber_index", "exposure_removed", "active_users", "posts",
@@ -58,9 +60,5 @@ def echo_chamber_index(stance: np.ndarray, followees_indptr: np.ndarray,
     """From the follow graph as CSR (row u lists whom u follows)."""
     if len(followees) == 0:
         return 0.0
-    sign = np.sign(stance)
-    degree = np.diff(followees_indptr)
-    has = degree > 0
-    same = (np.repeat(sign, degree) == sign[followees]).astype(np.float32)
-    share = np.add.reduceat(same, followees_indptr[:-1][has]) / degree[has]
+    share = kernels.same_sign_share(np.sign(stance), followees_indptr, followees)
     return float(share.mean(dtype=np.float64))

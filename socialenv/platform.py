@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_models.types import FeedChannel
+from socialenv import kernels
 from socialenv.config import RecommenderConfig
 from socialenv.world import FollowGraph, PostTable, UserState
 
@@ -43,27 +44,12 @@ class FeedContext:
 
 def dedupe_rows(feed: np.ndarray) -> np.ndarray:
     """Replace repeated post ids within each row of ``feed`` (B, F) by -1, keeping the first."""
-    if feed.shape[1] < 2:
-        return feed
-    order = np.argsort(feed, axis=1, kind="stable")
-    ordered = np.take_along_axis(feed, order, axis=1)
-    repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
-    rows, cols = np.nonzero(repeated)
-    feed = feed.copy()
-    feed[rows, order[rows, cols + 1]] = -1
-    return feed
+    return kernels.dedupe_rows(feed)
 
 
 def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
     """Move the valid (>= 0) entries of each row to the front and keep ``width`` columns."""
-    if feed.shape[1] == 0:
-        return np.full((feed.shape[0], width), -1, np.int64)
-    order = np.argsort(feed < 0, axis=1, kind="stable")
-    packed = np.take_along_axis(feed, order, axis=1)[:, :width]
-    if packed.shape[1] < width:
-        pad = np.full((feed.shape[0], width - packed.shape[1]), -1, np.int64)
-        packed = np.concatenate([packed, pad], axis=1)
-    return packed
+    return kernels.compact_rows(feed, width)
 
 
 def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
@@ -112,7 +98,8 @@ class Recommender:
             return np.full((b, k), -1, np.int64)
         recent_author = ctx.posts.author[lo:hi]
         by_author = np.argsort(recent_author, kind="stable")
-        author_start = np.searchsorted(recent_author[by_author], np.arange(ctx.users.stance.shape[0] + 1))
+        author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
+        np.cumsum(np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:])
         indptr, indices = ctx.graph.followees_csr()
         degree = indptr[active + 1] - indptr[active]
         draws = 3 * k
@@ -160,12 +147,7 @@ class Recommender:
             )
             score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent[candidate])
             score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
-            candidate = dedupe_rows(candidate)
-            score[candidate < 0] = -np.inf
-            best = np.argsort(-score, axis=1, kind="stable")[:, :k]
-            chosen = np.take_along_axis(candidate, best, axis=1)
-            chosen[np.take_along_axis(score, best, axis=1) == -np.inf] = -1
-            out[start : start + chunk] = chosen
+            out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
         return out
 
     def headline(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:

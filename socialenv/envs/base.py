@@ -13,6 +13,7 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
+from socialenv import kernels
 from socialenv.config import EnvConfig
 from socialenv.simulation import RoundResult, Simulation, Stream
 
@@ -185,7 +186,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             user_context = sim.user_context()
             arm_context = user_context[arm_users]
         else:
-            distinct, inverse = np.unique(arm_users, return_inverse=True)
+            distinct, inverse = kernels.unique_inverse(arm_users)
             arm_context = sim.user_context(distinct)[inverse]
         obs: dict[str, Any] = {
             "arms": self._arm_contexts(self._arms, arm_context),
@@ -294,7 +295,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         slate = self._check_action(action)
         self._compact_posts()
         filled = slate != self.no_op
-        _, first = np.unique(slate, return_index=True)
+        first = kernels.first_occurrence(slate)
         first_use = np.zeros(len(slate), bool)
         first_use[first] = True
         candidate = filled & first_use

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour
+from socialenv import kernels
 from socialenv.candidates import generate_candidates
 from socialenv.config import CANDIDATE_SOURCES
 from socialenv.envs.base import PolicySimEnv
@@ -157,20 +158,30 @@ class RecEnv(PolicySimEnv):
         d_v = sim.users.discrete_stance[user].astype(np.float32)
         d_u = sim.users.discrete_stance[author].astype(np.float32)
         engagement = (p.likes[post] + p.retweets[post] + p.replies[post] + p.dislikes[post]).astype(np.float32)
-        source = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
-        features = np.column_stack([
+        post_latent = p.latent[post]
+        features = [
             s_v, s_u, np.abs(d_u - d_v) / 2, (d_u * d_v == -1).astype(np.float32),
             p.toxicity[post], np.log1p(engagement),
             (sim.round - p.round[post]).astype(np.float32),
-            np.einsum("kd,kd->k", sim.users.latent[user], p.latent[post]),
+            np.einsum("kd,kd->k", sim.users.latent[user], post_latent),
             sim.recent_toxicity[user], p.flagged[post].astype(np.float32), sim.users.activity[user],
             p.stance[post], s_v * p.stance[post],
             np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
-            source,
-        ])
-        context = np.concatenate([arm_user_context, p.latent[post], features], axis=1)
+        ]
+        # filled column by column (each cast to float32 on assignment, as the former
+        # concatenate-then-astype did) to save the temporaries of a small, per-round array
+        width = arm_user_context.shape[1]
+        d = post_latent.shape[1]
+        context = np.empty((len(user), width + d + len(features) + len(CANDIDATE_SOURCES)), np.float32)
+        context[:, :width] = arm_user_context
+        context[:, width : width + d] = post_latent
+        column = width + d
+        for feature in features:
+            context[:, column] = feature
+            column += 1
+        context[:, column:] = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
         context[~arms["mask"]] = 0.0
-        return context.astype(np.float32)
+        return context
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         arms = self._arms
@@ -212,7 +223,7 @@ class RecEnv(PolicySimEnv):
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
-            followed = np.isin(receiver * self.sim.graph.n + author, follow_key)
+            followed = kernels.isin(receiver * self.sim.graph.n + author, follow_key)
             engagement = np.where(followed, np.maximum(engagement, cfg.engagement["follow"]), engagement)
             civil = np.where(followed, 1.0, civil)
         civil = civil * ~hostile_any
@@ -224,7 +235,7 @@ class RecEnv(PolicySimEnv):
             cfg.stance_weight * divergence + cfg.engagement_weight * engagement * civil
             - cfg.toxicity_weight * toxicity, 0.0, 1.0,
         ).astype(np.float32)
-        injected = np.isin(react_key, arm_key)
+        injected = kernels.isin(react_key, arm_key)
         cross = (
             result.discrete_before[out.react_user[injected]].astype(np.int16)
             * result.discrete_before[self.sim.posts.author[out.react_post[injected]]]

@@ -1,0 +1,187 @@
+"""The compiled kernels give exactly the NumPy kernels' results, and whole episodes are bit
+for bit the same on both paths (socialenv.kernels)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from socialenv import kernels
+from socialenv.world import FollowGraph
+
+numba = pytest.importorskip("numba")
+
+
+@pytest.fixture
+def compiled():
+    """The numba kernels (restores the backend in use afterwards)."""
+    previous = kernels.BACKEND
+    kernels.use_backend("numba")
+    yield kernels._compiled
+    kernels.use_backend(previous)
+
+
+def _rows_with_repeats(rng: np.random.Generator, b: int, f: int, high: int) -> np.ndarray:
+    feed = rng.integers(0, high, (b, f))
+    feed[rng.random((b, f)) < 0.2] = -1
+    return feed
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 40])
+def test_dedupe_and_compact_match_numpy(compiled, width):
+    rng = np.random.default_rng(width)
+    feed = _rows_with_repeats(rng, 500, width, 12)
+    if width >= 2:
+        np.testing.assert_array_equal(compiled["dedupe_rows"](feed), kernels.dedupe_rows_numpy(feed))
+    for keep in (1, width, width + 3):
+        np.testing.assert_array_equal(compiled["compact_rows"](feed, keep),
+                                      kernels.compact_rows_numpy(feed, keep))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("drop_nonfinite", [False, True])
+def test_top_k_matches_stable_argsort(compiled, dtype, drop_nonfinite):
+    rng = np.random.default_rng(1)
+    candidate = _rows_with_repeats(rng, 400, 12, 15)
+    score = rng.integers(-3, 4, (400, 12)).astype(dtype)  # many ties
+    score[rng.random(score.shape) < 0.05] = np.nan
+    score[rng.random(score.shape) < 0.05] = np.inf
+    for k in (1, 3, 12, 15):
+        expected_score = score.copy()
+        expected = kernels.top_k_rows_numpy(candidate, expected_score, k, drop_nonfinite)
+        got_score = score.copy()
+        got = compiled["top_k_rows"](candidate, got_score, k, drop_nonfinite)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(got_score, expected_score)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_segment_sum_is_bit_identical_to_reduceat(compiled, dtype):
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((3000, 32)).astype(dtype)
+    # segment lengths around NumPy's pairwise-summation thresholds (8, 128) and beyond
+    lengths = np.array([1, 2, 3, 7, 8, 9, 15, 16, 17, 100, 128, 129, 130, 257, 1000, 1, 4])
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows = rng.integers(0, len(values), lengths.sum())
+    expected = kernels.segment_sum_rows_numpy(values, rows, first)
+    got = kernels.segment_sum_rows(values, rows, first)  # segments > 129 rows go to NumPy
+    assert got.dtype == expected.dtype
+    assert got.tobytes() == expected.tobytes()
+    short = lengths <= 129
+    first_short = np.concatenate([[0], np.cumsum(lengths[short])[:-1]])
+    rows_short = rng.integers(0, len(values), lengths[short].sum())
+    got = compiled["segment_sum_rows"](values, rows_short, first_short)
+    assert got.tobytes() == kernels.segment_sum_rows_numpy(values, rows_short, first_short).tobytes()
+
+
+def test_same_sign_share_and_insert(compiled):
+    rng = np.random.default_rng(3)
+    sign = np.sign(rng.standard_normal(500)).astype(np.float32)
+    sign[::7] = 0
+    degree = rng.integers(0, 20, 500)
+    indptr = np.concatenate([[0], np.cumsum(degree)])
+    indices = rng.integers(0, 500, indptr[-1])
+    np.testing.assert_array_equal(compiled["same_sign_share"](sign, indptr, indices),
+                                  kernels.same_sign_share_numpy(sign, indptr, indices))
+    values = np.sort(rng.integers(0, 1000, 300))
+    new = np.sort(rng.integers(-5, 1005, 40))
+    pos = np.searchsorted(values, new)
+    np.testing.assert_array_equal(compiled["insert_sorted"](values, pos, new),
+                                  np.insert(values, pos, new))
+    for drop in (np.array([0, 5, 6, 299]), np.arange(300), np.array([17])):
+        np.testing.assert_array_equal(compiled["delete_sorted"](values, drop), np.delete(values, drop))
+
+
+def test_numpy_backend_is_selectable():
+    previous = kernels.BACKEND
+    try:
+        assert kernels.use_backend("numpy") == "numpy"
+        assert kernels.BACKEND == "numpy"
+        with pytest.raises(ValueError, match="POLICYSIM_KERNELS"):
+            kernels.use_backend("fortran")
+    finally:
+        kernels.use_backend(previous)
+
+
+def test_sort_and_mask_helpers_match_unique():
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 50, 400)
+    ids, counts = kernels.unique_counts(values)
+    expected_ids, expected_counts = np.unique(values, return_counts=True)
+    np.testing.assert_array_equal(ids, expected_ids)
+    np.testing.assert_array_equal(counts, expected_counts)
+    distinct, inverse = kernels.unique_inverse(values)
+    expected_distinct, expected_inverse = np.unique(values, return_inverse=True)
+    np.testing.assert_array_equal(distinct, expected_distinct)
+    np.testing.assert_array_equal(inverse, expected_inverse)
+    np.testing.assert_array_equal(kernels.first_occurrence(values), np.unique(values, return_index=True)[1])
+    members = rng.integers(0, 80, 30)
+    np.testing.assert_array_equal(kernels.isin(values, members), np.isin(values, members))
+    assert not kernels.isin(values, members[:0]).any()
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_follow_graph_csr_merged_with_edits_equals_rebuild(backend):
+    previous = kernels.BACKEND
+    kernels.use_backend(backend)
+    try:
+        rng = np.random.default_rng(5)
+        n = 300
+        graph = FollowGraph(n, rng.integers(0, n, 2000), rng.integers(0, n, 2000))
+        for _ in range(6):
+            graph.followees_csr()  # cached, so the edits below are merged into it
+            graph.follow(rng.integers(0, n, 150), rng.integers(0, n, 150))
+            graph.unfollow(rng.integers(0, n, 150), rng.integers(0, n, 150))
+            src, dst = graph.keys // n, graph.keys % n
+            rebuilt = FollowGraph(n, src, dst)
+            for got, expected in zip(graph.followees_csr(), rebuilt.followees_csr(), strict=True):
+                np.testing.assert_array_equal(got, expected)
+    finally:
+        kernels.use_backend(previous)
+
+
+def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
+    env = env_cls(num_users=300, rounds=rounds, candidate_users=40, exposure_users=40)
+    obs, _ = env.reset(seed=11)
+    rng = np.random.default_rng(11)
+    h = hashlib.sha256()
+
+    def add(value) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value):
+                h.update(str(key).encode())
+                add(value[key])
+        elif isinstance(value, list | tuple):
+            for item in value:
+                add(item)
+        else:
+            h.update(np.ascontiguousarray(np.asarray(value)).tobytes())
+
+    add(obs)
+    for _ in range(rounds):
+        action = (np.full(env.slate_size, env.no_op) if policy == "noop"
+                  else rng.integers(0, env.num_arms + 1, env.slate_size))
+        obs, reward, _, _, info = env.step(action)
+        add([obs, reward, info])
+    env.close()
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("env_name", ["rec", "exposure"])
+@pytest.mark.parametrize("policy", ["noop", "random"])
+def test_episode_is_bit_identical_on_both_paths(env_name, policy):
+    from socialenv.envs.exposure import ExposureEnv
+    from socialenv.envs.rec import RecEnv
+
+    env_cls = RecEnv if env_name == "rec" else ExposureEnv
+    previous = kernels.BACKEND
+    try:
+        kernels.use_backend("numba")
+        compiled_digest = _episode_digest(env_cls, policy)
+        kernels.use_backend("numpy")
+        numpy_digest = _episode_digest(env_cls, policy)
+    finally:
+        kernels.use_backend(previous)
+    assert compiled_digest == numpy_digest
