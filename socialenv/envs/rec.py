@@ -44,12 +44,12 @@ class RecEnv(PolicySimEnv):
 
     Each round the env samples ``candidate_users`` users U among those active this round and,
     for each, C candidate posts of the last ``recommender.window`` rounds from four sources
-    (``candidates``, default 3 nearest the user's interests, 3 of the opposite stance, 2
-    popular, 2 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
+    (``candidates``, default 3 nearest the user's interests, 4 of the opposite stance, 2
+    popular, 1 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
     The policy *is* the recommender for U: its arms fill up to ``budget`` of each user's
     ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
     the rest and serves every other user. ``info["metrics"]["policy_share"]`` is the share of
-    the round's impressions the policy chose (≈ 0.2 at the defaults).
+    the round's impressions the policy chose (≈ 0.5 at the defaults: 320 users × 5 slots).
 
     Observation (``Dict``):
         "arms": (K, D) float32, K = candidate_users × C, arm k = (user k // C, candidate
