@@ -25,7 +25,7 @@ import numpy as np
 from agent_models.surrogate import SurrogateBrain
 
 
-def _civil_reaction_probabilities(env: Any) -> dict[str, np.ndarray]:
+def civil_reaction_probabilities(env: Any) -> dict[str, np.ndarray]:
     """Per arm of the current observation: P(civil reaction), P(hostile reaction), P(any),
     and whether the arm pairs opposite discrete stances."""
     base = env.unwrapped
@@ -62,12 +62,12 @@ class _RecOracle(ABC):
 
     @abstractmethod
     def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
-        """(K,) scores from the per-arm probabilities of :func:`_civil_reaction_probabilities`."""
+        """(K,) scores from the per-arm probabilities of :func:`civil_reaction_probabilities`."""
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         base = self.env.unwrapped
         scores = np.where(obs["action_mask"].astype(bool),
-                          self.scores(_civil_reaction_probabilities(self.env)), -np.inf)
+                          self.scores(civil_reaction_probabilities(self.env)), -np.inf)
         scores = np.nan_to_num(scores, neginf=-1e9)
         return base.slate_from_scores(scores)
 

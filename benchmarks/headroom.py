@@ -91,7 +91,7 @@ def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
     from scipy import stats
 
     import socialenv  # noqa: F401
-    from baselines.oracles import RewardOracle, _civil_reaction_probabilities
+    from baselines.oracles import RewardOracle, civil_reaction_probabilities
     from socialenv.runner import make_run_policy, select_action
 
     top, base, rho = [], [], []
@@ -102,7 +102,7 @@ def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
         obs, _ = env.reset(seed=seed * 1000)
         for _ in range(rounds):
             mask = obs["action_mask"].astype(bool)
-            p = _civil_reaction_probabilities(env)
+            p = civil_reaction_probabilities(env)
             expected = oracle.scores(p)[mask]
             threshold = env.unwrapped.config.reward.hostile_toxicity / 2
             good = (p["cross"] & (p["reply_toxicity_expected"] < threshold))[mask]

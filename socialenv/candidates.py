@@ -22,7 +22,7 @@ import numpy as np
 
 from socialenv import kernels
 from socialenv.config import CANDIDATE_SOURCES
-from socialenv.platform import FeedContext, dedupe_rows
+from socialenv.platform import ClusterIndex, FeedContext, dedupe_rows
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,6 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
 def _interest_draws(ctx: FeedContext, interest: np.ndarray, lo: int, hi: int, m: int,
                     rng: np.random.Generator) -> np.ndarray:
     """(U, m) draws from each user's IVF cluster of recent posts (anywhere if it is empty)."""
-    u = len(interest)
     if hi == lo:
-        return np.full((u, m), -1, np.int64)
-    cluster = ctx.posts.cluster[lo:hi]
-    by_cluster = np.argsort(cluster, kind="stable")
-    cluster_start = np.searchsorted(cluster[by_cluster], np.arange(len(ctx.centroids) + 1))
-    user_cluster = np.argmax(interest @ ctx.centroids.T, axis=1)
-    size = cluster_start[user_cluster + 1] - cluster_start[user_cluster]
-    draw = rng.random((u, m))
-    in_cluster = cluster_start[user_cluster][:, None] + (draw * size[:, None]).astype(np.int64)
-    anywhere = (draw * (hi - lo)).astype(np.int64)
-    return lo + np.where(size[:, None] > 0,
-                         by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere)
+        return np.full((len(interest), m), -1, np.int64)
+    return ClusterIndex.build(ctx, lo, hi).draw(interest, ctx.centroids, m, rng)

@@ -42,6 +42,45 @@ class FeedContext:
         return int(self.round_start[first + 1]), int(self.round_start[last + 2])
 
 
+@dataclass(frozen=True)
+class ClusterIndex:
+    """The posts ``lo..hi-1`` grouped by IVF cluster: an approximate nearest-neighbour index
+    (the personalized channel's and the Rec env's candidate retrieval).
+
+    Attributes:
+        lo, hi: the post id range indexed (hi > lo).
+        by_cluster: (hi − lo,) offsets into the range, sorted by cluster (stable).
+        cluster_start: (C + 1,) where each cluster's run starts in ``by_cluster``.
+    """
+
+    lo: int
+    hi: int
+    by_cluster: np.ndarray
+    cluster_start: np.ndarray
+
+    @classmethod
+    def build(cls, ctx: FeedContext, lo: int, hi: int) -> ClusterIndex:
+        cluster = ctx.posts.cluster[lo:hi]
+        by_cluster = np.argsort(cluster, kind="stable")
+        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(len(ctx.centroids) + 1))
+        return cls(lo, hi, by_cluster, cluster_start)
+
+    def draw(self, interest: np.ndarray, centroids: np.ndarray, m: int,
+             rng: np.random.Generator) -> np.ndarray:
+        """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
+        (U, d), or from the whole range where that cluster holds no post."""
+        user_cluster = np.argmax(interest @ centroids.T, axis=1)
+        start = self.cluster_start[user_cluster]
+        size = self.cluster_start[user_cluster + 1] - start
+        draw = rng.random((len(interest), m))
+        in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
+        anywhere = (draw * (self.hi - self.lo)).astype(np.int64)
+        by_cluster = self.by_cluster
+        return self.lo + np.where(
+            size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+        )
+
+
 def dedupe_rows(feed: np.ndarray) -> np.ndarray:
     """Replace repeated post ids within each row of ``feed`` (B, F) by -1, keeping the first."""
     return kernels.dedupe_rows(feed)
@@ -129,22 +168,13 @@ class Recommender:
         lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
         if hi == lo:
             return np.full((b, k), -1, np.int64)
-        cluster = ctx.posts.cluster[lo:hi]
-        by_cluster = np.argsort(cluster, kind="stable")
-        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(len(ctx.centroids) + 1))
+        index = ClusterIndex.build(ctx, lo, hi)
         out = np.empty((b, k), np.int64)
         n_candidates = k * cfg.candidates_per_slot
         for start in range(0, b, chunk):
             users = active[start : start + chunk]
             interest = ctx.users.latent[users] + ctx.users.memory_latent[users]
-            user_cluster = np.argmax(interest @ ctx.centroids.T, axis=1)
-            size = cluster_start[user_cluster + 1] - cluster_start[user_cluster]
-            draw = rng.random((len(users), n_candidates))
-            in_cluster = cluster_start[user_cluster][:, None] + (draw * size[:, None]).astype(np.int64)
-            anywhere = (draw * (hi - lo)).astype(np.int64)
-            candidate = lo + np.where(
-                size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
-            )
+            candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
             score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent[candidate])
             score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
             out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)

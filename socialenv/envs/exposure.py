@@ -187,11 +187,15 @@ class ExposureEnv(PolicySimEnv):
 
     def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
         sim = self.sim
-        rewards = self._user_rewards(self._arms["user"][applied], result).astype(np.float32)
         governed = np.flatnonzero(self._governed)
         impression_author = sim.posts.author[result.impression_post]
         authors = np.unique(impression_author)
-        self._platform_reward = (float(self._user_rewards(authors, result).mean())
+        applied_users = self._arms["user"][applied]
+        # one pass over the impressions for the applied arms' users and every author
+        scored = np.union1d(authors, applied_users)
+        user_reward = self._user_rewards(scored, result)
+        rewards = user_reward[np.searchsorted(scored, applied_users)].astype(np.float32)
+        self._platform_reward = (float(user_reward[np.searchsorted(scored, authors)].mean())
                                  if len(authors) else 0.5)
         new_posts = slice(sim.round_start[-2], sim.round_start[-1])
         mis, flag = sim.posts.misinfo[new_posts], sim.posts.flagged[new_posts]
