@@ -29,7 +29,7 @@ Estimators (T rounds, budget B, w = pe/p0 of each logged arm):
 Why not the Open Bandit Pipeline: its current release (obp 0.5.x) requires Python < 3.11, and
 on 3.11 pip falls back to obp 0.4.1 (2021); its estimators take one action per position with
 action distributions summing to one, not inclusion probabilities of a slate with masked arms.
-The estimators here are a few lines each; ``tests/test_ope.py`` checks them against obp
+The estimators here are a few lines each; ``tests/bandits/test_ope.py`` checks them against obp
 0.4.1's IPW/SNIPW/DR on single-arm slates when obp is installed.
 """
 

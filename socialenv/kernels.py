@@ -1,6 +1,6 @@
 """Hot-path kernels of a round, each with a compiled (numba) and a pure-NumPy version.
 
-Both versions of every kernel return bit-identical results (``tests/test_kernels.py``
+Both versions of every kernel return bit-identical results (``tests/socialenv/test_kernels.py``
 compares them, and a whole 10-round episode of both envs, bit for bit); the compiled one
 only avoids the temporaries and sorts of the NumPy one. The backend is chosen once, at
 import, from the environment variable ``POLICYSIM_KERNELS``:

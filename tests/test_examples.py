@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support import ROOT
+
 SCRIPTS: dict[str, list[str]] = {
     "quickstart": ["examples/quickstart.py", "--smoke"],
     "bandit_comparison": ["examples/bandit_comparison.py", "--smoke"],

@@ -14,8 +14,9 @@ import socialenv  # noqa: F401
 from agent_models.types import Behaviour, NewsEvent, RoundOutput
 from socialenv import load_env
 from socialenv.activity import HawkesActivity, HawkesConfig
+from tests.support import small_env
 
-SMALL = {"num_users": 300, "rounds": 6}
+SMALL = small_env(num_users=300, rounds=6)
 
 
 def _episode(env, seed: int, rounds: int) -> list[np.ndarray]:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from socialenv.sweep import SweepConfig, Trial, load_grid, print_table, run_sweep, run_trial
+from tests.support import ROOT, small_env
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = {"num_users": 120, "rounds": 2, "candidate_users": 20, "budget": 2}
+TINY = small_env(num_users=120, rounds=2, candidate_users=20, budget=2)
 
 
 def _config(tmp_path: Path, **changes) -> SweepConfig:

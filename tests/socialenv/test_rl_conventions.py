@@ -13,9 +13,10 @@ from gymnasium.utils.env_checker import check_env
 
 import socialenv
 from socialenv.envs.base import response_spaces
+from tests.support import LEVER_ENV_IDS, small_env
 
-ENV_IDS = ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"]
-SMALL = {"num_users": 150, "rounds": 4}
+ENV_IDS = LEVER_ENV_IDS
+SMALL = small_env(rounds=4)
 #: SB3's checker asks for 1-D vectors; the (K, D) arm matrix is kept on purpose (per-arm
 #: networks read it row by row; FlattenObservation gives the 1-D form). See README.
 SB3_ARMS_SHAPE_WARNING = ".*observation arms has an unconventional shape.*"

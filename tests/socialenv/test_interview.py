@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401
+from tests.support import small_env
 
-SMALL = {"num_users": 200, "rounds": 4}
+SMALL = small_env(num_users=200, rounds=4)
 
 
 def _trajectory(env, seed: int, ask: bool, questions=("What do you think of the news?",)) -> list:

@@ -10,8 +10,9 @@ import pytest
 
 import socialenv
 from socialenv.envs import load_env
+from tests.support import LEVER_ENV_IDS, small_env
 
-SMALL = {"num_users": 200, "rounds": 6}
+SMALL = small_env(num_users=200, rounds=6)
 
 
 def _episode(env: gym.Env, seed: int, actions: list[np.ndarray]) -> list:
@@ -37,7 +38,7 @@ def _assert_same(a: list, b: list) -> None:
             assert x[3] == y[3]
 
 
-@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+@pytest.mark.parametrize("env_id", LEVER_ENV_IDS)
 def test_same_seed_same_episode(env_id: str) -> None:
     rng = np.random.default_rng(0)
     env = gym.make(env_id, **SMALL)
@@ -49,7 +50,7 @@ def test_same_seed_same_episode(env_id: str) -> None:
     assert not np.array_equal(first[0]["arms"], other[0]["arms"])
 
 
-@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+@pytest.mark.parametrize("env_id", LEVER_ENV_IDS)
 def test_save_and_resume_equals_uninterrupted(env_id: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     env = gym.make(env_id, **SMALL)

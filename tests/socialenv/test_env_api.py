@@ -10,9 +10,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import socialenv  # noqa: F401
+from tests.support import LEVER_ENV_IDS, small_env
 
-ENV_IDS = ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"]
-SMALL = {"num_users": 150, "rounds": 4}
+ENV_IDS = LEVER_ENV_IDS
+SMALL = small_env(rounds=4)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

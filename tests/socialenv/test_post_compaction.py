@@ -11,9 +11,10 @@ import pytest
 import socialenv  # noqa: F401 - registers the env ids
 from socialenv.envs import load_env
 from socialenv.world import PostTable
+from tests.support import small_env
 
-SMALL = {"num_users": 120, "rounds": 40, "budget": 4, "candidate_users": 8,
-         "candidates": {"interest": 2, "opposite": 2, "fresh": 1}}
+SMALL = small_env(num_users=120, rounds=40, budget=4, candidate_users=8,
+                  candidates={"interest": 2, "opposite": 2, "fresh": 1})
 
 
 def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int = 2):

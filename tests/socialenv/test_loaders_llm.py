@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,7 @@ from agent_models.llm.backends.base import (
 )
 from agent_models.profile import LLMProfiler, UserRecord
 from socialenv.loaders import LoaderConfig, read_twibot20
-
-TWIBOT = Path(__file__).parent / "fixtures" / "twibot20" / "sample.json"
+from tests.support import TWIBOT
 
 
 class ScriptedBackend(Backend):

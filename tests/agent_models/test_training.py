@@ -11,8 +11,7 @@ import pytest
 
 from agent_models.training.data import build_examples, save_records
 from socialenv.loaders import LoaderConfig, read_twibot20
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.support import FIXTURES
 
 
 @pytest.fixture(scope="module")

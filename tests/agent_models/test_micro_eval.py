@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +21,7 @@ from agent_models.evaluation import (
 from agent_models.llm.backends.base import Backend, Generation, Messages, Sampling, Schemas
 from agent_models.training.data import build_examples, save_records
 from socialenv.loaders import LoaderConfig, read_twibot20
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.support import FIXTURES
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from typer.testing import CliRunner  # noqa: E402
 from bandits.ope import LoggedRounds  # noqa: E402
 from socialenv.cli import app  # noqa: E402
 from socialenv.runner import RunConfig, run  # noqa: E402
+from tests.support import small_rec
 
-SMALL = {"num_users": 150, "rounds": 3, "candidate_users": 20, "budget": 2,
-         "candidates": {"interest": 4, "opposite": 4, "popular": 1, "fresh": 1}}
+SMALL = small_rec(candidates={"interest": 4, "opposite": 4, "popular": 1, "fresh": 1})
 #: arms (20 users × 10 candidates) and slate slots (20 users × 2) of SMALL
 ARMS, SLOTS = 200, 40
 

@@ -21,10 +21,8 @@ from socialenv.loaders import (
     read_weibo,
 )
 from socialenv.scenario import Scenario
+from tests.support import TWIBOT, WEIBO
 
-FIXTURES = Path(__file__).parent / "fixtures"
-TWIBOT = FIXTURES / "twibot20" / "sample.json"
-WEIBO = FIXTURES / "weibo"
 HASH = LoaderConfig(encoder="hash")
 
 

@@ -24,8 +24,9 @@ from socialenv.candidates import generate_candidates
 from socialenv.config import CANDIDATE_SOURCES, RecommenderConfig
 from socialenv.platform import Recommender
 from socialenv.runner import select_action
+from tests.support import LEVER_ENV_IDS, small_env
 
-SMALL_REC = {"num_users": 150, "rounds": 3, "candidate_users": 10, "budget": 2}
+SMALL_REC = small_env(candidate_users=10, budget=2)
 
 
 # ------------------------------------------------------------------ the score action
@@ -298,7 +299,7 @@ def test_parallel_env_with_scores_needs_the_platform_agent() -> None:
     assert infos["platform"]["arm_applied"].any() and 0.0 <= rewards["platform"] <= 1.0
 
 
-@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+@pytest.mark.parametrize("env_id", LEVER_ENV_IDS)
 def test_score_action_envs_pass_the_checkers(env_id: str) -> None:
     import warnings
 

@@ -12,8 +12,9 @@ import pytest
 import socialenv
 from socialenv import load_env, make_scenario
 from socialenv.events import load_events
+from tests.support import small_env
 
-SMALL = {"num_users": 300, "rounds": 6}
+SMALL = small_env(num_users=300, rounds=6)
 FACT_CHECK = {
     "name": "fact_check", "kind": "fact_check", "recovery": 0.8,
     "when": {"metric": "misinformation_ratio", "above": 0.2},

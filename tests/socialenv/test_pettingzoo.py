@@ -17,8 +17,9 @@ from socialenv.pettingzoo_env import (  # noqa: E402
     ExternalActionBrain,
     encode_user_action,
 )
+from tests.support import small_env
 
-SMALL = {"num_users": 150, "rounds": 3}
+SMALL = small_env()
 
 
 def test_parallel_api_test_with_platform_agent() -> None:

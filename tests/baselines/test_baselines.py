@@ -30,11 +30,10 @@ from baselines.policies import (
     make_policy,
 )
 from socialenv.runner import OriginPolicy, select_action
+from tests.support import small_env, small_rec
 
-SMALL = {"num_users": 150, "rounds": 3}
-#: A small Rec lever (20 sampled users x 2 slots, 6 candidates each) for loops over many steps.
-SMALL_REC = {**SMALL, "candidate_users": 20, "budget": 2,
-             "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1}}
+SMALL = small_env()
+SMALL_REC = small_rec()
 
 
 # ----------------------------------------------------------------------------- ABM rules

@@ -14,8 +14,9 @@ from gymnasium.utils.env_checker import check_env
 import socialenv
 from socialenv import load_env
 from socialenv.moderation import MODERATION_ACTIONS
+from tests.support import small_env
 
-SMALL = {"num_users": 200, "rounds": 4}
+SMALL = small_env(num_users=200, rounds=4)
 
 
 def _slate(env, action: str, *, flagged_only: bool = True) -> np.ndarray:

@@ -14,10 +14,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from test_llm_openai import FakeLLMServer
 
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.llm import LLMBackendError, LLMConfig, Sampling, make_backend
+from tests.llm_servers import FakeLLMServer
 
 pytest.importorskip("openai")
 

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from socialenv.cli import app
 from socialenv.runner import RunConfig, resume, run
+from tests.support import small_env
 
-SMALL = {"num_users": 80, "rounds": 3, "budget": 3, "candidate_users": 6, "candidates": {"interest": 2, "opposite": 1, "fresh": 1}}
+SMALL = small_env(num_users=80, budget=3, candidate_users=6, candidates={"interest": 2, "opposite": 1, "fresh": 1})
 
 
 def _config(tmp_path: Path, name: str, policy: str = "linucb") -> RunConfig:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,8 +30,8 @@ from agent_models.training.data import (
 from agent_models.training.records import ObservedAction, load_actions, save_actions, split_actions
 from agent_models.types import Behaviour
 from socialenv.loaders import LoaderConfig, read_twibot20, read_weibo
+from tests.support import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 HASH = LoaderConfig(encoder="hash")
 
 

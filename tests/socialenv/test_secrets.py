@@ -6,7 +6,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from test_llm_openai import FakeLLMServer
 
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.llm import LLMConfig
@@ -14,6 +13,7 @@ from agent_models.redaction import REDACTED, is_secret_name, redact, redact_text
 from socialenv.envs import load_env
 from socialenv.runner import RunConfig, run
 from socialenv.sweep import SweepConfig, run_sweep
+from tests.llm_servers import FakeLLMServer
 
 KEY = "sk-test-DO-NOT-WRITE-0123456789"
 ENV_KEY = "sk-env-ALSO-SECRET-9876543210"

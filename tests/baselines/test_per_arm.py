@@ -9,12 +9,10 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
+from tests.support import EXPOSURE, LEVER_ENV_IDS, REC, small_env
 
-TINY = {
-    "PolicySim-Rec-v0": {"num_users": 120, "rounds": 3, "candidate_users": 8},
-    "PolicySim-Exposure-v0": {"num_users": 120, "rounds": 3, "exposure_users": 12},
-}
-ENV_IDS = list(TINY)
+TINY = {REC: small_env(num_users=120, candidate_users=8), EXPOSURE: small_env(num_users=120, exposure_users=12)}
+ENV_IDS = LEVER_ENV_IDS
 
 
 # ----------------------------------------------------------------------------- score action

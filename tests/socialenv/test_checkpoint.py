@@ -16,8 +16,9 @@ import pytest
 import socialenv  # noqa: F401 - registers the env ids
 from socialenv.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from socialenv.envs import load_env
+from tests.support import small_env
 
-SMALL = {"num_users": 50, "rounds": 4}
+SMALL = small_env(num_users=50, rounds=4)
 
 
 class _Payload:

@@ -1,0 +1,38 @@
+"""What the tests share: the env ids, small env configs and the fixture paths.
+
+Each test module takes a small config from :func:`small_env` and overrides only what its
+checks need, so the sizes the suite runs at are written once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from socialenv import ENV_IDS
+
+REC, EXPOSURE, MODERATION = "PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"
+assert set(ENV_IDS) == {REC, EXPOSURE, MODERATION}, "a new env id: add it here and to the tests that loop over env ids"
+#: The two intervention envs whose action is a slate of (user, post) / (author, level) arms.
+LEVER_ENV_IDS: tuple[str, ...] = (REC, EXPOSURE)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TWIBOT = FIXTURES / "twibot20" / "sample.json"
+WEIBO = FIXTURES / "weibo"
+
+#: The suite's default: 150 surrogate users, 3 rounds.
+SMALL_ENV: dict[str, Any] = {"num_users": 150, "rounds": 3}
+#: A small Rec lever (20 sampled users x 2 slots, 6 candidates each) for loops over many steps.
+SMALL_REC_LEVER: dict[str, Any] = {"candidate_users": 20, "budget": 2,
+                                   "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1}}
+
+
+def small_env(**overrides: Any) -> dict[str, Any]:
+    """``gym.make`` kwargs of a small env: :data:`SMALL_ENV` with ``overrides`` on top."""
+    return {**SMALL_ENV, **overrides}
+
+
+def small_rec(**overrides: Any) -> dict[str, Any]:
+    """:func:`small_env` with the small Rec lever :data:`SMALL_REC_LEVER`, then ``overrides``."""
+    return {**SMALL_ENV, **SMALL_REC_LEVER, **overrides}
