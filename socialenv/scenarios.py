@@ -218,9 +218,8 @@ def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = Fal
     )
 
 
-#: The profile vocabularies, :func:`default_profiles`, :func:`synthetic_text` and
-#: :func:`seed_history` live in :mod:`socialenv.synthetic` / :mod:`socialenv.scenario`
-#: (which builds its defaults from them) and are re-exported here, where they were first.
+#: Also the profile vocabularies, ``default_profiles`` and ``synthetic_text``
+#: (:mod:`socialenv.synthetic`) and ``seed_history`` (:mod:`socialenv.scenario`).
 __all__ = [
     "ABORTION_NEWS",
     "BUILTIN_SCENARIOS",

@@ -4,10 +4,10 @@ Every module of the four packages is parsed with :mod:`ast`; every import counts
 ones inside functions included (and ``importlib.import_module("literal")``), because a lazy
 import is still a dependency: it only moves the failure from import time to call time.
 
-Layers, lowest first: ``bandits`` and ``agent_models`` (neither imports the other's
-consumers), ``socialenv`` (the envs, runner and sweep), ``baselines`` (reference policies
-and populations, which register themselves into ``socialenv.runner`` and
-``agent_models.factory`` through :mod:`agent_models.plugins`).
+Layers, lowest first: ``bandits`` and ``agent_models``; ``socialenv`` (the envs, runner,
+sweep and PettingZoo view); ``baselines`` (reference policies and populations, which
+register themselves into ``socialenv.runner`` and ``agent_models.factory`` when
+:mod:`agent_models.plugins` imports them by name).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from socialenv.runner import make_run_policy
 
 
 class PolicySimParallelEnv(ParallelEnv):
-    """PettingZoo ParallelEnv over a PolicySim gym env; see the module docstring.
+    """PettingZoo ParallelEnv over a PolicySim gym env; see :mod:`socialenv.pettingzoo_env`.
 
     Args:
         env_id: "PolicySim-Rec-v0" or "PolicySim-Exposure-v0".
