@@ -63,7 +63,7 @@ def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
     import gymnasium as gym
 
     import socialenv  # noqa: F401 - registers the env ids
-    from baselines.episodes import play_episode
+    from socialenv.episodes import play_episode
 
     results: dict[str, list[dict[str, float]]] = {}
     seeds = list(seeds)

@@ -20,7 +20,8 @@ over the round's (user, partner) pairs; there is no per-agent Python loop.
     from baselines import OpinionDynamicsBrain
     env = gym.make("PolicySim-Rec-v0", users=OpinionDynamicsBrain("lorenz"))
 
-HiSim's macro metrics are :func:`bias` (mean attitude) and :func:`diversity` (variance).
+HiSim's macro metrics, :func:`bias` (mean attitude) and :func:`diversity` (variance), are
+defined in :mod:`socialenv.metrics` and re-exported here.
 """
 
 from __future__ import annotations
@@ -34,16 +35,7 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.surrogate import SurrogateBrain, SurrogateConfig
 from agent_models.types import PostColumns, RoundInput, RoundOutput, UserColumns
-
-
-def bias(attitude: np.ndarray) -> float:
-    """HiSim's bias: the mean attitude of (N,) attitudes."""
-    return float(np.mean(attitude)) if len(attitude) else 0.0
-
-
-def diversity(attitude: np.ndarray) -> float:
-    """HiSim's diversity: the variance of (N,) attitudes."""
-    return float(np.var(attitude)) if len(attitude) else 0.0
+from socialenv.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
 
 
 def _positive(name: str, value: float, *, maximum: float | None = None, strict: bool = False) -> None:

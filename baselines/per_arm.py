@@ -362,7 +362,7 @@ def train_per_arm_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, An
 class PerArmActor:
     """A trained per-arm model as an actor on the *unwrapped* env's slate action:
     ``act(obs) -> (slate_size,) int64`` global arm indices (for
-    :func:`baselines.episodes.play_episode`)."""
+    :func:`socialenv.episodes.play_episode`)."""
 
     def __init__(self, model: Any, env: gym.Env, deterministic: bool = True) -> None:
         base = env.unwrapped

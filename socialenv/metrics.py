@@ -12,6 +12,10 @@
   whose stance has the same sign as theirs (sign of S, 0 counts as its own sign).
 - ``exposure_removed``: share of feed impressions removed by exposure control this round.
 - ``active_users``, ``posts``, ``reactions``, ``follow_edges``: counts.
+
+HiSim's macro metrics of a population's attitudes, :func:`bias` (mean) and
+:func:`diversity` (variance), are reported by the sweep and the ABM comparisons
+(:func:`socialenv.episodes.opinion_metrics`).
 """
 
 from __future__ import annotations
@@ -62,3 +66,13 @@ def echo_chamber_index(stance: np.ndarray, followees_indptr: np.ndarray,
         return 0.0
     share = kernels.same_sign_share(np.sign(stance), followees_indptr, followees)
     return float(share.mean(dtype=np.float64))
+
+
+def bias(attitude: np.ndarray) -> float:
+    """HiSim's bias: the mean attitude of (N,) attitudes."""
+    return float(np.mean(attitude)) if len(attitude) else 0.0
+
+
+def diversity(attitude: np.ndarray) -> float:
+    """HiSim's diversity: the variance of (N,) attitudes."""
+    return float(np.var(attitude)) if len(attitude) else 0.0

@@ -138,6 +138,10 @@ def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
     or a plugin's policy (:func:`register_policy`)."""
     if name == "origin":
         return OriginPolicy(env.no_op)
+    if name not in _PLUGIN_POLICIES:
+        allowed = policy_names()  # loads the plugins, which register their policies
+        if name not in allowed:
+            raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
     if name in _PLUGIN_POLICIES:
         return _PLUGIN_POLICIES[name](env, seed, **kwargs)
     if name in GRAPH_POLICIES:
@@ -382,8 +386,6 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     round by round). A failure marks ``summary.json`` failed (or interrupted) with the
     error and re-raises; :func:`resume` continues from the last checkpoint."""
     import gymnasium as gym
-
-    import socialenv  # noqa: F401 - registers the env ids
 
     allowed = policy_names()
     if config.policy not in allowed:

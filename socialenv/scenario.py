@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
+from socialenv.synthetic import default_profiles, synthetic_text, unit_rows
 
 
 @dataclass
@@ -186,8 +187,6 @@ class Scenario:
             latent: (N, d) interest embeddings; default: random unit vectors (d = 32).
             profiles: default: neutral profiles derived from the graph's degrees.
         """
-        from socialenv.scenarios import default_profiles, seed_history
-
         opinion = np.asarray(opinion, dtype=np.float32)
         n = len(opinion)
         rng = np.random.default_rng(seed)
@@ -312,3 +311,27 @@ class Scenario:
         )
         scenario.validate()
         return scenario
+
+
+def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5,
+                 with_text: bool = False) -> None:
+    """Fill ``scenario.history_*`` with posts written before round 0 (in place)."""
+    n = scenario.num_users
+    counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
+    author = np.repeat(np.arange(n, dtype=np.int64), counts)
+    scenario.history_author = author
+    scenario.history_latent = unit_rows(
+        scenario.latent[author] + 0.3 * rng.standard_normal((len(author), scenario.latent_dim))
+    )
+    scenario.history_stance = np.clip(
+        scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
+    ).astype(np.float32)
+    scenario.history_toxicity = np.clip(
+        scenario.toxicity_propensity[author] * rng.random(len(author)) * 0.5, 0, 1
+    ).astype(np.float32)
+    scenario.history_misinfo = scenario.misinformed[author].copy()
+    scenario.history_text = (
+        synthetic_text(scenario.topic, scenario.history_stance, scenario.history_misinfo, rng,
+                       scenario.misinformation_message)
+        if with_text else None
+    )

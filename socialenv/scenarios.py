@@ -13,27 +13,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent_models.types import Categorical, NewsEvent, Profiles
+from agent_models.types import NewsEvent
 from agent_models.validation import Limit, check_fields
-from socialenv.scenario import Scenario
+from socialenv.scenario import Scenario, seed_history
+from socialenv.synthetic import (
+    COMBATIVE_STYLES,
+    IDENTITIES,
+    POSTING_STYLES,
+    ROLES,
+    TOPICS,
+    default_profiles,
+    synthetic_text,
+    unit_rows,
+)
 from socialenv.world import sorted_unique
-
-TOPICS: tuple[str, ...] = (
-    "politics", "healthcare", "religion", "economy", "law and courts", "education",
-    "family", "technology", "sports", "entertainment", "science", "local news",
-)
-IDENTITIES: tuple[str, ...] = (
-    "journalist", "student", "activist", "teacher", "lawyer", "healthcare worker", "parent",
-    "retiree", "small-business owner", "religious leader", "tech worker", "local politician",
-)
-POSTING_STYLES: tuple[str, ...] = (
-    "formal and informative", "sarcastic, short posts", "emotional, many exclamation marks",
-    "humorous, memes and emoji", "combative, calls people out", "supportive and warm",
-    "terse, mostly links", "storytelling, personal anecdotes",
-)
-#: Posting styles whose users are more toxic than their baseline (index into POSTING_STYLES).
-_COMBATIVE_STYLES = (1, 4)
-ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurker", "regular")
 
 ABORTION_NEWS: tuple[NewsEvent, ...] = (
     NewsEvent(0, "Supreme Court overturns Roe v. Wade; states move to restrict abortion.", -0.45),
@@ -43,13 +36,6 @@ ABORTION_NEWS: tuple[NewsEvent, ...] = (
 MISINFORMATION_MESSAGE = (
     "#wakeupamerica who needs a #gun registry when #obama has all your personal information"
 )
-
-_STANCE_PHRASES = {
-    -1: ("this is wrong and must be stopped", "we cannot accept this", "shameful decision"),
-    0: ("hard to know what to think", "there are two sides here", "waiting for more facts"),
-    1: ("finally, the right call", "this is what we fought for", "proud of this outcome"),
-}
-
 
 #: Documented limits of :class:`PopulationConfig` (checked before anything is allocated).
 POPULATION_LIMITS = {
@@ -95,13 +81,9 @@ class PopulationConfig:
         check_fields(self, "population.", POPULATION_LIMITS)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
-
-
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     """(T, d) unit vectors, one per entry of TOPICS."""
-    return _unit(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
+    return unit_rows(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
 
 
 def _follow_graph(
@@ -137,97 +119,6 @@ def _follow_graph(
     return keys // n, keys % n
 
 
-def _roles(
-    post_retweet_ratio: np.ndarray,
-    reply_frequency: np.ndarray,
-    follower_following_ratio: np.ndarray,
-    activity: np.ndarray,
-) -> np.ndarray:
-    """Interaction role from the interaction statistics (rules in ROLES order)."""
-    role = np.full(len(activity), ROLES.index("regular"), dtype=np.int32)
-    role[activity < 0.12] = ROLES.index("lurker")
-    role[reply_frequency > 0.35] = ROLES.index("conversationalist")
-    role[post_retweet_ratio < 0.5] = ROLES.index("amplifier")
-    role[(follower_following_ratio > 2.0) & (post_retweet_ratio >= 1.0)] = ROLES.index("broadcaster")
-    return role
-
-
-def default_profiles(
-    n: int,
-    follow_src: np.ndarray,
-    follow_dst: np.ndarray,
-    rng: np.random.Generator,
-    activity: np.ndarray | None = None,
-) -> Profiles:
-    """Synthetic profiles; the interaction statistics follow the graph's degrees."""
-    followers = np.bincount(follow_dst, minlength=n).astype(np.float32)
-    following = np.bincount(follow_src, minlength=n).astype(np.float32)
-    ff_ratio = (followers + 1) / (following + 1)
-    post_retweet_ratio = rng.lognormal(0.0, 0.7, n).astype(np.float32)
-    reply_frequency = rng.beta(2.0, 6.0, n).astype(np.float32)
-    activity = rng.beta(1.2, 2.5, n) if activity is None else activity
-    interests = np.zeros((n, len(TOPICS)), dtype=bool)
-    k = rng.integers(1, 4, n)
-    for j in range(3):
-        chosen = rng.integers(0, len(TOPICS), n)
-        interests[np.flatnonzero(k > j), chosen[k > j]] = True
-    return Profiles(
-        identity=Categorical(rng.integers(0, len(IDENTITIES), n).astype(np.int32), IDENTITIES),
-        interests=interests,
-        topics=TOPICS,
-        posting_style=Categorical(
-            rng.integers(0, len(POSTING_STYLES), n).astype(np.int32), POSTING_STYLES
-        ),
-        interaction_role=Categorical(
-            _roles(post_retweet_ratio, reply_frequency, ff_ratio, activity), ROLES
-        ),
-        post_retweet_ratio=post_retweet_ratio,
-        reply_frequency=reply_frequency,
-        follower_following_ratio=ff_ratio.astype(np.float32),
-    )
-
-
-def synthetic_text(
-    topic: str, stance: np.ndarray, misinfo: np.ndarray, rng: np.random.Generator,
-    misinformation_message: str | None = None,
-) -> list[str]:
-    """Short template posts expressing ``stance`` (P,) on ``topic``; misinfo posts carry the
-    message. Used when the brain reads text (LLM agents)."""
-    discrete = np.where(stance > 1 / 3, 1, np.where(stance < -1 / 3, -1, 0))
-    choice = rng.integers(0, 3, len(stance))
-    texts = []
-    for s, c, m in zip(discrete.tolist(), choice.tolist(), misinfo.tolist(), strict=True):
-        text = f"On {topic}: {_STANCE_PHRASES[s][c]}."
-        if m and misinformation_message:
-            text = f"{misinformation_message} {text}"
-        texts.append(text)
-    return texts
-
-
-def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5,
-                 with_text: bool = False) -> None:
-    """Fill ``scenario.history_*`` with posts written before round 0 (in place)."""
-    n = scenario.num_users
-    counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
-    author = np.repeat(np.arange(n, dtype=np.int64), counts)
-    scenario.history_author = author
-    scenario.history_latent = _unit(
-        scenario.latent[author] + 0.3 * rng.standard_normal((len(author), scenario.latent_dim))
-    )
-    scenario.history_stance = np.clip(
-        scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
-    ).astype(np.float32)
-    scenario.history_toxicity = np.clip(
-        scenario.toxicity_propensity[author] * rng.random(len(author)) * 0.5, 0, 1
-    ).astype(np.float32)
-    scenario.history_misinfo = scenario.misinformed[author].copy()
-    scenario.history_text = (
-        synthetic_text(scenario.topic, scenario.history_stance, scenario.history_misinfo, rng,
-                       scenario.misinformation_message)
-        if with_text else None
-    )
-
-
 def synthetic_population(
     num_users: int,
     seed: int,
@@ -253,9 +144,9 @@ def synthetic_population(
     profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
     centroids = topic_centroids(config.latent_dim, seed)
     weights = profiles.interests.astype(np.float32)
-    latent = _unit(weights @ centroids + 0.35 * rng.standard_normal((n, config.latent_dim)))
+    latent = unit_rows(weights @ centroids + 0.35 * rng.standard_normal((n, config.latent_dim)))
     toxicity = rng.beta(*config.toxicity_beta, n)
-    combative = np.isin(profiles.posting_style.codes, _COMBATIVE_STYLES)
+    combative = np.isin(profiles.posting_style.codes, COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)
     scenario = Scenario(
         name=name,
@@ -325,3 +216,26 @@ def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = Fal
         f"scenario={name!r} is not allowed: use one of {sorted(BUILTIN_SCENARIOS)}, "
         "a path to a saved scenario (.npz), or a Scenario instance"
     )
+
+
+#: Also the profile vocabularies, ``default_profiles`` and ``synthetic_text``
+#: (:mod:`socialenv.synthetic`) and ``seed_history`` (:mod:`socialenv.scenario`).
+__all__ = [
+    "ABORTION_NEWS",
+    "BUILTIN_SCENARIOS",
+    "IDENTITIES",
+    "MISINFORMATION_MESSAGE",
+    "POPULATION_LIMITS",
+    "POSTING_STYLES",
+    "ROLES",
+    "TOPICS",
+    "PopulationConfig",
+    "abortion",
+    "default_profiles",
+    "make_scenario",
+    "misinformation",
+    "seed_history",
+    "synthetic_population",
+    "synthetic_text",
+    "topic_centroids",
+]

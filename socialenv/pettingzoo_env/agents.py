@@ -1,0 +1,64 @@
+"""Who the agents of the PettingZoo view are and what a user agent is rewarded for.
+
+``"user_<id>"`` for each controlled user and, optionally, ``"platform"``. A user's reward
+is the weighted reactions its posts received this round (:data:`DEFAULT_USER_REWARD_WEIGHTS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agent_models.types import Behaviour
+
+PLATFORM = "platform"
+DEFAULT_USER_REWARD_WEIGHTS: dict[str, float] = {"like": 1.0, "retweet": 1.0, "reply": 1.0, "dislike": -1.0}
+
+
+def user_agent(user_id: int) -> str:
+    return f"user_{int(user_id)}"
+
+
+def controlled_user_ids(controlled_users: int | Any, num_users: int) -> np.ndarray:
+    """The sorted, unique ids of the controlled users: the first ``controlled_users`` ids for
+    an integer, else the given ids (each in ``[0, num_users)``)."""
+    n = num_users
+    if isinstance(controlled_users, int | np.integer) and not isinstance(controlled_users, bool):
+        if not 0 <= controlled_users <= n:
+            raise ValueError(f"controlled_users={controlled_users} is not allowed: an integer in [0, {n}] or a list of user ids")
+        return np.arange(int(controlled_users), dtype=np.int64)
+    controlled = np.unique(np.asarray(list(controlled_users), np.int64))
+    if len(controlled) and (controlled.min() < 0 or controlled.max() >= n):
+        raise ValueError(f"controlled_users holds ids outside [0, {n})")
+    return controlled
+
+
+def reaction_weights(user_reward_weights: dict[str, float] | None) -> np.ndarray:
+    """The weight of each reaction kind (indexed by :class:`Behaviour`) in a user's reward;
+    None = :data:`DEFAULT_USER_REWARD_WEIGHTS`."""
+    weights = dict(DEFAULT_USER_REWARD_WEIGHTS if user_reward_weights is None else user_reward_weights)
+    unknown = set(weights) - {"like", "dislike", "retweet", "reply"}
+    if unknown:
+        raise ValueError(f"user_reward_weights has unknown key(s) {sorted(unknown)}: use like, dislike, retweet, reply")
+    kind_weight = np.zeros(max(int(b) for b in Behaviour) + 1)
+    for name, value in weights.items():
+        kind_weight[int(Behaviour[name.upper()])] = float(value)
+    return kind_weight
+
+
+def user_rewards(react_post_author: np.ndarray, react_kind: np.ndarray, position: np.ndarray,
+                 kind_weight: np.ndarray, num_controlled: int) -> np.ndarray:
+    """(C,) each controlled user's reward: the weighted reactions to its posts this round.
+
+    Args:
+        react_post_author: (M,) the author of the post of each reaction of the round.
+        react_kind: (M,) the kind of each reaction.
+        position: (N,) each user's index among the C controlled users (-1 = not controlled).
+        kind_weight: :func:`reaction_weights`.
+        num_controlled: C.
+    """
+    slot = position[react_post_author]
+    mine = slot >= 0
+    return np.bincount(slot[mine], weights=kind_weight[react_kind[mine]],
+                       minlength=num_controlled)

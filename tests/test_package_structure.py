@@ -1,0 +1,206 @@
+"""Package arrows run one way and no modules import each other in a circle.
+
+Every module of the four packages is parsed with :mod:`ast`; every import counts, the lazy
+ones inside functions included (and ``importlib.import_module("literal")``), because a lazy
+import is still a dependency: it only moves the failure from import time to call time.
+
+Layers, lowest first: ``bandits`` and ``agent_models``; ``socialenv`` (the envs, runner,
+sweep and PettingZoo view); ``baselines`` (reference policies and populations, which
+register themselves into ``socialenv.runner`` and ``agent_models.factory`` when
+:mod:`agent_models.plugins` imports them by name).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("socialenv", "bandits", "agent_models", "baselines")
+#: package -> the project packages it must never import.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "bandits": ("socialenv", "baselines"),
+    "agent_models": ("socialenv", "baselines"),
+    "socialenv": ("baselines",),
+}
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file of :data:`PACKAGES`."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """(dotted name, line) of every import in ``tree``: ``import a.b`` gives ``a.b``,
+    ``from a import b`` gives ``a.b`` (resolved against the known modules by the caller)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            yield node.args[0].value, node.lineno
+
+
+def _resolve(name: str, modules: set[str]) -> str | None:
+    """The project module ``name`` refers to: itself or its longest dotted prefix that is a
+    module (``from a import B`` names the class ``a.B``, which resolves to ``a``)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """module -> {imported project module: first line}, over every import in the module."""
+    files = module_files(root)
+    modules = set(files)
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        edges: dict[str, int] = {}
+        for name, line in _imported_names(tree, module, path.name == "__init__.py"):
+            target = _resolve(name, modules)
+            if target is not None and target != module:
+                edges.setdefault(target, line)
+        graph[module] = edges
+    return graph
+
+
+def back_arrows(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Imports that run against :data:`FORBIDDEN`, as ``"a.b:line -> c.d"``."""
+    out = []
+    for module, edges in graph.items():
+        banned = FORBIDDEN.get(module.split(".")[0], ())
+        for target, line in edges.items():
+            if target.split(".")[0] in banned:
+                out.append(f"{module}:{line} -> {target}")
+    return sorted(out)
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def _describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
+    members = set(component)
+    edges = [f"{m}:{graph[m][t]} -> {t}" for m in component for t in graph[m] if t in members]
+    return "; ".join(sorted(edges))
+
+
+def test_every_package_is_parsed() -> None:
+    graph = import_graph()
+    for package in PACKAGES:
+        assert package in graph
+    assert len(graph) > 100
+    # a lazy import inside a function is seen: the runner builds graph bandits on demand
+    assert "bandits.slate" in graph["socialenv.runner"]
+
+
+def test_no_import_runs_back_up() -> None:
+    arrows = back_arrows(import_graph())
+    assert not arrows, "imports against the package layering:\n" + "\n".join(arrows)
+
+
+def test_no_module_import_cycle() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    assert not found, "modules importing each other:\n" + "\n".join(_describe(c, graph) for c in found)
+
+
+# ----------------------------------------------------------------------------- the checker
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.mark.parametrize(("files", "arrow"), [
+    ({"bandits/x.py": "def f():\n    from socialenv.envs import rec\n"}, "bandits.x:2 -> socialenv.envs.rec"),
+    ({"agent_models/x.py": "import baselines\n"}, "agent_models.x:1 -> baselines"),
+    ({"socialenv/x.py": "def f():\n    import importlib\n    importlib.import_module('baselines.y')\n"},
+     "socialenv.x:3 -> baselines.y"),
+])
+def test_checker_sees_a_back_arrow(tmp_path: Path, files: dict[str, str], arrow: str) -> None:
+    base = {f"{p}/__init__.py": "" for p in PACKAGES} | {"socialenv/envs/__init__.py": "",
+                                                         "socialenv/envs/rec.py": "",
+                                                         "baselines/y.py": ""}
+    _write(tmp_path, base | files)
+    assert back_arrows(import_graph(tmp_path)) == [arrow]
+
+
+def test_checker_sees_a_lazy_relative_cycle(tmp_path: Path) -> None:
+    _write(tmp_path, {f"{p}/__init__.py": "" for p in PACKAGES} | {
+        "socialenv/a.py": "from socialenv.b import thing\n",
+        "socialenv/b.py": "def thing():\n    from .c import other\n",
+        "socialenv/c.py": "def other():\n    from . import a\n",
+        "socialenv/d.py": "from socialenv import a\n",
+    })
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == [["socialenv.a", "socialenv.b", "socialenv.c"]]
