@@ -331,10 +331,7 @@ class LLMBrain(Brain):
                        f"for {len(prompts)} prompts")
             if self.config.fail_on_backend_error:
                 raise LLMBackendError(message)
-            n = len(prompts)
-            gen = Generation(texts=[""] * n, prompt_tokens=np.zeros(n, np.int64),
-                             completion_tokens=np.zeros(n, np.int64), finish_reasons=["error"] * n,
-                             errors=[message] * n, seconds=gen.seconds)
+            gen = Generation.failed(len(prompts), message, gen.seconds)
         stats["llm_calls"] += 1
         stats["llm_seconds"] += gen.seconds
         stats["llm_prompts"] = stats.get("llm_prompts", 0.0) + len(prompts)
