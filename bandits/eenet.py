@@ -173,17 +173,12 @@ class EENet(NeuralPolicy):
         return factors.values, self._pooling.from_factors(contexts, factors)
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        inputs = to_tensor(contexts)
-        scores = np.empty(inputs.shape[0])
-        chunk = self._chunk_size()
-        with torch.no_grad():
-            for start in range(0, inputs.shape[0], chunk):
-                values, pooled = self._values_and_pooled(inputs[start : start + chunk])
-                potential_gain = self._exploration.predict(self._scaled(pooled)) - 1.0
-                scores[start : start + chunk] = (
-                    values + self.exploration_weight * potential_gain
-                ).numpy()
-        return scores
+        def score(part: torch.Tensor, chunk: int) -> torch.Tensor:
+            values, pooled = self._values_and_pooled(part)
+            potential_gain = self._exploration.predict(self._scaled(pooled)) - 1.0
+            return values + self.exploration_weight * potential_gain
+
+        return self._chunked_scores(contexts, self._chunk_size(), score)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         inputs = to_tensor(contexts)

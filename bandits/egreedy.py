@@ -53,8 +53,24 @@ def epsilon_greedy_inclusion(greedy_scores: np.ndarray, budget: int, epsilon: fl
     return tie_averaged(rank_probs, greedy_scores)
 
 
+class EpsilonGreedySlates:
+    """``select`` and propensities of ε-greedy over the greedy ``_scores`` of the policy it
+    is mixed into (before its :class:`~bandits.base.ScoredPolicy` base), which has an
+    ``epsilon`` field."""
+
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        return self.epsilon == 0 and super()._deterministic(contexts)
+
+
 @dataclass(eq=False)
-class LinearEpsilonGreedy(RidgePolicy):
+class LinearEpsilonGreedy(EpsilonGreedySlates, RidgePolicy):
     """ε-greedy with a ridge-regression reward estimate θ̂·x (A⁻¹ kept by Sherman–Morrison).
 
     Scores are the greedy estimates; ``select`` explores each slot with probability ε (see
@@ -78,13 +94,3 @@ class LinearEpsilonGreedy(RidgePolicy):
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         return self._ridge.predict(contexts)
-
-    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
-        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
-
-    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
-
-    def _deterministic(self, contexts: np.ndarray) -> bool:
-        return self.epsilon == 0 and super()._deterministic(contexts)

@@ -9,13 +9,13 @@ import numpy as np
 import torch
 
 from bandits._checks import check_float, check_hidden_sizes
-from bandits.egreedy import epsilon_greedy_inclusion, epsilon_greedy_slate
+from bandits.egreedy import EpsilonGreedySlates
 from bandits.networks import Regressor, to_tensor
 from bandits.neural import NeuralPolicy
 
 
 @dataclass(eq=False)
-class NeuralEpsilonGreedy(NeuralPolicy):
+class NeuralEpsilonGreedy(EpsilonGreedySlates, NeuralPolicy):
     """ε-greedy with an MLP reward estimate f(x), trained like EE-Net's f1 (MSE, Adam,
     ``train_steps`` mini-batches from a bounded replay buffer after each ``update``).
 
@@ -52,16 +52,6 @@ class NeuralEpsilonGreedy(NeuralPolicy):
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         return self._network.predict(to_tensor(contexts)).numpy().astype(np.float64)
-
-    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
-        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
-
-    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
-
-    def _deterministic(self, contexts: np.ndarray) -> bool:
-        return self.epsilon == 0 and super()._deterministic(contexts)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         self._network.buffer.add(to_tensor(contexts), torch.from_numpy(rewards.astype(np.float32)))

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from bandits._checks import check_int
 from bandits.base import ScoredPolicy
-from bandits.networks import enable_deterministic_torch, torch_generator
+from bandits.networks import enable_deterministic_torch, to_tensor, torch_generator
 
 
 class NeuralPolicy(ScoredPolicy):
@@ -40,6 +42,18 @@ class NeuralPolicy(ScoredPolicy):
     @abstractmethod
     def _build(self, init_generator: torch.Generator) -> None:
         """Create the networks, their weights drawn from ``init_generator``."""
+
+    @staticmethod
+    def _chunked_scores(contexts: np.ndarray, chunk: int,
+                        score: Callable[[torch.Tensor, int], torch.Tensor]) -> np.ndarray:
+        """(K,) float64 ``score(part, chunk)`` of the (K, D) contexts, ``chunk`` arms at a
+        time (bounding the scratch memory of per-arm gradients), without autograd."""
+        inputs = to_tensor(contexts)
+        scores = np.empty(inputs.shape[0])
+        with torch.no_grad():
+            for start in range(0, inputs.shape[0], chunk):
+                scores[start : start + chunk] = score(inputs[start : start + chunk], chunk).numpy()
+        return scores
 
     def _state(self) -> dict[str, Any]:
         state = {name: getattr(self, f"_{name}").state() for name in self.learned_parts}

@@ -86,16 +86,12 @@ class NeuralUCB(NeuralPolicy):
         return arms_per_chunk(factored_bytes_per_arm(model), self.gradient_memory_mb)
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        inputs = to_tensor(contexts)
-        scores = np.empty(inputs.shape[0])
-        chunk = self._chunk_size()
-        with torch.no_grad():
-            for start in range(0, inputs.shape[0], chunk):
-                part = inputs[start : start + chunk]
-                factors = gradient_factors(self._network.model, part, chunk)
-                bonus = torch.sqrt(self._covariance.gradient_norms(part, factors))
-                scores[start : start + chunk] = (factors.values + self.exploration * bonus).numpy()
-        return scores
+        def ucb(part: torch.Tensor, chunk: int) -> torch.Tensor:
+            factors = gradient_factors(self._network.model, part, chunk)
+            bonus = torch.sqrt(self._covariance.gradient_norms(part, factors))
+            return factors.values + self.exploration * bonus
+
+        return self._chunked_scores(contexts, self._chunk_size(), ucb)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         inputs = to_tensor(contexts)

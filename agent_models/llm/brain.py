@@ -113,6 +113,19 @@ def without_topic(text: str | None, topic: str) -> str | None:
     return text.replace(topic, "the topic")
 
 
+def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[ConsolidationAnswer],
+                        kind: str, invalid: dict[str, int]) -> str | None:
+    """The text of a summary / consolidation answer, or None after counting why it is
+    rejected (``<kind>_malformed`` or ``<kind>_placeholder``) in ``invalid``."""
+    value = parse_field(raw, answer)
+    reason = (f"{kind}_malformed" if value is None
+              else f"{kind}_placeholder" if is_placeholder(value) else None)
+    if reason is None:
+        return value
+    invalid[reason] = invalid.get(reason, 0) + 1
+    return None
+
+
 def _unit_rows(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-8)).astype(np.float32)
 
@@ -589,9 +602,7 @@ class LLMBrain(Brain):
                              self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
                                             cfg.memory_temperature), stats, "memory")
             mem_texts = gen.texts
-        n_s = len(reads.to_summarise)
-        self._parse_summaries(ri, reads, mem_texts[:n_s], invalid)
-        self._parse_consolidations(reads, mem_texts[n_s:], invalid)
+        self._parse_memory_answers(ri, reads, mem_texts, invalid)
         return reads
 
     def _fresh_reads(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds) -> _Reads:
@@ -613,33 +624,22 @@ class LLMBrain(Brain):
                 reads.verbatim.append(p)
         return reads
 
-    def _parse_summaries(self, ri: RoundInput, reads: _Reads, raws: list[str],
-                         invalid: dict[str, int]) -> None:
-        """``reads.summaries``: each summary, or the clipped post for a rejected one."""
-        texts, limit = ri.posts.text, self.config.memory.summary_chars
-        for p, raw in zip(reads.to_summarise, raws, strict=True):
-            value = parse_field(raw, SummaryAnswer)
-            reason = ("summary_malformed" if value is None
-                      else "summary_placeholder" if is_placeholder(value) else None)
-            if reason is not None:
-                invalid[reason] = invalid.get(reason, 0) + 1
-                value = clip(without_topic(texts[p] if texts is not None else "", ri.topic), limit)
-            reads.summaries[p] = value
-
-    def _parse_consolidations(self, reads: _Reads, raws: list[str],
+    def _parse_memory_answers(self, ri: RoundInput, reads: _Reads, raws: list[str],
                               invalid: dict[str, int]) -> None:
-        """``reads.consolidated``: each long-term memory, or the joined short-term entries
-        (clipped) for a rejected one."""
-        store, limit = self.memory, self.config.memory.memory_chars
+        """``reads.summaries`` (the clipped post for a rejected summary) and
+        ``reads.consolidated`` (the joined short-term entries, clipped, for a rejected one)."""
+        store, mcfg, texts = self.memory, self.config.memory, ri.posts.text
         assert store is not None
-        for group, raw in zip(reads.cons_groups, raws, strict=True):
-            value = parse_field(raw, ConsolidationAnswer)
-            reason = ("consolidation_malformed" if value is None
-                      else "consolidation_placeholder" if is_placeholder(value) else None)
-            if reason is not None:
-                invalid[reason] = invalid.get(reason, 0) + 1
-                value = clip(" ".join(store.texts[r] for r in store.row[group]), limit)
-            reads.consolidated.append(value[:limit])
+        n_s = len(reads.to_summarise)
+        for p, raw in zip(reads.to_summarise, raws[:n_s], strict=True):
+            value = checked_memory_text(raw, SummaryAnswer, "summary", invalid)
+            reads.summaries[p] = value if value is not None else clip(
+                without_topic(texts[p] if texts is not None else "", ri.topic), mcfg.summary_chars)
+        for group, raw in zip(reads.cons_groups, raws[n_s:], strict=True):
+            value = checked_memory_text(raw, ConsolidationAnswer, "consolidation", invalid)
+            if value is None:
+                value = clip(" ".join(store.texts[r] for r in store.row[group]), mcfg.memory_chars)
+            reads.consolidated.append(value[: mcfg.memory_chars])
 
     # step 6 ---------------------------------------------------------------------------
     def _stance_call(self, ri: RoundInput, active: np.ndarray, actions: _Actions,
