@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.jsonl import read_json_lines
 from agent_models.llm.backends.base import (
     Backend,
     BatchBackend,
@@ -104,18 +105,11 @@ class ReplayBackend(BatchBackend):
 
     def _load(self) -> dict[str, Any]:
         meta: dict[str, Any] = {}
-        with self.path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"replay: {self.path} line {number} is not JSON: {err}") from err
-                if "meta" in record:
-                    meta = record["meta"]
-                else:
-                    self.answers[record["key"]] = record
+        for _, record in read_json_lines(self.path):
+            if "meta" in record:
+                meta = record["meta"]
+            else:
+                self.answers[record["key"]] = record
         return meta
 
     def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
