@@ -46,15 +46,7 @@ def make_policy(name: str, context_dim: int, seed: int = 0, **hyperparameters: A
     """
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(sorted(POLICIES))}")
-    cls = POLICIES[name]
-    valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
-    unknown = sorted(set(hyperparameters) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {name!r}; "
-            f"valid: {', '.join(valid) or '(none)'}"
-        )
-    return cls(context_dim=context_dim, seed=seed, **hyperparameters)
+    return POLICIES[name].build(context_dim, seed, **hyperparameters)
 
 
 __all__ = [

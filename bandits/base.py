@@ -235,6 +235,19 @@ class Policy(ABC):
         self._load_state(state["learned"])
 
     @classmethod
+    def build(cls, context_dim: int, seed: int = 0, **hyperparameters: Any) -> Policy:
+        """A policy of this class; ValueError naming an unknown hyper-parameter (listing the
+        class's) or an invalid value (naming the field)."""
+        valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
+        unknown = sorted(set(hyperparameters) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {cls.name!r}; "
+                f"valid: {', '.join(valid) or '(none)'}"
+            )
+        return cls(context_dim=context_dim, seed=seed, **hyperparameters)
+
+    @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> Policy:
         """Build a policy of this class with the saved hyper-parameters and load the state."""
         policy = cls(**state["hyperparameters"])

@@ -10,27 +10,25 @@ import numpy as np
 import torch
 
 from bandits._checks import check_choice, check_float, check_hidden_sizes, check_int
-from bandits.base import ScoredPolicy
 from bandits.networks import (
     INITIALIZATIONS,
     GradientPooling,
     Regressor,
     arms_per_chunk,
-    enable_deterministic_torch,
     factored_bytes_per_arm,
     gradient_factors,
     pooled_gradients_loop,
     pooled_gradients_vmap,
     symmetric_init_,
     to_tensor,
-    torch_generator,
 )
+from bandits.neural import NeuralPolicy
 
 GRADIENT_METHODS = ("factored", "vmap", "loop")
 
 
 @dataclass(eq=False)
-class EENet(ScoredPolicy):
+class EENet(NeuralPolicy):
     """Exploitation network f1 plus an exploration network f2 that reads f1's gradient.
 
     - f1: MLP D → hidden_sizes → 1 (default one hidden layer of 64: the paper's two-layer
@@ -94,6 +92,7 @@ class EENet(ScoredPolicy):
     exploration_input_scale: str = "rms"
 
     name: ClassVar[str] = "eenet"
+    learned_parts: ClassVar[tuple[str, ...]] = ("exploitation", "exploration")
 
     def _check_hyperparameters(self) -> None:
         check_hidden_sizes(self, "hidden_sizes")
@@ -102,18 +101,13 @@ class EENet(ScoredPolicy):
         check_float(self, "exploration_weight", minimum=0.0)
         check_float(self, "learning_rate", minimum=0.0, exclusive_minimum=True)
         check_float(self, "exploration_learning_rate", minimum=0.0, exclusive_minimum=True)
-        check_int(self, "train_steps", minimum=0)
-        check_int(self, "batch_size", minimum=1)
-        check_int(self, "buffer_size", minimum=1)
+        self._check_training()
         check_choice(self, "gradient_method", GRADIENT_METHODS)
         check_float(self, "gradient_memory_mb", minimum=0.0, exclusive_minimum=True)
         check_choice(self, "initialization", INITIALIZATIONS)
         check_choice(self, "exploration_input_scale", ("rms", "none"))
 
-    def _reset(self) -> None:
-        enable_deterministic_torch()
-        init_generator = torch_generator(self.seed, 1)
-        self._generator = torch_generator(self.seed, 2)
+    def _build(self, init_generator: torch.Generator) -> None:
         self._exploitation = Regressor(
             self.context_dim,
             self.hidden_sizes,
@@ -179,17 +173,12 @@ class EENet(ScoredPolicy):
         return factors.values, self._pooling.from_factors(contexts, factors)
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        inputs = to_tensor(contexts)
-        scores = np.empty(inputs.shape[0])
-        chunk = self._chunk_size()
-        with torch.no_grad():
-            for start in range(0, inputs.shape[0], chunk):
-                values, pooled = self._values_and_pooled(inputs[start : start + chunk])
-                potential_gain = self._exploration.predict(self._scaled(pooled)) - 1.0
-                scores[start : start + chunk] = (
-                    values + self.exploration_weight * potential_gain
-                ).numpy()
-        return scores
+        def score(part: torch.Tensor, chunk: int) -> torch.Tensor:
+            values, pooled = self._values_and_pooled(part)
+            potential_gain = self._exploration.predict(self._scaled(pooled)) - 1.0
+            return values + self.exploration_weight * potential_gain
+
+        return self._chunked_scores(contexts, self._chunk_size(), score)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         inputs = to_tensor(contexts)
@@ -209,15 +198,8 @@ class EENet(ScoredPolicy):
         return pooled if self._phi_scale is None else pooled * self._phi_scale
 
     def _state(self) -> dict[str, Any]:
-        return {
-            "exploitation": self._exploitation.state(),
-            "exploration": self._exploration.state(),
-            "generator": self._generator.get_state(),
-            "phi_scale": self._phi_scale,
-        }
+        return {**super()._state(), "phi_scale": self._phi_scale}
 
     def _load_state(self, learned: dict[str, Any]) -> None:
-        self._exploitation.load_state(learned["exploitation"])
-        self._exploration.load_state(learned["exploration"])
-        self._generator.set_state(learned["generator"].clone())
+        super()._load_state(learned)
         self._phi_scale = learned.get("phi_scale")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from bandits._checks import check_bool, check_float
-from bandits.base import ScoredPolicy, tie_averaged, top_ranked
-from bandits.ridge import OnlineRidge
+from bandits._checks import check_float
+from bandits.base import tie_averaged, top_ranked
+from bandits.ridge import RidgePolicy
 
 
 def epsilon_greedy_slate(
@@ -53,8 +53,24 @@ def epsilon_greedy_inclusion(greedy_scores: np.ndarray, budget: int, epsilon: fl
     return tie_averaged(rank_probs, greedy_scores)
 
 
+class EpsilonGreedySlates:
+    """``select`` and propensities of ε-greedy over the greedy ``_scores`` of the policy it
+    is mixed into (before its :class:`~bandits.base.ScoredPolicy` base), which has an
+    ``epsilon`` field."""
+
+    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
+        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
+
+    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
+        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        return self.epsilon == 0 and super()._deterministic(contexts)
+
+
 @dataclass(eq=False)
-class LinearEpsilonGreedy(ScoredPolicy):
+class LinearEpsilonGreedy(EpsilonGreedySlates, RidgePolicy):
     """ε-greedy with a ridge-regression reward estimate θ̂·x (A⁻¹ kept by Sherman–Morrison).
 
     Scores are the greedy estimates; ``select`` explores each slot with probability ε (see
@@ -74,30 +90,7 @@ class LinearEpsilonGreedy(ScoredPolicy):
 
     def _check_hyperparameters(self) -> None:
         check_float(self, "epsilon", minimum=0.0, maximum=1.0)
-        check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
-        check_bool(self, "fit_intercept")
-
-    def _reset(self) -> None:
-        self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
+        self._check_ridge()
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         return self._ridge.predict(contexts)
-
-    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
-        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
-
-    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
-
-    def _deterministic(self, contexts: np.ndarray) -> bool:
-        return self.epsilon == 0 and super()._deterministic(contexts)
-
-    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        self._ridge.update(contexts, rewards)
-
-    def _state(self) -> dict[str, Any]:
-        return self._ridge.state()
-
-    def _load_state(self, learned: dict[str, Any]) -> None:
-        self._ridge.load_state(learned)

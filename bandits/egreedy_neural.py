@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from bandits._checks import check_float, check_hidden_sizes, check_int
-from bandits.base import ScoredPolicy
-from bandits.egreedy import epsilon_greedy_inclusion, epsilon_greedy_slate
-from bandits.networks import Regressor, enable_deterministic_torch, to_tensor, torch_generator
+from bandits._checks import check_float, check_hidden_sizes
+from bandits.egreedy import EpsilonGreedySlates
+from bandits.networks import Regressor, to_tensor
+from bandits.neural import NeuralPolicy
 
 
 @dataclass(eq=False)
-class NeuralEpsilonGreedy(ScoredPolicy):
+class NeuralEpsilonGreedy(EpsilonGreedySlates, NeuralPolicy):
     """ε-greedy with an MLP reward estimate f(x), trained like EE-Net's f1 (MSE, Adam,
     ``train_steps`` mini-batches from a bounded replay buffer after each ``update``).
 
@@ -36,46 +36,23 @@ class NeuralEpsilonGreedy(ScoredPolicy):
     buffer_size: int = 10_000
 
     name: ClassVar[str] = "egreedy_neural"
+    learned_parts: ClassVar[tuple[str, ...]] = ("network",)
 
     def _check_hyperparameters(self) -> None:
         check_float(self, "epsilon", minimum=0.0, maximum=1.0)
         check_hidden_sizes(self, "hidden_sizes")
         check_float(self, "learning_rate", minimum=0.0, exclusive_minimum=True)
-        check_int(self, "train_steps", minimum=0)
-        check_int(self, "batch_size", minimum=1)
-        check_int(self, "buffer_size", minimum=1)
+        self._check_training()
 
-    def _reset(self) -> None:
-        enable_deterministic_torch()
-        self._generator = torch_generator(self.seed, 2)
+    def _build(self, init_generator: torch.Generator) -> None:
         self._network = Regressor(
-            self.context_dim,
-            self.hidden_sizes,
-            self.learning_rate,
-            self.buffer_size,
-            torch_generator(self.seed, 1),
+            self.context_dim, self.hidden_sizes, self.learning_rate, self.buffer_size,
+            init_generator,
         )
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         return self._network.predict(to_tensor(contexts)).numpy().astype(np.float64)
 
-    def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
-        return epsilon_greedy_slate(self._scores(contexts), budget, self.epsilon, self._rng)
-
-    def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        probs = epsilon_greedy_inclusion(self._scores(contexts), budget, self.epsilon)
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
-
-    def _deterministic(self, contexts: np.ndarray) -> bool:
-        return self.epsilon == 0 and super()._deterministic(contexts)
-
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         self._network.buffer.add(to_tensor(contexts), torch.from_numpy(rewards.astype(np.float32)))
         self._network.fit(self.train_steps, self.batch_size, self._generator)
-
-    def _state(self) -> dict[str, Any]:
-        return {"network": self._network.state(), "generator": self._generator.get_state()}
-
-    def _load_state(self, learned: dict[str, Any]) -> None:
-        self._network.load_state(learned["network"])
-        self._generator.set_state(learned["generator"].clone())

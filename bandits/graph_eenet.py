@@ -164,18 +164,6 @@ class GraphEENet(EENet):
 
     name: ClassVar[str] = "eenet_gnn"
 
-    @classmethod
-    def build(cls, context_dim: int, seed: int = 0, **hyperparameters: Any) -> GraphEENet:
-        """Like :func:`bandits.make_policy`: ValueError naming an unknown hyper-parameter."""
-        valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
-        unknown = sorted(set(hyperparameters) - set(valid))
-        if unknown:
-            raise ValueError(
-                f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {cls.name!r}; "
-                f"valid: {', '.join(valid)}"
-            )
-        return cls(context_dim=context_dim, seed=seed, **hyperparameters)
-
     def _check_hyperparameters(self) -> None:
         super()._check_hyperparameters()
         check_choice(self, "encoder", ENCODERS)

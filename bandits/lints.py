@@ -7,13 +7,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bandits._checks import check_bool, check_float
-from bandits.base import ScoredPolicy
-from bandits.ridge import OnlineRidge
+from bandits._checks import check_float
+from bandits.ridge import RidgePolicy
 
 
 @dataclass(eq=False)
-class LinTS(ScoredPolicy):
+class LinTS(RidgePolicy):
     """Thompson sampling with a linear payoff model.
 
     Each round draws one θ̃ ~ N(θ̂, v²·A⁻¹) (A = λI + Σ x xᵀ, θ̂ = A⁻¹ Σ r·x, A⁻¹ kept by
@@ -37,11 +36,10 @@ class LinTS(ScoredPolicy):
 
     def _check_hyperparameters(self) -> None:
         check_float(self, "posterior_scale", minimum=0.0)
-        check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
-        check_bool(self, "fit_intercept")
+        self._check_ridge()
 
     def _reset(self) -> None:
-        self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
+        super()._reset()
         self._cholesky: np.ndarray | None = None
 
     def _posterior_sample(self) -> np.ndarray:
@@ -81,12 +79,9 @@ class LinTS(ScoredPolicy):
         return counts / draws, "monte_carlo"
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        self._ridge.update(contexts, rewards)
+        super()._update(contexts, rewards)
         self._cholesky = None
 
-    def _state(self) -> dict[str, Any]:
-        return self._ridge.state()
-
     def _load_state(self, learned: dict[str, Any]) -> None:
-        self._ridge.load_state(learned)
+        super()._load_state(learned)
         self._cholesky = None

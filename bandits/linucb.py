@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from bandits._checks import check_bool, check_float
-from bandits.base import ScoredPolicy
-from bandits.ridge import OnlineRidge
+from bandits._checks import check_float
+from bandits.ridge import RidgePolicy
 
 
 @dataclass(eq=False)
-class LinUCB(ScoredPolicy):
+class LinUCB(RidgePolicy):
     """LinUCB with one parameter vector shared by all arms.
 
     Arms here are described only by their contexts (they change every round), so this is the
@@ -38,20 +37,7 @@ class LinUCB(ScoredPolicy):
 
     def _check_hyperparameters(self) -> None:
         check_float(self, "alpha", minimum=0.0)
-        check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
-        check_bool(self, "fit_intercept")
-
-    def _reset(self) -> None:
-        self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
+        self._check_ridge()
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         return self._ridge.predict(contexts) + self.alpha * np.sqrt(self._ridge.variance(contexts))
-
-    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        self._ridge.update(contexts, rewards)
-
-    def _state(self) -> dict[str, Any]:
-        return self._ridge.state()
-
-    def _load_state(self, learned: dict[str, Any]) -> None:
-        self._ridge.load_state(learned)

@@ -4,29 +4,27 @@ ICML 2020), with the diagonal approximation of Z used by its reference code (Neu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from bandits._checks import check_choice, check_float, check_hidden_sizes, check_int
-from bandits.base import ScoredPolicy
+from bandits._checks import check_choice, check_float, check_hidden_sizes
 from bandits.networks import (
     INITIALIZATIONS,
     DiagonalGradientCovariance,
     Regressor,
     arms_per_chunk,
-    enable_deterministic_torch,
     factored_bytes_per_arm,
     gradient_factors,
     symmetric_init_,
     to_tensor,
-    torch_generator,
 )
+from bandits.neural import NeuralPolicy
 
 
 @dataclass(eq=False)
-class NeuralUCB(ScoredPolicy):
+class NeuralUCB(NeuralPolicy):
     """Upper confidence bound on a neural reward estimate, with diagonal Z.
 
         UCB(x) = f(x; θ) + exploration · sqrt( Σ_j g_j(x)² / Z_j ),   g = ∇θ f(x; θ),
@@ -63,27 +61,21 @@ class NeuralUCB(ScoredPolicy):
     initialization: str = "symmetric"
 
     name: ClassVar[str] = "neural_ucb"
+    learned_parts: ClassVar[tuple[str, ...]] = ("network", "covariance")
 
     def _check_hyperparameters(self) -> None:
         check_hidden_sizes(self, "hidden_sizes")
         check_float(self, "exploration", minimum=0.0)
         check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
         check_float(self, "learning_rate", minimum=0.0, exclusive_minimum=True)
-        check_int(self, "train_steps", minimum=0)
-        check_int(self, "batch_size", minimum=1)
-        check_int(self, "buffer_size", minimum=1)
+        self._check_training()
         check_float(self, "gradient_memory_mb", minimum=0.0, exclusive_minimum=True)
         check_choice(self, "initialization", INITIALIZATIONS)
 
-    def _reset(self) -> None:
-        enable_deterministic_torch()
-        self._generator = torch_generator(self.seed, 2)
+    def _build(self, init_generator: torch.Generator) -> None:
         self._network = Regressor(
-            self.context_dim,
-            self.hidden_sizes,
-            self.learning_rate,
-            self.buffer_size,
-            torch_generator(self.seed, 1),
+            self.context_dim, self.hidden_sizes, self.learning_rate, self.buffer_size,
+            init_generator,
         )
         if self.initialization == "symmetric":
             symmetric_init_(self._network.model)
@@ -94,16 +86,12 @@ class NeuralUCB(ScoredPolicy):
         return arms_per_chunk(factored_bytes_per_arm(model), self.gradient_memory_mb)
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        inputs = to_tensor(contexts)
-        scores = np.empty(inputs.shape[0])
-        chunk = self._chunk_size()
-        with torch.no_grad():
-            for start in range(0, inputs.shape[0], chunk):
-                part = inputs[start : start + chunk]
-                factors = gradient_factors(self._network.model, part, chunk)
-                bonus = torch.sqrt(self._covariance.gradient_norms(part, factors))
-                scores[start : start + chunk] = (factors.values + self.exploration * bonus).numpy()
-        return scores
+        def ucb(part: torch.Tensor, chunk: int) -> torch.Tensor:
+            factors = gradient_factors(self._network.model, part, chunk)
+            bonus = torch.sqrt(self._covariance.gradient_norms(part, factors))
+            return factors.values + self.exploration * bonus
+
+        return self._chunked_scores(contexts, self._chunk_size(), ucb)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         inputs = to_tensor(contexts)
@@ -113,15 +101,3 @@ class NeuralUCB(ScoredPolicy):
                 self._covariance.add(part, gradient_factors(self._network.model, part, chunk))
         self._network.buffer.add(inputs, torch.from_numpy(rewards.astype(np.float32)))
         self._network.fit(self.train_steps, self.batch_size, self._generator)
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "network": self._network.state(),
-            "covariance": self._covariance.state(),
-            "generator": self._generator.get_state(),
-        }
-
-    def _load_state(self, learned: dict[str, Any]) -> None:
-        self._network.load_state(learned["network"])
-        self._covariance.load_state(learned["covariance"])
-        self._generator.set_state(learned["generator"].clone())

@@ -1,4 +1,5 @@
-"""Online ridge regression with Sherman–Morrison updates, shared by the linear policies."""
+"""Online ridge regression with Sherman–Morrison updates, and the base of the linear policies
+that learn one (LinUCB, LinTS, linear ε-greedy)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from bandits._checks import check_bool, check_float
+from bandits.base import ScoredPolicy
 
 
 class OnlineRidge:
@@ -73,3 +77,26 @@ class OnlineRidge:
         self.A_inv = np.array(state["A_inv"], dtype=np.float64)
         self.b = np.array(state["b"], dtype=np.float64)
         self._refresh()
+
+
+class RidgePolicy(ScoredPolicy):
+    """A :class:`~bandits.base.ScoredPolicy` that learns one :class:`OnlineRidge` from the
+    subclass's ``regularization`` (λ > 0) and ``fit_intercept`` fields; its state is the
+    ridge's ``A_inv`` and ``b``."""
+
+    def _check_ridge(self) -> None:
+        """The ridge hyper-parameters (part of the subclass's ``_check_hyperparameters``)."""
+        check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
+        check_bool(self, "fit_intercept")
+
+    def _reset(self) -> None:
+        self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
+
+    def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
+        self._ridge.update(contexts, rewards)
+
+    def _state(self) -> dict[str, Any]:
+        return self._ridge.state()
+
+    def _load_state(self, learned: dict[str, Any]) -> None:
+        self._ridge.load_state(learned)

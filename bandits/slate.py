@@ -29,6 +29,19 @@ class SelectsArms(Protocol):
     ) -> np.ndarray: ...
 
 
+def _groups_and_allowed(contexts: np.ndarray, mask: np.ndarray | None,
+                        groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(K,) groups and a (K,) bool copy of the mask (all True for None), both checked."""
+    n_arms = np.asarray(contexts).shape[0]
+    groups = np.asarray(groups)
+    if groups.shape != (n_arms,):
+        raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
+    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
+    if allowed.shape != (n_arms,):
+        raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")
+    return groups, allowed
+
+
 def select_per_group(
     policy: SelectsArms,
     contexts: np.ndarray,
@@ -49,15 +62,9 @@ def select_per_group(
     """
     from bandits.base import ScoredPolicy
 
-    n_arms = np.asarray(contexts).shape[0]
-    groups = np.asarray(groups)
-    if groups.shape != (n_arms,):
-        raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
     if isinstance(per_group, bool) or not isinstance(per_group, int | np.integer) or per_group < 1:
         raise ValueError(f"per_group must be an integer >= 1; got {per_group!r}")
-    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
-    if allowed.shape != (n_arms,):
-        raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")
+    groups, allowed = _groups_and_allowed(contexts, mask, groups)
     if isinstance(policy, ScoredPolicy) and type(policy)._select is ScoredPolicy._select:
         index = np.flatnonzero(allowed)
         if len(index) == 0 or budget <= 0:
@@ -116,13 +123,7 @@ def select_one_per_group(
     Raises:
         ValueError: if ``groups`` or ``mask`` does not have shape (K,).
     """
-    n_arms = np.asarray(contexts).shape[0]
-    groups = np.asarray(groups)
-    if groups.shape != (n_arms,):
-        raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
-    allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
-    if allowed.shape != (n_arms,):
-        raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")
+    groups, allowed = _groups_and_allowed(contexts, mask, groups)
     chosen: list[int] = []
     used: set[int] = set()
     while len(chosen) < budget and allowed.any():

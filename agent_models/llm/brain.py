@@ -1,19 +1,21 @@
 """The LLM user brain: every active user is an LLM agent, all of them in one batched call.
 
-One round (:meth:`LLMBrain.act`), for B active users:
+One round (:meth:`LLMBrain.act`), for B active users, one method per step:
 
-1. feeds → what each agent may refer to (post ids, authors, whether it follows them);
-2. memory retrieval for all B at once (similarity × time decay, top-k, vectorized);
-3. prompts (shared system part first) and answer schemas → **one** backend call;
-4. answers parsed and validated (:mod:`.schema`); a rejected answer = that agent does
-   nothing, its reason is counted in ``RoundOutput.invalid``;
-5. **one** backend call for memory: summaries of the long posts read this round (short
-   ones are stored verbatim) and consolidations of users over their short-term capacity;
-6. **one** backend call for stance (Eq. 1): each active user's recent posts → −1/0/+1
-   (``stance_user``/``stance_discrete``; the env applies the EMA of Eq. 2); the same call
-   asks whether each reply to a misinformation post agrees with its claim;
-7. one encoder call (new texts, memories), one toxicity call, the misinformation rule
-   (:mod:`.signals`), memory writes; then the columns of :class:`RoundOutput`.
+1. ``_read_feeds``: what each agent may refer to (post ids, authors, whether it follows them);
+2. ``_recall``: memory retrieval for all B at once (similarity × time decay, top-k, vectorized);
+3. ``_agent_prompts`` (shared system part first) and answer schemas → **one** backend call;
+4. ``_validate``: answers parsed and validated (:mod:`.schema`); a rejected answer = that
+   agent does nothing, its reason is counted in ``RoundOutput.invalid``;
+5. ``_memory_call``: **one** backend call for memory: summaries of the long posts read this
+   round (short ones are stored verbatim) and consolidations of users over their short-term
+   capacity;
+6. ``_stance_call``: **one** backend call for stance (Eq. 1): each active user's recent posts
+   → −1/0/+1 (``stance_user``/``stance_discrete``; the env applies the EMA of Eq. 2); the
+   same call asks whether each reply to a misinformation post agrees with its claim;
+7. ``_encode_and_score``: one encoder call (new texts, memories), one toxicity call, the
+   misinformation rule (:mod:`.signals`); then ``_write_memories`` and ``_output`` (the
+   columns of :class:`RoundOutput`).
 
 Per-agent Python work is string formatting and parsing only; model calls are batched.
 """
@@ -21,6 +23,8 @@ Per-agent Python work is string formatting and parsing only; model calls are bat
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -109,8 +113,149 @@ def without_topic(text: str | None, topic: str) -> str | None:
     return text.replace(topic, "the topic")
 
 
+def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[ConsolidationAnswer],
+                        kind: str, invalid: dict[str, int]) -> str | None:
+    """The text of a summary / consolidation answer, or None after counting why it is
+    rejected (``<kind>_malformed`` or ``<kind>_placeholder``) in ``invalid``."""
+    value = parse_field(raw, answer)
+    reason = (f"{kind}_malformed" if value is None
+              else f"{kind}_placeholder" if is_placeholder(value) else None)
+    if reason is None:
+        return value
+    invalid[reason] = invalid.get(reason, 0) + 1
+    return None
+
+
 def _unit_rows(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-8)).astype(np.float32)
+
+
+@dataclass
+class _Feeds:
+    """Step 1: the active agents' (B, K) feeds."""
+
+    feed: np.ndarray  # post ids, -1 = empty slot
+    valid: np.ndarray  # the slot holds a post
+    safe: np.ndarray  # feed with empty slots at post 0, for gathers
+    authors: np.ndarray  # each slot's author, -1 = empty
+    followed: np.ndarray  # the agent follows that author
+
+
+@dataclass
+class _Prompts:
+    """Step 3: the decision call's prompts, the views answers are checked against, schemas."""
+
+    messages: list[Any] = field(default_factory=list)
+    views: list[FeedView] = field(default_factory=list)
+    schemas: list[dict[str, Any]] = field(default_factory=list)
+    shared_schema: dict[str, Any] | None = None
+
+    @property
+    def schema_arg(self) -> dict[str, Any] | list[dict[str, Any]]:
+        return self.shared_schema if self.shared_schema is not None else self.schemas
+
+
+@dataclass
+class _Actions:
+    """Step 4: the answers (None = rejected) and their actions, flattened in agent order."""
+
+    parsed: list[ParsedAnswer | None]
+    post_user: list[int] = field(default_factory=list)
+    post_text: list[str] = field(default_factory=list)
+    r_user: list[int] = field(default_factory=list)
+    r_post: list[int] = field(default_factory=list)
+    r_kind: list[int] = field(default_factory=list)
+    r_text: list[str | None] = field(default_factory=list)
+    f_src: list[int] = field(default_factory=list)
+    f_dst: list[int] = field(default_factory=list)
+    u_src: list[int] = field(default_factory=list)
+    u_dst: list[int] = field(default_factory=list)
+
+    @classmethod
+    def collect(cls, active: np.ndarray, parsed: list[ParsedAnswer | None]) -> _Actions:
+        out = cls(parsed)
+        for b, answer in enumerate(parsed):
+            if answer is None:
+                continue
+            user = int(active[b])
+            out.post_user += [user] * len(answer.posts)
+            out.post_text += answer.posts
+            for kind, pid, text in answer.reactions:
+                out.r_user.append(user)
+                out.r_post.append(pid)
+                out.r_kind.append(kind)
+                out.r_text.append(text)
+            out.f_src += [user] * len(answer.follows)
+            out.f_dst += answer.follows
+            out.u_src += [user] * len(answer.unfollows)
+            out.u_dst += answer.unfollows
+        return out
+
+    @cached_property
+    def react_user(self) -> np.ndarray:
+        return np.array(self.r_user, np.int64)
+
+    @cached_property
+    def react_post(self) -> np.ndarray:
+        return np.array(self.r_post, np.int64)
+
+    @cached_property
+    def react_kind(self) -> np.ndarray:
+        return np.array(self.r_kind, np.int8)
+
+    @cached_property
+    def is_reply(self) -> np.ndarray:
+        return self.react_kind == int(Behaviour.REPLY)
+
+    @cached_property
+    def written_user(self) -> np.ndarray:
+        """Authors of the round's texts: posts first, then replies."""
+        return np.array(self.post_user + [self.r_user[i] for i in np.flatnonzero(self.is_reply)],
+                        np.int64)
+
+    @cached_property
+    def written_text(self) -> list[str]:
+        return self.post_text + [self.r_text[i] or "" for i in np.flatnonzero(self.is_reply)]
+
+
+@dataclass
+class _Reads:
+    """Step 5: this round's reads not yet in memory, and the memory call's results."""
+
+    read_user: np.ndarray
+    read_post: np.ndarray
+    to_summarise: list[int] = field(default_factory=list)  # first read, long: summarised
+    long_texts: list[str] = field(default_factory=list)  # their texts
+    verbatim: list[int] = field(default_factory=list)  # first read, short: kept as is
+    summaries: dict[int, str] = field(default_factory=dict)
+    cons_users: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cons_groups: list[np.ndarray] = field(default_factory=list)
+    consolidated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Stances:
+    """Step 6: the stance call's answers."""
+
+    value: dict[int, int] = field(default_factory=dict)  # user → −1/0/+1
+    agreed: list[int] = field(default_factory=list)  # repliers agreeing with a misinformation post
+
+
+@dataclass
+class _Encoded:
+    """Step 7: memory texts, embeddings and scores of the round's texts."""
+
+    read_order: list[int]
+    read_texts: list[str]
+    own_texts: list[str]
+    read_emb: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    own_emb: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    written_emb: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    cons_emb: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    written_tox: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    similarity: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    has_misinfo: bool = False
+    newly_misinformed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class LLMBrain(Brain):
@@ -199,10 +344,7 @@ class LLMBrain(Brain):
                        f"for {len(prompts)} prompts")
             if self.config.fail_on_backend_error:
                 raise LLMBackendError(message)
-            n = len(prompts)
-            gen = Generation(texts=[""] * n, prompt_tokens=np.zeros(n, np.int64),
-                             completion_tokens=np.zeros(n, np.int64), finish_reasons=["error"] * n,
-                             errors=[message] * n, seconds=gen.seconds)
+            gen = Generation.failed(len(prompts), message, gen.seconds)
         stats["llm_calls"] += 1
         stats["llm_seconds"] += gen.seconds
         stats["llm_prompts"] = stats.get("llm_prompts", 0.0) + len(prompts)
@@ -255,76 +397,131 @@ class LLMBrain(Brain):
 
     # ------------------------------------------------------------------ one round
     def act(self, round_input: RoundInput) -> RoundOutput:
+        """One round: the steps of the module docstring, one method each, in that order."""
         ri = round_input
-        cfg = self.config
         t_start = time.perf_counter()
         stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "llm_prompts": 0.0,
                                    "replay_hits": 0.0, "encoder_seconds": 0.0,
                                    "toxicity_seconds": 0.0}
-        if self.memory is None:
-            self.memory = MemoryStore(self.embedding_dim)
-        if not self._seeded:
-            self._seed_memory(ri)
+        store = self._round_memory(ri)
         # committed to self.news only when the round completes, so a round retried after a
         # backend error sees the same news as an uninterrupted run
         news = self.news + [e.headline for e in ri.news]
         active = np.asarray(ri.active, np.int64)
-        out = RoundOutput(post_latent=np.zeros((0, self.memory.dim), np.float32))
         if len(active) == 0:
-            self.news = news
-            self.last_stats = stats
-            out.stats = stats
-            return out
-        users, posts = ri.users, ri.posts
-        n_users, n_posts = len(users), len(posts)
-        names = [users.profiles.name(int(u)) for u in active]
+            return self._finish(RoundOutput(post_latent=np.zeros((0, store.dim), np.float32)),
+                                stats, news)
+        feeds = self._read_feeds(ri, active)
+        remembered = self._recall(ri, active, feeds)
+        prompts = self._agent_prompts(ri, active, feeds, remembered, news, stats)
+        decision = self._call(prompts.messages, prompts.schema_arg,
+                              self._sampling(ri.rng, False, self.config.max_new_tokens), stats,
+                              "agent")
+        invalid: dict[str, int] = {}
+        actions = self._validate(ri, active, prompts, decision, invalid, stats)
+        reads = self._memory_call(ri, active, feeds, invalid, stats)
+        stances = self._stance_call(ri, active, actions, invalid, stats)
+        encoded = self._encode_and_score(ri, actions, reads, stances, stats)
+        self._write_memories(ri, actions, reads, encoded)
+        out = self._output(ri, actions, stances, encoded, invalid)
+        self._round_stats(stats, active, actions, t_start)
+        return self._finish(out, stats, news)
 
-        # 1. feeds -------------------------------------------------------------------
+    def _round_memory(self, ri: RoundInput) -> MemoryStore:
+        """The memory store, created (and seeded from round 0's history) on first use."""
+        if self.memory is None:
+            self.memory = MemoryStore(self.embedding_dim)
+        if not self._seeded:
+            self._seed_memory(ri)
+        return self.memory
+
+    def _finish(self, out: RoundOutput, stats: dict[str, float], news: list[str]) -> RoundOutput:
+        """Attach the round's stats and commit its news (the round completed)."""
+        out.stats = stats
+        self.last_stats = stats
+        self.news = news
+        return out
+
+    # step 1 ---------------------------------------------------------------------------
+    def _read_feeds(self, ri: RoundInput, active: np.ndarray) -> _Feeds:
+        """What each agent may refer to: its feed's posts, their authors, whom it follows."""
+        posts, n_users = ri.posts, len(ri.users)
         feed = np.asarray(ri.feed, np.int64)
         valid = feed >= 0
         safe = np.where(valid, feed, 0)
-        authors = np.where(valid, posts.author[safe] if n_posts else 0, -1)
+        authors = np.where(valid, posts.author[safe] if len(posts) else 0, -1)
         src = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(ri.following_indptr))
         follow_keys = src * n_users + np.asarray(ri.following_indices, np.int64)
         followed = valid & np.isin(active[:, None] * n_users + authors, follow_keys)
+        return _Feeds(feed, valid, safe, authors, followed)
 
-        # 2. memories ----------------------------------------------------------------
+    # step 2 ---------------------------------------------------------------------------
+    def _recall(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds) -> list[list[str]]:
+        """Memory retrieval for all agents at once; the query is the mean of the feed's post
+        embeddings (the agent's own latent for an empty feed) when they share the memory's space."""
+        store, posts, users = self.memory, ri.posts, ri.users
+        assert store is not None
+        valid, safe = feeds.valid, feeds.safe
         queries = None
-        if n_posts and posts.latent.shape[1] == self.memory.dim:
+        if len(posts) and posts.latent.shape[1] == store.dim:
             summed = (posts.latent[safe] * valid[..., None]).sum(axis=1)
-            fallback = users.latent[active] if users.latent.shape[1] == self.memory.dim else summed
+            fallback = users.latent[active] if users.latent.shape[1] == store.dim else summed
             queries = _unit_rows(np.where(valid.any(axis=1, keepdims=True), summed, fallback))
-        elif users.latent.shape[1] == self.memory.dim:
+        elif users.latent.shape[1] == store.dim:
             queries = _unit_rows(users.latent[active])
-        mcfg = cfg.memory
-        remembered = self.memory.retrieve(active, queries, ri.round, mcfg.top_k, mcfg.decay,
-                                          mcfg.long_term_decay)
+        mcfg = self.config.memory
+        return store.retrieve(active, queries, ri.round, mcfg.top_k, mcfg.decay,
+                              mcfg.long_term_decay)
 
-        # 3. prompts + the decision call --------------------------------------------
+    # step 3 ---------------------------------------------------------------------------
+    def _agent_prompts(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds,
+                       remembered: list[list[str]], news: list[str],
+                       stats: dict[str, float]) -> _Prompts:
+        """The decision call's prompts (shared system part first) and answer schemas."""
+        cfg = self.config
         t_prompt = time.perf_counter()
+        users, n_posts, n_users = ri.users, len(ri.posts), len(ri.users)
         shown_news = news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
         system = agent_system_prompt(ri.topic, shown_news, behaviours=cfg.behaviours,
                                      max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
                                      reasoning=cfg.reasoning)
         bdi = cfg.reasoning == "bdi"
-        feed_l, authors_l, followed_l = feed.tolist(), authors.tolist(), followed.tolist()
-        channel_l = np.asarray(ri.feed_channel).tolist()
-        kind_a = posts.kind[safe].tolist() if n_posts else feed_l
-        parent_a = posts.parent[safe].tolist() if n_posts else feed_l
-        likes_a = posts.likes[safe].tolist() if n_posts else feed_l
-        replies_a = posts.replies[safe].tolist() if n_posts else feed_l
-        retweets_a = posts.retweets[safe].tolist() if n_posts else feed_l
-        texts = posts.text
-        prompts: list[Any] = []
-        views: list[FeedView] = []
-        schemas: list[dict[str, Any]] = []
-        shared_schema = None
+        prompts = _Prompts()
         if cfg.schema_mode == "shared":
-            shared_schema = answer_schema(
+            prompts.shared_schema = answer_schema(
                 behaviours=cfg.behaviours, max_actions=cfg.max_actions,
                 max_text_chars=cfg.max_text_chars, post_ids=(0, n_posts - 1),
                 follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1), bdi=bdi,
                 bdi_chars=cfg.bdi_chars)
+        for b, (lines, view) in enumerate(self._feed_lines(ri, active, feeds)):
+            prompts.views.append(view)
+            prompts.messages.append([
+                {"role": "system", "content": system},
+                {"role": "user", "content": agent_user_prompt(
+                    users.profiles.name(int(active[b])), users.profiles.describe(view.user),
+                    remembered[b], lines, ri.round)},
+            ])
+            if prompts.shared_schema is None:
+                prompts.schemas.append(answer_schema(
+                    behaviours=cfg.behaviours, max_actions=cfg.max_actions,
+                    max_text_chars=cfg.max_text_chars, post_ids=sorted(set(view.post_ids)),
+                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
+                    bdi=bdi, bdi_chars=cfg.bdi_chars))
+        stats["prompt_seconds"] = time.perf_counter() - t_prompt
+        return prompts
+
+    def _feed_lines(self, ri: RoundInput, active: np.ndarray,
+                    feeds: _Feeds) -> list[tuple[list[str], FeedView]]:
+        """Each agent's feed as prompt lines, and as the view its answer is checked against."""
+        posts, profiles, texts = ri.posts, ri.users.profiles, ri.posts.text
+        safe, has_posts = feeds.safe, bool(len(posts))
+        feed_l, authors_l, followed_l = (feeds.feed.tolist(), feeds.authors.tolist(),
+                                         feeds.followed.tolist())
+        channel_l = np.asarray(ri.feed_channel).tolist()
+        kind_a, parent_a, likes_a, replies_a, retweets_a = (
+            getattr(posts, name)[safe].tolist() if has_posts else feed_l
+            for name in ("kind", "parent", "likes", "replies", "retweets"))
+        out: list[tuple[list[str], FeedView]] = []
         for b, user in enumerate(active.tolist()):
             lines, ids, auth, fol = [], [], [], []
             for s, pid in enumerate(feed_l[b]):
@@ -335,40 +532,33 @@ class LLMBrain(Brain):
                 auth.append(a)
                 fol.append(followed_l[b][s])
                 lines.append(feed_line(
-                    pid, a, users.profiles.name(a), None if texts is None else texts[pid],
+                    pid, a, profiles.name(a), None if texts is None else texts[pid],
                     followed=followed_l[b][s], channel=channel_l[b][s], kind=kind_a[b][s],
                     parent=parent_a[b][s], likes=likes_a[b][s], replies=replies_a[b][s],
-                    retweets=retweets_a[b][s], text_chars=cfg.feed_text_chars))
-            view = FeedView(user, ids, auth, fol)
-            views.append(view)
-            prompts.append([
-                {"role": "system", "content": system},
-                {"role": "user", "content": agent_user_prompt(
-                    names[b], users.profiles.describe(user), remembered[b], lines, ri.round)},
-            ])
-            if shared_schema is None:
-                schemas.append(answer_schema(
-                    behaviours=cfg.behaviours, max_actions=cfg.max_actions,
-                    max_text_chars=cfg.max_text_chars, post_ids=sorted(set(ids)),
-                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
-                    bdi=bdi, bdi_chars=cfg.bdi_chars))
-        stats["prompt_seconds"] = time.perf_counter() - t_prompt
-        decision = self._call(prompts, shared_schema if shared_schema is not None else schemas,
-                              self._sampling(ri.rng, False, cfg.max_new_tokens), stats, "agent")
+                    retweets=retweets_a[b][s], text_chars=self.config.feed_text_chars))
+            out.append((lines, FeedView(user, ids, auth, fol)))
+        return out
 
-        # 4. validation (and, with retry_invalid, one re-ask of the rejected answers) ----------
-        invalid: dict[str, int] = {}
+    # step 4 ---------------------------------------------------------------------------
+    def _validate(self, ri: RoundInput, active: np.ndarray, prompts: _Prompts,
+                  decision: Generation, invalid: dict[str, int],
+                  stats: dict[str, float]) -> _Actions:
+        """Parse and validate the answers (with ``retry_invalid``, re-ask the rejected ones
+        once); a rejected answer is counted in ``invalid`` and that agent does nothing."""
+        cfg = self.config
+        bdi = cfg.reasoning == "bdi"
         results: list[ParsedAnswer | str] = []
         for b, text in enumerate(decision.texts):
             if decision.finish_reasons[b] == "error":
                 results.append("backend_error")
             else:
                 results.append(parse_answer(
-                    text, views[b], max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
-                    behaviours=cfg.behaviours, truncated=decision.finish_reasons[b] == "length",
-                    bdi=bdi))
+                    text, prompts.views[b], max_actions=cfg.max_actions,
+                    max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
+                    truncated=decision.finish_reasons[b] == "length", bdi=bdi))
         if cfg.retry_invalid:
-            self._reask(results, decision, prompts, schemas, shared_schema, views, ri.rng, stats)
+            self._reask(results, decision, prompts.messages, prompts.schemas,
+                        prompts.shared_schema, prompts.views, ri.rng, stats)
         parsed: list[ParsedAnswer | None] = []
         for result in results:
             if isinstance(result, str):
@@ -382,55 +572,29 @@ class LLMBrain(Brain):
             for state in self.last_states.values():
                 key = f"emotion_{state['emotion']}"
                 stats[key] = stats.get(key, 0.0) + 1.0
-        post_user, post_text = [], []
-        r_user, r_post, r_kind, r_text = [], [], [], []
-        f_src, f_dst, u_src, u_dst = [], [], [], []
-        for b, answer in enumerate(parsed):
-            if answer is None:
-                continue
-            user = int(active[b])
-            post_user += [user] * len(answer.posts)
-            post_text += answer.posts
-            for kind, pid, text in answer.reactions:
-                r_user.append(user)
-                r_post.append(pid)
-                r_kind.append(kind)
-                r_text.append(text)
-            f_src += [user] * len(answer.follows)
-            f_dst += answer.follows
-            u_src += [user] * len(answer.unfollows)
-            u_dst += answer.unfollows
-        react_user = np.array(r_user, np.int64)
-        react_post = np.array(r_post, np.int64)
-        react_kind = np.array(r_kind, np.int8)
-        is_reply = react_kind == int(Behaviour.REPLY)
+        return _Actions.collect(active, parsed)
 
-        # 5. memory call: summaries of long read posts + consolidations -------------------
-        read_b, read_s = np.nonzero(valid)
-        read_user, read_post = active[read_b], feed[read_b, read_s]
-        fresh = ~self.memory.has_read(read_user, read_post)
-        read_user, read_post = read_user[fresh], read_post[fresh]
-        new_posts = [p for p in np.unique(read_post).tolist() if p not in self.memory.post_row]
-        post_texts = ["" if texts is None or texts[p] is None else texts[p] for p in new_posts]
-        long_mask = [len(t) > mcfg.length_threshold for t in post_texts]
-        to_summarise = [p for p, m in zip(new_posts, long_mask, strict=True) if m]
-        cons_users, cons_groups = self.memory.sample_consolidation(
+    # step 5 ---------------------------------------------------------------------------
+    def _memory_call(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds,
+                     invalid: dict[str, int], stats: dict[str, float]) -> _Reads:
+        """One call for memory: summaries of the long posts read for the first time (short
+        ones are kept verbatim) and consolidations of users over their short-term capacity."""
+        cfg, mcfg, store = self.config, self.config.memory, self.memory
+        assert store is not None
+        reads = self._fresh_reads(ri, active, feeds)
+        cons_users, cons_groups = store.sample_consolidation(
             mcfg.short_term_capacity, mcfg.consolidate_size, ri.rng)
-        mem_prompts: list[Any] = []
-        mem_schemas: list[dict[str, Any]] = []
-        s_schema = summary_schema(mcfg.summary_chars)
-        c_schema = consolidation_schema(mcfg.memory_chars)
-        for p, text in zip(new_posts, post_texts, strict=True):
-            if len(text) > mcfg.length_threshold:
-                mem_prompts.append(summary_messages(users.profiles.name(int(posts.author[p])), text,
-                                                    mcfg.summary_chars))
-                mem_schemas.append(s_schema)
-        for u, group in zip(cons_users.tolist(), cons_groups, strict=True):
-            mem_prompts.append(consolidation_messages(
-                users.profiles.name(u), [self.memory.texts[r] for r in self.memory.row[group]],
-                mcfg.memory_chars))
-            mem_schemas.append(c_schema)
-        stats["summaries"] = float(len(to_summarise))
+        reads.cons_users, reads.cons_groups = cons_users, cons_groups
+        names = ri.users.profiles
+        mem_prompts: list[Any] = [
+            summary_messages(names.name(int(ri.posts.author[p])), text, mcfg.summary_chars)
+            for p, text in zip(reads.to_summarise, reads.long_texts, strict=True)]
+        mem_prompts += [consolidation_messages(
+            names.name(u), [store.texts[r] for r in store.row[group]], mcfg.memory_chars)
+            for u, group in zip(cons_users.tolist(), cons_groups, strict=True)]
+        mem_schemas = ([summary_schema(mcfg.summary_chars)] * len(reads.to_summarise)
+                       + [consolidation_schema(mcfg.memory_chars)] * len(cons_users))
+        stats["summaries"] = float(len(reads.to_summarise))
         stats["consolidations"] = float(len(cons_users))
         mem_texts: list[str] = []
         if mem_prompts:
@@ -438,169 +602,232 @@ class LLMBrain(Brain):
                              self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
                                             cfg.memory_temperature), stats, "memory")
             mem_texts = gen.texts
-        summaries: dict[int, str] = {}
-        for p, raw in zip(to_summarise, mem_texts[: len(to_summarise)], strict=True):
-            value = parse_field(raw, SummaryAnswer)
-            reason = ("summary_malformed" if value is None
-                      else "summary_placeholder" if is_placeholder(value) else None)
-            if reason is not None:
-                invalid[reason] = invalid.get(reason, 0) + 1
-                value = clip(without_topic(texts[p] if texts is not None else "", ri.topic),
-                             mcfg.summary_chars)
-            summaries[p] = value
-        consolidated: list[str] = []
-        for group, raw in zip(cons_groups, mem_texts[len(to_summarise):], strict=True):
-            value = parse_field(raw, ConsolidationAnswer)
-            reason = ("consolidation_malformed" if value is None
-                      else "consolidation_placeholder" if is_placeholder(value) else None)
-            if reason is not None:
-                invalid[reason] = invalid.get(reason, 0) + 1
-                value = clip(" ".join(self.memory.texts[r] for r in self.memory.row[group]),
-                             mcfg.memory_chars)
-            consolidated.append(value[: mcfg.memory_chars])
+        self._parse_memory_answers(ri, reads, mem_texts, invalid)
+        return reads
 
-        # 6. stance call ---------------------------------------------------------------------
-        written_user = np.array(post_user + [r_user[i] for i in np.flatnonzero(is_reply)], np.int64)
-        written_text = post_text + [r_text[i] or "" for i in np.flatnonzero(is_reply)]
+    def _fresh_reads(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds) -> _Reads:
+        """The (user, post) reads not yet in memory, and the posts read for the first time:
+        longer than ``length_threshold`` (to summarise) or not (kept verbatim)."""
+        store, texts, threshold = self.memory, ri.posts.text, self.config.memory.length_threshold
+        assert store is not None
+        read_b, read_s = np.nonzero(feeds.valid)
+        read_user, read_post = active[read_b], feeds.feed[read_b, read_s]
+        fresh = ~store.has_read(read_user, read_post)
+        reads = _Reads(read_user[fresh], read_post[fresh])
+        new_posts = [p for p in np.unique(reads.read_post).tolist() if p not in store.post_row]
+        for p in new_posts:
+            text = "" if texts is None or texts[p] is None else texts[p]
+            if len(text) > threshold:
+                reads.to_summarise.append(p)
+                reads.long_texts.append(text)
+            else:
+                reads.verbatim.append(p)
+        return reads
+
+    def _parse_memory_answers(self, ri: RoundInput, reads: _Reads, raws: list[str],
+                              invalid: dict[str, int]) -> None:
+        """``reads.summaries`` (the clipped post for a rejected summary) and
+        ``reads.consolidated`` (the joined short-term entries, clipped, for a rejected one)."""
+        store, mcfg, texts = self.memory, self.config.memory, ri.posts.text
+        assert store is not None
+        n_s = len(reads.to_summarise)
+        for p, raw in zip(reads.to_summarise, raws[:n_s], strict=True):
+            value = checked_memory_text(raw, SummaryAnswer, "summary", invalid)
+            reads.summaries[p] = value if value is not None else clip(
+                without_topic(texts[p] if texts is not None else "", ri.topic), mcfg.summary_chars)
+        for group, raw in zip(reads.cons_groups, raws[n_s:], strict=True):
+            value = checked_memory_text(raw, ConsolidationAnswer, "consolidation", invalid)
+            if value is None:
+                value = clip(" ".join(store.texts[r] for r in store.row[group]), mcfg.memory_chars)
+            reads.consolidated.append(value[: mcfg.memory_chars])
+
+    # step 6 ---------------------------------------------------------------------------
+    def _stance_call(self, ri: RoundInput, active: np.ndarray, actions: _Actions,
+                     invalid: dict[str, int], stats: dict[str, float]) -> _Stances:
+        """One call for stance (Eq. 1): each active user's recent posts → −1/0/+1; the same
+        call asks whether each reply to a misinformation post agrees with its claim."""
+        cfg, users, texts = self.config, ri.users, ri.posts.text
+        recent = self._recent_posts(ri, active, actions)
+        stance_users = [u for u in active.tolist() if recent[u]]
+        r_post, r_text = actions.r_post, actions.r_text
+        agree_idx = [i for i in np.flatnonzero(actions.is_reply).tolist()
+                     if ri.posts.misinfo[r_post[i]]]
+        stances = _Stances()
+        if not (stance_users or agree_idx):
+            return stances
+        gen = self._call(
+            [stance_messages(ri.topic, users.profiles.name(u), recent[u][: cfg.stance_history],
+                             cfg.feed_text_chars) for u in stance_users]
+            + [agreement_messages(texts[r_post[i]] if texts is not None else "", r_text[i] or "")
+               for i in agree_idx],
+            [stance_schema()] * len(stance_users) + [agreement_schema()] * len(agree_idx),
+            self._sampling(ri.rng, True, cfg.stance_max_new_tokens), stats, "stance")
+        for u, raw in zip(stance_users, gen.texts[: len(stance_users)], strict=True):
+            value = parse_stance(raw)
+            if value is None:
+                invalid["stance_malformed"] = invalid.get("stance_malformed", 0) + 1
+            else:
+                stances.value[u] = value
+        for i, raw in zip(agree_idx, gen.texts[len(stance_users):], strict=True):
+            agrees = parse_agreement(raw)
+            if agrees is None:
+                invalid["agreement_malformed"] = invalid.get("agreement_malformed", 0) + 1
+            elif agrees:
+                stances.agreed.append(actions.r_user[i])
+        return stances
+
+    def _recent_posts(self, ri: RoundInput, active: np.ndarray,
+                      actions: _Actions) -> dict[int, list[str]]:
+        """Each active user's texts of this round, then its ``stance_history`` latest posts."""
+        posts, texts = ri.posts, ri.posts.text
         recent: dict[int, list[str]] = {u: [] for u in active.tolist()}
-        for u, text in zip(written_user.tolist(), written_text, strict=True):
+        for u, text in zip(actions.written_user.tolist(), actions.written_text, strict=True):
             recent[u].append(text)
-        if n_posts and texts is not None:
+        if len(posts) and texts is not None:
             idx = np.flatnonzero(np.isin(posts.author, active))
             idx = idx[np.lexsort((-idx, posts.author[idx]))]
-            idx = idx[group_rank(posts.author[idx]) < cfg.stance_history]
+            idx = idx[group_rank(posts.author[idx]) < self.config.stance_history]
             for i, a in zip(idx.tolist(), posts.author[idx].tolist(), strict=True):
                 if texts[i]:
                     prefix = {int(PostKind.RETWEET): "RT: ", int(PostKind.REPLY): "reply: "}
                     recent[a].append(prefix.get(int(posts.kind[i]), "") + texts[i])
-        stance_users = [u for u in active.tolist() if recent[u]]
-        # replies to misinformation posts: does the reply agree with the claim? (same call)
-        agree_idx = [i for i in np.flatnonzero(is_reply).tolist() if posts.misinfo[r_post[i]]]
-        stance_value: dict[int, int] = {}
-        agreed: list[int] = []
-        if stance_users or agree_idx:
-            gen = self._call(
-                [stance_messages(ri.topic, users.profiles.name(u), recent[u][: cfg.stance_history],
-                                 cfg.feed_text_chars) for u in stance_users]
-                + [agreement_messages(texts[r_post[i]] if texts is not None else "", r_text[i] or "")
-                   for i in agree_idx],
-                [stance_schema()] * len(stance_users) + [agreement_schema()] * len(agree_idx),
-                self._sampling(ri.rng, True, cfg.stance_max_new_tokens), stats, "stance")
-            for u, raw in zip(stance_users, gen.texts[: len(stance_users)], strict=True):
-                value = parse_stance(raw)
-                if value is None:
-                    invalid["stance_malformed"] = invalid.get("stance_malformed", 0) + 1
-                else:
-                    stance_value[u] = value
-            for i, raw in zip(agree_idx, gen.texts[len(stance_users):], strict=True):
-                agrees = parse_agreement(raw)
-                if agrees is None:
-                    invalid["agreement_malformed"] = invalid.get("agreement_malformed", 0) + 1
-                elif agrees:
-                    agreed.append(r_user[i])
+        return recent
 
-        # 7. encoder, toxicity, misinformation ------------------------------------------------
+    # step 7 ---------------------------------------------------------------------------
+    def _encode_and_score(self, ri: RoundInput, actions: _Actions, reads: _Reads,
+                          stances: _Stances, stats: dict[str, float]) -> _Encoded:
+        """One encoder call (new texts, memories), one toxicity call, the misinformation rule."""
+        cfg, users, posts, store = self.config, ri.users, ri.posts, self.memory
+        assert store is not None
         t_enc = time.perf_counter()
-        verbatim = [p for p, m in zip(new_posts, long_mask, strict=True) if not m]
-        read_order = to_summarise + verbatim
-        read_texts = ([f"@{users.profiles.name(int(posts.author[p]))}: {summaries[p]}" for p in to_summarise]
-                      + [f"@{users.profiles.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), mcfg.length_threshold)}"
-                         for p in verbatim])
-        own_texts = self._own_memory_texts(post_text, r_kind, r_post, r_text, posts, users,
-                                           ri.topic, summaries)
+        enc = self._memory_texts(ri, actions, reads)
         # Memory keys of read posts and of reactions are the posts' own content embeddings
         # (already in the encoder's space when the env embedded them), so the encoder only
         # runs on what was written this round and on consolidated memories.
-        reuse = bool(n_posts) and posts.latent.shape[1] == self.memory.dim
-        batch = written_text + consolidated + ([] if reuse else read_texts)
-        emb = self.encoder.encode(batch)
+        reuse = bool(len(posts)) and posts.latent.shape[1] == store.dim
+        written_text, consolidated = actions.written_text, reads.consolidated
+        emb = self.encoder.encode(written_text + consolidated + ([] if reuse else enc.read_texts))
         misinfo_emb = self._misinfo_embedding(ri.misinformation_message)
         n_w, n_c = len(written_text), len(consolidated)
-        written_emb, cons_emb = emb[:n_w], emb[n_w : n_w + n_c]
+        enc.written_emb, enc.cons_emb = emb[:n_w], emb[n_w : n_w + n_c]
+        n_posted, r_kind = len(actions.post_text), actions.r_kind
         if reuse:
-            read_emb = _unit_rows(posts.latent[np.array(read_order, np.int64)].reshape(-1, self.memory.dim))
-            react_emb = _unit_rows(posts.latent[react_post].reshape(-1, self.memory.dim))
+            enc.read_emb = _unit_rows(posts.latent[np.array(enc.read_order, np.int64)]
+                                      .reshape(-1, store.dim))
+            react_emb = _unit_rows(posts.latent[actions.react_post].reshape(-1, store.dim))
         else:
-            read_emb = emb[n_w + n_c :]
-            react_emb = (self.encoder.encode([own_texts[len(post_text) + i] for i in range(len(r_kind))])
-                         if len(r_kind) else np.zeros((0, self.memory.dim), np.float32))
-        own_emb = np.concatenate([written_emb[: len(post_text)], react_emb]) if own_texts else react_emb
-        if is_reply.any():
-            own_emb[len(post_text) + np.flatnonzero(is_reply)] = written_emb[len(post_text):]
-        n_r, n_o = len(read_texts), len(own_texts)
+            enc.read_emb = emb[n_w + n_c :]
+            react_emb = (self.encoder.encode([enc.own_texts[n_posted + i] for i in range(len(r_kind))])
+                         if len(r_kind) else np.zeros((0, store.dim), np.float32))
+        enc.own_emb = (np.concatenate([enc.written_emb[:n_posted], react_emb]) if enc.own_texts
+                       else react_emb)
+        if actions.is_reply.any():
+            enc.own_emb[n_posted + np.flatnonzero(actions.is_reply)] = enc.written_emb[n_posted:]
         stats["encoder_seconds"] = time.perf_counter() - t_enc
         t_tox = time.perf_counter()
-        written_tox = self.toxicity(written_text)
+        enc.written_tox = self.toxicity(written_text)
         stats["toxicity_seconds"] = time.perf_counter() - t_tox
-        similarity = (written_emb @ misinfo_emb if misinfo_emb is not None
-                      else np.full(n_w, -1.0, np.float32))
-        newly = misinformation_update(
-            react_user, react_post, react_kind, posts.misinfo, written_user, similarity,
-            cfg.misinfo_similarity, users.misinformed, agreed_user=np.array(agreed, np.int64))
+        enc.has_misinfo = misinfo_emb is not None
+        enc.similarity = (enc.written_emb @ misinfo_emb if misinfo_emb is not None
+                          else np.full(n_w, -1.0, np.float32))
+        enc.newly_misinformed = misinformation_update(
+            actions.react_user, actions.react_post, actions.react_kind, posts.misinfo,
+            actions.written_user, enc.similarity, cfg.misinfo_similarity, users.misinformed,
+            agreed_user=np.array(stances.agreed, np.int64))
+        return enc
 
-        # memory writes ----------------------------------------------------------------------
+    def _memory_texts(self, ri: RoundInput, actions: _Actions, reads: _Reads) -> _Encoded:
+        """The texts this round writes to memory: posts read for the first time (summary or
+        clipped text, after their author) and the agents' own actions."""
+        names, posts, texts = ri.users.profiles, ri.posts, ri.posts.text
+        threshold = self.config.memory.length_threshold
+        read_texts = (
+            [f"@{names.name(int(posts.author[p]))}: {reads.summaries[p]}" for p in reads.to_summarise]
+            + [f"@{names.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), threshold)}"
+               for p in reads.verbatim])
+        own_texts = self._own_memory_texts(actions.post_text, actions.r_kind, actions.r_post,
+                                           actions.r_text, posts, ri.users, ri.topic,
+                                           reads.summaries)
+        return _Encoded(read_order=reads.to_summarise + reads.verbatim, read_texts=read_texts,
+                        own_texts=own_texts)
+
+    # memory writes ----------------------------------------------------------------------
+    def _write_memories(self, ri: RoundInput, actions: _Actions, reads: _Reads,
+                        enc: _Encoded) -> None:
+        """Store the read posts, the reads, the agents' own actions and the consolidations."""
         store = self.memory
-        if n_r:
-            rows = store.add_texts(read_texts, read_emb)
-            for p, row in zip(read_order, rows.tolist(), strict=True):
+        assert store is not None
+        if enc.read_texts:
+            rows = store.add_texts(enc.read_texts, enc.read_emb)
+            for p, row in zip(enc.read_order, rows.tolist(), strict=True):
                 store.post_row[p] = row
-        known = np.array([store.post_row.get(p, -1) for p in read_post.tolist()], np.int64)
+        known = np.array([store.post_row.get(p, -1) for p in reads.read_post.tolist()], np.int64)
         ok = known >= 0
-        store.add_entries(read_user[ok], ri.round, SHORT, known[ok], read_post[ok])
-        if n_o:
-            own_user = np.array(post_user + r_user, np.int64)
-            store.add_entries(own_user, ri.round, SHORT, store.add_texts(own_texts, own_emb))
-        cons_rows = store.add_texts(consolidated, cons_emb) if consolidated else np.zeros(0, np.int64)
-        store.consolidate(cons_users, cons_groups, cons_rows, ri.round, mcfg.long_term_capacity)
+        store.add_entries(reads.read_user[ok], ri.round, SHORT, known[ok], reads.read_post[ok])
+        if enc.own_texts:
+            own_user = np.array(actions.post_user + actions.r_user, np.int64)
+            store.add_entries(own_user, ri.round, SHORT, store.add_texts(enc.own_texts, enc.own_emb))
+        cons_rows = (store.add_texts(reads.consolidated, enc.cons_emb) if reads.consolidated
+                     else np.zeros(0, np.int64))
+        store.consolidate(reads.cons_users, reads.cons_groups, cons_rows, ri.round,
+                          self.config.memory.long_term_capacity)
 
-        # output -----------------------------------------------------------------------------
-        n_p = len(post_user)
+    # output -----------------------------------------------------------------------------
+    def _output(self, ri: RoundInput, actions: _Actions, stances: _Stances, enc: _Encoded,
+                invalid: dict[str, int]) -> RoundOutput:
+        """The columns of :class:`RoundOutput`; a reply carries its author's stance and its
+        own toxicity, other reactions the reacted post's stance (negated for a dislike)."""
+        users, posts, a = ri.users, ri.posts, actions
+        n_p = len(a.post_user)
         stance_now = np.where(users.stance > 1 / 3, 1, np.where(users.stance < -1 / 3, -1, 0))
-        author_stance = np.array([stance_value.get(u, stance_now[u]) for u in written_user.tolist()],
-                                 np.float32)
-        react_stance = np.zeros(len(react_user), np.float32)
-        if len(react_user):
-            post_stance_of = posts.stance[react_post].astype(np.float32)
-            react_stance = np.where(react_kind == int(Behaviour.DISLIKE), -post_stance_of, post_stance_of)
-            react_stance[is_reply] = author_stance[n_p:]
-        react_tox = np.zeros(len(react_user), np.float32)
-        react_tox[is_reply] = written_tox[n_p:]
-        out = RoundOutput(
-            react_user=react_user, react_post=react_post, react_kind=react_kind,
+        author_stance = np.array([stances.value.get(u, stance_now[u])
+                                  for u in a.written_user.tolist()], np.float32)
+        react_stance = np.zeros(len(a.react_user), np.float32)
+        if len(a.react_user):
+            post_stance_of = posts.stance[a.react_post].astype(np.float32)
+            react_stance = np.where(a.react_kind == int(Behaviour.DISLIKE), -post_stance_of,
+                                    post_stance_of)
+            react_stance[a.is_reply] = author_stance[n_p:]
+        react_tox = np.zeros(len(a.react_user), np.float32)
+        react_tox[a.is_reply] = enc.written_tox[n_p:]
+        newly = enc.newly_misinformed
+        return RoundOutput(
+            react_user=a.react_user, react_post=a.react_post, react_kind=a.react_kind,
             react_stance=react_stance.astype(np.float32), react_toxicity=react_tox,
-            react_text=r_text,
-            post_user=np.array(post_user, np.int64),
-            post_latent=written_emb[:n_p].astype(np.float32),
-            post_stance=author_stance[:n_p], post_toxicity=written_tox[:n_p].astype(np.float32),
-            post_misinfo=(similarity[:n_p] >= cfg.misinfo_similarity) if misinfo_emb is not None
+            react_text=a.r_text,
+            post_user=np.array(a.post_user, np.int64),
+            post_latent=enc.written_emb[:n_p].astype(np.float32),
+            post_stance=author_stance[:n_p], post_toxicity=enc.written_tox[:n_p].astype(np.float32),
+            post_misinfo=(enc.similarity[:n_p] >= self.config.misinfo_similarity) if enc.has_misinfo
             else np.zeros(n_p, bool),
-            post_text=list(post_text),
-            follow_src=np.array(f_src, np.int64), follow_dst=np.array(f_dst, np.int64),
-            unfollow_src=np.array(u_src, np.int64), unfollow_dst=np.array(u_dst, np.int64),
-            stance_user=np.array(list(stance_value), np.int64),
-            stance_discrete=np.array(list(stance_value.values()), np.int8),
+            post_text=list(a.post_text),
+            follow_src=np.array(a.f_src, np.int64), follow_dst=np.array(a.f_dst, np.int64),
+            unfollow_src=np.array(a.u_src, np.int64), unfollow_dst=np.array(a.u_dst, np.int64),
+            stance_user=np.array(list(stances.value), np.int64),
+            stance_discrete=np.array(list(stances.value.values()), np.int8),
             misinformed_user=newly, misinformed_value=np.ones(len(newly), bool),
             invalid=invalid,
         )
+
+    def _round_stats(self, stats: dict[str, float], active: np.ndarray, actions: _Actions,
+                     t_start: float) -> None:
+        """Per-step token counts, the time split and the replay hit rate."""
+        assert self.memory is not None
         total = time.perf_counter() - t_start
         steps = float(len(active))
         stats.update({
             "agent_steps": steps,
-            "valid_answers": float(sum(p is not None for p in parsed)),
+            "valid_answers": float(sum(p is not None for p in actions.parsed)),
             "prompt_tokens_per_step": stats["agent_prompt_tokens"] / steps,
             "completion_tokens_per_step": stats["agent_completion_tokens"] / steps,
-            "memory_entries": float(len(store)),
+            "memory_entries": float(len(self.memory)),
             "round_seconds": total,
             "other_seconds": total - stats["llm_seconds"] - stats["encoder_seconds"]
             - stats["toxicity_seconds"],
         })
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
-        if cfg.replay:
+        if self.config.replay:
             stats["replay_hit_rate"] = stats["replay_hits"] / max(stats["llm_prompts"], 1.0)
-        out.stats = stats
-        self.last_stats = stats
-        self.news = news
-        return out
 
     def _reask(self, results: list[ParsedAnswer | str], decision: Generation, prompts: list[Any],
                schemas: list[dict[str, Any]], shared_schema: dict[str, Any] | None,

@@ -15,9 +15,13 @@ defaults are the paper's (LoRA rank 64, batch 256, 10 epochs, β = 0.1).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -29,21 +33,50 @@ train_app = typer.Typer(
 
 ModelOpt = Annotated[Path, typer.Option("--model", help="Base model directory (transformers format).")]
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="Adapter output directory.")]
-RankOpt = Annotated[int, typer.Option(help="LoRA rank (paper: 64).")]
-AlphaOpt = Annotated[int | None, typer.Option(help="LoRA alpha (default 2 x rank).")]
-DropoutOpt = Annotated[float, typer.Option(help="LoRA dropout.")]
-BatchOpt = Annotated[int, typer.Option(help="Effective batch size (paper: 256), via gradient accumulation.")]
-MicroOpt = Annotated[int, typer.Option(help="Micro-batch per forward pass.")]
-EpochsOpt = Annotated[float, typer.Option(help="Epochs (paper: up to 10).")]
-StepsOpt = Annotated[int, typer.Option(help="Stop after this many optimizer steps (-1 = all epochs).")]
-LrOpt = Annotated[float | None, typer.Option(help="Learning rate (default 1e-4 SFT, 5e-6 DPO).")]
-LenOpt = Annotated[int, typer.Option(help="Max tokens of prompt + response.")]
-WarmOpt = Annotated[float, typer.Option(help="Warm-up share of the steps.")]
-DeviceOpt = Annotated[str, typer.Option(help="'auto', 'cpu' or 'cuda[:N]'.")]
-SeedOpt = Annotated[int, typer.Option(help="Random seed.")]
-LogOpt = Annotated[int, typer.Option(help="Log every N steps.")]
-ReportOpt = Annotated[str, typer.Option(help="Experiment tracker: 'none', 'wandb', ...")]
-GcOpt = Annotated[bool, typer.Option(help="Gradient checkpointing.")]
+
+
+@dataclass
+class TrainOptions:
+    """The :class:`~agent_models.training.train.TrainConfig` flags that ``train sft`` and
+    ``train dpo`` share, declared once (:func:`with_train_options` adds them to a command)."""
+
+    lora_rank: Annotated[int, typer.Option(help="LoRA rank (paper: 64).")] = 64
+    lora_alpha: Annotated[int | None, typer.Option(help="LoRA alpha (default 2 x rank).")] = None
+    lora_dropout: Annotated[float, typer.Option(help="LoRA dropout.")] = 0.05
+    batch_size: Annotated[int, typer.Option(
+        help="Effective batch size (paper: 256), via gradient accumulation.")] = 256
+    per_device_batch_size: Annotated[int, typer.Option(help="Micro-batch per forward pass.")] = 8
+    epochs: Annotated[float, typer.Option(help="Epochs (paper: up to 10).")] = 10.0
+    max_steps: Annotated[int, typer.Option(
+        help="Stop after this many optimizer steps (-1 = all epochs).")] = -1
+    learning_rate: Annotated[float | None, typer.Option(
+        help="Learning rate (default 1e-4 SFT, 5e-6 DPO).")] = None
+    max_length: Annotated[int, typer.Option(help="Max tokens of prompt + response.")] = 4096
+    warmup_ratio: Annotated[float, typer.Option(help="Warm-up share of the steps.")] = 0.03
+    gradient_checkpointing: Annotated[bool, typer.Option(help="Gradient checkpointing.")] = False
+    device: Annotated[str, typer.Option(help="'auto', 'cpu' or 'cuda[:N]'.")] = "auto"
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0
+    logging_steps: Annotated[int, typer.Option(help="Log every N steps.")] = 10
+    report_to: Annotated[str, typer.Option(help="Experiment tracker: 'none', 'wandb', ...")] = "none"
+
+
+def with_train_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(..., options: TrainOptions)`` as a typer command whose flags are its own
+    followed by every :class:`TrainOptions` field."""
+    hints = get_type_hints(TrainOptions, include_extras=True)
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                annotation=hints[f.name]) for f in fields(TrainOptions)]
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "options"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        options = TrainOptions(**{f.name: kwargs.pop(f.name) for f in fields(TrainOptions)})
+        command(**kwargs, options=options)
+
+    wrapper.__signature__ = signature.replace(parameters=own + shared)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
+    return wrapper
 
 
 def _config(**kwargs: object) -> object:
@@ -64,40 +97,23 @@ def _report(result: object) -> None:
 
 
 @train_app.command("sft")
+@with_train_options
 def sft(
     model: ModelOpt,
     data: Annotated[Path, typer.Option(help="SFT records (JSON lines with prompt/completion).")],
     output: OutputOpt,
-    lora_rank: RankOpt = 64,
-    lora_alpha: AlphaOpt = None,
-    lora_dropout: DropoutOpt = 0.05,
-    batch_size: BatchOpt = 256,
-    per_device_batch_size: MicroOpt = 8,
-    epochs: EpochsOpt = 10.0,
-    max_steps: StepsOpt = -1,
-    learning_rate: LrOpt = None,
-    max_length: LenOpt = 4096,
-    warmup_ratio: WarmOpt = 0.03,
-    gradient_checkpointing: GcOpt = False,
-    device: DeviceOpt = "auto",
-    seed: SeedOpt = 0,
-    logging_steps: LogOpt = 10,
-    report_to: ReportOpt = "none",
+    *,
+    options: TrainOptions,
 ) -> None:
     """Supervised fine-tuning of a LoRA adapter on observed (instruction, response) pairs."""
     from agent_models.training.train import train_sft
 
-    config = _config(
-        lora_rank=lora_rank, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
-        batch_size=batch_size, per_device_batch_size=per_device_batch_size, epochs=epochs,
-        max_steps=max_steps, learning_rate=learning_rate, max_length=max_length,
-        warmup_ratio=warmup_ratio, gradient_checkpointing=gradient_checkpointing, device=device,
-        seed=seed, logging_steps=logging_steps, report_to=report_to,
-    )
+    config = _config(**asdict(options))
     _report(train_sft(model, data, output, config))  # type: ignore[arg-type]
 
 
 @train_app.command("dpo")
+@with_train_options
 def dpo(
     model: ModelOpt,
     data: Annotated[Path, typer.Option(help=(
@@ -117,21 +133,8 @@ def dpo(
     sample_device: Annotated[str, typer.Option(help="Device of the hf sampling backend.")] = "auto",
     encoder: Annotated[str, typer.Option(help="Sentence encoder for the similarity: 'auto', 'hash' or a path.")] = "auto",
     pairs_out: Annotated[Path | None, typer.Option(help="Also write the built DPO pairs here (JSON lines).")] = None,
-    lora_rank: RankOpt = 64,
-    lora_alpha: AlphaOpt = None,
-    lora_dropout: DropoutOpt = 0.05,
-    batch_size: BatchOpt = 256,
-    per_device_batch_size: MicroOpt = 8,
-    epochs: EpochsOpt = 10.0,
-    max_steps: StepsOpt = -1,
-    learning_rate: LrOpt = None,
-    max_length: LenOpt = 4096,
-    warmup_ratio: WarmOpt = 0.03,
-    gradient_checkpointing: GcOpt = False,
-    device: DeviceOpt = "auto",
-    seed: SeedOpt = 0,
-    logging_steps: LogOpt = 10,
-    report_to: ReportOpt = "none",
+    *,
+    options: TrainOptions,
 ) -> None:
     """Direct preference optimization: observed answers preferred over base-model samples."""
     from agent_models.training.data import (
@@ -143,13 +146,7 @@ def dpo(
     )
     from agent_models.training.train import train_dpo
 
-    config = _config(
-        lora_rank=lora_rank, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
-        batch_size=batch_size, per_device_batch_size=per_device_batch_size, epochs=epochs,
-        max_steps=max_steps, learning_rate=learning_rate, max_length=max_length,
-        warmup_ratio=warmup_ratio, gradient_checkpointing=gradient_checkpointing, device=device,
-        seed=seed, logging_steps=logging_steps, report_to=report_to, beta=beta, loss_type=loss_type,
-    )
+    config = _config(**asdict(options), beta=beta, loss_type=loss_type)
     records = load_records(data)
     if "chosen" not in records[0]:
         if "completion" not in records[0] or "meta" not in records[0]:
@@ -162,7 +159,8 @@ def dpo(
             examples, spec, encoder=encoder,
             sampling=DPOSamplingConfig(num_samples=num_samples, temperature=sample_temperature,
                                        max_new_tokens=sample_max_new_tokens,
-                                       similarity_threshold=similarity_threshold, seed=seed),
+                                       similarity_threshold=similarity_threshold,
+                                       seed=options.seed),
         )
         typer.echo(json.dumps({"dpo_pairs": stats.__dict__}))
         if not records:

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.jsonl import read_json_lines
 from agent_models.training.records import ObservedAction
 from agent_models.types import BEHAVIOUR_NAMES, Behaviour, Profiles
 
@@ -322,20 +323,13 @@ def load_records(path: str | Path, required: Sequence[str] = ("prompt",)) -> lis
     if not path.exists():
         raise FileNotFoundError(f"dataset file {path} does not exist")
     out = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {lineno}: not JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}: line {lineno}: expected a JSON object")
-            for key in required:
-                if key not in record:
-                    raise ValueError(f"{path}: line {lineno}: missing field {key!r}")
-            out.append(record)
+    for lineno, record in read_json_lines(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}: line {lineno}: expected a JSON object")
+        for key in required:
+            if key not in record:
+                raise ValueError(f"{path}: line {lineno}: missing field {key!r}")
+        out.append(record)
     if not out:
         raise ValueError(f"{path}: no records")
     return out

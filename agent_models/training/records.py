@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agent_models.jsonl import read_json_lines
 from agent_models.types import Behaviour
 
 
@@ -66,14 +67,11 @@ def load_actions(path: str | Path) -> list[ObservedAction]:
     """Read actions written by :func:`save_actions`; errors name the file and line."""
     path = Path(path)
     out: list[ObservedAction] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(ObservedAction.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}: line {lineno}: not an observed action ({exc})") from exc
+    for lineno, record in read_json_lines(path):
+        try:
+            out.append(ObservedAction.from_dict(record))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: line {lineno}: not an observed action ({exc})") from exc
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,25 @@ class Generation:
         if not self.errors:
             self.errors = [None] * len(self.texts)
 
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[Any, ...]]) -> Generation:
+        """From one ``(text, prompt_tokens, completion_tokens, finish_reason[, error])`` row
+        per prompt."""
+        return cls(
+            texts=[r[0] for r in rows],
+            prompt_tokens=np.array([r[1] for r in rows], np.int64),
+            completion_tokens=np.array([r[2] for r in rows], np.int64),
+            finish_reasons=[r[3] for r in rows],
+            errors=[r[4] if len(r) > 4 else None for r in rows],
+        )
+
+    @classmethod
+    def failed(cls, n: int, message: str, seconds: float = 0.0) -> Generation:
+        """n empty completions, each with finish reason ``"error"`` and ``message``."""
+        return cls(texts=[""] * n, prompt_tokens=np.zeros(n, np.int64),
+                   completion_tokens=np.zeros(n, np.int64), finish_reasons=["error"] * n,
+                   errors=[message] * n, seconds=seconds)
+
     def __len__(self) -> int:
         return len(self.texts)
 
@@ -141,3 +161,25 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BatchBackend(Backend):
+    """The in-tree backends' ``generate``: it fills in the default :class:`Sampling`, gives
+    :meth:`_complete` one schema per prompt and sets the call's wall time."""
+
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        schemas: Schemas = None,
+        sampling: Sampling | None = None,
+    ) -> Generation:
+        start = time.perf_counter()
+        generation = self._complete(prompts, schema_list(schemas, len(prompts)),
+                                    sampling or Sampling())
+        generation.seconds = time.perf_counter() - start
+        return generation
+
+    @abstractmethod
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
+        """Complete every prompt, prompt ``i`` under ``schemas[i]`` (None = unconstrained)."""

@@ -11,20 +11,18 @@ parallel call (``fill_next_token_bitmask_par``) and sets the logits of disallowe
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.llm.backends.base import (
-    Backend,
+    BatchBackend,
     Generation,
     LLMBackendError,
     Messages,
     Sampling,
-    Schemas,
-    schema_list,
     template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
@@ -116,7 +114,7 @@ class GuidanceLogitsProcessor:
         return scores
 
 
-class HFBackend(Backend):
+class HFBackend(BatchBackend):
     """transformers ``AutoModelForCausalLM`` behind the :class:`Backend` interface.
 
     Args:
@@ -129,8 +127,9 @@ class HFBackend(Backend):
 
     def __init__(self, config: LLMConfig) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        transformers = require("transformers", "llm", "backend='hf'")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
         self.config = config
         self.device = resolve_device(config.device)
         if config.cpu_threads is not None and self.device == "cpu":
@@ -141,19 +140,14 @@ class HFBackend(Backend):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        import transformers
-
         major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
         dtype_key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
         model = AutoModelForCausalLM.from_pretrained(
             config.model, **{dtype_key: resolve_dtype(config.dtype, self.device)}, **gguf
         )
         if config.lora_path:
-            try:
-                from peft import PeftModel
-            except ImportError as err:  # pragma: no cover - depends on the install
-                raise ImportError("lora_path: the hf backend needs `pip install peft`") from err
-            model = PeftModel.from_pretrained(model, config.lora_path)
+            peft = require("peft", "llm", "lora_path with backend='hf'")
+            model = peft.PeftModel.from_pretrained(model, config.lora_path)
             if config.lora_merge:
                 model = model.merge_and_unload()
         self.model = model.to(self.device).eval()
@@ -222,19 +216,12 @@ class HFBackend(Backend):
             pad_token_id=int(self.tokenizer.pad_token_id),
         )
 
-    def generate(
-        self,
-        prompts: Sequence[Messages],
-        schemas: Schemas = None,
-        sampling: Sampling | None = None,
-    ) -> Generation:
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
         torch = self._torch
         from transformers import LogitsProcessorList
 
-        start = time.perf_counter()
-        sampling = sampling or Sampling()
         n = len(prompts)
-        per_prompt = schema_list(schemas, n)
         ids = self.encode(prompts)
         order = np.argsort([len(x) for x in ids], kind="stable")
         texts: list[str] = [""] * n
@@ -256,8 +243,8 @@ class HFBackend(Backend):
                     input_ids[r, width - len(ids[i]) :] = torch.tensor(ids[i])
                     mask[r, width - len(ids[i]) :] = 1
                 processors = LogitsProcessorList()
-                if any(per_prompt[i] is not None for i in rows):
-                    matchers = [None if per_prompt[i] is None else self._matcher(per_prompt[i])
+                if any(schemas[i] is not None for i in rows):
+                    matchers = [None if schemas[i] is None else self._matcher(schemas[i])
                                 for i in rows]
                     processors.append(GuidanceLogitsProcessor(matchers, self.vocab_size,
                                                               self.eos_ids))
@@ -280,8 +267,7 @@ class HFBackend(Backend):
                     prompt_tokens[i] = len(ids[i])
                     completion_tokens[i] = first_end[r] + int(has_end[r])
                     finish[i] = "stop" if has_end[r] else "length"
-        return Generation(texts, prompt_tokens, completion_tokens, finish,
-                          seconds=time.perf_counter() - start)
+        return Generation(texts, prompt_tokens, completion_tokens, finish)
 
     def close(self) -> None:
         self.model = None

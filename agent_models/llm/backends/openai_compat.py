@@ -39,16 +39,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from agent_models.extras import require
 from agent_models.llm.backends.base import (
-    Backend,
+    BatchBackend,
     Generation,
     LLMBackendError,
     Messages,
     Sampling,
-    Schemas,
-    schema_list,
 )
 from agent_models.llm.config import RESPONSE_FORMS, LLMConfig
 from agent_models.redaction import redact_text
@@ -154,12 +151,9 @@ def is_retryable(err: BaseException) -> bool:
 
 def schema_to_gbnf(schema: dict[str, Any]) -> str:
     """A GBNF grammar for ``schema`` (llama-cpp-python's converter, the one its server uses)."""
-    try:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-    except ImportError as err:
-        raise ImportError("response_format='grammar' converts the JSON schema with "
-                          "llama-cpp-python: `pip install llama-cpp-python`") from err
-    return json_schema_to_gbnf(json.dumps(schema))
+    grammar = require("llama_cpp.llama_grammar", "llamacpp",
+                      "response_format='grammar' (llama-cpp-python's JSON-schema converter)")
+    return grammar.json_schema_to_gbnf(json.dumps(schema))
 
 
 def grammar_available() -> bool:
@@ -211,17 +205,14 @@ def request_kwargs(model: str, messages: Messages, schema: dict[str, Any] | None
     return kwargs
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(BatchBackend):
     """OpenAI-compatible chat completions behind the :class:`Backend` interface."""
 
     name = "openai"
 
     def __init__(self, config: LLMConfig) -> None:
-        try:
-            import openai  # noqa: F401
-            import tenacity  # noqa: F401
-        except ImportError as err:  # pragma: no cover - depends on the install
-            raise ImportError("backend='openai' needs `pip install openai tenacity`") from err
+        require("openai", "llm", "backend='openai'")
+        require("tenacity", "llm", "backend='openai'")
         assert config.base_url
         self.config = config
         self.urls = list(config.base_url)
@@ -370,23 +361,9 @@ class OpenAIBackend(Backend):
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    def generate(
-        self,
-        prompts: Sequence[Messages],
-        schemas: Schemas = None,
-        sampling: Sampling | None = None,
-    ) -> Generation:
-        start = time.perf_counter()
-        sampling = sampling or Sampling()
-        results = self._run(self._all(prompts, schema_list(schemas, len(prompts)), sampling))
-        return Generation(
-            texts=[r[0] for r in results],
-            prompt_tokens=np.array([r[1] for r in results], np.int64),
-            completion_tokens=np.array([r[2] for r in results], np.int64),
-            finish_reasons=[r[3] for r in results],
-            errors=[r[4] for r in results],
-            seconds=time.perf_counter() - start,
-        )
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
+        return Generation.from_rows(self._run(self._all(prompts, schemas, sampling)))
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -32,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.jsonl import read_json_lines
 from agent_models.llm.backends.base import (
     Backend,
+    BatchBackend,
     Generation,
     LLMBackendError,
     Messages,
     Sampling,
-    Schemas,
-    schema_list,
 )
 
 REPLAY_MODES = ("auto", "record", "replay")
@@ -63,7 +62,7 @@ def replay_key(model: str, messages: Messages, schema: dict[str, Any] | None,
                     "sampling": prompt_sampling(sampling, index)})
 
 
-class ReplayBackend(Backend):
+class ReplayBackend(BatchBackend):
     """Records and replays the answers of ``inner`` (see the module docstring).
 
     Args:
@@ -106,32 +105,18 @@ class ReplayBackend(Backend):
 
     def _load(self) -> dict[str, Any]:
         meta: dict[str, Any] = {}
-        with self.path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"replay: {self.path} line {number} is not JSON: {err}") from err
-                if "meta" in record:
-                    meta = record["meta"]
-                else:
-                    self.answers[record["key"]] = record
+        for _, record in read_json_lines(self.path):
+            if "meta" in record:
+                meta = record["meta"]
+            else:
+                self.answers[record["key"]] = record
         return meta
 
-    def generate(
-        self,
-        prompts: Sequence[Messages],
-        schemas: Schemas = None,
-        sampling: Sampling | None = None,
-    ) -> Generation:
-        start = time.perf_counter()
-        sampling = sampling or Sampling()
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
         n = len(prompts)
-        per_prompt = schema_list(schemas, n)
         keys = [replay_key(self.model, p, s, sampling, i)
-                for i, (p, s) in enumerate(zip(prompts, per_prompt, strict=True))]
+                for i, (p, s) in enumerate(zip(prompts, schemas, strict=True))]
         use_cache = self.mode != "record"
         missing = [i for i, k in enumerate(keys) if not (use_cache and k in self.answers)]
         if missing and self.inner is None:
@@ -143,11 +128,11 @@ class ReplayBackend(Backend):
         if missing:
             assert self.inner is not None
             if len(missing) == n:
-                fresh = self.inner.generate(prompts, per_prompt, sampling)
+                fresh = self.inner.generate(prompts, schemas, sampling)
             else:
                 fresh = self.inner.generate([prompts[i] for i in missing],
-                                            [per_prompt[i] for i in missing], sampling)
-            self._record(missing, keys, prompts, per_prompt, sampling, fresh)
+                                            [schemas[i] for i in missing], sampling)
+            self._record(missing, keys, prompts, schemas, sampling, fresh)
         texts: list[str] = [""] * n
         prompt_tokens = np.zeros(n, np.int64)
         completion_tokens = np.zeros(n, np.int64)
@@ -168,7 +153,7 @@ class ReplayBackend(Backend):
         self.hits += replayed
         self.misses += len(missing)
         return Generation(texts, prompt_tokens, completion_tokens, finish, errors,
-                          seconds=time.perf_counter() - start, replayed=replayed)
+                          replayed=replayed)
 
     def _record(self, rows: list[int], keys: list[str], prompts: Sequence[Messages],
                 schemas: list[dict[str, Any] | None], sampling: Sampling, gen: Generation) -> None:

@@ -13,19 +13,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.llm.backends.base import (
-    Backend,
+    BatchBackend,
     Generation,
     Messages,
     Sampling,
-    Schemas,
-    schema_list,
     template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
@@ -74,19 +72,14 @@ def sampling_kwargs(sampling: Sampling, index: int) -> dict[str, Any]:
     return kwargs
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(BatchBackend):
     """``vllm.LLM`` behind the :class:`Backend` interface (needs a CUDA GPU and ``vllm``)."""
 
     name = "vllm"
 
     def __init__(self, config: LLMConfig) -> None:
-        try:
-            import vllm
-        except ImportError as err:
-            raise ImportError(
-                "backend='vllm' needs vLLM and a CUDA GPU: `pip install 'policysim[vllm]'` "
-                "(or use backend='hf' on CPU, or backend='openai' against a vLLM server)"
-            ) from err
+        vllm = require("vllm", "vllm", "backend='vllm' (a CUDA GPU; or use backend='hf' on "
+                                       "CPU, or backend='openai' against a vLLM server)")
         from vllm import sampling_params as sp
 
         if not hasattr(sp, "StructuredOutputsParams"):
@@ -120,16 +113,9 @@ class VLLMBackend(Backend):
             for p in prompts
         ], dtype=np.int64)
 
-    def generate(
-        self,
-        prompts: Sequence[Messages],
-        schemas: Schemas = None,
-        sampling: Sampling | None = None,
-    ) -> Generation:
-        start = time.perf_counter()
-        sampling = sampling or Sampling()
-        per_prompt = schema_list(schemas, len(prompts))
-        params = [self._params(s, sampling, i) for i, s in enumerate(per_prompt)]
+    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
+                  sampling: Sampling) -> Generation:
+        params = [self._params(s, sampling, i) for i, s in enumerate(schemas)]
         outputs = self.llm.chat(
             [list(p) for p in prompts], sampling_params=params, use_tqdm=False,
             lora_request=self._lora,
@@ -138,8 +124,7 @@ class VLLMBackend(Backend):
         prompt_tokens = np.array([len(o.prompt_token_ids or ()) for o in outputs], np.int64)
         completion_tokens = np.array([len(o.outputs[0].token_ids) for o in outputs], np.int64)
         finish = ["length" if o.outputs[0].finish_reason == "length" else "stop" for o in outputs]
-        return Generation(texts, prompt_tokens, completion_tokens, finish,
-                          seconds=time.perf_counter() - start)
+        return Generation(texts, prompt_tokens, completion_tokens, finish)
 
     def close(self) -> None:
         self.llm = None
