@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from agent_models.types import NewsEvent
 from agent_models.validation import Limit, check_fields
@@ -144,7 +145,11 @@ def synthetic_population(
     profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
     centroids = topic_centroids(config.latent_dim, seed)
     weights = profiles.interests.astype(np.float32)
-    latent = unit_rows(weights @ centroids + 0.35 * rng.standard_normal((n, config.latent_dim)))
+    # One BLAS thread: a threaded product rounds differently above ~100k rows, and the same
+    # seed must give the same population whatever the machine's thread count.
+    with threadpool_limits(limits=1, user_api="blas"):
+        mixed = weights @ centroids
+    latent = unit_rows(mixed + 0.35 * rng.standard_normal((n, config.latent_dim)))
     toxicity = rng.beta(*config.toxicity_beta, n)
     combative = np.isin(profiles.posting_style.codes, COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)

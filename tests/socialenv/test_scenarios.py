@@ -20,6 +20,18 @@ def test_generator_is_deterministic_and_seed_dependent() -> None:
     assert not np.array_equal(a.opinion, c.opinion)
 
 
+def test_population_does_not_depend_on_the_blas_thread_count() -> None:
+    """Above ~100k users a threaded BLAS product rounds differently; the same seed must give
+    the same population on a 1-thread and a many-thread machine."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = make_scenario("abortion", 200_000, seed=7)
+    with threadpool_limits(limits=4, user_api="blas"):
+        many = make_scenario("abortion", 200_000, seed=7)
+    np.testing.assert_array_equal(one.latent, many.latent)
+
+
 def test_profiles_have_the_four_attributes() -> None:
     s = make_scenario("abortion", 300, seed=0)
     described = s.profiles.describe(7)
