@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agent_models.encoders import TextEncoder, load_encoder
+from agent_models.extras import DependencyNotInstalled, require
 from agent_models.profile import (
     TOPICS,
     UserRecord,
@@ -229,12 +230,13 @@ def toxicity_scores(texts: Sequence[str], method: str = "auto") -> np.ndarray:
         return np.zeros(0, dtype=np.float32)
     if method in ("auto", "profanity"):
         try:
-            from profanity_check import predict_prob
-        except ImportError:
+            module = require("profanity_check", "llm", "toxicity method='profanity'",
+                             hint="or method='lexicon'")
+        except DependencyNotInstalled:
             if method == "profanity":
                 raise
         else:
-            return np.clip(np.asarray(predict_prob(list(texts)), dtype=np.float32), 0.0, 1.0)
+            return np.clip(np.asarray(module.predict_prob(list(texts)), dtype=np.float32), 0.0, 1.0)
     lowered = [t.lower() for t in texts]
     hits = np.array([sum(t.count(w) for w in TOXIC_WORDS) for t in lowered], dtype=np.float32)
     return np.minimum(1.0, 0.35 * hits).astype(np.float32)
