@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from agent_models.extras import DependencyNotInstalled, require
+from agent_models.validation import config_error
 
 #: Dimension of :class:`HashingEncoder` vectors unless told otherwise (MiniLM's size, so a
 #: scenario built with either encoder has the same latent width).
@@ -54,7 +55,7 @@ class HashingEncoder:
 
     def __init__(self, dim: int = HASHING_DIM) -> None:
         if dim < 2:
-            raise ValueError(f"HashingEncoder.dim must be >= 2, got {dim}")
+            raise config_error("HashingEncoder.dim", dim, "an integer >= 2")
         self.dim = int(dim)
 
     def _tokens(self, text: str) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_models.validation import check, check_keys
 from bandits.base import Policy, ScoredPolicy
 from bandits.eenet import EENet
 from bandits.egreedy import LinearEpsilonGreedy
@@ -44,16 +45,9 @@ def make_policy(name: str, context_dim: int, seed: int = 0, **hyperparameters: A
         ValueError: for an unknown name (listing the valid ones), an unknown hyper-parameter
             (listing the policy's), or an invalid value (naming the field).
     """
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(sorted(POLICIES))}")
+    check(name in POLICIES, "policy", f"one of {', '.join(sorted(POLICIES))}", name)
     cls = POLICIES[name]
-    valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
-    unknown = sorted(set(hyperparameters) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {name!r}; "
-            f"valid: {', '.join(valid) or '(none)'}"
-        )
+    check_keys(hyperparameters, cls.hyperparameter_names(), "hyperparameters", f"hyper-parameter(s) of policy {name!r}")
     return cls(context_dim=context_dim, seed=seed, **hyperparameters)
 
 

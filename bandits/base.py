@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agent_models.validation import config_error
 from bandits._checks import check_int
 
 #: How a propensity was obtained: "deterministic" (the policy's choice is a function of its
@@ -80,6 +81,12 @@ class Policy(ABC):
     name: ClassVar[str] = ""
     #: Re-draws of the policy's randomness per Monte-Carlo propensity estimate.
     propensity_draws: ClassVar[int] = 500
+
+    @classmethod
+    def hyperparameter_names(cls) -> list[str]:
+        """The keyword arguments ``make_policy`` passes on: the dataclass fields but
+        ``context_dim`` and ``seed`` (class variables such as ``name`` are not fields)."""
+        return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("context_dim", "seed")]
 
     def __post_init__(self) -> None:
         check_int(self, "context_dim", minimum=1)
@@ -403,7 +410,7 @@ def _validated_mask(mask: Any, n_arms: int) -> np.ndarray | None:
 
 def _validated_budget(budget: Any, allowed: np.ndarray | None, n_arms: int) -> int:
     if isinstance(budget, bool) or not isinstance(budget, Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1; got {budget!r}")
+        raise config_error("budget", budget, "an integer >= 1")
     n_allowed = n_arms if allowed is None else allowed.size
     if budget > n_allowed:
         raise ValueError(

@@ -20,6 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from agent_models.validation import config_error
+
 
 class SelectsArms(Protocol):
     """Anything with the ``select`` of :class:`bandits.base.Policy`."""
@@ -54,7 +56,7 @@ def select_per_group(
     if groups.shape != (n_arms,):
         raise ValueError(f"groups must have shape (K,) = ({n_arms},); got {groups.shape}")
     if isinstance(per_group, bool) or not isinstance(per_group, int | np.integer) or per_group < 1:
-        raise ValueError(f"per_group must be an integer >= 1; got {per_group!r}")
+        raise config_error("per_group", per_group, "an integer >= 1")
     allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool).copy()
     if allowed.shape != (n_arms,):
         raise ValueError(f"mask must have shape (K,) = ({n_arms},); got {allowed.shape}")

@@ -39,6 +39,7 @@ import numpy as np
 
 from agent_models.extras import DependencyNotInstalled, require
 from agent_models.training.data import Example, ExampleConfig, answer_summary
+from agent_models.validation import check
 
 #: Metric keys, column titles and scale (×100 for the percentage-style columns, as Table 2).
 METRICS: tuple[tuple[str, str, float], ...] = (
@@ -96,13 +97,9 @@ class MicroEvalConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        if self.bertscore_impl not in ("auto", "bert_score", "builtin"):
-            raise ValueError(
-                f"MicroEvalConfig.bertscore_impl={self.bertscore_impl!r} is not allowed: "
-                "use 'auto', 'bert_score' or 'builtin'"
-            )
-        if self.candidates < 2:
-            raise ValueError(f"MicroEvalConfig.candidates must be >= 2, got {self.candidates}")
+        check(self.bertscore_impl in ("auto", "bert_score", "builtin"), "MicroEvalConfig.bertscore_impl",
+              "use 'auto', 'bert_score' or 'builtin'", self.bertscore_impl)
+        check(self.candidates >= 2, "MicroEvalConfig.candidates", "an integer >= 2", self.candidates)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from agent_models.profile import (
 )
 from agent_models.training.records import ObservedAction
 from agent_models.types import Behaviour, NewsEvent, PostKind
+from agent_models.validation import config_error
 from socialenv.scenario import Scenario
 
 
@@ -99,9 +100,9 @@ class LoaderConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"LoaderConfig.{name}={getattr(self, name)!r} is not allowed: use one of {allowed}")
         if self.max_users is not None and self.max_users < 2:
-            raise ValueError(f"LoaderConfig.max_users must be >= 2 or None, got {self.max_users}")
+            raise config_error("LoaderConfig.max_users", self.max_users, "an integer >= 2 or None")
         if self.max_history_per_user < 0:
-            raise ValueError("LoaderConfig.max_history_per_user must be >= 0")
+            raise config_error("LoaderConfig.max_history_per_user", self.max_history_per_user, "an integer >= 0")
         if not 0.0 <= self.activity_floor <= self.activity_ceiling <= 1.0:
             raise ValueError("LoaderConfig: need 0 <= activity_floor <= activity_ceiling <= 1")
 
