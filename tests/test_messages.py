@@ -71,7 +71,9 @@ def test_cli_json_option_errors_use_the_template(value: str, allowed: str, tmp_p
 ])
 def test_a_missing_extra_names_its_pip_install(module: str, extra: str, call,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, module, None)
+    # None in sys.modules makes an import fail; submodules an earlier test imported too
+    for name in [module, *(m for m in sys.modules if m.startswith(module + "."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     if module == "vaderSentiment":
         monkeypatch.setattr("agent_models.profile._VADER", None)
     with pytest.raises(DependencyNotInstalled, match=re.escape(f'pip install "policysim[{extra}]"')) as err:
