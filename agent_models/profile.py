@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.types import Categorical, PostKind, Profiles
 
 #: Interaction roles, in the vocabulary order of the synthetic scenarios.
@@ -282,12 +283,12 @@ _VADER: Any = None
 
 def sentiment_scores(texts: Sequence[str]) -> np.ndarray:
     """(n,) VADER compound scores in [-1, 1] (0 for text VADER does not know, e.g. Chinese).
-    Raises ImportError if ``vaderSentiment`` is missing."""
+    Raises :class:`~agent_models.extras.DependencyNotInstalled` (an ImportError) if
+    ``vaderSentiment`` is missing."""
     global _VADER
     if _VADER is None:
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-        _VADER = SentimentIntensityAnalyzer()
+        vader = require("vaderSentiment.vaderSentiment", "llm", "sentiment_scores")
+        _VADER = vader.SentimentIntensityAnalyzer()
     return np.array([_VADER.polarity_scores(t)["compound"] for t in texts], dtype=np.float32)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.types import (
     Categorical,
     NewsEvent,
@@ -118,6 +119,9 @@ def build_tiny_lm(
         ``directory`` as a :class:`~pathlib.Path`.
     """
     import torch
+
+    require("transformers", "llm", "build_tiny_lm")
+    require("tokenizers", "llm", "build_tiny_lm")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import (
         LlamaConfig,

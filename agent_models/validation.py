@@ -14,6 +14,10 @@ NumPy values are converted to Python values in place. Every error is a ValueErro
 template, naming the field (with its config prefix) and what is allowed::
 
     num_users=True is not allowed: an integer (not a bool) in [10, 1000000]
+
+Code outside the config dataclasses (policy hyper-parameters, keyword arguments, command
+line options) raises through the same template with :func:`config_error`, :func:`check` and
+:func:`check_keys`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -43,6 +47,16 @@ def check(condition: bool, name: str, allowed: str, value: Any) -> None:
     """Raise :func:`config_error` unless ``condition``."""
     if not condition:
         raise config_error(name, value, allowed)
+
+
+def check_keys(given: Iterable[str], allowed: Iterable[str], name: str, what: str) -> None:
+    """Refuse keys of ``given`` outside ``allowed`` (keyword arguments, dict keys), in the
+    one template, e.g. ``hyperparameters=['alhpa'] is not allowed: unknown hyper-parameter(s)
+    of policy 'linucb'; allowed: alpha, fit_intercept``."""
+    allowed = list(allowed)
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise config_error(name, unknown, f"unknown {what}; allowed: {', '.join(allowed) or '(none)'}")
 
 
 @dataclass(frozen=True)

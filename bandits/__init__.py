@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_models.validation import check
 from bandits.base import Policy, ScoredPolicy
 from bandits.eenet import EENet
 from bandits.egreedy import LinearEpsilonGreedy
@@ -44,8 +45,7 @@ def make_policy(name: str, context_dim: int, seed: int = 0, **hyperparameters: A
         ValueError: for an unknown name (listing the valid ones), an unknown hyper-parameter
             (listing the policy's), or an invalid value (naming the field).
     """
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(sorted(POLICIES))}")
+    check(name in POLICIES, "policy", f"one of {', '.join(sorted(POLICIES))}", name)
     return POLICIES[name].build(context_dim, seed, **hyperparameters)
 
 

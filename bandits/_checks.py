@@ -1,4 +1,5 @@
-"""Validation helpers: every error names the offending field and what is allowed."""
+"""Validation of the policies' hyper-parameters, in the package's one error template
+(:func:`agent_models.validation.config_error`: ``name=value is not allowed: what is``)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,15 @@ from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
+from agent_models.validation import check
+
 
 def check_int(owner: Any, name: str, minimum: int | None = None) -> None:
     """Require ``owner.<name>`` to be an integer (not a bool) that is >= ``minimum``."""
     value = getattr(owner, name)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Integral)
-        or (minimum is not None and value < minimum)
-    ):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        raise ValueError(f"{name} must be an integer{bound}; got {value!r}")
+    bound = f" >= {minimum}" if minimum is not None else ""
+    check(not isinstance(value, bool) and isinstance(value, Integral)
+          and (minimum is None or value >= minimum), name, f"an integer{bound}", value)
     setattr(owner, name, int(value))
 
 
@@ -36,27 +35,22 @@ def check_float(
         ok = value > minimum if exclusive_minimum else value >= minimum
     if ok and maximum is not None:
         ok = value <= maximum
-    if not ok:
-        low = (
-            "" if minimum is None else (f" > {minimum}" if exclusive_minimum else f" >= {minimum}")
-        )
-        high = "" if maximum is None else f" <= {maximum}"
-        joiner = " and" if low and high else ""
-        raise ValueError(f"{name} must be a finite number{low}{joiner}{high}; got {value!r}")
+    low = "" if minimum is None else (f" > {minimum}" if exclusive_minimum else f" >= {minimum}")
+    high = "" if maximum is None else f" <= {maximum}"
+    joiner = " and" if low and high else ""
+    check(ok, name, f"a finite number{low}{joiner}{high}", value)
     setattr(owner, name, float(value))
 
 
 def check_bool(owner: Any, name: str) -> None:
     value = getattr(owner, name)
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False; got {value!r}")
+    check(isinstance(value, bool), name, "True or False", value)
 
 
 def check_choice(owner: Any, name: str, choices: Iterable[str]) -> None:
     value = getattr(owner, name)
     allowed = tuple(choices)
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+    check(value in allowed, name, f"one of {', '.join(map(repr, allowed))}", value)
 
 
 def check_hidden_sizes(owner: Any, name: str) -> None:
@@ -64,13 +58,7 @@ def check_hidden_sizes(owner: Any, name: str) -> None:
     value = getattr(owner, name)
     if isinstance(value, list):
         value = tuple(value)
-    if (
-        not isinstance(value, tuple)
-        or not value
-        or any(isinstance(w, bool) or not isinstance(w, Integral) or w < 1 for w in value)
-    ):
-        raise ValueError(
-            f"{name} must be a non-empty tuple of positive integers (hidden layer widths); "
-            f"got {value!r}"
-        )
+    check(isinstance(value, tuple) and bool(value)
+          and all(not isinstance(w, bool) and isinstance(w, Integral) and w >= 1 for w in value),
+          name, "a non-empty tuple of positive integers (hidden layer widths)", value)
     setattr(owner, name, tuple(int(w) for w in value))

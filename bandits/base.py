@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agent_models.validation import check_keys, config_error
 from bandits._checks import check_int
 
 #: How a propensity was obtained: "deterministic" (the policy's choice is a function of its
@@ -80,6 +81,12 @@ class Policy(ABC):
     name: ClassVar[str] = ""
     #: Re-draws of the policy's randomness per Monte-Carlo propensity estimate.
     propensity_draws: ClassVar[int] = 500
+
+    @classmethod
+    def hyperparameter_names(cls) -> list[str]:
+        """The keyword arguments ``make_policy`` passes on: the dataclass fields but
+        ``context_dim`` and ``seed`` (class variables such as ``name`` are not fields)."""
+        return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("context_dim", "seed")]
 
     def __post_init__(self) -> None:
         check_int(self, "context_dim", minimum=1)
@@ -238,13 +245,8 @@ class Policy(ABC):
     def build(cls, context_dim: int, seed: int = 0, **hyperparameters: Any) -> Policy:
         """A policy of this class; ValueError naming an unknown hyper-parameter (listing the
         class's) or an invalid value (naming the field)."""
-        valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed")]
-        unknown = sorted(set(hyperparameters) - set(valid))
-        if unknown:
-            raise ValueError(
-                f"unknown hyper-parameter(s) {', '.join(unknown)} for policy {cls.name!r}; "
-                f"valid: {', '.join(valid) or '(none)'}"
-            )
+        check_keys(hyperparameters, cls.hyperparameter_names(), "hyperparameters",
+                   f"hyper-parameter(s) of policy {cls.name!r}")
         return cls(context_dim=context_dim, seed=seed, **hyperparameters)
 
     @classmethod
@@ -416,7 +418,7 @@ def _validated_mask(mask: Any, n_arms: int) -> np.ndarray | None:
 
 def _validated_budget(budget: Any, allowed: np.ndarray | None, n_arms: int) -> int:
     if isinstance(budget, bool) or not isinstance(budget, Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1; got {budget!r}")
+        raise config_error("budget", budget, "an integer >= 1")
     n_allowed = n_arms if allowed is None else allowed.size
     if budget > n_allowed:
         raise ValueError(

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from agent_models.validation import check
+
 ENCODERS = ("sage", "gcn")
 
 #: Below this many edges, :func:`threads_for` runs the graph work on one torch thread: on a
@@ -153,11 +155,9 @@ class GraphContextEncoder(nn.Module):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        if conv not in ENCODERS:
-            raise ValueError(f"conv must be one of {ENCODERS}; got {conv!r}")
+        check(conv in ENCODERS, "conv", f"one of {ENCODERS}", conv)
         for name, value in (("in_dim", in_dim), ("out_dim", out_dim), ("hidden_dim", hidden_dim)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+            check(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
         from torch_geometric.nn import GCNConv, SAGEConv
 
         layer = SAGEConv if conv == "sage" else GCNConv

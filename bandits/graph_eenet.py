@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from agent_models.validation import check
 from bandits._checks import check_bool, check_choice, check_float, check_int
 from bandits.eenet import EENet
 from bandits.graph import (
@@ -171,24 +172,17 @@ class GraphEENet(EENet):
         check_float(self, "encoder_learning_rate", minimum=0.0, exclusive_minimum=True)
         check_bool(self, "use_stance")
         if self.user_context_dim is not None:
-            if (isinstance(self.user_context_dim, bool)
-                    or not isinstance(self.user_context_dim, Integral)
-                    or not 1 <= self.user_context_dim <= self.context_dim):
-                raise ValueError(
-                    f"user_context_dim must be None or an integer in [1, context_dim="
-                    f"{self.context_dim}]; got {self.user_context_dim!r}"
-                )
-            self.user_context_dim = int(self.user_context_dim)
+            value = self.user_context_dim
+            check(not isinstance(value, bool) and isinstance(value, Integral)
+                  and 1 <= value <= self.context_dim, "user_context_dim",
+                  f"None or an integer in [1, context_dim={self.context_dim}]", value)
+            self.user_context_dim = int(value)
         if self.embedding_dim is not None:
-            bound = self.user_context_dim or self.context_dim
-            if (isinstance(self.embedding_dim, bool)
-                    or not isinstance(self.embedding_dim, Integral)
-                    or not 1 <= self.embedding_dim <= bound):
-                raise ValueError(
-                    f"embedding_dim must be None or an integer in [1, {bound}] (at most the "
-                    f"user_context_dim); got {self.embedding_dim!r}"
-                )
-            self.embedding_dim = int(self.embedding_dim)
+            value, bound = self.embedding_dim, self.user_context_dim or self.context_dim
+            check(not isinstance(value, bool) and isinstance(value, Integral) and 1 <= value <= bound,
+                  "embedding_dim", f"None or an integer in [1, {bound}] (at most the user_context_dim)",
+                  value)
+            self.embedding_dim = int(value)
         check_int(self, "snapshot_capacity", minimum=1)
         check_int(self, "full_graph_max_nodes", minimum=1)
 

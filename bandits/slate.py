@@ -20,6 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from agent_models.validation import config_error
+
 
 class SelectsArms(Protocol):
     """Anything with the ``select`` of :class:`bandits.base.Policy`."""
@@ -63,7 +65,7 @@ def select_per_group(
     from bandits.base import ScoredPolicy
 
     if isinstance(per_group, bool) or not isinstance(per_group, int | np.integer) or per_group < 1:
-        raise ValueError(f"per_group must be an integer >= 1; got {per_group!r}")
+        raise config_error("per_group", per_group, "an integer >= 1")
     groups, allowed = _groups_and_allowed(contexts, mask, groups)
     if isinstance(policy, ScoredPolicy) and type(policy)._select is ScoredPolicy._select:
         index = np.flatnonzero(allowed)

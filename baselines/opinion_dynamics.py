@@ -27,7 +27,7 @@ defined in :mod:`socialenv.metrics` and re-exported here.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,6 +35,7 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.surrogate import SurrogateBrain, SurrogateConfig
 from agent_models.types import PostColumns, RoundInput, RoundOutput, UserColumns
+from agent_models.validation import check_keys
 from socialenv.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
 
 
@@ -140,10 +141,7 @@ def make_opinion_model(name: str, **params: Any) -> OpinionModel:
     if name not in OPINION_MODELS:
         raise ValueError(f"opinion model {name!r} is not allowed: use one of {sorted(OPINION_MODELS)}")
     cls = OPINION_MODELS[name]
-    allowed = sorted(f for f in cls.__dataclass_fields__)
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for opinion model {name!r}; allowed: {allowed}")
+    check_keys(params, sorted(f.name for f in fields(cls)), "params", f"parameter(s) of opinion model {name!r}")
     return cls(**params)
 
 

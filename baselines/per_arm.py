@@ -44,6 +44,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from agent_models.extras import require
+
 #: PPO settings of the per-arm benchmark (SB3 defaults except where noted): short rollouts
 #: because an episode is only ``rounds`` (10) steps, a small discount because a slate mostly
 #: pays off in the same round.
@@ -117,6 +119,8 @@ def _torch_classes() -> dict[str, type]:
     if _CLASSES:
         return _CLASSES
     import torch as th
+
+    require("stable_baselines3", "rl", "the per-arm PPO policy")
     from stable_baselines3.common.distributions import Distribution
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
@@ -333,6 +337,7 @@ def train_per_arm_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, An
         hidden: per-arm embedding width.
         callback: an extra SB3 callback (e.g. periodic evaluation).
     """
+    require("stable_baselines3", "rl", "train_per_arm_ppo")
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.monitor import Monitor

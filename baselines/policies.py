@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agent_models.validation import check_keys
 from bandits._checks import check_choice, check_float
 from bandits.base import Policy, ScoredPolicy, top_ranked
 from socialenv.envs.exposure import EXPOSURE_ARM_FEATURES
@@ -267,10 +268,8 @@ def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> A
         kind = env_kind(base)
         if kind not in cls.env_kinds:
             raise ValueError(f"policy {name!r} works on {cls.env_kinds} envs, not on a {kind} env")
-        valid = [f for f in cls.__dataclass_fields__ if f not in ("context_dim", "seed", "kind")]
-        unknown = sorted(set(hyperparameters) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown hyper-parameter(s) {unknown} for policy {name!r}; valid: {valid}")
+        valid = [name for name in cls.hyperparameter_names() if name != "kind"]
+        check_keys(hyperparameters, valid, "hyperparameters", f"hyper-parameter(s) of policy {name!r}")
         return cls(context_dim=base.context_dim, seed=seed, kind=kind, **hyperparameters)
     allowed = policy_names()
     if name not in allowed:

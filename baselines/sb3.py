@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
+
 #: PPO settings used by the example and the benchmark (SB3 defaults except where noted):
 #: short rollouts because an episode is only ``rounds`` (10) steps, a small discount because
 #: a slate mostly pays off in the same round (the env is close to a contextual bandit).
@@ -66,6 +68,7 @@ class TrainResult:
 
 
 def _episode_curve_callback(curve: list[tuple[int, float]]) -> Any:
+    require("stable_baselines3", "rl", "baselines.sb3")
     from stable_baselines3.common.callbacks import BaseCallback
 
     class EpisodeCurve(BaseCallback):
@@ -99,6 +102,7 @@ def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | Non
         max_action_logits: refuse (ValueError) a ``MultiDiscrete`` action whose policy head
             would have more logits than this (None = no limit).
     """
+    require("stable_baselines3", "rl", "train_ppo")
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv

@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
+import gymnasium as gym
+import numpy as np
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-
-import socialenv  # noqa: F401, E402  (registers the env ids)
-from baselines import make_policy, play_episode  # noqa: E402
-from socialenv.runner import format_mean_ci, summarize  # noqa: E402
+import socialenv  # noqa: F401  (registers the env ids)
+from baselines import make_policy, play_episode
+from socialenv.runner import format_mean_ci, summarize
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stance_std")
 

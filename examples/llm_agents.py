@@ -27,15 +27,10 @@ the URLs, retries with backoff)::
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
                        rounds=args.rounds, render_mode="ansi")
         brain = env.unwrapped.brain
         obs, info = env.reset(seed=args.seed)
-        print(f"{args.users} LLM users, {env.unwrapped.num_arms} arms, context dim "
-              f"{obs['arms'].shape[1]}; backend {args.backend}")
+        num_arms, context_dim = env.observation_space["arms"].shape
+        print(f"{args.users} LLM users, {num_arms} arms, context dim {context_dim}; backend {args.backend}")
         done = False
         while not done:
             obs, reward, terminated, truncated, info = env.step(env.action_space.sample())

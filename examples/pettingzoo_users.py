@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import socialenv  # noqa: E402
-from bandits import make_policy  # noqa: E402
-from bandits.slate import select_per_group  # noqa: E402
-from socialenv.pettingzoo_env import FEED_FEATURES, PLATFORM, USER_BEHAVIOURS, encode_user_action  # noqa: E402
+import socialenv
+from bandits import make_policy
+from bandits.slate import select_per_group
+from socialenv.pettingzoo_env import FEED_FEATURES, PLATFORM, USER_BEHAVIOURS, encode_user_action
 
 
 def bridge_builder(obs: dict[str, np.ndarray], latent_dim: int) -> np.ndarray:
@@ -60,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
                                  **env_kwargs)
     base = env.base                                               # the underlying gym env
     latent_dim = (env.observation_space("user_0")["embedding"].shape[0]) // 2
-    platform = make_policy("linucb", context_dim=base.context_dim, seed=args.seed)
+    context_dim = env.observation_space(PLATFORM)["arms"].shape[1]
+    slots = env.action_space(PLATFORM)                            # MultiDiscrete([K + 1] * slate)
+    slate_size, no_op = slots.shape[0], int(slots.nvec[0]) - 1
+    platform = make_policy("linucb", context_dim=context_dim, seed=args.seed)
     print(f"agents: {env.possible_agents[0]}, {env.possible_agents[1]} … {env.possible_agents[-1]} "
           f"({len(env.possible_agents)}); user obs {env.observation_space('user_0')}; "
           f"user action {env.action_space('user_0')}")
@@ -71,8 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         actions = {agent: bridge_builder(obs, latent_dim) for agent, obs in observations.items() if agent != PLATFORM}
         arms, mask = observations[PLATFORM]["arms"], observations[PLATFORM]["arm_mask"].astype(bool)
         # the platform fills up to `per_user` recommended slots of each sampled user
-        picks = select_per_group(platform, arms, mask, base.slate_size, base.arm_groups(), base.per_user)
-        slate = np.full(base.slate_size, base.no_op)
+        picks = select_per_group(platform, arms, mask, slate_size, base.arm_groups(), base.per_user)
+        slate = np.full(slate_size, no_op)
         slate[: len(picks)] = picks
         actions[PLATFORM] = slate
         observations, rewards, terminations, truncations, infos = env.step(actions)

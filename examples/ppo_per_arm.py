@@ -17,20 +17,14 @@ against random choices on the same seeds and prints the paired difference.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-import socialenv  # noqa: F401, E402  (registers the env ids)
+import socialenv  # noqa: F401  (registers the env ids)
 
 MASKED = -1e8
 
@@ -72,10 +66,17 @@ def env_kwargs(args: argparse.Namespace) -> dict:
 
 
 def layout(env: gym.Env) -> tuple[int, int, int]:
-    """(U sampled users, C candidates per user, P slots per user) of a PolicySim env."""
-    base = env.unwrapped
-    users = base.slate_size // base.per_user
-    return users, base.num_arms // users, base.per_user
+    """(U sampled users, C candidates per user, P slots per user) of a PolicySim env: the
+    slate (U·P) and arm (U·C) counts from the spaces, P (no space carries it) from the env."""
+    per_user = env.unwrapped.per_user
+    users = env.action_space.shape[0] // per_user
+    return users, env.observation_space["arms"].shape[0] // users, per_user
+
+
+def empty_slot(env: gym.Env) -> int:
+    """The action value that leaves a slot empty: the last of each slot's ``MultiDiscrete``
+    values (K, the number of arms)."""
+    return int(env.action_space.nvec[0]) - 1
 
 
 def to_slate(choices: np.ndarray, candidates: int, per_user: int, no_op: int) -> np.ndarray:
@@ -163,7 +164,7 @@ def evaluate(agent: Agent | None, args: argparse.Namespace) -> list[float]:
                     choices = agent.get_action_and_value(
                         torch.as_tensor(obs["arms"])[None], torch.as_tensor(obs["action_mask"], dtype=torch.float32)[None],
                         deterministic=True)[0][0].numpy()
-            obs, reward, terminated, truncated, _ = env.step(to_slate(choices, candidates, per_user, env.unwrapped.no_op))
+            obs, reward, terminated, truncated, _ = env.step(to_slate(choices, candidates, per_user, empty_slot(env)))
             rewards.append(reward)
             done = terminated or truncated
         out.append(float(np.mean(rewards)))
@@ -180,7 +181,7 @@ def main() -> None:
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     probe = gym.make(args.env_id, **kwargs)
     users, candidates, per_user = layout(probe)
-    no_op, (num_arms, context_dim) = probe.unwrapped.no_op, probe.observation_space["arms"].shape
+    no_op, (num_arms, context_dim) = empty_slot(probe), probe.observation_space["arms"].shape
     agent = Agent(context_dim, users, candidates, per_user, args.hidden)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 

@@ -2,8 +2,9 @@
 
 1,000 surrogate users, 10 rounds. Each round the env samples ``candidate_users`` active
 users and a few candidate posts for each; the policy is their recommender: it fills up to
-``budget`` recommended slots per sampled user with (user, post) arms (the slate holds
-``env.unwrapped.slate_size`` = candidate_users × budget arms). The reward is the
+``budget`` recommended slots per sampled user with (user, post) arms (the slate,
+``env.action_space``, holds candidate_users × budget arm indices; the value K = the number
+of arms leaves a slot to the platform). The reward is the
 cross-viewpoint interaction they cause (Eq. 9 of the paper). We play three policies on the
 same seed:
 
@@ -19,19 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
+import gymnasium as gym
+import numpy as np
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-
-import socialenv  # noqa: F401, E402  (registers PolicySim-Rec-v0 and PolicySim-Exposure-v0)
-from bandits import make_policy  # noqa: E402
-from socialenv.runner import select_action  # noqa: E402
+import socialenv  # noqa: F401  (registers PolicySim-Rec-v0 and PolicySim-Exposure-v0)
+from bandits import make_policy
+from socialenv.runner import select_action
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,20 +43,20 @@ def main(argv: list[str] | None = None) -> None:
 
     env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds, render_mode="ansi",
                    **env_kwargs)
-    base = env.unwrapped
-    obs, info = env.reset(seed=args.seed)
-    print(f"{args.users} users; observation: arms {obs['arms'].shape} (K arms x D context), "
-          f"action_mask {obs['action_mask'].shape}; slate of {base.slate_size} arms "
-          f"({base.config.candidate_users} users x {base.per_user}), each in 0..{base.no_op}")
+    num_arms, context_dim = env.observation_space["arms"].shape   # K arms x D context
+    slate_size, no_op = env.action_space.shape[0], int(env.action_space.nvec[0]) - 1  # no_op = K
+    print(f"{args.users} users; observation: arms ({num_arms}, {context_dim}) (K arms x D context), "
+          f"action_mask ({num_arms},); slate of {slate_size} arm indices, each in 0..{no_op} "
+          f"({no_op} = leave the slot to the platform)")
 
     for name in ("origin", "random", "linucb"):
-        policy = None if name == "origin" else make_policy(name, context_dim=base.context_dim, seed=args.seed)
+        policy = None if name == "origin" else make_policy(name, context_dim=context_dim, seed=args.seed)
         obs, info = env.reset(seed=args.seed)
         rewards, cross = [], []
         done = False
         while not done:
             if policy is None:                       # no intervention: every slot empty
-                action = np.full(base.slate_size, base.no_op)
+                action = np.full(slate_size, no_op)
             else:                                    # distinct allowed arms, `budget` per user
                 action = select_action(policy, obs, env)
             contexts = obs["arms"]

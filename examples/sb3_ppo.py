@@ -27,21 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
+import gymnasium as gym
+import numpy as np
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-
-import socialenv  # noqa: F401, E402  (registers the env ids)
-from baselines import make_policy, play_episode  # noqa: E402
-from baselines.sb3 import DEFAULT_PPO_KWARGS, PPO_ENV_KWARGS, SB3Actor, smooth_curve, train_ppo  # noqa: E402
-from socialenv.runner import format_mean_ci, summarize  # noqa: E402
+import socialenv  # noqa: F401  (registers the env ids)
+from baselines import make_policy, play_episode
+from baselines.sb3 import DEFAULT_PPO_KWARGS, PPO_ENV_KWARGS, SB3Actor, smooth_curve, train_ppo
+from socialenv.runner import format_mean_ci, summarize
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "recommended_reaction_rate")
 
@@ -97,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.benchmark:
         args.timesteps, args.bandit_episodes = 50_000, 30
-        args.eval_seeds, args.out = [100, 101, 102, 103, 104], ROOT / "benchmarks" / "results"
+        # published figures go to the clone's benchmarks/results
+        args.eval_seeds, args.out = [100, 101, 102, 103, 104], Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     ppo_kwargs = {}
     if args.smoke:
         args.timesteps, args.n_envs, args.users, args.rounds = 64, 1, 150, 2

@@ -159,7 +159,7 @@ def main() -> None:
     base_env = env.unwrapped
     for t in range(args.rounds):
         # a random recommender: random scores, each sampled user's `budget` best allowed arms
-        action = base_env.slate_from_scores(rng.random(base_env.num_arms))
+        action = base_env.slate_from_scores(rng.random(env.observation_space["arms"].shape[0]))
         obs, reward, terminated, truncated, info = env.step(action)
         metrics = info.get("metrics", {})
         shown = {k: round(float(v), 4) for k, v in metrics.items()

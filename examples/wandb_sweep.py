@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a clone without installing
-    sys.path.insert(0, str(ROOT))
-
-from socialenv.sweep import (  # noqa: E402
+from socialenv.sweep import (
     RUN_PARAMETERS,
     SweepConfig,
     Trial,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent_models.extras import require
 from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
 from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv, load_env
 from socialenv.registration import ENV_IDS, register_envs
@@ -27,6 +28,7 @@ register_envs()
 def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> PolicySimParallelEnv:
     """The PettingZoo ParallelEnv view (users and the platform as agents); needs the ``rl``
     extra (pettingzoo). See :class:`socialenv.pettingzoo_env.PolicySimParallelEnv`."""
+    require("pettingzoo", "rl", "socialenv.parallel_env")
     from socialenv.pettingzoo_env import parallel_env as _parallel_env
 
     return _parallel_env(env_id, **kwargs)
@@ -35,6 +37,7 @@ def parallel_env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> PolicySimPa
 def env(env_id: str = "PolicySim-Rec-v0", **kwargs: Any) -> AECEnv:
     """The PettingZoo AEC view of :func:`parallel_env` (PettingZoo's ``parallel_to_aec``);
     needs the ``rl`` extra (pettingzoo)."""
+    require("pettingzoo", "rl", "socialenv.env")
     from socialenv.pettingzoo_env import env as _aec_env
 
     return _aec_env(env_id, **kwargs)

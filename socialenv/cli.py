@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent_models.redaction import redact_text
+from agent_models.validation import config_error
 
 app = typer.Typer(
     help="PolicySim: learn a social platform's intervention policy against simulated users.",
@@ -41,14 +42,16 @@ SUMMARY_ROWS = (
 
 
 def _parse_json(value: str | None, option: str) -> dict:
+    """The JSON object an option holds; a typer.BadParameter in the package's one template
+    (:func:`agent_models.validation.config_error`) otherwise."""
     if not value:
         return {}
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as err:
-        raise typer.BadParameter(f"{option} must be a JSON object: {err}") from err
+        raise typer.BadParameter(str(config_error(option, value, f"a JSON object ({err})"))) from err
     if not isinstance(parsed, dict):
-        raise typer.BadParameter(f"{option} must be a JSON object, got {type(parsed).__name__}")
+        raise typer.BadParameter(str(config_error(option, value, f"a JSON object, not a {type(parsed).__name__}")))
     return parsed
 
 

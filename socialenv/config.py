@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.validation import Limit, check_fields
+from agent_models.validation import Limit, check_fields, check_keys
 from agent_models.validation import check as _check
 
 #: Documented limits of the numeric fields (checked with the types by
@@ -319,12 +319,7 @@ class EnvConfig:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EnvConfig:
-        allowed = {f.name for f in fields(cls)}
-        unknown = set(kwargs) - allowed
-        if unknown:
-            raise ValueError(
-                f"unknown env argument(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-            )
+        check_keys(kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)")
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> EnvConfig:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from socialenv.world import discretize_stance
 
 MEASURES = ("stance", "opinion", "misinformed", "trust", "exposure")
@@ -246,8 +247,5 @@ def survey(env: Any, questions: Any, sample: Any = 20, seed: int = 0, as_frame: 
             rows.append({"question": qid, **answer})
     if not as_frame:
         return rows
-    try:
-        import pandas as pd
-    except ImportError as err:
-        raise ImportError("survey(as_frame=True) needs pandas: pip install pandas, or pass as_frame=False") from err
+    pd = require("pandas", None, "survey(as_frame=True)", hint="or pass as_frame=False")
     return pd.DataFrame(rows)

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
+
 #: Minari storage format used for the export (Arrow: pyarrow, which Minari's arrow extra needs).
 DATA_FORMAT = "arrow"
 
@@ -71,6 +73,7 @@ def datasets_path(directory: str | Path) -> Iterator[Path]:
 def check_dataset_free(directory: str | Path, dataset_id: str) -> None:
     """Raise ValueError if ``directory`` already holds the dataset ``dataset_id`` (or the id is
     not a valid Minari id)."""
+    require("minari", "rl", "recording a Minari dataset")
     from minari.dataset.minari_dataset import parse_dataset_id
 
     try:
@@ -139,6 +142,7 @@ class EpisodeRecorder:
             self._finish()
 
     def _finish(self) -> None:
+        require("minari", "rl", "recording a Minari dataset")
         from minari.data_collector import EpisodeBuffer
 
         episode, self._current = self._current, None
@@ -157,8 +161,7 @@ class EpisodeRecorder:
               description: str | None = None) -> Path:
         """Write the recorded episodes as the Minari dataset ``dataset_id`` under
         ``directory``; returns the dataset's folder. An existing dataset of that id is refused."""
-        import minari
-
+        minari = require("minari", "rl", "recording a Minari dataset")
         if not self.episodes:
             raise ValueError("no finished episode was recorded")
         base = getattr(env, "unwrapped", env)

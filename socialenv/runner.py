@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.redaction import to_json, to_json_data
 from agent_models.validation import Limit, check_fields, check_path_segment
 
@@ -419,8 +420,7 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
 
     own_wandb = False
     if wandb_run is None and config.wandb is not None:
-        import wandb
-
+        wandb = require("wandb", "wandb", f"RunConfig.wandb={config.wandb!r}")
         wandb_run = wandb.init(
             project=config.wandb_project, mode=config.wandb, name=config.run_name,
             config=to_json_data(asdict(config)), dir=str(out_dir) if out_dir else None, reinit="finish_previous",

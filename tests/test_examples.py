@@ -8,6 +8,7 @@ at 10 users for one round when present.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -84,3 +85,14 @@ def test_sft_dpo_example_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert "round 0: reward" in result.stdout and "== done" in result.stdout
     assert (tmp_path / "run" / "dpo_adapter" / "adapter_config.json").exists()
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
+def test_example_runs_from_the_install(script: str) -> None:
+    """Examples import the installed packages (no ``sys.path`` edits) and take sizes from
+    the spaces, not from the env's attributes (``env.unwrapped.num_arms`` and friends)."""
+    text = (ROOT / "examples" / script).read_text()
+    assert "sys.path" not in text, f"{script} edits sys.path"
+    for attribute in ("num_arms", "context_dim", "slate_size", "no_op"):
+        assert not re.search(rf"(unwrapped|base|base_env)\.{attribute}\b", text), (
+            f"{script} reads {attribute} from the env: use observation_space / action_space")

@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import DependencyNotInstalled, require
 from agent_models.training.data import Example, ExampleConfig, answer_summary
+from agent_models.validation import check
 
 #: Metric keys, column titles and scale (×100 for the percentage-style columns, as Table 2).
 METRICS: tuple[tuple[str, str, float], ...] = (
@@ -95,13 +97,9 @@ class MicroEvalConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        if self.bertscore_impl not in ("auto", "bert_score", "builtin"):
-            raise ValueError(
-                f"MicroEvalConfig.bertscore_impl={self.bertscore_impl!r} is not allowed: "
-                "use 'auto', 'bert_score' or 'builtin'"
-            )
-        if self.candidates < 2:
-            raise ValueError(f"MicroEvalConfig.candidates must be >= 2, got {self.candidates}")
+        check(self.bertscore_impl in ("auto", "bert_score", "builtin"), "MicroEvalConfig.bertscore_impl",
+              "use 'auto', 'bert_score' or 'builtin'", self.bertscore_impl)
+        check(self.candidates >= 2, "MicroEvalConfig.candidates", "an integer >= 2", self.candidates)
 
 
 @dataclass
@@ -169,9 +167,8 @@ def _bertscore_model_path(path: str | None) -> str:
 def _num_layers(path: str, layers: int | None) -> int:
     if layers is not None:
         return int(layers)
-    from transformers import AutoConfig
-
-    return int(AutoConfig.from_pretrained(path).num_hidden_layers)
+    transformers = require("transformers", "llm", "bertscore")
+    return int(transformers.AutoConfig.from_pretrained(path).num_hidden_layers)
 
 
 _BUILTIN_CACHE: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -186,8 +183,9 @@ def bertscore_builtin(
     as in the reference implementation without idf, special tokens ([CLS], [SEP]) can be
     matched but are not averaged over; no baseline rescaling."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
+    transformers = require("transformers", "llm", "bertscore")
+    AutoModel, AutoTokenizer = transformers.AutoModel, transformers.AutoTokenizer
     if len(candidates) != len(references):
         raise ValueError(f"bertscore: {len(candidates)} candidates vs {len(references)} references")
     path = _bertscore_model_path(model_path)
@@ -236,18 +234,16 @@ def bertscore(
     if not candidates:
         z = np.zeros(0, np.float32)
         return z, z, z
-    use_package = impl == "bert_score"
-    if impl == "auto":
+    score = None
+    if impl in ("auto", "bert_score"):
         try:
-            import bert_score  # noqa: F401
-        except ImportError:
-            use_package = False
-        else:
-            use_package = True
-    if not use_package:
+            score = require("bert_score", "train", "bertscore(impl='bert_score')", hint="or impl='builtin'").score
+        except DependencyNotInstalled:
+            if impl == "bert_score":
+                raise
+    if score is None:
         return bertscore_builtin(candidates, references, model_path=model_path,
                                  num_layers=num_layers, device=device)
-    from bert_score import score
 
     path = _bertscore_model_path(model_path)
     p, r, f = score(list(candidates), list(references), model_type=path,

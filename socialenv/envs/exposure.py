@@ -21,52 +21,106 @@ class ExposureEnv(PolicySimEnv):
     """The platform's exposure controller for a sampled set of recent authors, with the
     misinformation objective (paper §2.2, objective 2, Eq. 10).
 
+    ## Description
+
     Each round the env samples ``exposure_users`` authors of recent posts (padded with other
     users if there are fewer); every (user, level) pair over ``exposure_levels`` (default 0,
     .25, .5, .75, 1) is an arm. A chosen arm sets that user's exposure probability p_i (the
     chance each of their posts passes the filter) from this round on, and the level stays in
     force until the policy changes it; the user is then *governed* for the rest of the
-    episode. Every user starts at p = 1 (Origin: no filtering). The platform sees
-    misinformation only through its classifier (``classifier``: recall 0.7, false-positive
-    rate 0.05 by default), never the hidden labels.
+    episode. The platform sees misinformation only through its classifier (``classifier``:
+    recall 0.7, false-positive rate 0.05 by default), never the hidden labels.
 
-    Observation (``Dict``):
-        "arms": (K, D) float32, K = exposure_users × L, arm k = (user k // L, level k % L).
-            D = 2d + len(EXPOSURE_ARM_FEATURES): the user's propagated context (2d) and the
-            features of :data:`EXPOSURE_ARM_FEATURES`: level; the share of the user's recent
-            posts the classifier flagged m̂ and level·m̂; log(1 + followers) and level·that;
-            stance S_i; recent toxicity; log(1 + recent posts) and level·that; the user's
-            current level p_i; whether the policy governs the user already.
-        "action_mask": (K,) int8 (all ones unless the population is smaller).
-        optional "user_context", "stance", "graph" as in ``PolicySim-Rec-v0``.
+    ## Action Space
 
-    Action (``action_format``):
-        "slate" (default): ``MultiDiscrete([K + 1] * exposure_users)``; the value K keeps a
-            slot's user at their current level. One level per user: a second arm on the
-            same user is not applied (``info["over_user_cap"]``).
-        "scores": ``Box(-1, 1, (K,))``; each user gets their best-scored level
-            (``env.unwrapped.slate_from_scores(scores)`` is the slate).
-        ``budget`` must be 1.
+    K = exposure_users × L arms over the L = len(exposure_levels) levels; arm k = (user
+    k // L, level k % L). The form is chosen by ``action_format``:
 
-    Reward (``reward.misinformation_mode``), per governed user i over the impressions of i's
-    posts this round:
-        "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − delivered_at_risk −
-            w_v·removed_clean − harmed) / n_i, 0, 1): misinformation impressions the filter
-            removed from / let through to receivers not yet misinformed, clean impressions
-            removed (lost visibility, weight w_v), and delivered misinformation impressions
-            whose receiver is newly misinformed at t+1 (Eq. 10's outcome); 0.5 without
-            impressions.
-        "paper": r_i = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i.
+    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * exposure_users)``. **No-op**: the value
+      K (``env.unwrapped.no_op``) keeps a slot's user at their current level, so a slate of
+      only K changes nothing. One level per user: a second arm on the same user is not
+      applied (``info["over_user_cap"]``).
+    - ``"scores"``: ``Box(-1, 1, (K,), float32)``; each user gets their best-scored allowed
+      level (``env.unwrapped.slate_from_scores(scores)`` is the slate).
+
+    ## Observation Space
+
+    ``Dict``:
+
+    - ``"arms"``: (K, D) float32, D = 2d + len(:data:`EXPOSURE_ARM_FEATURES`): the user's
+      propagated context (2d columns), then the features below (column 2d + idx). Padding
+      arms are all zeros.
+    - ``"action_mask"``: (K,) int8 (all ones unless the population is smaller).
+    - optional ``"user_context"``, ``"stance"``, ``"graph"`` and ``"response_*"`` as in
+      ``PolicySim-Rec-v0``.
+
+    The min and max are the ``Box`` bounds of each feature column (N = the number of users;
+    "recent" = the last ``recommender.window`` rounds):
+
+    | idx | feature | meaning | min | max |
+    |---|---|---|---|---|
+    | 0 | level | the exposure level p the arm sets | 0 | 1 |
+    | 1 | flagged_share | share m̂ of the user's recent posts the classifier flagged | 0 | 1 |
+    | 2 | level_x_flagged_share | level · m̂ | 0 | 1 |
+    | 3 | log_followers | log(1 + followers) | 0 | log1p(N) |
+    | 4 | level_x_log_followers | level · log(1 + followers) | 0 | log1p(N) |
+    | 5 | stance | the user's smoothed stance S_i | -1 | 1 |
+    | 6 | recent_toxicity | toxicity of the user's recent posts | 0 | 1 |
+    | 7 | log_recent_posts | log(1 + the user's recent posts) | 0 | log1p(2³¹ − 1) ≈ 21.488 |
+    | 8 | level_x_log_recent_posts | level · log(1 + recent posts) | 0 | log1p(2³¹ − 1) ≈ 21.488 |
+    | 9 | current_level | the user's exposure level p_i in force | 0 | 1 |
+    | 10 | governed | the policy already governs the user | 0 | 1 |
+
+    ## Rewards
+
+    ``reward.misinformation_mode``, per governed user i over the impressions of i's posts
+    this round:
+
+    - "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − delivered_at_risk −
+      w_v·removed_clean − harmed) / n_i, 0, 1): misinformation impressions the filter
+      removed from / let through to receivers not yet misinformed, clean impressions removed
+      (lost visibility, weight w_v), and delivered misinformation impressions whose receiver
+      is newly misinformed at t+1 (Eq. 10's outcome); 0.5 without impressions.
+    - "paper": r_i = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i.
+
     A chosen arm's reward (``info["arm_rewards"]``, what a bandit learns from) is r_i of its
     user this round. The step's reward credits every level for each round it is in force:
     the mean of r_i over every author whose posts had impressions this round, governed or
     not (so Origin scores below 0.5 by the harm it lets through, and an RL agent is paid for
-    the whole platform, not only for the arms of this round).
-    ``info["metrics"]`` adds ``exposure_removed`` (share of impressions filtered),
+    the whole platform, not only for the arms of this round). ``info["metrics"]`` adds
+    ``exposure_removed`` (share of impressions filtered), ``mean_exposure``,
     ``governed_users``, ``classifier_precision``/``classifier_recall`` of the round's posts,
     and ``policy_share`` (share of impressions whose author the policy governs).
 
-    Episode end: truncated after ``rounds`` rounds (default 10); never terminated.
+    ## Starting State
+
+    As ``PolicySim-Rec-v0`` with the ``misinformation`` scenario by default (a share of the
+    users start out misinformed): every user at exposure p = 1 (Origin: no filtering), nobody
+    governed; the classifier has scored the history posts.
+
+    ## Episode End
+
+    Truncated after ``rounds`` rounds (default 10; ``spec.max_episode_steps`` says the same);
+    never terminated. Stepping after the end raises ``RuntimeError``.
+
+    ## Arguments
+
+    ``gym.make("PolicySim-Exposure-v0", **kwargs)`` takes the arguments of every PolicySim
+    env (the table of :class:`~socialenv.envs.base.PolicySimEnv`) and these:
+
+    | argument | default | description |
+    |---|---|---|
+    | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
+    | budget | 1 | must be 1: one level per sampled author (size the lever with ``exposure_users``) |
+    | exposure_users | 300 | recent authors per round whose level the policy sets |
+    | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | the exposure probabilities an arm can set (1.0 = no filtering) |
+    | candidate_users | 320 | PolicySim-Rec-v0's lever: accepted, unused here |
+    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
+    | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
+
+    ## Version History
+
+    * v0: initial version (the paper's exposure-control setting, §2.2 objective 2).
     """
 
     num_arm_features = len(EXPOSURE_ARM_FEATURES)

@@ -24,22 +24,16 @@ MODERATION_FEATURES: tuple[str, ...] = (
 class ModerationEnv(PolicySimEnv):
     """Content moderation: delete, suspend, label or downrank, against a noisy classifier.
 
+    ## Description
+
     A POSIM-style governance setting on the PolicySim platform. Posts are harmful when they
     carry misinformation or are toxic (toxicity >= ``moderation.toxic_threshold``); the
     platform never sees that truth, only the flags of a harm classifier with the configured
-    ``precision`` and ``recall``.
-
-    ## Action Space
-
-    ``MultiDiscrete([K + 1] * budget)``: a slate of ``budget`` arm indices. Each round
-    ``moderation.targets`` (T) candidate posts are drawn from the last ``recommender.window``
-    rounds (a ``flagged_share`` of them from the classifier's flagged posts, the rest at
-    random; both weighted by engagement); arm k = (post k // A, action k % A) over the A
-    actions of ``moderation.actions`` (default delete, suspend, label, downrank), so
-    K = T·A. The value K (``env.unwrapped.no_op``) leaves a slot empty: a slate of only K is
-    no moderation. A repeated index is applied once; a second action on the same post in a
-    slate is discarded (counted in ``invalid_arms``), as is a masked arm. What each does,
-    from this round on:
+    ``precision`` and ``recall``. Each round ``moderation.targets`` (T) candidate posts are
+    drawn from the last ``recommender.window`` rounds (a ``flagged_share`` of them from the
+    classifier's flagged posts, the rest at random; both weighted by engagement); arm k =
+    (post k // A, action k % A) over the A actions of ``moderation.actions`` (default delete,
+    suspend, label, downrank), so K = T·A. What each does, from this round on:
 
     | action | effect | lasts |
     |---|---|---|
@@ -51,27 +45,47 @@ class ModerationEnv(PolicySimEnv):
     ``env.unwrapped._arms`` holds "user" (the author), "post", "action" (index into
     ``moderation.actions``) and "mask" per arm.
 
+    ## Action Space
+
+    The form is chosen by ``action_format``:
+
+    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * budget)``, a slate of ``budget`` arm
+      indices. **No-op**: the value K (``env.unwrapped.no_op``) leaves a slot empty, so a
+      slate of only K is no moderation. A repeated index is applied once; a second action on
+      the same post in a slate is discarded (``info["over_user_cap"]``), as is a masked arm
+      (``info["invalid_arms"]``).
+    - ``"scores"``: ``Box(-1, 1, (K,), float32)``, one score per arm; each post's best-scored
+      allowed action fills the slate (``env.unwrapped.slate_from_scores``). It fits only
+      while at most ``budget`` posts have an allowed action (T <= ``budget``); use the slate
+      form otherwise.
+
     ## Observation Space
 
-    ``Dict``: "arms" (K, D) float32 and "action_mask" (K,) int8 (0 for padding, a deleted or
-    already-labelled post, a currently downranked post, a currently suspended author). Each
-    arm's context is the author's propagated context (2d: profile ⊕ memory embedding, Eq. 7–8)
-    followed by the 16 features of :data:`MODERATION_FEATURES`:
+    ``Dict``: ``"arms"`` (K, D) float32 and ``"action_mask"`` (K,) int8 (0 for padding, a
+    deleted or already-labelled post, a currently downranked post, a currently suspended
+    author). Each arm's context is the author's propagated context (2d: profile ⊕ memory
+    embedding, Eq. 7–8) followed by the features of :data:`MODERATION_FEATURES` (column
+    2d + idx); padding arms are all zeros. The min and max are the features' ranges (the
+    ``Box`` leaves these columns unbounded):
 
-    | idx | feature | min | max |
-    |---|---|---|---|
-    | 0–3 | action one-hot (delete, suspend, label, downrank) | 0 | 1 |
-    | 4 | classifier flag of the post | 0 | 1 |
-    | 5–8 | flag × action one-hot | 0 | 1 |
-    | 9 | log(1 + likes + 2·retweets + replies) | 0 | inf |
-    | 10 | post age in rounds | 0 | inf |
-    | 11 | share of the author's recent posts flagged | 0 | 1 |
-    | 12 | log(1 + author's followers) | 0 | inf |
-    | 13 | post stance | −1 | 1 |
-    | 14 | the post is a retweet | 0 | 1 |
-    | 15 | flag × log engagement | 0 | inf |
-
-    Padding arms are all zeros.
+    | idx | feature | meaning | min | max |
+    |---|---|---|---|---|
+    | 0 | action_delete | action one-hot: delete | 0 | 1 |
+    | 1 | action_suspend | action one-hot: suspend | 0 | 1 |
+    | 2 | action_label | action one-hot: label | 0 | 1 |
+    | 3 | action_downrank | action one-hot: downrank | 0 | 1 |
+    | 4 | flagged | the classifier flagged the post as harmful | 0 | 1 |
+    | 5 | flagged_x_delete | flag × action one-hot: delete | 0 | 1 |
+    | 6 | flagged_x_suspend | flag × action one-hot: suspend | 0 | 1 |
+    | 7 | flagged_x_label | flag × action one-hot: label | 0 | 1 |
+    | 8 | flagged_x_downrank | flag × action one-hot: downrank | 0 | 1 |
+    | 9 | log_engagement | log(1 + likes + 2·retweets + replies) | 0 | inf |
+    | 10 | post_age | rounds since the post was written | 0 | rounds + 1 |
+    | 11 | author_flagged_share | share of the author's recent posts flagged | 0 | 1 |
+    | 12 | log_author_followers | log(1 + the author's followers) | 0 | log1p(N) |
+    | 13 | post_stance | stance of the post | -1 | 1 |
+    | 14 | is_retweet | the post is a retweet | 0 | 1 |
+    | 15 | flagged_x_log_engagement | flag × log engagement | 0 | inf |
 
     ## Rewards
 
@@ -95,22 +109,35 @@ class ModerationEnv(PolicySimEnv):
 
     ## Starting State
 
-    The ``misinformation`` scenario by default (20% of users start out spreading it); no
-    decision in force; the classifier has scored the history posts.
+    As ``PolicySim-Rec-v0`` with the ``misinformation`` scenario by default (20% of users
+    start out spreading it); no decision in force; the classifier has scored the history
+    posts.
 
     ## Episode End
 
-    Truncated after ``rounds`` rounds (default 10); never terminated.
+    Truncated after ``rounds`` rounds (default 10; ``spec.max_episode_steps`` says the same);
+    never terminated. Stepping after the end raises ``RuntimeError``.
 
     ## Arguments
 
-    Every ``PolicySim-Rec-v0`` argument (``num_users``, ``rounds``, ``budget`` (default 10),
-    ``scenario``, ``users``, ``seed``, ``activity``, ``events``, ...) and
-    ``moderation={...}``: the fields of :class:`socialenv.moderation.ModerationConfig`
-    (``targets``, ``actions``, ``flagged_share``, ``suspend_rounds``, ``downrank_rounds``,
-    ``label_reach``, ``label_uptake_reduction``, ``downrank_reach``, ``cost`` (per action),
-    ``precision``, ``recall``, ``toxic_threshold``, ``misinformation_weight``,
-    ``toxicity_weight``, ``wrongful_penalty``, ``visibility_weight``).
+    ``gym.make("PolicySim-Moderation-v0", **kwargs)`` takes the arguments of every PolicySim
+    env (the table of :class:`~socialenv.envs.base.PolicySimEnv`) and these:
+
+    | argument | default | description |
+    |---|---|---|
+    | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
+    | budget | 10 | governance actions per round (the slate length) |
+    | moderation | None | a dict of :class:`socialenv.moderation.ModerationConfig` fields (None: the defaults), listed below |
+    | candidate_users | 320 | PolicySim-Rec-v0's lever: accepted, unused here |
+    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
+    | exposure_users | 300 | PolicySim-Exposure-v0's lever: accepted, unused here |
+    | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
+
+    ``moderation={...}`` fields: ``targets``, ``actions``, ``flagged_share``,
+    ``suspend_rounds``, ``downrank_rounds``, ``label_reach``, ``label_uptake_reduction``,
+    ``downrank_reach``, ``cost`` (per action), ``precision``, ``recall``,
+    ``toxic_threshold``, ``misinformation_weight``, ``toxicity_weight``,
+    ``visibility_weight``, ``wrongful_penalty``, ``credit_scale``.
 
     ## Version History
 

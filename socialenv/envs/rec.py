@@ -42,6 +42,8 @@ class RecEnv(PolicySimEnv):
     """The platform's recommender for a sampled user set, with the cross-viewpoint objective
     (paper §2.2, objective 1, Eq. 9).
 
+    ## Description
+
     Each round the env samples ``candidate_users`` users U among those active this round and,
     for each, C candidate posts of the last ``recommender.window`` rounds from four sources
     (``candidates``, default 3 nearest the user's interests, 4 of the opposite stance, 2
@@ -51,40 +53,105 @@ class RecEnv(PolicySimEnv):
     the rest and serves every other user. ``info["metrics"]["policy_share"]`` is the share of
     the round's impressions the policy chose (≈ 0.5 at the defaults: 320 users × 5 slots).
 
-    Observation (``Dict``):
-        "arms": (K, D) float32, K = candidate_users × C, arm k = (user k // C, candidate
-            k % C). D = 2d + d + len(REC_ARM_FEATURES): the user's propagated context
-            [profile ⊕ memory] (Eq. 7–8, 2d), the post embedding (d), and the features of
-            :data:`REC_ARM_FEATURES`: smoothed stances S_v, S_u; |s_u − s_v|/2 and
-            [s_u·s_v = −1] on the discrete stances; the post's toxicity, log(1 + engagement),
-            age in rounds; cos(user, post); the receiver's recent toxicity; the platform
-            classifier's misinformation flag; the receiver's activity; the post's stance s_p;
-            agreement S_v·s_p; the receiver's reply propensity; one-hot candidate source.
-        "action_mask": (K,) int8, 0 for padding (fewer active users or candidates) and own
-            posts.
-        "user_context" (N, 2d) and "stance" (N,) when ``observe_users=True``;
-        "graph" (a ``spaces.Graph``: nodes = propagated contexts, edges = follows) when
-        ``graph_observation=True``.
+    ## Action Space
 
-    Action (``action_format``):
-        "slate" (default): ``MultiDiscrete([K + 1] * (candidate_users · budget))``, arm
-            indices; the value K (``env.unwrapped.no_op``) leaves a slot to the built-in
-            recommender, so a slate of only K is Origin. A repeated index is applied once;
-            a masked arm, or a user's arms beyond ``budget``, are not applied and score 0.
-        "scores": ``Box(-1, 1, (K,))``, one score per arm; each user's ``budget``
-            best-scored allowed arms are applied (masked arms are ignored, ties go to the
-            lower index; ``env.unwrapped.slate_from_scores(scores)`` is the slate). This
-            form fills every slot it can: leave slots to the platform with the slate form.
+    K = candidate_users × C arms; arm k = (user k // C, candidate k % C). The form is chosen
+    by ``action_format``:
 
-    Reward: the slate's arm rewards summed / slate length, each arm Eq. 9 aligned with the
-        cross-stance metric (``RewardConfig``):
+    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * (candidate_users · budget))``, arm
+      indices. **No-op**: the value K (``env.unwrapped.no_op``) leaves a slot to the built-in
+      recommender, so a slate of only K is Origin. A repeated index is applied once; a masked
+      arm, or a user's arms beyond ``budget``, are not applied and score 0 (counted in
+      ``info["duplicate_arms"]``, ``info["invalid_arms"]``, ``info["over_user_cap"]``).
+    - ``"scores"``: ``Box(-1, 1, (K,), float32)``, one score per arm; each user's ``budget``
+      best-scored allowed arms are applied (masked arms are ignored, ties go to the lower
+      index; ``env.unwrapped.slate_from_scores(scores)`` is the slate). This form fills every
+      slot it can: leave slots to the platform with the slate form.
+
+    ## Observation Space
+
+    ``Dict``:
+
+    - ``"arms"``: (K, D) float32, D = 2d + d + len(:data:`REC_ARM_FEATURES`): the user's
+      propagated context [profile ⊕ memory] (Eq. 7–8, 2d columns), the post embedding (d
+      columns), then the features below (column 3d + idx). Padding arms are all zeros.
+    - ``"action_mask"``: (K,) int8, 0 for padding (fewer active users or candidates) and own
+      posts.
+    - ``"user_context"`` (N, 2d) and ``"stance"`` (N,) when ``observe_users=True``;
+      ``"graph"`` (a ``spaces.Graph``: nodes = propagated contexts, edges = follows) when
+      ``graph_observation=True``; ``"response_applied"``, ``"response_reward"``,
+      ``"response_reacted"`` (slate,) when ``observe_response=True``.
+
+    The min and max are the ``Box`` bounds of each feature column (s: discrete stances
+    −1/0/+1; S: smoothed stances):
+
+    | idx | feature | meaning | min | max |
+    |---|---|---|---|---|
+    | 0 | receiver_stance | smoothed stance S_v of the receiving user | -1 | 1 |
+    | 1 | author_stance | smoothed stance S_u of the post's author | -1 | 1 |
+    | 2 | stance_divergence | abs(s_u − s_v) / 2 | 0 | 1 |
+    | 3 | cross_stance | [s_u · s_v = −1] | 0 | 1 |
+    | 4 | post_toxicity | toxicity of the post | 0 | 1 |
+    | 5 | log_engagement | log(1 + likes + retweets + replies + dislikes) | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
+    | 6 | post_age | rounds since the post was written (history posts: round −1) | 0 | rounds + 1 |
+    | 7 | interest_similarity | cos(receiver embedding, post embedding) | -1 | 1 |
+    | 8 | receiver_recent_toxicity | toxicity of the receiver's recent posts | 0 | 1 |
+    | 9 | post_flagged | the platform classifier flagged the post as misinformation | 0 | 1 |
+    | 10 | receiver_activity | the receiver's activity probability | 0 | 1 |
+    | 11 | post_stance | stance s_p of the post | -1 | 1 |
+    | 12 | agreement | S_v · s_p | -1 | 1 |
+    | 13 | receiver_reply_propensity | log(max(reply frequency, 0.001) / 0.25) | log(0.004) ≈ -5.521 | log(4) ≈ 1.386 |
+    | 14 | source_interest | candidate source one-hot: nearest the receiver's interests | 0 | 1 |
+    | 15 | source_opposite | candidate source one-hot: the opposite stance | 0 | 1 |
+    | 16 | source_popular | candidate source one-hot: popular | 0 | 1 |
+    | 17 | source_fresh | candidate source one-hot: fresh | 0 | 1 |
+
+    ## Rewards
+
+    The slate's arm rewards summed / slate length, each arm Eq. 9 aligned with the
+    cross-stance metric (``RewardConfig``):
+
         r = clip(w_s·|s_u − s_v|/2·[civil] + w_e·e(reaction)·[civil] − w_t·tox, 0, 1)
-        with discrete stances, from receiver v's reaction to the recommended post this round;
-        hostile reactions earn nothing. ``info`` holds ``arm_indices``, ``arm_rewards``, the
-        platform ``metrics`` plus ``cross_interaction_ratio_recommended`` (cross-stance share
-        of the reactions to the policy's posts) and ``recommended_reaction_rate``.
 
-    Episode end: truncated after ``rounds`` rounds (default 10); never terminated.
+    with discrete stances, from receiver v's reaction to the recommended post this round;
+    hostile reactions earn nothing. ``info`` holds ``arm_indices``, ``arm_applied``,
+    ``arm_rewards``, the platform ``metrics`` plus ``cross_interaction_ratio_recommended``
+    (cross-stance share of the reactions to the policy's posts) and
+    ``recommended_reaction_rate``.
+
+    ## Starting State
+
+    ``reset(seed)`` draws the episode seed from the env's generator (``info["seed"]``): a
+    built-in ``scenario`` ("abortion" by default) is generated from it (population, follow
+    graph, opinions, history posts of round −1); a saved scenario or a ``Scenario`` is used
+    as is. Stances start at the discretized opinions, memory embeddings at the profile
+    embeddings, every user's exposure at 1; the classifier has scored the history posts and
+    no post has been recommended. The first observation holds round 0's arms.
+
+    ## Episode End
+
+    Truncated after ``rounds`` rounds (default 10; ``spec.max_episode_steps`` says the same);
+    never terminated. Stepping after the end raises ``RuntimeError``.
+
+    ## Arguments
+
+    ``gym.make("PolicySim-Rec-v0", **kwargs)`` takes the arguments of every PolicySim env
+    (the table of :class:`~socialenv.envs.base.PolicySimEnv`) and these; an unknown keyword
+    is refused with the list of allowed ones.
+
+    | argument | default | description |
+    |---|---|---|
+    | scenario | "abortion" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
+    | budget | 5 | recommended slots the policy fills per sampled user (at most ``recommender.personalized``) |
+    | candidate_users | 320 | users per round (among the active) the policy recommends to |
+    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | candidate posts per source for each sampled user |
+    | exposure_users | 300 | PolicySim-Exposure-v0's lever: accepted, unused here |
+    | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
+    | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
+
+    ## Version History
+
+    * v0: initial version (the paper's recommendation setting, §2.2 objective 1).
     """
 
     num_arm_features = len(REC_ARM_FEATURES)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agent_models.encoders import TextEncoder, load_encoder
+from agent_models.extras import DependencyNotInstalled, require
 from agent_models.profile import (
     TOPICS,
     UserRecord,
@@ -21,6 +22,7 @@ from agent_models.profile import (
 )
 from agent_models.training.records import ObservedAction
 from agent_models.types import Behaviour, NewsEvent, PostKind
+from agent_models.validation import config_error
 from socialenv.scenario import Scenario
 
 
@@ -98,9 +100,9 @@ class LoaderConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"LoaderConfig.{name}={getattr(self, name)!r} is not allowed: use one of {allowed}")
         if self.max_users is not None and self.max_users < 2:
-            raise ValueError(f"LoaderConfig.max_users must be >= 2 or None, got {self.max_users}")
+            raise config_error("LoaderConfig.max_users", self.max_users, "an integer >= 2 or None")
         if self.max_history_per_user < 0:
-            raise ValueError("LoaderConfig.max_history_per_user must be >= 0")
+            raise config_error("LoaderConfig.max_history_per_user", self.max_history_per_user, "an integer >= 0")
         if not 0.0 <= self.activity_floor <= self.activity_ceiling <= 1.0:
             raise ValueError("LoaderConfig: need 0 <= activity_floor <= activity_ceiling <= 1")
 
@@ -229,12 +231,13 @@ def toxicity_scores(texts: Sequence[str], method: str = "auto") -> np.ndarray:
         return np.zeros(0, dtype=np.float32)
     if method in ("auto", "profanity"):
         try:
-            from profanity_check import predict_prob
-        except ImportError:
+            module = require("profanity_check", "llm", "toxicity method='profanity'",
+                             hint="or method='lexicon'")
+        except DependencyNotInstalled:
             if method == "profanity":
                 raise
         else:
-            return np.clip(np.asarray(predict_prob(list(texts)), dtype=np.float32), 0.0, 1.0)
+            return np.clip(np.asarray(module.predict_prob(list(texts)), dtype=np.float32), 0.0, 1.0)
     lowered = [t.lower() for t in texts]
     hits = np.array([sum(t.count(w) for w in TOXIC_WORDS) for t in lowered], dtype=np.float32)
     return np.minimum(1.0, 0.35 * hits).astype(np.float32)

@@ -114,9 +114,9 @@ def test_encoder_matches_edge_index_message_passing() -> None:
 def test_encoder_rejects_bad_arguments() -> None:
     from bandits.graph import GraphContextEncoder
 
-    with pytest.raises(ValueError, match="conv must be one of"):
+    with pytest.raises(ValueError, match="conv='gat' is not allowed: one of"):
         GraphContextEncoder(4, 4, conv="gat")
-    with pytest.raises(ValueError, match="hidden_dim must be an integer >= 1"):
+    with pytest.raises(ValueError, match="hidden_dim=0 is not allowed: an integer >= 1"):
         GraphContextEncoder(4, 4, hidden_dim=0)
 
 
@@ -156,7 +156,7 @@ def test_a_smaller_embedding_is_zero_padded() -> None:
     assert replaced[:, :2].any() and not replaced[:, 2:USER_DIM].any()
     chosen = policy.select(contexts, None, 2)
     policy.update(contexts[chosen], np.array([0.2, 0.8]))
-    with pytest.raises(ValueError, match="embedding_dim must be"):
+    with pytest.raises(ValueError, match=r"embedding_dim=\d+ is not allowed: None or an integer"):
         make_policy(embedding_dim=CONTEXT_DIM + 1)
 
 
@@ -223,14 +223,14 @@ def test_errors_name_the_problem() -> None:
     policy.select(contexts, None, 1)
     with pytest.raises(ValueError, match="not arms of the last observed round"):
         policy.update(contexts[:1] + 1.0, np.array([0.5]))
-    with pytest.raises(ValueError, match="encoder must be one of"):
+    with pytest.raises(ValueError, match="encoder='gat' is not allowed: one of"):
         make_policy(encoder="gat")
     from socialenv.runner import make_run_policy
 
     class Env:
         context_dim, no_op = CONTEXT_DIM, N_ARMS
 
-    with pytest.raises(ValueError, match="unknown hyper-parameter"):
+    with pytest.raises(ValueError, match=r"hyperparameters=\['hidden'\] is not allowed: unknown hyper-parameter"):
         make_run_policy("eenet_gnn", Env(), 0, hidden=3)
 
 
