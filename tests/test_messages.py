@@ -68,6 +68,12 @@ def test_cli_json_option_errors_use_the_template(value: str, allowed: str, tmp_p
         ["x"], method="profanity")),
     ("stable_baselines3", "rl", lambda: __import__("baselines.sb3").sb3.train_ppo(total_timesteps=1)),
     ("vaderSentiment", "llm", lambda: __import__("agent_models.profile").profile.sentiment_scores(["x"])),
+    ("trl", "train", lambda: __import__("agent_models.training.train").training.train.train_sft(".", [], ".")),
+    ("wandb", "wandb", lambda: __import__("socialenv.sweep.trial").sweep.trial.run_trial(
+        __import__("socialenv.sweep.config").sweep.config.Trial(
+            index=0, name="t", env_id="PolicySim-Rec-v0", policy="origin", seed=0, episodes=1,
+            config_index=0, config={}, env_kwargs={"num_users": 50, "rounds": 1}, policy_kwargs={}),
+        wandb_mode="offline")),
 ])
 def test_a_missing_extra_names_its_pip_install(module: str, extra: str, call,
                                                monkeypatch: pytest.MonkeyPatch) -> None:

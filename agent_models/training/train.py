@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_models.extras import require
 from agent_models.redaction import to_json
 
 #: Fields of a record kept for the trainers (everything else, e.g. ``meta``, is dropped).
@@ -111,6 +112,12 @@ class TrainResult:
     train_loss: float | None
     log_history: list[dict[str, Any]]
     config: dict[str, Any]
+
+
+def _require_training_stack(feature: str) -> None:
+    """The ``train`` extra's libraries, or an error naming ``pip install "policysim[train]"``."""
+    for module in ("datasets", "transformers", "peft", "trl"):
+        require(module, "train", feature)
 
 
 def _device(config: TrainConfig) -> str:
@@ -241,6 +248,7 @@ def train_sft(
         output_dir: adapter directory (created).
         config: hyper-parameters (:class:`TrainConfig`).
     """
+    _require_training_stack("train_sft")
     from trl import SFTConfig, SFTTrainer
 
     config = config or TrainConfig()
@@ -275,6 +283,7 @@ def train_dpo(
         sft_adapter: the SFT adapter to start from and to use as the reference policy;
             None trains a fresh LoRA against the base model.
     """
+    _require_training_stack("train_dpo")
     from trl import DPOConfig, DPOTrainer
 
     config = config or TrainConfig()

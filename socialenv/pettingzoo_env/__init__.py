@@ -54,6 +54,11 @@ rewards), :mod:`~socialenv.pettingzoo_env.actions` (a user's action),
 :mod:`~socialenv.pettingzoo_env.aec` (the AEC view).
 """
 
+# ruff: noqa: E402 - the submodules import pettingzoo: check the install first
+from agent_models.extras import require
+
+require("pettingzoo", "rl", "socialenv.pettingzoo_env (the PettingZoo views)")
+
 from socialenv.pettingzoo_env.actions import (
     USER_BEHAVIOURS,
     ExternalActions,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent_models.extras import require
 from agent_models.redaction import to_json
 from socialenv.sweep.config import SweepConfig, Trial
 from socialenv.sweep.report import SweepResult, aggregate, write_sweep
@@ -50,7 +51,7 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
              address: str | None, num_cpus: int | None, cpus_per_trial: float, ship_code: bool,
              shutdown: bool) -> float:
     """Run the trials as Ray tasks; returns the seconds spent starting / joining Ray."""
-    import ray
+    ray = require("ray", "distributed", "backend='ray'")
 
     started = False
     start = time.perf_counter()

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agent_models.extras import require
 from agent_models.redaction import to_json_data
 from socialenv.sweep.config import Trial
 
@@ -44,7 +45,7 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
     start = time.perf_counter()
     own_run = False
     if wandb_run is None and wandb_mode is not None:
-        import wandb
+        wandb = require("wandb", "wandb", "wandb_mode (W&B logging of a sweep)")
 
         run_dir = Path(out_dir) if out_dir else None
         if run_dir is not None:
