@@ -15,7 +15,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from agent_models.types import NewsEvent
-from agent_models.validation import Limit, check_fields
+from agent_models.validation import Limit, check, check_fields, config_error
 from socialenv.scenario import Scenario, seed_history
 from socialenv.synthetic import (
     COMBATIVE_STYLES,
@@ -131,8 +131,7 @@ def synthetic_population(
     """A synthetic population of ``num_users`` users (no news, no misinformation, no history)
     and the generator to continue drawing from."""
     config = config or PopulationConfig()
-    if num_users < 2:
-        raise ValueError(f"num_users must be >= 2, got {num_users}")
+    check(num_users >= 2, "num_users", "an integer >= 2", num_users)
     rng = np.random.default_rng([seed, 0])
     n = num_users
     # opinions: two camps and a neutral middle
@@ -192,8 +191,7 @@ def misinformation(num_users: int = 1000, seed: int = 0, *,
                    initial_share: float = 0.2) -> Scenario:
     """The paper's objective-2 setting: ``initial_share`` (20%) of users start out believing and
     posting the gun-registry misinformation message."""
-    if not 0.0 <= initial_share <= 1.0:
-        raise ValueError(f"initial_share must be in [0, 1], got {initial_share}")
+    check(0.0 <= initial_share <= 1.0, "initial_share", "in [0, 1]", initial_share)
     scenario, rng = synthetic_population(
         num_users, seed, name="misinformation", config=config,
         topic="Gun control and a national gun registry in the United States",
@@ -217,10 +215,8 @@ def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = Fal
         return BUILTIN_SCENARIOS[name](num_users, seed, config=config, with_text=with_text)
     if name.endswith(".npz"):
         return Scenario.load(name)
-    raise ValueError(
-        f"scenario={name!r} is not allowed: use one of {sorted(BUILTIN_SCENARIOS)}, "
-        "a path to a saved scenario (.npz), or a Scenario instance"
-    )
+    raise config_error("scenario", name, f"one of {sorted(BUILTIN_SCENARIOS)}, a path to a saved "
+                       "scenario (.npz), or a Scenario instance")
 
 
 #: Also the profile vocabularies, ``default_profiles`` and ``synthetic_text``

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from agent_models.jsonl import read_json_lines
 from agent_models.types import Behaviour
+from agent_models.validation import check
 
 
 @dataclass
@@ -81,8 +82,7 @@ def split_actions(
     """Deterministic train / test split (shuffled by ``seed``)."""
     import numpy as np
 
-    if not 0.0 <= test_share < 1.0:
-        raise ValueError(f"test_share must be in [0, 1), got {test_share}")
+    check(0.0 <= test_share < 1.0, "test_share", "in [0, 1)", test_share)
     order = np.random.default_rng(seed).permutation(len(actions))
     n_test = int(round(test_share * len(actions)))
     test = {int(i) for i in order[:n_test]}

@@ -28,6 +28,7 @@ from typing import Any
 
 from agent_models.extras import require
 from agent_models.redaction import to_json
+from agent_models.validation import check
 
 #: Fields of a record kept for the trainers (everything else, e.g. ``meta``, is dropped).
 SFT_FIELDS = ("prompt", "completion")
@@ -91,16 +92,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("lora_rank", "batch_size", "per_device_batch_size", "max_length", "logging_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.epochs <= 0 and self.max_steps <= 0:
-            raise ValueError("TrainConfig: give epochs > 0 or max_steps > 0")
-        if self.beta <= 0:
-            raise ValueError(f"TrainConfig.beta must be > 0, got {self.beta}")
-        if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"TrainConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
-        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
-            raise ValueError(f"TrainConfig.device={self.device!r} is not allowed: use 'auto', 'cpu' or 'cuda[:N]'")
+            check(getattr(self, name) >= 1, f"TrainConfig.{name}", "an integer >= 1", getattr(self, name))
+        check(self.epochs > 0 or self.max_steps > 0, "TrainConfig.epochs", "> 0 (or max_steps > 0)", self.epochs)
+        check(self.beta > 0, "TrainConfig.beta", "a number > 0", self.beta)
+        check(0 <= self.lora_dropout < 1, "TrainConfig.lora_dropout", "in [0, 1)", self.lora_dropout)
+        check(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "TrainConfig.device",
+              "'auto', 'cpu' or 'cuda[:N]'", self.device)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour
+from agent_models.validation import check, check_keys
 
 PLATFORM = "platform"
 DEFAULT_USER_REWARD_WEIGHTS: dict[str, float] = {"like": 1.0, "retweet": 1.0, "reply": 1.0, "dislike": -1.0}
@@ -25,12 +26,12 @@ def controlled_user_ids(controlled_users: int | Any, num_users: int) -> np.ndarr
     an integer, else the given ids (each in ``[0, num_users)``)."""
     n = num_users
     if isinstance(controlled_users, int | np.integer) and not isinstance(controlled_users, bool):
-        if not 0 <= controlled_users <= n:
-            raise ValueError(f"controlled_users={controlled_users} is not allowed: an integer in [0, {n}] or a list of user ids")
+        check(0 <= controlled_users <= n, "controlled_users", f"an integer in [0, {n}] or a list of user ids",
+              controlled_users)
         return np.arange(int(controlled_users), dtype=np.int64)
     controlled = np.unique(np.asarray(list(controlled_users), np.int64))
-    if len(controlled) and (controlled.min() < 0 or controlled.max() >= n):
-        raise ValueError(f"controlled_users holds ids outside [0, {n})")
+    check(not len(controlled) or (controlled.min() >= 0 and controlled.max() < n), "controlled_users",
+          f"user ids in [0, {n})", controlled_users)
     return controlled
 
 
@@ -38,9 +39,7 @@ def reaction_weights(user_reward_weights: dict[str, float] | None) -> np.ndarray
     """The weight of each reaction kind (indexed by :class:`Behaviour`) in a user's reward;
     None = :data:`DEFAULT_USER_REWARD_WEIGHTS`."""
     weights = dict(DEFAULT_USER_REWARD_WEIGHTS if user_reward_weights is None else user_reward_weights)
-    unknown = set(weights) - {"like", "dislike", "retweet", "reply"}
-    if unknown:
-        raise ValueError(f"user_reward_weights has unknown key(s) {sorted(unknown)}: use like, dislike, retweet, reply")
+    check_keys(weights, ("like", "dislike", "retweet", "reply"), "user_reward_weights", "reaction(s)")
     kind_weight = np.zeros(max(int(b) for b in Behaviour) + 1)
     for name, value in weights.items():
         kind_weight[int(Behaviour[name.upper()])] = float(value)
