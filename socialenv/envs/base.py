@@ -275,7 +275,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     def slate_from_scores(self, scores: Any) -> np.ndarray:
         """The slate a score action stands for: each user's ``per_user`` best-scored allowed
-        arms (ties broken by arm index), padded with ``no_op`` to ``slate_size``.
+        arms (ties broken by arm index), padded with ``no_op`` to ``slate_size``. Where these
+        are more than ``slate_size`` (Moderation: one per post, ``budget`` slots), the
+        ``slate_size`` best-scored of them, kept in arm-group order.
 
         Args:
             scores: (K,) finite real scores, one per arm (masked arms are ignored; only the
@@ -297,6 +299,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         ranked, ranked_group = allowed[order], group[order]
         rank = np.arange(len(ranked)) - np.searchsorted(ranked_group, ranked_group)
         chosen = ranked[rank < self.per_user]
+        if len(chosen) > self.slate_size:
+            best = np.lexsort((chosen, -arr[chosen]))[: self.slate_size]
+            chosen = chosen[np.sort(best)]
         slate = np.full(self.slate_size, self.no_op, np.int64)
         slate[: len(chosen)] = chosen
         return slate

@@ -55,9 +55,8 @@ class ModerationEnv(PolicySimEnv):
       the same post in a slate is discarded (``info["over_user_cap"]``), as is a masked arm
       (``info["invalid_arms"]``).
     - ``"scores"``: ``Box(-1, 1, (K,), float32)``, one score per arm; each post's best-scored
-      allowed action fills the slate (``env.unwrapped.slate_from_scores``). It fits only
-      while at most ``budget`` posts have an allowed action (T <= ``budget``); use the slate
-      form otherwise.
+      allowed action is its candidate, and the ``budget`` best-scored candidates fill the
+      slate (``env.unwrapped.slate_from_scores``; ties go to the lower arm index).
 
     ## Observation Space
 

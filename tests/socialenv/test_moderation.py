@@ -57,6 +57,33 @@ def test_spaces_and_arms() -> None:
     np.testing.assert_array_equal(base.arm_groups(), np.arange(base.num_arms) // len(MODERATION_ACTIONS))
 
 
+def test_score_action_keeps_the_budget_best_posts() -> None:
+    """30 candidate posts, a budget of 10 slots: the score form takes each post's best action
+    and keeps the 10 best-scored posts; the env steps with it and passes the checker."""
+    env = gym.make("PolicySim-Moderation-v0", action_format="scores", moderation={"targets": 30},
+                   budget=10, **SMALL)
+    obs, _ = env.reset(seed=0)
+    base = env.unwrapped
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        scores = rng.uniform(-1, 1, base.num_arms).astype(np.float32)
+        slate = base.slate_from_scores(scores)
+        chosen = slate[slate != base.no_op]
+        allowed = np.flatnonzero(obs["action_mask"])
+        posts = np.unique(base.arm_groups()[allowed])
+        assert len(chosen) == min(10, len(posts))
+        assert len(np.unique(base.arm_groups()[chosen])) == len(chosen)  # one action per post
+        best_per_post = {g: allowed[base.arm_groups()[allowed] == g][np.argmax(scores[allowed][base.arm_groups()[allowed] == g])]
+                         for g in posts}
+        ranked = sorted(best_per_post.values(), key=lambda a: (-scores[a], a))
+        assert set(chosen.tolist()) == set(ranked[: len(chosen)])
+        obs, reward, *_ = env.step(scores)
+        assert 0.0 <= reward <= 1.0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        check_env(gym.make("PolicySim-Moderation-v0", action_format="scores", **SMALL).unwrapped)
+
+
 def test_delete_hides_post_and_wrongful_removal_is_penalized() -> None:
     env = gym.make("PolicySim-Moderation-v0", moderation={"precision": 0.3, "recall": 1.0}, **SMALL)
     env.reset(seed=3)
