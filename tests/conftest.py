@@ -14,3 +14,12 @@ def tiny_lm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from agent_models.testing import build_tiny_lm
 
     return build_tiny_lm(tmp_path_factory.mktemp("tiny_lm"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def twibot():
+    """The TwiBot-20 fixture file read with the hashing encoder (no model)."""
+    from socialenv.loaders import LoaderConfig, read_twibot20
+    from tests.support import TWIBOT
+
+    return read_twibot20(TWIBOT, config=LoaderConfig(encoder="hash"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from socialenv import ENV_IDS
 
 REC, EXPOSURE, MODERATION = "PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"
@@ -36,3 +38,18 @@ def small_env(**overrides: Any) -> dict[str, Any]:
 def small_rec(**overrides: Any) -> dict[str, Any]:
     """:func:`small_env` with the small Rec lever :data:`SMALL_REC_LEVER`, then ``overrides``."""
     return {**SMALL_ENV, **SMALL_REC_LEVER, **overrides}
+
+
+def assert_same(a: Any, b: Any, path: str = "") -> None:
+    """Bit-for-bit equality of two trajectories (nested dicts, lists, tuples, arrays and
+    scalars): the same keys, lengths, shapes and values, NaN equal to NaN."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            assert_same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple) and len(a) == len(b), f"{path}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=path)

@@ -36,11 +36,6 @@ HASH = LoaderConfig(encoder="hash")
 
 
 @pytest.fixture(scope="module")
-def twibot():
-    return read_twibot20(FIXTURES / "twibot20" / "sample.json", config=HASH)
-
-
-@pytest.fixture(scope="module")
 def examples(twibot):
     s = twibot.scenario
     return build_examples(twibot.actions, s.profiles, s.topic, follow_src=s.follow_src,

@@ -17,14 +17,6 @@ N_NODES, USER_DIM, TAIL_DIM, N_ARMS = 40, 6, 4, 12
 CONTEXT_DIM = USER_DIM + TAIL_DIM
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def random_graph(seed: int, arm_user: np.ndarray | None = None):
     """A Data like ``PolicySimEnv.graph_data()``: x (N, F), edge_index (2, E) without repeats
     or self-loops, stance (N,), arm_user (K,)."""

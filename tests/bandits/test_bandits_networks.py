@@ -21,14 +21,6 @@ from bandits.ridge import OnlineRidge
 from bandits.synthetic import SyntheticBandit, run_policy
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def full_gradient(model: MLP, x: torch.Tensor) -> torch.Tensor:
     """The flattened gradient by one plain backward pass (the reference code's way)."""
     model.zero_grad(set_to_none=True)

@@ -23,20 +23,11 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-import torch
 
 from bandits import make_policy
 from bandits.synthetic import SyntheticBandit, run_policy
 
 DIM, N_ARMS = 10, 20
-
-
-@pytest.fixture(autouse=True, scope="module")
-def single_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @cache

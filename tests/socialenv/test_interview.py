@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401
-from tests.support import small_env
+from tests.support import assert_same, small_env
 
 SMALL = small_env(num_users=200, rounds=4)
 
@@ -31,17 +31,9 @@ def _trajectory(env, seed: int, ask: bool, questions=("What do you think of the 
     return out
 
 
-def _same(a: list, b: list) -> None:
-    np.testing.assert_array_equal(a[0], b[0])
-    for x, y in zip(a[1:], b[1:], strict=True):
-        np.testing.assert_array_equal(x[0], y[0])
-        assert x[1] == y[1] and x[2] == y[2]
-        np.testing.assert_array_equal(x[3], y[3])
-
-
 def test_surrogate_interviews_change_nothing() -> None:
     env_id = "PolicySim-Exposure-v0"
-    _same(_trajectory(gym.make(env_id, **SMALL), 3, ask=False), _trajectory(gym.make(env_id, **SMALL), 3, ask=True))
+    assert_same(_trajectory(gym.make(env_id, **SMALL), 3, ask=False), _trajectory(gym.make(env_id, **SMALL), 3, ask=True))
 
 
 def test_surrogate_answers_come_from_state() -> None:
@@ -119,7 +111,7 @@ def test_llm_interviews_one_batched_call_and_change_nothing(tiny_lm_path: Path) 
     n_plain = len(calls)
     env = make()
     asked = _trajectory(env, 0, ask=True)
-    _same(plain, asked)
+    assert_same(plain, asked)
     interview_calls = len(calls) - 2 * n_plain
     assert interview_calls == 2 * 2                                # per round: one interview + one survey
     answers = env.unwrapped.interview([1, 2, 3], "How do you feel today?")

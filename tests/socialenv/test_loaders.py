@@ -27,11 +27,6 @@ HASH = LoaderConfig(encoder="hash")
 
 
 @pytest.fixture(scope="module")
-def twibot():
-    return read_twibot20(TWIBOT, config=HASH)
-
-
-@pytest.fixture(scope="module")
 def weibo():
     return read_weibo(WEIBO, config=HASH)
 

@@ -11,7 +11,7 @@ import pytest
 import socialenv  # noqa: F401 - registers the env ids
 from socialenv.envs import load_env
 from socialenv.world import PostTable
-from tests.support import small_env
+from tests.support import assert_same, small_env
 
 SMALL = small_env(num_users=120, rounds=40, budget=4, candidate_users=8,
                   candidates={"interest": 2, "opposite": 2, "fresh": 1})
@@ -37,21 +37,6 @@ def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int =
     return out, sizes, env.unwrapped.sim
 
 
-def _same(a, b) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, dict):
-            for key in x:
-                np.testing.assert_array_equal(x[key], y[key])
-        else:
-            for u, v in zip(x, y, strict=True):
-                if isinstance(u, dict):
-                    for key in u:
-                        np.testing.assert_array_equal(u[key], v[key], err_msg=key)
-                else:
-                    np.testing.assert_array_equal(u, v)
-
-
 @pytest.mark.parametrize(("env_id", "users", "window"), [
     ("PolicySim-Rec-v0", "surrogate", 2), ("PolicySim-Rec-v0", "surrogate", 5),
     ("PolicySim-Exposure-v0", "surrogate", 2), ("PolicySim-Rec-v0", "lorenz", 3),
@@ -59,7 +44,7 @@ def _same(a, b) -> None:
 def test_compaction_changes_no_result(env_id: str, users: str, window: int) -> None:
     full, full_sizes, full_sim = _episode(env_id, compact=False, users=users, window=window)
     compact, sizes, sim = _episode(env_id, compact=True, users=users, window=window)
-    _same(full, compact)
+    assert_same(full, compact)
     assert sim.posts_dropped > 0 and len(sim.posts) + sim.posts_dropped == len(full_sim.posts)
     assert max(sizes[-10:]) < full_sizes[-1] / 2  # bounded: about two horizons of posts, not all
 

@@ -10,7 +10,7 @@ import pytest
 
 import socialenv
 from socialenv.envs import load_env
-from tests.support import LEVER_ENV_IDS, small_env
+from tests.support import LEVER_ENV_IDS, assert_same, small_env
 
 SMALL = small_env(num_users=200, rounds=6)
 
@@ -24,20 +24,6 @@ def _episode(env: gym.Env, seed: int, actions: list[np.ndarray]) -> list:
     return trace
 
 
-def _assert_same(a: list, b: list) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, dict):
-            for key in x:
-                np.testing.assert_array_equal(x[key], y[key])
-        else:
-            for key in x[0]:
-                np.testing.assert_array_equal(x[0][key], y[0][key])
-            assert x[1] == y[1]
-            np.testing.assert_array_equal(x[2], y[2])
-            assert x[3] == y[3]
-
-
 @pytest.mark.parametrize("env_id", LEVER_ENV_IDS)
 def test_same_seed_same_episode(env_id: str) -> None:
     rng = np.random.default_rng(0)
@@ -45,7 +31,7 @@ def test_same_seed_same_episode(env_id: str) -> None:
     actions = [rng.integers(0, env.unwrapped.num_arms, env.action_space.shape) for _ in range(6)]
     first = _episode(env, 42, actions)
     second = _episode(gym.make(env_id, **SMALL), 42, actions)
-    _assert_same(first, second)
+    assert_same(first, second)
     other = _episode(gym.make(env_id, **SMALL), 43, actions)
     assert not np.array_equal(first[0]["arms"], other[0]["arms"])
 
@@ -69,7 +55,7 @@ def test_save_and_resume_equals_uninterrupted(env_id: str, tmp_path: Path) -> No
     for action in actions[3:]:
         obs, reward, _, _, info = resumed.step(action)
         tail.append((obs, reward, info["arm_rewards"], info["metrics"]))
-    _assert_same(full[4:], tail)
+    assert_same(full[4:], tail)
 
 
 def test_load_rejects_other_files(tmp_path: Path) -> None:
