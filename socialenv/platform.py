@@ -140,20 +140,11 @@ class Recommender:
         author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
         np.cumsum(np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:])
         indptr, indices = ctx.graph.followees_csr()
-        degree = indptr[active + 1] - indptr[active]
         draws = 3 * k
-        offset = (rng.random((b, draws)) * degree[:, None]).astype(np.int64)
-        has_followees = degree > 0
-        followee = np.where(
-            has_followees[:, None], indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)], 0
-        ) if len(indices) else np.zeros((b, draws), np.int64)
-        count = author_start[followee + 1] - author_start[followee]
-        pick = (rng.random((b, draws)) * count).astype(np.int64)
-        post = np.where(
-            has_followees[:, None] & (count > 0),
-            lo + by_author[np.minimum(author_start[followee] + pick, len(by_author) - 1)],
-            -1,
-        )
+        offset_draw = rng.random((b, draws))
+        pick_draw = rng.random((b, draws))
+        post = kernels.relational_draws(indptr, indices, active, offset_draw, pick_draw, author_start,
+                                        by_author, lo)
         return compact_rows(dedupe_rows(post), k)
 
     def personalized(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator,

@@ -15,6 +15,7 @@ import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
 from agent_models.validation import Limit, check_fields
+from socialenv import kernels
 from socialenv.scenario import Scenario
 from socialenv.world import sorted_unique
 
@@ -96,7 +97,7 @@ class PopulationConfig:
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
+    return kernels.unit_rows(x)
 
 
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
@@ -211,8 +212,8 @@ def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float
     counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
     author = np.repeat(np.arange(n, dtype=np.int64), counts)
     scenario.history_author = author
-    scenario.history_latent = _unit(
-        scenario.latent[author] + 0.3 * rng.standard_normal((len(author), scenario.latent_dim))
+    scenario.history_latent = kernels.unit_noisy_rows(
+        scenario.latent, author, 0.3, rng.standard_normal((len(author), scenario.latent_dim))
     )
     scenario.history_stance = np.clip(
         scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
@@ -253,7 +254,7 @@ def synthetic_population(
     profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
     centroids = topic_centroids(config.latent_dim, seed)
     weights = profiles.interests.astype(np.float32)
-    latent = _unit(weights @ centroids + 0.35 * rng.standard_normal((n, config.latent_dim)))
+    latent = kernels.unit_noisy_rows(weights @ centroids, None, 0.35, rng.standard_normal((n, config.latent_dim)))
     toxicity = rng.beta(*config.toxicity_beta, n)
     combative = np.isin(profiles.posting_style.codes, _COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)

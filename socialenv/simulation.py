@@ -223,7 +223,10 @@ class Simulation:
             return propagate_rows((self.users.latent, self.users.memory_latent), indptr, indices,
                                   np.asarray(rows, np.int64), cfg.alpha, cfg.hops)
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
-        if cfg.hops > 0:
+        if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
+            indptr, indices = self.graph.followees_csr()
+            base = kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops)
+        elif cfg.hops > 0:
             if self._adjacency is None:
                 indptr, indices = self.graph.followees_csr()
                 self._adjacency = normalized_adjacency(indptr, indices, n)
@@ -392,8 +395,7 @@ class Simulation:
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 
-        added = self.graph.follow(out.follow_src, out.follow_dst)
-        removed = self.graph.unfollow(out.unfollow_src, out.unfollow_dst)
+        added, removed = self.graph.edit(out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst)
         if added or removed:
             self._adjacency = None
 
@@ -408,12 +410,8 @@ class Simulation:
         if len(out.react_user):
             order = np.argsort(out.react_user, kind="stable")
             who, first = kernels.sorted_starts(out.react_user[order])
-            engaged = kernels.segment_sum_rows(posts.latent, out.react_post[order], first)
-            m = self.config.memory_ema
-            mixed = m * users.memory_latent[who] + (1 - m) * engaged / np.maximum(
-                np.linalg.norm(engaged, axis=1, keepdims=True), 1e-8
-            )
-            users.memory_latent[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
+            kernels.memory_update(users.memory_latent, posts.latent, out.react_post[order], first, who,
+                                  self.config.memory_ema)
         return written_toxicity
 
     def _classify(self, first: int, rng: np.random.Generator) -> None:
