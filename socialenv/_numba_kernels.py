@@ -302,10 +302,14 @@ def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.n
 
 @jit
 def _memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
-                   who: np.ndarray, keep: np.ndarray) -> None:
+                   who: np.ndarray, keep: np.ndarray) -> bool:
     # memory[who[i]] = unit(keep·memory[who[i]] + (1 − keep)·unit(Σ latent[rows[segment i]]))
-    # in float32, with NumPy's summation orders (segments of at most 129 rows)
+    # in float32, with NumPy's summation orders; False (nothing done) if a segment is longer
+    # than 129 rows (NumPy splits those sums further)
     s, d = len(first), latent.shape[1]
+    for i in range(s):
+        if (first[i + 1] if i + 1 < s else len(rows)) - first[i] > 129:
+            return False
     zero = np.zeros(1, np.float32)
     eps = np.float32(1e-8)
     m = keep[0]
@@ -343,6 +347,7 @@ def _memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, fir
             norm = eps
         for k in range(d):
             memory[u, k] = mixed[k] / norm
+    return True
 
 
 @jit

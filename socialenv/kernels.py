@@ -335,11 +335,10 @@ def memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, firs
     d = latent.shape[1]
     if (_active is _NUMPY or memory.dtype != np.float32 or latent.dtype != np.float32
             or not 8 <= d <= _PAIRWISE_BLOCK or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
-            or np.diff(first, append=len(rows)).max() > _PAIRWISE_BLOCK + 1):
+            or not _active["memory_update"](memory, latent, rows.astype(np.int64, copy=False),
+                                            first.astype(np.int64, copy=False), who.astype(np.int64, copy=False),
+                                            np.array([keep, 1 - keep], np.float32))):
         memory_update_numpy(memory, latent, rows, first, who, keep)
-        return
-    _active["memory_update"](memory, latent, rows.astype(np.int64, copy=False), first.astype(np.int64, copy=False),
-                             who.astype(np.int64, copy=False), np.array([keep, 1 - keep], np.float32))
 
 
 def relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray, offset_draw: np.ndarray,
