@@ -203,8 +203,13 @@ class SurrogateBrain(Brain):
         Returns a dict with "like", "dislike", "retweet", "reply" probabilities, "gap"
         (|a_u − s_p| / 2) and "reply_toxicity" (the expected toxicity of a reply).
         """
+        return self._probabilities(users, posts, user, post, attention, self.attitude(users))
+
+    def _probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray, post: np.ndarray,
+                       attention: np.ndarray | float | None, attitudes: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`reaction_probabilities` given every user's attitude (N,)."""
         cfg = self.config
-        attitude = self.attitude(users)[user]
+        attitude = attitudes[user]
         stance = posts.stance[post]
         sim = np.einsum("...d,...d->...", users.latent[user], posts.latent[post])
         agree = attitude * stance
@@ -224,15 +229,15 @@ class SurrogateBrain(Brain):
         }
 
     def _blocked_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
-                               post: np.ndarray, attention: np.ndarray, block: int = 8192
-                               ) -> dict[str, np.ndarray]:
+                               post: np.ndarray, attention: np.ndarray, attitudes: np.ndarray,
+                               block: int = 8192) -> dict[str, np.ndarray]:
         """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
         the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
-            return self.reaction_probabilities(users, posts, user, post, attention)
-        parts = [self.reaction_probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
-                                             attention[lo : lo + block])
+            return self._probabilities(users, posts, user, post, attention, attitudes)
+        parts = [self._probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
+                                     attention[lo : lo + block], attitudes)
                  for lo in range(0, len(user), block)]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
@@ -286,7 +291,7 @@ class SurrogateBrain(Brain):
         for lo in range(0, max(b, 1), chunk):
             rows = slice(lo, lo + chunk)
             who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
-            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows])
+            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows], attitude)
             r, p, k, g = self._hits(valid[rows], draws[:, rows], prob, feed[rows])
             rows_u.append(r + lo)
             rows_p.append(p)

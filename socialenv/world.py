@@ -153,11 +153,9 @@ class PostTable:
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
     is an order of magnitude slower on tens of millions of int64 keys)."""
-    if len(values) < 2:
-        return np.sort(values)
-    if (values[1:] > values[:-1]).all():  # already sorted and distinct (a scenario's edges)
-        return values.copy()
     values = np.sort(values)
+    if len(values) < 2:
+        return values
     keep = np.empty(len(values), bool)
     keep[0] = True
     np.not_equal(values[1:], values[:-1], out=keep[1:])
@@ -173,8 +171,16 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        self.keys = sorted_unique(src[keep].astype(np.int64) * num_users + dst[keep])
+        src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+        keys = src * num_users + dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        if len(keys) > 1 and (keys[1:] > keys[:-1]).all():  # sorted and distinct (a scenario's edges)
+            self.keys = keys
+            indptr = np.zeros(num_users + 1, np.int64)
+            np.cumsum(np.bincount(src, minlength=num_users), out=indptr[1:])
+            self._csr = (indptr, dst)
+        else:
+            self.keys = sorted_unique(keys)
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self._src: np.ndarray | None = None
 

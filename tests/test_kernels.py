@@ -307,3 +307,21 @@ def test_episode_is_bit_identical_on_both_paths(env_name, policy):
     finally:
         kernels.use_backend(previous)
     assert compiled_digest == numpy_digest
+
+
+def test_personalized_channel_in_cluster_order_is_the_same():
+    """Scoring users cluster by cluster (memory locality at scale) changes no feed."""
+    from socialenv.envs.rec import RecEnv
+    from socialenv.simulation import Stream
+
+    env = RecEnv(num_users=600, rounds=3)
+    env.reset(seed=3)
+    env.step(np.full(env.slate_size, env.no_op, np.int64))
+    sim = env.unwrapped.sim
+    feeds = []
+    for rows in (10**9, 0, 7):
+        sim.recommender.cluster_order_rows = rows
+        feeds.append(sim.recommender.personalized(sim.feed_context(), sim.active, sim.rng(sim.round, Stream.FEED),
+                                                  chunk=50))
+    for feed in feeds[1:]:
+        np.testing.assert_array_equal(feed, feeds[0])
