@@ -403,7 +403,39 @@ def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray,
     return out
 
 
+@jit
+def _count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple) -> None:
+    # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]
+    for i in range(len(post)):
+        for j in range(len(kinds)):
+            if kind[i] == kinds[j]:
+                counters[j][post[i]] += 1
+                break
+
+
+@jit
+def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    # feed with the posts written by the row's owner and repeats within a row set to -1
+    b, f = feed.shape
+    out = feed.copy()
+    for r in range(b):
+        for j in range(f):
+            v = feed[r, j]
+            if v >= 0 and author[v] == owner[r]:
+                out[r, j] = -1
+        for j in range(1, f):
+            v = out[r, j]
+            if v < 0:
+                continue
+            for i in range(j):
+                if out[r, i] == v:
+                    out[r, j] = -1
+                    break
+    return out
+
+
 KERNELS = {
+    "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
     "merge_edits": _merge_edits, "memory_update": _memory_update,
     "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,
     "unit_rows": _unit_rows,

@@ -143,6 +143,22 @@ def propagate_csr_numpy(context: np.ndarray, indptr: np.ndarray, indices: np.nda
     return propagate(context, normalized_adjacency(indptr, indices, len(indptr) - 1), alpha, hops)
 
 
+def count_reactions_numpy(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray,
+                          counters: tuple[np.ndarray, ...]) -> None:
+    """In place: ``counters[j][p] +=`` the number of reactions to post p of kind ``kinds[j]``."""
+    for j, counter in enumerate(counters):
+        ids, counts = unique_counts(post[kind == kinds[j]])
+        counter[ids] += counts.astype(counter.dtype)
+
+
+def drop_own_and_repeated_numpy(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    """(B, F) copy of ``feed`` without the posts row r's ``owner[r]`` wrote (``author[post]``)
+    and without repeats within a row (the first kept), both as -1."""
+    valid = feed >= 0
+    own_post = valid & (author[np.where(valid, feed, 0)] == owner[:, None])
+    return dedupe_rows(np.where(own_post, -1, feed))
+
+
 # ----------------------------------------------------------------------------- numba versions
 def _build_numba() -> dict[str, Callable[..., Any]]:
     from socialenv._numba_kernels import KERNELS
@@ -169,6 +185,7 @@ _NUMPY = {
     "unit_noisy_rows": unit_noisy_rows_numpy, "merge_edits": merge_edits_numpy,
     "memory_update": memory_update_numpy,
     "relational_draws": relational_draws_numpy, "propagate_csr": propagate_csr_numpy,
+    "count_reactions": count_reactions_numpy, "drop_own_and_repeated": drop_own_and_repeated_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
 _active: dict[str, Callable[..., Any]] = _NUMPY
@@ -361,3 +378,19 @@ def propagate_csr(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, 
     for _ in range(hops):
         c = _active["propagate_hop"](indptr, indices, c, weights)
     return c
+
+
+def count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]) -> None:
+    """See :func:`count_reactions_numpy`."""
+    if _active is _NUMPY or len({c.dtype for c in counters}) != 1 or kind.dtype != kinds.dtype:
+        count_reactions_numpy(post, kind, kinds, counters)
+        return
+    _active["count_reactions"](post.astype(np.int64, copy=False), kind, kinds, tuple(counters))
+
+
+def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    """See :func:`drop_own_and_repeated_numpy`."""
+    if _active is _NUMPY or feed.dtype != np.int64:
+        return drop_own_and_repeated_numpy(feed, owner, author)
+    return _active["drop_own_and_repeated"](np.ascontiguousarray(feed), owner.astype(np.int64, copy=False),
+                                            author.astype(np.int64, copy=False))

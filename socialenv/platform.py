@@ -123,9 +123,6 @@ class Recommender:
     personalized slots); override a channel method to change one channel.
     """
 
-    #: Chunks of at least this many users are scored in cluster order (memory locality only).
-    cluster_order_rows = 16_384
-
     def __init__(self, config: RecommenderConfig) -> None:
         self.config = config
 
@@ -169,18 +166,9 @@ class Recommender:
             users = active[start : start + chunk]
             interest = ctx.users.latent[users] + ctx.users.memory_latent[users]
             candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
-            if len(users) >= self.cluster_order_rows:
-                # score the users cluster by cluster, so each cluster's posts stay in cache while
-                # they are gathered (every row is scored on its own: the same values)
-                order = np.argsort(ctx.posts.cluster[candidate[:, 0]], kind="stable")
-                users, interest, candidate = users[order], interest[order], candidate[order]
             score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent[candidate])
             score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
-            best = kernels.top_k_rows(candidate, score, k)
-            if len(users) >= self.cluster_order_rows:
-                out[start + order] = best
-            else:
-                out[start : start + len(users)] = best
+            out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
         return out
 
     def headline(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:

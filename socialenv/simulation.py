@@ -32,13 +32,15 @@ from socialenv.platform import (
     FeedContext,
     Recommender,
     assign_clusters,
-    dedupe_rows,
     fit_centroids,
 )
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
+
+#: The reactions counted on each post, in the order of PostTable's counters.
+_COUNTED = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
 
 #: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
 LOCAL_PROPAGATION_USERS = 50_000
@@ -267,9 +269,7 @@ class Simulation:
                 feed, channel, row[row_ok], np.asarray(recommend_post)[row_ok]
             )
         owner = np.broadcast_to(active[:, None], feed.shape)
-        valid = feed >= 0
-        own_post = valid & (self.posts.author[np.where(valid, feed, 0)] == owner)
-        feed = dedupe_rows(np.where(own_post, -1, feed))
+        feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
         if self.moderation is not None:
             feed = self.moderation.filter_feeds(feed, owner, self.posts, t, self.rng(t, Stream.MODERATION))
         valid = feed >= 0
@@ -342,12 +342,8 @@ class Simulation:
         users, posts = self.users, self.posts
         first_new = len(posts)
         kind = out.react_kind
-        for behaviour, counter in (
-            (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
-            (Behaviour.RETWEET, posts.retweets), (Behaviour.REPLY, posts.replies),
-        ):
-            ids, counts = kernels.unique_counts(out.react_post[kind == behaviour])
-            counter[ids] += counts.astype(counter.dtype)
+        kernels.count_reactions(out.react_post, kind, np.array(_COUNTED, kind.dtype),
+                                (posts.likes, posts.dislikes, posts.retweets, posts.replies))
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
         is_reply = kind[shares] == Behaviour.REPLY
