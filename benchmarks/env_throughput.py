@@ -69,6 +69,15 @@ def _median(values: list[float]) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+def _madvise_hugepage() -> bool | None:
+    """Whether NumPy asks for transparent huge pages (``NUMPY_MADVISE_HUGEPAGE``); where the
+    kernel defragments on request, faulting them in can cost seconds of system time."""
+    import numpy as np
+
+    getter = getattr(getattr(np, "_core", np).multiarray, "_get_madvise_hugepage", None)
+    return None if getter is None else bool(getter())
+
+
 def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
     """Reset + ``steps`` steps (policies alternating) of one env; puts a result row."""
     _set_threads(threads)
@@ -112,6 +121,7 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any
         "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "load_before": load_before, "load_after": os.getloadavg(),
+        "numpy_madvise_hugepage": _madvise_hugepage(),
     }
     for policy, times in per_policy.items():
         cpu, wall = _median(times["cpu"]), _median(times["wall"])

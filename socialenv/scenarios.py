@@ -134,8 +134,10 @@ def _follow_graph(
         position[by_value] = np.searchsorted(cumulative, u[by_value])
         dst[pick] = members[np.minimum(position, len(members) - 1)]
     keep = src != dst
-    keys = sorted_unique(src[keep] * n + dst[keep])
-    return keys // n, keys % n
+    keys = src * n
+    keys += dst
+    keys = sorted_unique(keys[keep])
+    return np.divmod(keys, n)
 
 
 def _roles(

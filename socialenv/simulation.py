@@ -94,6 +94,20 @@ class RoundResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+class _LazyRng:
+    """The generator ``sim.rng(round_, stream)``, created on first use (most rounds fire no
+    event, and creating a generator costs more than a small draw)."""
+
+    def __init__(self, sim: Simulation, round_: int, stream: Stream) -> None:
+        self._make = lambda: sim.rng(round_, stream)
+        self._rng: np.random.Generator | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = self._make()
+        return getattr(self._rng, name)
+
+
 class Simulation:
     """The platform and its population for one episode at a time."""
 
@@ -144,17 +158,17 @@ class Simulation:
         self.scenario = scenario
         n = scenario.num_users
         s0 = discretize_stance(scenario.opinion)
-        self.users = UserState(
+        self.users = UserState(  # astype copies: the scenario's arrays stay as loaded
             profiles=scenario.profiles,
-            latent=scenario.latent.astype(np.float32).copy(),
-            memory_latent=scenario.latent.astype(np.float32).copy(),
+            latent=scenario.latent.astype(np.float32),
+            memory_latent=scenario.latent.astype(np.float32),
             stance=s0.astype(np.float32),
             discrete_stance=s0.copy(),
-            opinion=scenario.opinion.astype(np.float32).copy(),
-            activity=scenario.activity.astype(np.float32).copy(),
-            toxicity_propensity=scenario.toxicity_propensity.astype(np.float32).copy(),
-            susceptibility=scenario.susceptibility.astype(np.float32).copy(),
-            misinformed=scenario.misinformed.astype(bool).copy(),
+            opinion=scenario.opinion.astype(np.float32),
+            activity=scenario.activity.astype(np.float32),
+            toxicity_propensity=scenario.toxicity_propensity.astype(np.float32),
+            susceptibility=scenario.susceptibility.astype(np.float32),
+            misinformed=scenario.misinformed.astype(bool),
             exposure=np.ones(n, np.float32),
         )
         self.graph = FollowGraph(n, scenario.follow_src, scenario.follow_dst)
@@ -298,7 +312,7 @@ class Simulation:
         if self.moderation is not None:
             self.moderation.adjust_output(output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION))
         text_toxicity = self._apply(output, t)
-        events_fired = self.events.apply_fired(t, self.users, self.rng(t, Stream.EVENTS))
+        events_fired = self.events.apply_fired(t, self.users, _LazyRng(self, t, Stream.EVENTS))
         if self.activity_model is not None:
             self.activity_model.observe(output, self.posts.author, news)
         self.round += 1

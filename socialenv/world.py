@@ -171,8 +171,9 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
-        keys = src * num_users + dst
+        src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
+        keys = src * num_users
+        keys += dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
         if len(keys) > 1 and (keys[1:] > keys[:-1]).all():  # sorted and distinct (a scenario's edges)
             self.keys = keys
