@@ -434,7 +434,61 @@ def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarr
     return out
 
 
+@jit
+def _keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray):
+    # for each of keys: whether sorted_key holds it, and the max of each row of values over
+    # the columns where it does (0 where it does not)
+    m, a = values.shape[0], len(keys)
+    found = np.zeros(a, np.bool_)
+    best = np.zeros((m, a), values.dtype)
+    for i in range(a):
+        lo = np.searchsorted(sorted_key, keys[i])
+        hi = lo
+        while hi < len(sorted_key) and sorted_key[hi] == keys[i]:
+            hi += 1
+        if hi > lo:
+            found[i] = True
+            for r in range(m):
+                v = values[r, lo]
+                for j in range(lo + 1, hi):
+                    w = values[r, j]
+                    if w > v or w != w:  # np.maximum: NaN wins
+                        v = w
+                best[r, i] = v
+    return found, best
+
+
+@jit
+def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                 width: int, injected: int):
+    # row r's picks (in the order given, at most width) fill columns start.. of r, its former
+    # entries there move right behind them; the picks' channel becomes injected
+    b = feed.shape[0]
+    out_feed = feed.copy()
+    out_channel = channel.copy()
+    count = np.zeros(b, np.int64)
+    picks = np.empty((b, max(width, 1)), np.int64)
+    for i in range(len(row)):
+        r = row[i]
+        if count[r] < width:
+            picks[r, count[r]] = post[i]
+            count[r] += 1
+    for r in range(b):
+        c = count[r]
+        if c == 0:
+            continue
+        for col in range(width):
+            if col < c:
+                out_feed[r, start + col] = picks[r, col]
+                out_channel[r, start + col] = injected
+            else:
+                out_feed[r, start + col] = feed[r, start + col - c]
+    return out_feed, out_channel
+
+
 KERNELS = {
+    "place_picks": _place_picks,
+    "keyed_max": _keyed_max,
     "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
     "merge_edits": _merge_edits, "memory_update": _memory_update,
     "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,

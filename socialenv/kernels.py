@@ -159,6 +159,49 @@ def drop_own_and_repeated_numpy(feed: np.ndarray, owner: np.ndarray, author: np.
     return dedupe_rows(np.where(own_post, -1, feed))
 
 
+def keyed_max_numpy(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each entry of ``keys`` (distinct): whether the sorted ``sorted_key`` (R,) holds it,
+    and (M, len(keys)) the max of each row of ``values`` (M, R) over the columns holding it
+    (0 where none does)."""
+    start = np.searchsorted(sorted_key, keys, side="left")
+    stop = np.searchsorted(sorted_key, keys, side="right")
+    found = stop > start
+    best = np.zeros((len(values), len(keys)), values.dtype)
+    if found.any():
+        order = np.argsort(start[found])
+        bounds = np.stack([start[found][order], stop[found][order]], axis=1).ravel()
+        padded = np.concatenate([values, np.zeros((len(values), 1), values.dtype)], axis=1)
+        segment = np.maximum.reduceat(padded, bounds, axis=1)[:, ::2]
+        best[:, np.flatnonzero(found)[order]] = segment
+    return found, best
+
+
+def place_picks_numpy(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                      width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of ``feed`` and ``channel`` (B, F) where row r's picks (``post[i]`` for
+    ``row[i] == r``, in the order given, at most ``width``) fill columns ``start..`` and r's
+    former entries of those ``width`` columns move right behind them (the last fall off); the
+    picks' channel becomes ``injected``."""
+    order = np.argsort(row, kind="stable")
+    row, post = row[order], post[order]
+    slot = np.arange(len(row)) - np.searchsorted(row, row)
+    keep = slot < width
+    row, post, slot = row[keep], post[keep], slot[keep]
+    picks = np.full((feed.shape[0], width), -1, np.int64)
+    picks[row, slot] = post
+    count = np.bincount(row, minlength=feed.shape[0])[:, None]
+    column = np.arange(width)[None, :]
+    builtin = feed[:, start : start + width]
+    shifted = np.take_along_axis(builtin, np.maximum(column - count, 0), axis=1)
+    feed = feed.copy()
+    channel = channel.copy()
+    feed[:, start : start + width] = np.where(column < count, picks, shifted)
+    channel[:, start : start + width] = np.where(
+        column < count, np.int8(injected), channel[:, start : start + width]
+    )
+    return feed, channel
+
+
 # ----------------------------------------------------------------------------- numba versions
 def _build_numba() -> dict[str, Callable[..., Any]]:
     from socialenv._numba_kernels import KERNELS
@@ -186,6 +229,7 @@ _NUMPY = {
     "memory_update": memory_update_numpy,
     "relational_draws": relational_draws_numpy, "propagate_csr": propagate_csr_numpy,
     "count_reactions": count_reactions_numpy, "drop_own_and_repeated": drop_own_and_repeated_numpy,
+    "keyed_max": keyed_max_numpy, "place_picks": place_picks_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
 _active: dict[str, Callable[..., Any]] = _NUMPY
@@ -394,3 +438,19 @@ def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarra
         return drop_own_and_repeated_numpy(feed, owner, author)
     return _active["drop_own_and_repeated"](np.ascontiguousarray(feed), owner.astype(np.int64, copy=False),
                                             author.astype(np.int64, copy=False))
+
+
+def keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`keyed_max_numpy`."""
+    return _active["keyed_max"](sorted_key.astype(np.int64, copy=False), keys.astype(np.int64, copy=False),
+                                np.ascontiguousarray(values))
+
+
+def place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`place_picks_numpy`."""
+    if _active is _NUMPY or feed.dtype != np.int64 or channel.dtype != np.int8:
+        return place_picks_numpy(feed, channel, row, post, start, width, injected)
+    return _active["place_picks"](np.ascontiguousarray(feed), np.ascontiguousarray(channel),
+                                  row.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
+                                  int(start), int(width), int(injected))

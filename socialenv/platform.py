@@ -199,24 +199,7 @@ class Recommender:
         start, width = self.config.relational, self.config.personalized
         if len(row) == 0 or width == 0:
             return feed, channel
-        order = np.argsort(row, kind="stable")
-        row, post = row[order], post[order]
-        slot = np.arange(len(row)) - np.searchsorted(row, row)
-        keep = slot < width
-        row, post, slot = row[keep], post[keep], slot[keep]
-        picks = np.full((feed.shape[0], width), -1, np.int64)
-        picks[row, slot] = post
-        count = np.bincount(row, minlength=feed.shape[0])[:, None]
-        column = np.arange(width)[None, :]
-        builtin = feed[:, start : start + width]
-        shifted = np.take_along_axis(builtin, np.maximum(column - count, 0), axis=1)
-        feed = feed.copy()
-        channel = channel.copy()
-        feed[:, start : start + width] = np.where(column < count, picks, shifted)
-        channel[:, start : start + width] = np.where(
-            column < count, np.int8(FeedChannel.INJECTED), channel[:, start : start + width]
-        )
-        return feed, channel
+        return kernels.place_picks(feed, channel, row, post, start, width, int(FeedChannel.INJECTED))
 
     def build_feeds(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
                     ) -> tuple[np.ndarray, np.ndarray]:

@@ -256,6 +256,32 @@ def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
         kernels.drop_own_and_repeated_numpy(feed, owner, author))
 
 
+def test_keyed_max_matches_numpy(compiled):
+    rng = np.random.default_rng(12)
+    sorted_key = np.sort(rng.integers(0, 400, 1500))
+    keys = rng.choice(500, 200, replace=False)  # some present, some not
+    values = rng.random((4, 1500))
+    values[1, rng.random(1500) < 0.01] = np.nan
+    for v in (values, values.astype(np.float32)):
+        got, expected = compiled["keyed_max"](sorted_key, keys, v), kernels.keyed_max_numpy(sorted_key, keys, v)
+        assert _bits(got[0]) == _bits(expected[0])
+        assert _bits(got[1]) == _bits(expected[1])
+    assert not compiled["keyed_max"](sorted_key[:0], keys, values[:, :0])[0].any()
+
+
+def test_place_picks_matches_numpy(compiled):
+    rng = np.random.default_rng(13)
+    feed = _rows_with_repeats(rng, 300, 12, 1000)
+    channel = rng.integers(0, 3, (300, 12)).astype(np.int8)
+    row = rng.integers(0, 300, 700)  # many rows get more picks than the 5 slots
+    post = rng.integers(0, 1000, 700)
+    for start, width in ((5, 5), (0, 1), (0, 12)):
+        got = compiled["place_picks"](feed, channel, row, post, start, width, 3)
+        expected = kernels.place_picks_numpy(feed, channel, row, post, start, width, 3)
+        for g, e in zip(got, expected, strict=True):
+            assert _bits(g) == _bits(e)
+
+
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_one_pass_graph_edit_equals_follow_then_unfollow(backend):
     previous = kernels.BACKEND
