@@ -487,14 +487,11 @@ def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: n
 
 
 KERNELS = {
-    "place_picks": _place_picks,
-    "keyed_max": _keyed_max,
-    "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
-    "merge_edits": _merge_edits, "memory_update": _memory_update,
+    "dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
+    "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
+    "insert_sorted": _insert_sorted, "delete_sorted": _delete_sorted, "merge_edits": _merge_edits,
+    "unit_rows": _unit_rows, "unit_noisy_rows": _unit_noisy_rows, "memory_update": _memory_update,
     "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,
-    "unit_rows": _unit_rows,
-    "unit_noisy_rows": _unit_noisy_rows,
-    "delete_sorted": _delete_sorted,
-    "insert_sorted": _insert_sorted, "dedupe_rows": _dedupe, "compact_rows": _compact,
-    "top_k_rows": _top_k, "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
+    "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
+    "keyed_max": _keyed_max, "place_picks": _place_picks,
 }

@@ -11,7 +11,10 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 
 :data:`BACKEND` says which one is in use; :func:`use_backend` switches at run time (tests).
 Kernels whose result would differ in the last bit between the two (anything calling
-``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy.
+``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
+are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
+segment sums); the context propagation's reference is torch's float32 CSR product, which the
+compiled hop reproduces row by row.
 """
 
 from __future__ import annotations
