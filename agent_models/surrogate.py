@@ -134,6 +134,7 @@ class SurrogateConfig:
 
 
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+_REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 @dataclass
@@ -202,8 +203,13 @@ class SurrogateBrain(Brain):
         Returns a dict with "like", "dislike", "retweet", "reply" probabilities, "gap"
         (|a_u − s_p| / 2) and "reply_toxicity" (the expected toxicity of a reply).
         """
+        return self._probabilities(users, posts, user, post, attention, self.attitude(users))
+
+    def _probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray, post: np.ndarray,
+                       attention: np.ndarray | float | None, attitudes: np.ndarray) -> dict[str, np.ndarray]:
+        """:meth:`reaction_probabilities` given every user's attitude (N,)."""
         cfg = self.config
-        attitude = self.attitude(users)[user]
+        attitude = attitudes[user]
         stance = posts.stance[post]
         sim = np.einsum("...d,...d->...", users.latent[user], posts.latent[post])
         agree = attitude * stance
@@ -223,15 +229,15 @@ class SurrogateBrain(Brain):
         }
 
     def _blocked_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
-                               post: np.ndarray, attention: np.ndarray, block: int = 8192
-                               ) -> dict[str, np.ndarray]:
+                               post: np.ndarray, attention: np.ndarray, attitudes: np.ndarray,
+                               block: int = 8192) -> dict[str, np.ndarray]:
         """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
         the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
-            return self.reaction_probabilities(users, posts, user, post, attention)
-        parts = [self.reaction_probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
-                                             attention[lo : lo + block])
+            return self._probabilities(users, posts, user, post, attention, attitudes)
+        parts = [self._probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
+                                     attention[lo : lo + block], attitudes)
                  for lo in range(0, len(user), block)]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
@@ -285,14 +291,12 @@ class SurrogateBrain(Brain):
         for lo in range(0, max(b, 1), chunk):
             rows = slice(lo, lo + chunk)
             who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
-            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows])
-            for i, behaviour in enumerate(_REACTIONS):
-                hit = valid[rows] & (draws[i, rows] < prob[behaviour.name.lower()])
-                r, c = np.nonzero(hit)
-                rows_u.append(r + lo)
-                rows_p.append(feed[rows][r, c])
-                rows_k.append(np.full(len(r), int(behaviour), np.int8))
-                rows_gap.append(prob["gap"][r, c])
+            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows], attitude)
+            r, p, k, g = self._hits(valid[rows], draws[:, rows], prob, feed[rows])
+            rows_u.append(r + lo)
+            rows_p.append(p)
+            rows_k.append(k)
+            rows_gap.append(g)
         react_user = active[np.concatenate(rows_u)] if rows_u else np.zeros(0, np.int64)
         react_post = np.concatenate(rows_p) if rows_p else np.zeros(0, np.int64)
         kind = np.concatenate(rows_k) if rows_k else np.zeros(0, np.int8)
@@ -310,6 +314,15 @@ class SurrogateBrain(Brain):
         positive = (kind == Behaviour.LIKE) | is_retweet
         hostile = (kind == Behaviour.DISLIKE) | (is_reply & (toxicity > cfg.toxic_threshold))
         return _Reactions(react_user, react_post, kind, stance, toxicity, positive, hostile)
+
+    @staticmethod
+    def _hits(valid: np.ndarray, draws: np.ndarray, prob: dict[str, np.ndarray], feed: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The reactions of one block of feed rows, behaviour after behaviour, each row-major:
+        (row, post, kind, gap) of every valid slot whose draw is below its probability."""
+        p = np.stack([prob[b.name.lower()] for b in _REACTIONS])
+        i, r, c = np.nonzero(valid & (draws < p))
+        return r, feed[r, c], _REACTION_KINDS[i], prob["gap"][r, c]
 
     def _write_posts(self, round_input: RoundInput, attitude: np.ndarray,
                      rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -22,6 +22,10 @@ pruned, edges accumulate), so this ratio is how much a round slows down with age
 The scaling exponent above 100k is log(cpu(1e6) / cpu(1e5)) / log(10) on the median CPU time
 per step over both policies (1.0 = linear).
 
+From 100,000 users the run also measures the memory floor of a round (:func:`memory_floor`:
+the embedding rows it must fetch at random and the graph bytes it must stream, timed on this
+machine) and reports CPU per round / floor: how far the round is from its memory traffic.
+
 Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
 tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
 ``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.kernels).
@@ -49,6 +53,8 @@ if str(ROOT) not in sys.path:
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 DEFAULT_STEPS = {1_000: 200, 10_000: 40, 100_000: 10, 1_000_000: 4}
 POLICIES = ("noop", "random")
+#: Sizes from which the memory floor of a round is measured (:func:`memory_floor`).
+FLOOR_MIN_USERS = 100_000
 
 
 def _set_threads(threads: int) -> None:
@@ -61,6 +67,15 @@ def _median(values: list[float]) -> float:
     import numpy as np
 
     return float(np.median(values)) if values else float("nan")
+
+
+def _madvise_hugepage() -> bool | None:
+    """Whether NumPy asks for transparent huge pages (``NUMPY_MADVISE_HUGEPAGE``); where the
+    kernel defragments on request, faulting them in can cost seconds of system time."""
+    import numpy as np
+
+    getter = getattr(getattr(np, "_core", np).multiarray, "_get_madvise_hugepage", None)
+    return None if getter is None else bool(getter())
 
 
 def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
@@ -106,14 +121,57 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any
         "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "load_before": load_before, "load_after": os.getloadavg(),
+        "numpy_madvise_hugepage": _madvise_hugepage(),
     }
     for policy, times in per_policy.items():
         cpu, wall = _median(times["cpu"]), _median(times["wall"])
         row[policy] = {"cpu_s_median": cpu, "wall_s_median": wall, "cpu_steps_per_s": 1 / cpu,
                        "wall_steps_per_s": 1 / wall, "steps": len(times["cpu"])}
     row["cpu_s_median"] = _median(per_policy["noop"]["cpu"] + per_policy["random"]["cpu"])
+    if num_users >= FLOOR_MIN_USERS:
+        row["floor"] = memory_floor(env.unwrapped)
+        row["floor"]["cpu_over_floor"] = row["cpu_s_median"] / row["floor"]["floor_s"]
     env.close()
     queue.put(row)
+
+
+def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
+    """The memory-traffic floor of the last round: the embedding rows a round must fetch at
+    random times the measured random-row fetch time, plus the bytes it must stream times the
+    measured copy bandwidth. Random rows: a post and a user embedding per feed slot (the
+    reaction model), the personalized channel's scored candidates, one post per reaction
+    (the memory update). Streamed: the follow graph's keys and CSR indices read and written
+    once (the round's edge edits) and the CSR indices read once more (the echo-chamber
+    count), 8 bytes per entry. Rates are measured here: random rows of the env's own post
+    table, and a 256 MiB copy."""
+    import numpy as np
+
+    sim = env.sim
+    result = env._last_result
+    b, f = result.feed.shape
+    cfg = sim.config.recommender
+    reactions = len(result.output.react_user)
+    random_rows = 2 * b * f + b * cfg.personalized * cfg.candidates_per_slot + reactions
+    edges = len(sim.graph)
+    stream_bytes = edges * 8 * (2 * 2 + 1)
+    d = sim.posts.latent_dim
+    table = sim.posts.latent[: len(sim.posts)]
+    index = np.random.default_rng(0).integers(0, len(table), fetches)
+    best_row = best_copy = float("inf")
+    big = np.ones(2**25, np.int64)  # 256 MiB
+    out = np.empty_like(big)
+    for _ in range(3):
+        cpu = time.process_time()
+        table[index]
+        best_row = min(best_row, (time.process_time() - cpu) / fetches)
+        cpu = time.process_time()
+        np.copyto(out, big)
+        best_copy = min(best_copy, (time.process_time() - cpu) / (2 * big.nbytes))
+    return {
+        "random_rows": int(random_rows), "row_bytes": 4 * d, "stream_bytes": int(stream_bytes),
+        "random_row_s": best_row, "stream_byte_s": best_copy,
+        "floor_s": random_rows * best_row + stream_bytes * best_copy,
+    }
 
 
 def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, queue: Any) -> None:
@@ -185,6 +243,13 @@ def main() -> None:
               f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}", flush=True)
     summary: dict[str, Any] = {}
     by_size = {r["num_users"]: r for r in rows}
+    for r in rows:
+        if "floor" in r:
+            fl = r["floor"]
+            print(f"{r['num_users']:>9,} users: memory floor {fl['floor_s']:.2f} s per round "
+                  f"({fl['random_rows'] / 1e6:.1f}M random rows of {fl['row_bytes']} B at "
+                  f"{fl['random_row_s'] * 1e9:.0f} ns, {fl['stream_bytes'] / 2**30:.2f} GiB streamed); "
+                  f"CPU per round / floor = {fl['cpu_over_floor']:.1f}")
     if 100_000 in by_size and 1_000_000 in by_size:
         ratio = by_size[1_000_000]["cpu_s_median"] / by_size[100_000]["cpu_s_median"]
         summary["cpu_ratio_1e6_over_1e5"] = ratio

@@ -12,8 +12,13 @@ shared with other jobs affects all modes alike; the speed-ups are ratios within 
 
     python benchmarks/vector_env.py                          # 1,000 users, N = 8
     python benchmarks/vector_env.py --users 200 --num-envs 2 8 --repeats 5
+    python benchmarks/vector_env.py --repeats 5 --num-envs 2 8 --out benchmarks/results/vector_env.json
 
-Writes ``benchmarks/results/vector_env.json`` (``--out``) and prints a table.
+BLAS / OpenMP run on one thread per process unless the environment sets them (the round is
+single-threaded; a second BLAS thread only spins on a shared machine). ``single`` also
+reports the process CPU time per step. Results go to ``--out`` (default
+``runs/benchmarks/vector_env.json``, not tracked; publish to ``benchmarks/results/``
+deliberately) and a table is printed.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a clone without installing
     sys.path.insert(0, str(ROOT))
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before NumPy loads its BLAS (workers inherit it)
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
@@ -37,8 +44,8 @@ import numpy as np  # noqa: E402
 import socialenv  # noqa: F401, E402  (registers the env ids)
 
 
-def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int) -> float:
-    """Env steps per second of one env stepped ``total_steps`` times."""
+def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int) -> tuple[float, float]:
+    """Env steps per second (wall, CPU) of one env stepped ``total_steps`` times."""
     env = gym.make("PolicySim-Rec-v0", **env_kwargs)
     env.action_space.seed(seed)
     env.reset(seed=seed)
@@ -50,11 +57,11 @@ def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed:
                 env.reset()
 
     run(warmup)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run(total_steps)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     env.close()
-    return total_steps / seconds
+    return total_steps / seconds, total_steps / cpu
 
 
 def time_vector(mode: str, num_envs: int, env_kwargs: dict[str, Any], vector_steps: int,
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vector_env.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "vector_env.json")
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -99,10 +106,13 @@ def main(argv: list[str] | None = None) -> None:
     env_kwargs = {"num_users": args.users}
     load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
+    single_cpu: list[float] = []
     for _ in range(args.repeats):
         for n in args.num_envs:
             samples.setdefault("single", [])
-            samples["single"].append(time_single(env_kwargs, args.vector_steps * n, args.warmup, args.seed))
+            wall, cpu = time_single(env_kwargs, args.vector_steps * n, args.warmup, args.seed)
+            samples["single"].append(wall)
+            single_cpu.append(cpu)
             for mode in ("sync", "async"):
                 samples.setdefault(f"{mode}-{n}", []).append(
                     time_vector(mode, n, env_kwargs, args.vector_steps, args.warmup, args.seed))
@@ -112,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         "users": args.users, "num_envs": args.num_envs, "vector_steps": args.vector_steps,
         "repeats": args.repeats, "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "gymnasium": gym.__version__, "load_average_before": load_before, "load_average_after": load_after,
-        "steps_per_second": median, "samples": samples,
+        "threads": os.environ["OMP_NUM_THREADS"], "steps_per_second": median, "samples": samples,
+        "single_cpu_steps_per_second": float(np.median(single_cpu)), "single_cpu_samples": single_cpu,
         "speedup_vs_single": {k: v / median["single"] for k, v in median.items()},
     }
     print(f"PolicySim-Rec-v0, {args.users} users, {os.cpu_count()} CPUs, load average "
@@ -120,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'mode':>10} {'env steps/s':>12} {'vs single':>10}")
     for key, value in median.items():
         print(f"{key:>10} {value:>12.1f} {results['speedup_vs_single'][key]:>9.2f}x")
+    print(f"single env: {results['single_cpu_steps_per_second']:.1f} env steps per CPU second")
     if not args.smoke or args.out != parser.get_default("out"):
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))

@@ -162,13 +162,15 @@ def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.
     for u in range(n):
         lo, hi = indptr[u], indptr[u + 1]
         if hi > lo:
-            same = np.float32(0.0)
+            own = sign[u]
+            same = 0
             for e in range(lo, hi):
-                if sign[indices[e]] == sign[u]:
-                    same += np.float32(1.0)
-            out[r] = np.float64(same) / np.float64(hi - lo)
+                same += sign[indices[e]] == own
+            # NumPy sums the float32 ones: exact while a row has < 2**24 entries
+            out[r] = np.float64(np.float32(same)) / np.float64(hi - lo)
             r += 1
     return out
+
 
 @jit
 def _insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -204,8 +206,292 @@ def _delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
     return out
 
 
+@jit
+def _pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
+    # NumPy's pairwise sum of the n <= 128 contiguous values x[:n] (as np.add.reduce along
+    # a contiguous axis runs it: from 0, all n terms; the dispatcher keeps n >= 8)
+    r0, r1, r2, r3 = x[0], x[1], x[2], x[3]
+    r4, r5, r6, r7 = x[4], x[5], x[6], x[7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += x[i]
+        r1 += x[i + 1]
+        r2 += x[i + 2]
+        r3 += x[i + 3]
+        r4 += x[i + 4]
+        r5 += x[i + 5]
+        r6 += x[i + 6]
+        r7 += x[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[i]
+        i += 1
+    return zero[0] + res
+
+
+@jit
+def _unit_row_into(row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray,
+                   eps: np.ndarray) -> None:
+    d = len(row)
+    for k in range(d):
+        square[k] = row[k] * row[k]
+    norm = np.sqrt(_pairwise_row(square, d, zero))
+    if not (norm > eps[0] or norm != norm):  # np.maximum(norm, eps), NaN kept
+        norm = eps[0]
+    for k in range(d):
+        out[k] = np.float32(row[k] / norm)
+
+
+@jit
+def _unit_rows(x: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    n, d = x.shape
+    out = np.empty((n, d), np.float32)
+    square = np.empty(d, x.dtype)
+    zero = np.zeros(1, x.dtype)
+    for r in range(n):
+        _unit_row_into(x[r], out[r], square, zero, eps)
+    return out
+
+
+@jit
+def _unit_noisy_rows(base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray,
+                     eps: np.ndarray) -> np.ndarray:
+    # unit rows of base[rows] + scale * noise (float32 base read as float64, as NumPy does)
+    n, d = noise.shape
+    out = np.empty((n, d), np.float32)
+    row = np.empty(d, np.float64)
+    square = np.empty(d, np.float64)
+    zero = np.zeros(1, np.float64)
+    for r in range(n):
+        src = rows[r] if len(rows) else r
+        for k in range(d):
+            row[k] = np.float64(base[src, k]) + scale * noise[r, k]
+        _unit_row_into(row, out[r], square, zero, eps)
+    return out
+
+
+@jit
+def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+    # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one pass
+    out = np.empty(len(values) + len(new) - len(drop), values.dtype)
+    src = 0
+    dst = 0
+    i = 0
+    j = 0
+    while i < len(drop) or j < len(at):
+        if j < len(at) and (i == len(drop) or at[j] <= drop[i]):
+            stop = at[j]
+        else:
+            stop = drop[i]
+        width = stop - src
+        out[dst : dst + width] = values[src:stop]
+        dst += width
+        src = stop
+        if j < len(at) and at[j] == stop:
+            out[dst] = new[j]
+            dst += 1
+            j += 1
+        elif i < len(drop) and drop[i] == stop:
+            src = stop + 1
+            i += 1
+    width = len(values) - src
+    out[dst : dst + width] = values[src:]
+    return out
+
+
+@jit
+def _memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
+                   who: np.ndarray, keep: np.ndarray) -> bool:
+    # memory[who[i]] = unit(keep·memory[who[i]] + (1 − keep)·unit(Σ latent[rows[segment i]]))
+    # in float32, with NumPy's summation orders; False (nothing done) if a segment is longer
+    # than 129 rows (NumPy splits those sums further)
+    s, d = len(first), latent.shape[1]
+    for i in range(s):
+        if (first[i + 1] if i + 1 < s else len(rows)) - first[i] > 129:
+            return False
+    zero = np.zeros(1, np.float32)
+    eps = np.float32(1e-8)
+    m = keep[0]
+    rest_weight = keep[1]
+    engaged = np.empty(d, np.float32)
+    square = np.empty(d, np.float32)
+    mixed = np.empty(d, np.float32)
+    for i in range(s):
+        lo = first[i]
+        hi = first[i + 1] if i + 1 < s else len(rows)
+        n = hi - lo - 1
+        for k in range(d):
+            head = latent[rows[lo], k]
+            if n == 0:
+                engaged[k] = head
+            elif n < 8:
+                acc = zero[0]
+                for j in range(lo + 1, hi):
+                    acc += latent[rows[j], k]
+                engaged[k] = head + acc
+            else:
+                engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
+        for k in range(d):
+            square[k] = engaged[k] * engaged[k]
+        norm = np.sqrt(_pairwise_row(square, d, zero))
+        if not (norm > eps or norm != norm):
+            norm = eps
+        u = who[i]
+        for k in range(d):
+            mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
+        for k in range(d):
+            square[k] = mixed[k] * mixed[k]
+        norm = np.sqrt(_pairwise_row(square, d, zero))
+        if not (norm > eps or norm != norm):
+            norm = eps
+        for k in range(d):
+            memory[u, k] = mixed[k] / norm
+    return True
+
+
+@jit
+def _relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray,
+                      offset_draw: np.ndarray, pick_draw: np.ndarray, author_start: np.ndarray,
+                      by_author: np.ndarray, lo: int) -> np.ndarray:
+    # a random followee's random post of the previous round per draw, -1 where there is none
+    b, k = offset_draw.shape
+    out = np.full((b, k), -1, np.int64)
+    e = len(indices)
+    p = len(by_author)
+    for r in range(b):
+        u = active[r]
+        start = indptr[u]
+        degree = indptr[u + 1] - start
+        if degree <= 0 or e == 0:
+            continue
+        for j in range(k):
+            offset = np.int64(offset_draw[r, j] * np.float64(degree))
+            followee = indices[min(start + offset, e - 1)]
+            first = author_start[followee]
+            count = author_start[followee + 1] - first
+            if count > 0:
+                pick = np.int64(pick_draw[r, j] * np.float64(count))
+                out[r, j] = lo + by_author[min(first + pick, p - 1)]
+    return out
+
+
+@jit
+def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray, alpha: np.ndarray
+                   ) -> np.ndarray:
+    # alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user who follows
+    # nobody keeps its own context), as torch's CSR product and update compute it
+    n, d = context.shape
+    out = np.empty((n, d), np.float32)
+    acc = np.empty(d, np.float32)
+    a, rest = alpha[0], alpha[1]
+    for u in range(n):
+        lo, hi = indptr[u], indptr[u + 1]
+        for k in range(d):
+            acc[k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d):
+                acc[k] += np.float32(1.0) * context[u, k]
+        else:
+            weight = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = indices[j]
+                for k in range(d):
+                    acc[k] += weight * context[v, k]
+        for k in range(d):
+            out[u, k] = a * context[u, k] + rest * acc[k]
+    return out
+
+
+@jit
+def _count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple) -> None:
+    # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]
+    for i in range(len(post)):
+        for j in range(len(kinds)):
+            if kind[i] == kinds[j]:
+                counters[j][post[i]] += 1
+                break
+
+
+@jit
+def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    # feed with the posts written by the row's owner and repeats within a row set to -1
+    b, f = feed.shape
+    out = feed.copy()
+    for r in range(b):
+        for j in range(f):
+            v = feed[r, j]
+            if v >= 0 and author[v] == owner[r]:
+                out[r, j] = -1
+        for j in range(1, f):
+            v = out[r, j]
+            if v < 0:
+                continue
+            for i in range(j):
+                if out[r, i] == v:
+                    out[r, j] = -1
+                    break
+    return out
+
+
+@jit
+def _keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray):
+    # for each of keys: whether sorted_key holds it, and the max of each row of values over
+    # the columns where it does (0 where it does not)
+    m, a = values.shape[0], len(keys)
+    found = np.zeros(a, np.bool_)
+    best = np.zeros((m, a), values.dtype)
+    for i in range(a):
+        lo = np.searchsorted(sorted_key, keys[i])
+        hi = lo
+        while hi < len(sorted_key) and sorted_key[hi] == keys[i]:
+            hi += 1
+        if hi > lo:
+            found[i] = True
+            for r in range(m):
+                v = values[r, lo]
+                for j in range(lo + 1, hi):
+                    w = values[r, j]
+                    if w > v or w != w:  # np.maximum: NaN wins
+                        v = w
+                best[r, i] = v
+    return found, best
+
+
+@jit
+def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                 width: int, injected: int):
+    # row r's picks (in the order given, at most width) fill columns start.. of r, its former
+    # entries there move right behind them; the picks' channel becomes injected
+    b = feed.shape[0]
+    out_feed = feed.copy()
+    out_channel = channel.copy()
+    count = np.zeros(b, np.int64)
+    picks = np.empty((b, max(width, 1)), np.int64)
+    for i in range(len(row)):
+        r = row[i]
+        if count[r] < width:
+            picks[r, count[r]] = post[i]
+            count[r] += 1
+    for r in range(b):
+        c = count[r]
+        if c == 0:
+            continue
+        for col in range(width):
+            if col < c:
+                out_feed[r, start + col] = picks[r, col]
+                out_channel[r, start + col] = injected
+            else:
+                out_feed[r, start + col] = feed[r, start + col - c]
+    return out_feed, out_channel
+
+
 KERNELS = {
-    "delete_sorted": _delete_sorted,
-    "insert_sorted": _insert_sorted, "dedupe_rows": _dedupe, "compact_rows": _compact,
-    "top_k_rows": _top_k, "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
+    "dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
+    "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
+    "insert_sorted": _insert_sorted, "delete_sorted": _delete_sorted, "merge_edits": _merge_edits,
+    "unit_rows": _unit_rows, "unit_noisy_rows": _unit_noisy_rows, "memory_update": _memory_update,
+    "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,
+    "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
+    "keyed_max": _keyed_max, "place_picks": _place_picks,
 }

@@ -11,7 +11,10 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 
 :data:`BACKEND` says which one is in use; :func:`use_backend` switches at run time (tests).
 Kernels whose result would differ in the last bit between the two (anything calling
-``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy.
+``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
+are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
+segment sums); the context propagation's reference is torch's float32 CSR product, which the
+compiled hop reproduces row by row.
 """
 
 from __future__ import annotations
@@ -81,6 +84,127 @@ def same_sign_share_numpy(sign: np.ndarray, indptr: np.ndarray, indices: np.ndar
     return np.add.reduceat(same, indptr[:-1][has]) / degree[has]
 
 
+def unit_rows_numpy(x: np.ndarray) -> np.ndarray:
+    """(n, d) float32: each row of ``x`` divided by its Euclidean norm (at least 1e-8)."""
+    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
+
+
+def unit_noisy_rows_numpy(base: np.ndarray, rows: np.ndarray | None, scale: float,
+                          noise: np.ndarray) -> np.ndarray:
+    """:func:`unit_rows_numpy` of ``base[rows] + scale * noise`` (all of ``base`` when ``rows``
+    is None)."""
+    return unit_rows_numpy((base if rows is None else base[rows]) + scale * noise)
+
+
+def merge_edits_numpy(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``np.insert(values, at, new)`` without the entries at the (old) indices ``drop``
+    (strictly increasing; ``at`` non-decreasing), 1-D arrays."""
+    return np.delete(np.insert(values, at, new), drop + np.searchsorted(at, drop, side="right"))
+
+
+def memory_update_numpy(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
+                        who: np.ndarray, keep: float) -> None:
+    """In place: ``memory[who[i]]`` becomes the unit vector of ``keep · memory[who[i]] +
+    (1 − keep) · unit(engaged_i)``, engaged_i the sum of ``latent[rows[first[i]:first[i + 1]]]``
+    (the last segment runs to the end); float32 ``memory`` and ``latent``."""
+    engaged = segment_sum_rows_numpy(latent, rows, first)
+    mixed = keep * memory[who] + (1 - keep) * engaged / np.maximum(
+        np.linalg.norm(engaged, axis=1, keepdims=True), 1e-8
+    )
+    memory[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
+
+
+def relational_draws_numpy(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray,
+                           offset_draw: np.ndarray, pick_draw: np.ndarray, author_start: np.ndarray,
+                           by_author: np.ndarray, lo: int) -> np.ndarray:
+    """(B, K) one post per draw: the followee ``offset_draw`` picks among active user r's
+    followees (CSR row), then that followee's post ``pick_draw`` picks among the posts
+    ``lo + by_author[author_start[f]:author_start[f + 1]]``; -1 where either list is empty."""
+    b, k = offset_draw.shape
+    degree = indptr[active + 1] - indptr[active]
+    offset = (offset_draw * degree[:, None]).astype(np.int64)
+    has_followees = degree > 0
+    followee = np.where(
+        has_followees[:, None], indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)], 0
+    ) if len(indices) else np.zeros((b, k), np.int64)
+    count = author_start[followee + 1] - author_start[followee]
+    pick = (pick_draw * count).astype(np.int64)
+    return np.where(
+        has_followees[:, None] & (count > 0),
+        lo + by_author[np.minimum(author_start[followee] + pick, len(by_author) - 1)],
+        -1,
+    )
+
+
+def propagate_csr_numpy(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float,
+                        hops: int) -> np.ndarray:
+    """(N, D) float32: ``hops`` steps of C ← α·C + (1 − α)·D⁻¹A·C over the CSR graph (row u
+    lists whom u follows; a user who follows nobody keeps its context), with torch's CSR
+    product (:mod:`socialenv.propagation`)."""
+    from socialenv.propagation import normalized_adjacency, propagate
+
+    return propagate(context, normalized_adjacency(indptr, indices, len(indptr) - 1), alpha, hops)
+
+
+def count_reactions_numpy(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray,
+                          counters: tuple[np.ndarray, ...]) -> None:
+    """In place: ``counters[j][p] +=`` the number of reactions to post p of kind ``kinds[j]``."""
+    for j, counter in enumerate(counters):
+        ids, counts = unique_counts(post[kind == kinds[j]])
+        counter[ids] += counts.astype(counter.dtype)
+
+
+def drop_own_and_repeated_numpy(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    """(B, F) copy of ``feed`` without the posts row r's ``owner[r]`` wrote (``author[post]``)
+    and without repeats within a row (the first kept), both as -1."""
+    valid = feed >= 0
+    own_post = valid & (author[np.where(valid, feed, 0)] == owner[:, None])
+    return dedupe_rows(np.where(own_post, -1, feed))
+
+
+def keyed_max_numpy(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each entry of ``keys`` (distinct): whether the sorted ``sorted_key`` (R,) holds it,
+    and (M, len(keys)) the max of each row of ``values`` (M, R) over the columns holding it
+    (0 where none does)."""
+    start = np.searchsorted(sorted_key, keys, side="left")
+    stop = np.searchsorted(sorted_key, keys, side="right")
+    found = stop > start
+    best = np.zeros((len(values), len(keys)), values.dtype)
+    if found.any():
+        order = np.argsort(start[found])
+        bounds = np.stack([start[found][order], stop[found][order]], axis=1).ravel()
+        padded = np.concatenate([values, np.zeros((len(values), 1), values.dtype)], axis=1)
+        segment = np.maximum.reduceat(padded, bounds, axis=1)[:, ::2]
+        best[:, np.flatnonzero(found)[order]] = segment
+    return found, best
+
+
+def place_picks_numpy(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                      width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of ``feed`` and ``channel`` (B, F) where row r's picks (``post[i]`` for
+    ``row[i] == r``, in the order given, at most ``width``) fill columns ``start..`` and r's
+    former entries of those ``width`` columns move right behind them (the last fall off); the
+    picks' channel becomes ``injected``."""
+    order = np.argsort(row, kind="stable")
+    row, post = row[order], post[order]
+    slot = np.arange(len(row)) - np.searchsorted(row, row)
+    keep = slot < width
+    row, post, slot = row[keep], post[keep], slot[keep]
+    picks = np.full((feed.shape[0], width), -1, np.int64)
+    picks[row, slot] = post
+    count = np.bincount(row, minlength=feed.shape[0])[:, None]
+    column = np.arange(width)[None, :]
+    builtin = feed[:, start : start + width]
+    shifted = np.take_along_axis(builtin, np.maximum(column - count, 0), axis=1)
+    feed = feed.copy()
+    channel = channel.copy()
+    feed[:, start : start + width] = np.where(column < count, picks, shifted)
+    channel[:, start : start + width] = np.where(
+        column < count, np.int8(injected), channel[:, start : start + width]
+    )
+    return feed, channel
+
+
 # ----------------------------------------------------------------------------- numba versions
 def _build_numba() -> dict[str, Callable[..., Any]]:
     from socialenv._numba_kernels import KERNELS
@@ -103,7 +227,12 @@ _NUMPY = {
     "insert_sorted": insert_sorted_numpy,
     "dedupe_rows": dedupe_rows_numpy, "compact_rows": compact_rows_numpy,
     "top_k_rows": top_k_rows_numpy, "segment_sum_rows": segment_sum_rows_numpy,
-    "same_sign_share": same_sign_share_numpy,
+    "same_sign_share": same_sign_share_numpy, "unit_rows": unit_rows_numpy,
+    "unit_noisy_rows": unit_noisy_rows_numpy, "merge_edits": merge_edits_numpy,
+    "memory_update": memory_update_numpy,
+    "relational_draws": relational_draws_numpy, "propagate_csr": propagate_csr_numpy,
+    "count_reactions": count_reactions_numpy, "drop_own_and_repeated": drop_own_and_repeated_numpy,
+    "keyed_max": keyed_max_numpy, "place_picks": place_picks_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
 _active: dict[str, Callable[..., Any]] = _NUMPY
@@ -233,5 +362,98 @@ def delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
 
 def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """See :func:`same_sign_share_numpy`."""
+    if len(indices) >= 2**24 and np.diff(indptr).max() >= 2**24:  # float32 counts stop being exact
+        return same_sign_share_numpy(sign, indptr, indices)
     return _active["same_sign_share"](sign, indptr.astype(np.int64, copy=False),
                                       indices.astype(np.int64, copy=False))
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """See :func:`unit_rows_numpy` (compiled for float rows of 8..128 values, where NumPy's
+    norm is one pairwise sum per row)."""
+    if (x.ndim != 2 or x.dtype not in (np.float32, np.float64) or not 8 <= x.shape[1] <= _PAIRWISE_BLOCK
+            or not x.flags.c_contiguous or _active is _NUMPY):
+        return unit_rows_numpy(x)
+    return _active["unit_rows"](x, np.array([1e-8], x.dtype))
+
+
+def unit_noisy_rows(base: np.ndarray, rows: np.ndarray | None, scale: float, noise: np.ndarray) -> np.ndarray:
+    """See :func:`unit_noisy_rows_numpy`."""
+    d = noise.shape[1] if noise.ndim == 2 else 0
+    if (noise.dtype != np.float64 or base.dtype not in (np.float32, np.float64) or not 8 <= d <= _PAIRWISE_BLOCK
+            or not noise.flags.c_contiguous or base.ndim != 2 or base.shape[1] != d or _active is _NUMPY):
+        return unit_noisy_rows_numpy(base, rows, scale, noise)
+    rows = np.zeros(0, np.int64) if rows is None else rows.astype(np.int64, copy=False)
+    return _active["unit_noisy_rows"](base, rows, float(scale), noise, np.array([1e-8]))
+
+
+def merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """See :func:`merge_edits_numpy` (``new`` is cast to ``values``' dtype)."""
+    return _active["merge_edits"](values, drop.astype(np.int64, copy=False), at.astype(np.int64, copy=False),
+                                  new.astype(values.dtype, copy=False))
+
+
+def memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
+                  who: np.ndarray, keep: float) -> None:
+    """See :func:`memory_update_numpy`; ``first`` is increasing, starting at 0."""
+    d = latent.shape[1]
+    if (_active is _NUMPY or memory.dtype != np.float32 or latent.dtype != np.float32
+            or not 8 <= d <= _PAIRWISE_BLOCK or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
+            or not _active["memory_update"](memory, latent, rows.astype(np.int64, copy=False),
+                                            first.astype(np.int64, copy=False), who.astype(np.int64, copy=False),
+                                            np.array([keep, 1 - keep], np.float32))):
+        memory_update_numpy(memory, latent, rows, first, who, keep)
+
+
+def relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray, offset_draw: np.ndarray,
+                     pick_draw: np.ndarray, author_start: np.ndarray, by_author: np.ndarray, lo: int) -> np.ndarray:
+    """See :func:`relational_draws_numpy`."""
+    return _active["relational_draws"](indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False),
+                                       active.astype(np.int64, copy=False), offset_draw, pick_draw,
+                                       author_start.astype(np.int64, copy=False),
+                                       by_author.astype(np.int64, copy=False), int(lo))
+
+
+def propagate_csr(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float,
+                  hops: int) -> np.ndarray:
+    """See :func:`propagate_csr_numpy`."""
+    if _active is _NUMPY or hops == 0:
+        return propagate_csr_numpy(context, indptr, indices, alpha, hops)
+    c = np.ascontiguousarray(context, dtype=np.float32)
+    weights = np.array([alpha, 1.0 - alpha], np.float32)
+    indptr, indices = indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
+    for _ in range(hops):
+        c = _active["propagate_hop"](indptr, indices, c, weights)
+    return c
+
+
+def count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]) -> None:
+    """See :func:`count_reactions_numpy`."""
+    if _active is _NUMPY or len({c.dtype for c in counters}) != 1 or kind.dtype != kinds.dtype:
+        count_reactions_numpy(post, kind, kinds, counters)
+        return
+    _active["count_reactions"](post.astype(np.int64, copy=False), kind, kinds, tuple(counters))
+
+
+def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    """See :func:`drop_own_and_repeated_numpy`."""
+    if _active is _NUMPY or feed.dtype != np.int64:
+        return drop_own_and_repeated_numpy(feed, owner, author)
+    return _active["drop_own_and_repeated"](np.ascontiguousarray(feed), owner.astype(np.int64, copy=False),
+                                            author.astype(np.int64, copy=False))
+
+
+def keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`keyed_max_numpy`."""
+    return _active["keyed_max"](sorted_key.astype(np.int64, copy=False), keys.astype(np.int64, copy=False),
+                                np.ascontiguousarray(values))
+
+
+def place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
+                width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`place_picks_numpy`."""
+    if _active is _NUMPY or feed.dtype != np.int64 or channel.dtype != np.int8:
+        return place_picks_numpy(feed, channel, row, post, start, width, injected)
+    return _active["place_picks"](np.ascontiguousarray(feed), np.ascontiguousarray(channel),
+                                  row.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
+                                  int(start), int(width), int(injected))

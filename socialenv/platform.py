@@ -140,20 +140,11 @@ class Recommender:
         author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
         np.cumsum(np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:])
         indptr, indices = ctx.graph.followees_csr()
-        degree = indptr[active + 1] - indptr[active]
         draws = 3 * k
-        offset = (rng.random((b, draws)) * degree[:, None]).astype(np.int64)
-        has_followees = degree > 0
-        followee = np.where(
-            has_followees[:, None], indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)], 0
-        ) if len(indices) else np.zeros((b, draws), np.int64)
-        count = author_start[followee + 1] - author_start[followee]
-        pick = (rng.random((b, draws)) * count).astype(np.int64)
-        post = np.where(
-            has_followees[:, None] & (count > 0),
-            lo + by_author[np.minimum(author_start[followee] + pick, len(by_author) - 1)],
-            -1,
-        )
+        offset_draw = rng.random((b, draws))
+        pick_draw = rng.random((b, draws))
+        post = kernels.relational_draws(indptr, indices, active, offset_draw, pick_draw, author_start,
+                                        by_author, lo)
         return compact_rows(dedupe_rows(post), k)
 
     def personalized(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator,
@@ -208,24 +199,7 @@ class Recommender:
         start, width = self.config.relational, self.config.personalized
         if len(row) == 0 or width == 0:
             return feed, channel
-        order = np.argsort(row, kind="stable")
-        row, post = row[order], post[order]
-        slot = np.arange(len(row)) - np.searchsorted(row, row)
-        keep = slot < width
-        row, post, slot = row[keep], post[keep], slot[keep]
-        picks = np.full((feed.shape[0], width), -1, np.int64)
-        picks[row, slot] = post
-        count = np.bincount(row, minlength=feed.shape[0])[:, None]
-        column = np.arange(width)[None, :]
-        builtin = feed[:, start : start + width]
-        shifted = np.take_along_axis(builtin, np.maximum(column - count, 0), axis=1)
-        feed = feed.copy()
-        channel = channel.copy()
-        feed[:, start : start + width] = np.where(column < count, picks, shifted)
-        channel[:, start : start + width] = np.where(
-            column < count, np.int8(FeedChannel.INJECTED), channel[:, start : start + width]
-        )
-        return feed, channel
+        return kernels.place_picks(feed, channel, row, post, start, width, int(FeedChannel.INJECTED))
 
     def build_feeds(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
                     ) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
-from socialenv.synthetic import default_profiles, synthetic_text, unit_rows
+from socialenv import kernels
+from socialenv.synthetic import default_profiles, synthetic_text
 
 
 @dataclass
@@ -320,8 +321,8 @@ def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float
     counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
     author = np.repeat(np.arange(n, dtype=np.int64), counts)
     scenario.history_author = author
-    scenario.history_latent = unit_rows(
-        scenario.latent[author] + 0.3 * rng.standard_normal((len(author), scenario.latent_dim))
+    scenario.history_latent = kernels.unit_noisy_rows(
+        scenario.latent, author, 0.3, rng.standard_normal((len(author), scenario.latent_dim))
     )
     scenario.history_stance = np.clip(
         scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1

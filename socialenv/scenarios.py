@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from agent_models.types import NewsEvent
 from agent_models.validation import Limit, check, check_fields, config_error
+from socialenv import kernels
 from socialenv.scenario import Scenario, seed_history
 from socialenv.synthetic import (
     COMBATIVE_STYLES,
@@ -25,7 +26,6 @@ from socialenv.synthetic import (
     TOPICS,
     default_profiles,
     synthetic_text,
-    unit_rows,
 )
 from socialenv.world import sorted_unique
 
@@ -84,7 +84,7 @@ class PopulationConfig:
 
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     """(T, d) unit vectors, one per entry of TOPICS."""
-    return unit_rows(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
+    return kernels.unit_rows(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
 
 
 def _follow_graph(
@@ -116,8 +116,10 @@ def _follow_graph(
         position[by_value] = np.searchsorted(cumulative, u[by_value])
         dst[pick] = members[np.minimum(position, len(members) - 1)]
     keep = src != dst
-    keys = sorted_unique(src[keep] * n + dst[keep])
-    return keys // n, keys % n
+    keys = src * n
+    keys += dst
+    keys = sorted_unique(keys[keep])
+    return np.divmod(keys, n)
 
 
 def synthetic_population(
@@ -148,7 +150,7 @@ def synthetic_population(
     # seed must give the same population whatever the machine's thread count.
     with threadpool_limits(limits=1, user_api="blas"):
         mixed = weights @ centroids
-    latent = unit_rows(mixed + 0.35 * rng.standard_normal((n, config.latent_dim)))
+    latent = kernels.unit_noisy_rows(mixed, None, 0.35, rng.standard_normal((n, config.latent_dim)))
     toxicity = rng.beta(*config.toxicity_beta, n)
     combative = np.isin(profiles.posting_style.codes, COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)

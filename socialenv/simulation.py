@@ -32,13 +32,15 @@ from socialenv.platform import (
     FeedContext,
     Recommender,
     assign_clusters,
-    dedupe_rows,
     fit_centroids,
 )
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
+
+#: The reactions counted on each post, in the order of PostTable's counters.
+_COUNTED = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
 
 #: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
 LOCAL_PROPAGATION_USERS = 50_000
@@ -92,6 +94,20 @@ class RoundResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+class _LazyRng:
+    """The generator ``sim.rng(round_, stream)``, created on first use (most rounds fire no
+    event, and creating a generator costs more than a small draw)."""
+
+    def __init__(self, sim: Simulation, round_: int, stream: Stream) -> None:
+        self._make = lambda: sim.rng(round_, stream)
+        self._rng: np.random.Generator | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = self._make()
+        return getattr(self._rng, name)
+
+
 class Simulation:
     """The platform and its population for one episode at a time."""
 
@@ -142,17 +158,17 @@ class Simulation:
         self.scenario = scenario
         n = scenario.num_users
         s0 = discretize_stance(scenario.opinion)
-        self.users = UserState(
+        self.users = UserState(  # astype copies: the scenario's arrays stay as loaded
             profiles=scenario.profiles,
-            latent=scenario.latent.astype(np.float32).copy(),
-            memory_latent=scenario.latent.astype(np.float32).copy(),
+            latent=scenario.latent.astype(np.float32),
+            memory_latent=scenario.latent.astype(np.float32),
             stance=s0.astype(np.float32),
             discrete_stance=s0.copy(),
-            opinion=scenario.opinion.astype(np.float32).copy(),
-            activity=scenario.activity.astype(np.float32).copy(),
-            toxicity_propensity=scenario.toxicity_propensity.astype(np.float32).copy(),
-            susceptibility=scenario.susceptibility.astype(np.float32).copy(),
-            misinformed=scenario.misinformed.astype(bool).copy(),
+            opinion=scenario.opinion.astype(np.float32),
+            activity=scenario.activity.astype(np.float32),
+            toxicity_propensity=scenario.toxicity_propensity.astype(np.float32),
+            susceptibility=scenario.susceptibility.astype(np.float32),
+            misinformed=scenario.misinformed.astype(bool),
             exposure=np.ones(n, np.float32),
         )
         self.graph = FollowGraph(n, scenario.follow_src, scenario.follow_dst)
@@ -223,7 +239,10 @@ class Simulation:
             return propagate_rows((self.users.latent, self.users.memory_latent), indptr, indices,
                                   np.asarray(rows, np.int64), cfg.alpha, cfg.hops)
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
-        if cfg.hops > 0:
+        if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
+            indptr, indices = self.graph.followees_csr()
+            base = kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops)
+        elif cfg.hops > 0:
             if self._adjacency is None:
                 indptr, indices = self.graph.followees_csr()
                 self._adjacency = normalized_adjacency(indptr, indices, n)
@@ -264,9 +283,7 @@ class Simulation:
                 feed, channel, row[row_ok], np.asarray(recommend_post)[row_ok]
             )
         owner = np.broadcast_to(active[:, None], feed.shape)
-        valid = feed >= 0
-        own_post = valid & (self.posts.author[np.where(valid, feed, 0)] == owner)
-        feed = dedupe_rows(np.where(own_post, -1, feed))
+        feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
         if self.moderation is not None:
             feed = self.moderation.filter_feeds(feed, owner, self.posts, t, self.rng(t, Stream.MODERATION))
         valid = feed >= 0
@@ -295,7 +312,7 @@ class Simulation:
         if self.moderation is not None:
             self.moderation.adjust_output(output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION))
         text_toxicity = self._apply(output, t)
-        events_fired = self.events.apply_fired(t, self.users, self.rng(t, Stream.EVENTS))
+        events_fired = self.events.apply_fired(t, self.users, _LazyRng(self, t, Stream.EVENTS))
         if self.activity_model is not None:
             self.activity_model.observe(output, self.posts.author, news)
         self.round += 1
@@ -339,12 +356,8 @@ class Simulation:
         users, posts = self.users, self.posts
         first_new = len(posts)
         kind = out.react_kind
-        for behaviour, counter in (
-            (Behaviour.LIKE, posts.likes), (Behaviour.DISLIKE, posts.dislikes),
-            (Behaviour.RETWEET, posts.retweets), (Behaviour.REPLY, posts.replies),
-        ):
-            ids, counts = kernels.unique_counts(out.react_post[kind == behaviour])
-            counter[ids] += counts.astype(counter.dtype)
+        kernels.count_reactions(out.react_post, kind, np.array(_COUNTED, kind.dtype),
+                                (posts.likes, posts.dislikes, posts.retweets, posts.replies))
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
         is_reply = kind[shares] == Behaviour.REPLY
@@ -392,8 +405,7 @@ class Simulation:
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 
-        added = self.graph.follow(out.follow_src, out.follow_dst)
-        removed = self.graph.unfollow(out.unfollow_src, out.unfollow_dst)
+        added, removed = self.graph.edit(out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst)
         if added or removed:
             self._adjacency = None
 
@@ -408,12 +420,8 @@ class Simulation:
         if len(out.react_user):
             order = np.argsort(out.react_user, kind="stable")
             who, first = kernels.sorted_starts(out.react_user[order])
-            engaged = kernels.segment_sum_rows(posts.latent, out.react_post[order], first)
-            m = self.config.memory_ema
-            mixed = m * users.memory_latent[who] + (1 - m) * engaged / np.maximum(
-                np.linalg.norm(engaged, axis=1, keepdims=True), 1e-8
-            )
-            users.memory_latent[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
+            kernels.memory_update(users.memory_latent, posts.latent, out.react_post[order], first, who,
+                                  self.config.memory_ema)
         return written_toxicity
 
     def _classify(self, first: int, rng: np.random.Generator) -> None:

@@ -38,10 +38,6 @@ _STANCE_PHRASES = {
 
 
 
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
-
-
 
 def _roles(
     post_retweet_ratio: np.ndarray,

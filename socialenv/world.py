@@ -171,8 +171,17 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        self.keys = sorted_unique(src[keep].astype(np.int64) * num_users + dst[keep])
+        src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
+        keys = src * num_users
+        keys += dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        if len(keys) > 1 and (keys[1:] > keys[:-1]).all():  # sorted and distinct (a scenario's edges)
+            self.keys = keys
+            indptr = np.zeros(num_users + 1, np.int64)
+            np.cumsum(np.bincount(src, minlength=num_users), out=indptr[1:])
+            self._csr = (indptr, dst)
+        else:
+            self.keys = sorted_unique(keys)
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self._src: np.ndarray | None = None
 
@@ -248,6 +257,39 @@ class FollowGraph:
             self._reverse = None
             self._src = None
         return len(hit)
+
+    def edit(self, follow_src: np.ndarray, follow_dst: np.ndarray, unfollow_src: np.ndarray,
+             unfollow_dst: np.ndarray) -> tuple[int, int]:
+        """:meth:`follow` then :meth:`unfollow` in one pass over the edges (the same graph and
+        counts); returns (added, removed)."""
+        n = self.n
+        keep = follow_src != follow_dst
+        added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
+        removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
+        if len(added_keys) == 0 or len(removed_keys) == 0:  # nothing to merge
+            return self.follow(follow_src, follow_dst), self.unfollow(unfollow_src, unfollow_dst)
+        pos = np.searchsorted(self.keys, added_keys)
+        exists = np.zeros(len(added_keys), bool)
+        inside = pos < len(self.keys)
+        exists[inside] = self.keys[pos[inside]] == added_keys[inside]
+        new, at = added_keys[~exists], pos[~exists]
+        pos = np.searchsorted(self.keys, removed_keys)
+        inside = pos < len(self.keys)
+        hit = pos[inside][self.keys[pos[inside]] == removed_keys[inside]]
+        undone = kernels.isin(new, removed_keys)  # added, then removed again
+        added, removed = len(new), len(hit) + int(undone.sum())
+        if not added and not removed:
+            return 0, 0
+        new, at = new[~undone], at[~undone]
+        removed_rows = self.keys[hit] // n
+        self.keys = kernels.merge_edits(self.keys, hit, at, new)
+        if self._csr is not None:
+            indptr, indices = self._csr
+            self._csr = (indptr + self._row_shift(new // n) - self._row_shift(removed_rows),
+                         kernels.merge_edits(indices, hit, at, new % n))
+        self._reverse = None
+        self._src = None
+        return added, removed
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(indptr (N+1,), indices (E,)): row u lists the users u follows."""

@@ -19,16 +19,6 @@ _ENGAGEMENT_KEYS = {
 }
 
 
-def _segment_max(values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """Max of ``values[start[i]:stop[i]]`` for disjoint, non-empty segments."""
-    order = np.argsort(start)
-    bounds = np.stack([start[order], stop[order]], axis=1).ravel()
-    padded = np.append(values, values.dtype.type(0))
-    out = np.empty(len(start), values.dtype)
-    out[order] = np.maximum.reduceat(padded, bounds)[::2]
-    return out
-
-
 #: The scalar features appended to each Rec arm's context, in order (see ``RecEnv``).
 REC_ARM_FEATURES: tuple[str, ...] = (
     "receiver_stance", "author_stance", "stance_divergence", "cross_stance", "post_toxicity",
@@ -274,19 +264,10 @@ class RecEnv(PolicySimEnv):
         civil_reaction = (~hostile).astype(np.float64)
         hostile_reaction = hostile.astype(np.float64)
         order = np.argsort(react_key, kind="stable")
-        sorted_key = react_key[order]
-        start = np.searchsorted(sorted_key, arm_key, side="left")
-        stop = np.searchsorted(sorted_key, arm_key, side="right")
-        reacted = stop > start
-        engagement = np.zeros(len(applied))
-        toxicity = np.zeros(len(applied))
-        civil = np.zeros(len(applied))
-        hostile_any = np.zeros(len(applied), bool)
-        if reacted.any():
-            engagement[reacted] = _segment_max(weight[order], start[reacted], stop[reacted])
-            toxicity[reacted] = _segment_max(out.react_toxicity[order], start[reacted], stop[reacted])
-            civil[reacted] = _segment_max(civil_reaction[order], start[reacted], stop[reacted])
-            hostile_any[reacted] = _segment_max(hostile_reaction[order], start[reacted], stop[reacted]) > 0
+        # per applied arm, the max over its receiver's reactions to its post (0 if none)
+        reacted, best = kernels.keyed_max(react_key[order], arm_key, np.stack(
+            [weight, out.react_toxicity.astype(np.float64), civil_reaction, hostile_reaction])[:, order])
+        engagement, toxicity, civil, hostile_any = best[0], best[1], best[2], best[3] > 0
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst

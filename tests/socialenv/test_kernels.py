@@ -142,6 +142,172 @@ def test_follow_graph_csr_merged_with_edits_equals_rebuild(backend):
         kernels.use_backend(previous)
 
 
+def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [8, 12, 32, 100, 128])
+def test_unit_rows_bit_identical_to_numpy_norm(compiled, dtype, d):
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((2000, d)).astype(dtype) * rng.random((2000, 1)).astype(dtype)
+    x[0] = 0.0  # norm below 1e-8
+    x[1, 3] = np.nan
+    assert _bits(compiled["unit_rows"](x, np.array([1e-8], dtype))) == _bits(kernels.unit_rows_numpy(x))
+    base = rng.standard_normal((300, d)).astype(np.float32)
+    rows = rng.integers(0, 300, 2000)
+    noise = rng.standard_normal((2000, d))
+    for r in (rows, None):
+        expected = kernels.unit_noisy_rows_numpy(base if r is not None else base[rows], r, 0.3, noise)
+        got = compiled["unit_noisy_rows"](base if r is not None else base[rows],
+                                          np.zeros(0, np.int64) if r is None else r, 0.3, noise, np.array([1e-8]))
+        assert _bits(got) == _bits(expected)
+    for width in (3, 7, 200):  # outside the compiled range: the dispatcher uses NumPy
+        y = rng.standard_normal((50, width))
+        assert _bits(kernels.unit_rows(y)) == _bits(kernels.unit_rows_numpy(y))
+
+
+@pytest.mark.parametrize("keep", [0.9, 0.5, 0.123])
+@pytest.mark.parametrize("d", [8, 32, 100])
+def test_memory_update_bit_identical_to_numpy(compiled, keep, d):
+    rng = np.random.default_rng(7)
+    latent = rng.standard_normal((4000, d)).astype(np.float32)
+    memory = rng.standard_normal((500, d)).astype(np.float32)
+    lengths = np.array([1, 2, 7, 8, 9, 16, 17, 100, 128, 129, 3, 1])
+    who = np.sort(rng.choice(500, len(lengths), replace=False))
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows = rng.integers(0, len(latent), lengths.sum())
+    expected, got = memory.copy(), memory.copy()
+    kernels.memory_update_numpy(expected, latent, rows, first, who, keep)
+    assert compiled["memory_update"](got, latent, rows, first, who, np.array([keep, 1 - keep], np.float32))
+    assert _bits(got) == _bits(expected)
+    # a segment of 130 rows: the kernel declines (memory untouched), the dispatcher uses NumPy
+    long_first = np.array([0, 130])
+    long_rows = rng.integers(0, len(latent), 131)
+    untouched = memory.copy()
+    assert not compiled["memory_update"](untouched, latent, long_rows, long_first, who[:2],
+                                         np.array([keep, 1 - keep], np.float32))
+    assert _bits(untouched) == _bits(memory)
+    expected, got = memory.copy(), memory.copy()
+    kernels.memory_update_numpy(expected, latent, long_rows, long_first, who[:2], keep)
+    kernels.memory_update(got, latent, long_rows, long_first, who[:2], keep)
+    assert _bits(got) == _bits(expected)
+
+
+def _random_csr(rng: np.random.Generator, n: int, max_degree: int) -> tuple[np.ndarray, np.ndarray]:
+    degree = rng.integers(0, max_degree, n)
+    degree[rng.random(n) < 0.1] = 0  # users who follow nobody
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    return indptr, rng.integers(0, n, indptr[-1])
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.3, 0.123456789, 0.0, 1.0])
+def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
+    rng = np.random.default_rng(8)
+    indptr, indices = _random_csr(rng, 700, 40)
+    context = rng.standard_normal((700, 64)).astype(np.float32)
+    for hops in (1, 2, 3):
+        expected = kernels.propagate_csr_numpy(context, indptr, indices, alpha, hops)
+        got = kernels.propagate_csr(context, indptr, indices, alpha, hops)
+        assert _bits(got) == _bits(expected)
+
+
+def test_relational_draws_and_merged_edits_match_numpy(compiled):
+    rng = np.random.default_rng(9)
+    n = 800
+    indptr, indices = _random_csr(rng, n, 30)
+    active = np.sort(rng.choice(n, 300, replace=False))
+    author = rng.integers(0, n, 500)
+    by_author = np.argsort(author, kind="stable")
+    author_start = np.concatenate([[0], np.cumsum(np.bincount(author, minlength=n))])
+    offset_draw, pick_draw = rng.random((300, 15)), rng.random((300, 15))
+    for idx in (indices, indices[:0]):
+        ptr = indptr if len(idx) else np.zeros(n + 1, np.int64)
+        expected = kernels.relational_draws_numpy(ptr, idx, active, offset_draw, pick_draw, author_start,
+                                                  by_author, 40)
+        got = compiled["relational_draws"](ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40)
+        assert _bits(got) == _bits(expected)
+    values = np.sort(rng.choice(10_000, 600, replace=False))
+    new = np.setdiff1d(rng.integers(-5, 10_005, 80), values)
+    at = np.searchsorted(values, new)
+    for drop in (np.sort(rng.choice(600, 50, replace=False)), np.zeros(0, np.int64), np.array([0, 599]),
+                 at[(at < 600)][:5]):
+        drop = np.unique(drop)
+        for a, v in ((at, new), (at[:0], new[:0])):
+            assert _bits(compiled["merge_edits"](values, drop, a, v)) == _bits(
+                kernels.merge_edits_numpy(values, drop, a, v))
+
+
+def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
+    rng = np.random.default_rng(11)
+    kinds = np.array([1, 2, 3, 4], np.int8)
+    post = rng.integers(0, 50, 3000)
+    kind = rng.integers(0, 6, 3000).astype(np.int8)  # 0 and 5: kinds that are not counted
+    start = [rng.integers(0, 9, 50).astype(np.int32) for _ in kinds]
+    expected, got = tuple(c.copy() for c in start), tuple(c.copy() for c in start)
+    kernels.count_reactions_numpy(post, kind, kinds, expected)
+    compiled["count_reactions"](post, kind, kinds, got)
+    for g, e in zip(got, expected, strict=True):
+        assert _bits(g) == _bits(e)
+    feed = _rows_with_repeats(rng, 400, 12, 30)
+    owner = rng.integers(0, 10, 400)
+    author = rng.integers(0, 10, 30)
+    assert _bits(compiled["drop_own_and_repeated"](feed, owner, author)) == _bits(
+        kernels.drop_own_and_repeated_numpy(feed, owner, author))
+
+
+def test_keyed_max_matches_numpy(compiled):
+    rng = np.random.default_rng(12)
+    sorted_key = np.sort(rng.integers(0, 400, 1500))
+    keys = rng.choice(500, 200, replace=False)  # some present, some not
+    values = rng.random((4, 1500))
+    values[1, rng.random(1500) < 0.01] = np.nan
+    for v in (values, values.astype(np.float32)):
+        got, expected = compiled["keyed_max"](sorted_key, keys, v), kernels.keyed_max_numpy(sorted_key, keys, v)
+        assert _bits(got[0]) == _bits(expected[0])
+        assert _bits(got[1]) == _bits(expected[1])
+    assert not compiled["keyed_max"](sorted_key[:0], keys, values[:, :0])[0].any()
+
+
+def test_place_picks_matches_numpy(compiled):
+    rng = np.random.default_rng(13)
+    feed = _rows_with_repeats(rng, 300, 12, 1000)
+    channel = rng.integers(0, 3, (300, 12)).astype(np.int8)
+    row = rng.integers(0, 300, 700)  # many rows get more picks than the 5 slots
+    post = rng.integers(0, 1000, 700)
+    for start, width in ((5, 5), (0, 1), (0, 12)):
+        got = compiled["place_picks"](feed, channel, row, post, start, width, 3)
+        expected = kernels.place_picks_numpy(feed, channel, row, post, start, width, 3)
+        for g, e in zip(got, expected, strict=True):
+            assert _bits(g) == _bits(e)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_one_pass_graph_edit_equals_follow_then_unfollow(backend):
+    previous = kernels.BACKEND
+    kernels.use_backend(backend)
+    try:
+        rng = np.random.default_rng(10)
+        n = 200
+        src, dst = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
+        one, two = FollowGraph(n, src, dst), FollowGraph(n, src, dst)
+        for step in range(8):
+            if step % 2:
+                one.followees_csr()  # a cached CSR is merged with the edits
+                two.followees_csr()
+            fs, fd = rng.integers(0, n, 120), rng.integers(0, n, 120)
+            us, ud = rng.integers(0, n, 120), rng.integers(0, n, 120)
+            us[:20], ud[:20] = fs[:20], fd[:20]  # edges added and removed in the same round
+            us[20:40], ud[20:40] = one.keys[:20] // n, one.keys[:20] % n
+            expected = (two.follow(fs, fd), two.unfollow(us, ud))
+            assert one.edit(fs, fd, us, ud) == expected
+            np.testing.assert_array_equal(one.keys, two.keys)
+            for got, want in zip(one.followees_csr(), two.followees_csr(), strict=True):
+                np.testing.assert_array_equal(got, want)
+    finally:
+        kernels.use_backend(previous)
+
+
 def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
     env = env_cls(num_users=300, rounds=rounds, candidate_users=40, exposure_users=40)
     obs, _ = env.reset(seed=11)
@@ -185,3 +351,4 @@ def test_episode_is_bit_identical_on_both_paths(env_name, policy):
     finally:
         kernels.use_backend(previous)
     assert compiled_digest == numpy_digest
+
