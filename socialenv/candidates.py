@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from socialenv import kernels
+from socialenv.clustering import ClusterIndex
 from socialenv.config import CANDIDATE_SOURCES
-from socialenv.platform import ClusterIndex, FeedContext, dedupe_rows
+from socialenv.platform import FeedContext
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,14 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
             unseen = last[~posts.recommended[last_lo:last_hi]]
             pool = unseen if len(unseen) >= k else last
             draws = _sample(pool, (u, k), rng)
-            parts.append(dedupe_rows(draws))
+            parts.append(kernels.dedupe_rows(draws))
             sources.append(np.full((u, k), index, np.int8))
             continue
         parts.append(_best_of(interest, posts.latent, draws, k))
         sources.append(np.full((u, k), index, np.int8))
     if not parts:
         return CandidateSet(np.zeros((u, 0), np.int64), np.zeros((u, 0), np.int8))
-    post = dedupe_rows(np.concatenate(parts, axis=1))
+    post = kernels.dedupe_rows(np.concatenate(parts, axis=1))
     own = (post >= 0) & (posts.author[np.maximum(post, 0)] == users[:, None])
     post[own] = -1
     return CandidateSet(post=post, source=np.concatenate(sources, axis=1))
@@ -119,4 +120,4 @@ def _interest_draws(ctx: FeedContext, interest: np.ndarray, lo: int, hi: int, m:
     """(U, m) draws from each user's IVF cluster of recent posts (anywhere if it is empty)."""
     if hi == lo:
         return np.full((len(interest), m), -1, np.int64)
-    return ClusterIndex.build(ctx, lo, hi).draw(interest, ctx.centroids, m, rng)
+    return ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi).draw(interest, ctx.centroids, m, rng)

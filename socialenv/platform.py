@@ -13,6 +13,7 @@ import numpy as np
 
 from agent_models.types import FeedChannel
 from socialenv import kernels
+from socialenv.clustering import ClusterIndex
 from socialenv.config import RecommenderConfig
 from socialenv.world import FollowGraph, PostTable, UserState
 
@@ -40,79 +41,6 @@ class FeedContext:
         """Post id range [lo, hi) of rounds first..last (inclusive; -1 = history)."""
         first = max(first, -1)
         return int(self.round_start[first + 1]), int(self.round_start[last + 2])
-
-
-@dataclass(frozen=True)
-class ClusterIndex:
-    """The posts ``lo..hi-1`` grouped by IVF cluster: an approximate nearest-neighbour index
-    (the personalized channel's and the Rec env's candidate retrieval).
-
-    Attributes:
-        lo, hi: the post id range indexed (hi > lo).
-        by_cluster: (hi − lo,) offsets into the range, sorted by cluster (stable).
-        cluster_start: (C + 1,) where each cluster's run starts in ``by_cluster``.
-    """
-
-    lo: int
-    hi: int
-    by_cluster: np.ndarray
-    cluster_start: np.ndarray
-
-    @classmethod
-    def build(cls, ctx: FeedContext, lo: int, hi: int) -> ClusterIndex:
-        cluster = ctx.posts.cluster[lo:hi]
-        by_cluster = np.argsort(cluster, kind="stable")
-        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(len(ctx.centroids) + 1))
-        return cls(lo, hi, by_cluster, cluster_start)
-
-    def draw(self, interest: np.ndarray, centroids: np.ndarray, m: int,
-             rng: np.random.Generator) -> np.ndarray:
-        """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
-        (U, d), or from the whole range where that cluster holds no post."""
-        user_cluster = np.argmax(interest @ centroids.T, axis=1)
-        start = self.cluster_start[user_cluster]
-        size = self.cluster_start[user_cluster + 1] - start
-        draw = rng.random((len(interest), m))
-        in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
-        anywhere = (draw * (self.hi - self.lo)).astype(np.int64)
-        by_cluster = self.by_cluster
-        return self.lo + np.where(
-            size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
-        )
-
-
-def dedupe_rows(feed: np.ndarray) -> np.ndarray:
-    """Replace repeated post ids within each row of ``feed`` (B, F) by -1, keeping the first."""
-    return kernels.dedupe_rows(feed)
-
-
-def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
-    """Move the valid (>= 0) entries of each row to the front and keep ``width`` columns."""
-    return kernels.compact_rows(feed, width)
-
-
-def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
-    """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d)."""
-    out = np.empty(len(latent), np.int16)
-    for lo in range(0, len(latent), chunk):
-        out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
-    return out
-
-
-def fit_centroids(latent: np.ndarray, k: int, rng: np.random.Generator,
-                  iterations: int = 8, sample: int = 8192) -> np.ndarray:
-    """(k, d) spherical k-means centres of (a sample of) the rows of ``latent``."""
-    rows = latent[rng.choice(len(latent), size=min(sample, len(latent)), replace=False)]
-    k = min(k, len(rows))
-    centres = rows[rng.choice(len(rows), size=k, replace=False)].copy()
-    for _ in range(iterations):
-        label = np.argmax(rows @ centres.T, axis=1)
-        sums = np.zeros_like(centres)
-        np.add.at(sums, label, rows)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        empty = norms[:, 0] < 1e-8
-        centres = np.where(empty[:, None], centres, sums / np.maximum(norms, 1e-8))
-    return centres.astype(np.float32)
 
 
 class Recommender:
@@ -145,7 +73,7 @@ class Recommender:
         pick_draw = rng.random((b, draws))
         post = kernels.relational_draws(indptr, indices, active, offset_draw, pick_draw, author_start,
                                         by_author, lo)
-        return compact_rows(dedupe_rows(post), k)
+        return kernels.compact_rows(kernels.dedupe_rows(post), k)
 
     def personalized(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator,
                      chunk: int = 32_768) -> np.ndarray:
@@ -159,7 +87,7 @@ class Recommender:
         lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
         if hi == lo:
             return np.full((b, k), -1, np.int64)
-        index = ClusterIndex.build(ctx, lo, hi)
+        index = ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi)
         out = np.empty((b, k), np.int64)
         n_candidates = k * cfg.candidates_per_slot
         for start in range(0, b, chunk):
@@ -187,7 +115,7 @@ class Recommender:
         pool = lo + np.argpartition(-engagement, pool_size - 1)[:pool_size]
         pool = pool[np.argsort(-engagement[pool - lo], kind="stable")]
         pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
-        return dedupe_rows(pick)
+        return kernels.dedupe_rows(pick)
 
     def place_recommendations(self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray,
                               post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

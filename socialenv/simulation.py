@@ -24,16 +24,11 @@ from agent_models.base import Brain
 from agent_models.types import Behaviour, FeedChannel, PostKind, RoundInput, RoundOutput
 from socialenv import kernels, metrics
 from socialenv.activity import make_activity_model
+from socialenv.clustering import assign_clusters, fit_centroids
 from socialenv.config import EnvConfig
 from socialenv.events import EventSchedule
 from socialenv.moderation import ModerationState
-from socialenv.platform import (
-    ExposureControl,
-    FeedContext,
-    Recommender,
-    assign_clusters,
-    fit_centroids,
-)
+from socialenv.platform import ExposureControl, FeedContext, Recommender
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text

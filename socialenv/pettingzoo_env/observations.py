@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agent_models.types import FeedChannel
-from socialenv.platform import dedupe_rows
+from socialenv import kernels
 from socialenv.simulation import Stream
 
 #: Per-slot scalar features of a user's feed observation (after the post embedding).
@@ -102,7 +102,7 @@ def user_feeds(base: Any, controlled: np.ndarray, feeds: CachedFeeds, feed_slots
         rows = pos[is_active]
         mine, ch = all_feed[rows], all_channel[rows]
         own = (mine >= 0) & (posts.author[np.maximum(mine, 0)] == ctrl[is_active][:, None])
-        mine = dedupe_rows(np.where(own, -1, mine))
+        mine = kernels.dedupe_rows(np.where(own, -1, mine))
         feed[is_active], channel[is_active] = _compact(mine, ch, f)
     return UserFeeds(feed=feed, channel=channel, active=is_active)
 

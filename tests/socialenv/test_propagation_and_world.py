@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from socialenv import metrics
-from socialenv.platform import compact_rows, dedupe_rows
+from socialenv.kernels import compact_rows, dedupe_rows
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.world import FollowGraph, discretize_stance
 
