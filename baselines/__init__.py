@@ -39,7 +39,7 @@ from baselines.policies import (
     make_policy,
     policy_names,
 )
-from socialenv.runner import OriginPolicy
+from socialenv.policies import OriginPolicy
 
 __all__ = [
     "BASELINE_POLICIES",

@@ -5,7 +5,7 @@
   other slots empty. With an imperfect classifier it removes clean posts too (wrongful
   removals), which the env's reward charges.
 - no moderation is the empty slate (``policysim run --policy origin``); the learned bandits
-  (LinUCB, ...) come from :mod:`bandits` through :func:`socialenv.runner.make_run_policy`.
+  (LinUCB, ...) come from :mod:`bandits` through :func:`socialenv.policies.make_run_policy`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ All follow the bandit interface (``select(contexts, mask, budget)``, ``update``)
 runner, the sweep and your own loops treat them like any bandit:
 
 - **origin** — no intervention: every slot of the slate is left empty (the paper's
-  "Origin" row; :class:`socialenv.runner.OriginPolicy`).
+  "Origin" row; :class:`socialenv.policies.OriginPolicy`).
 - **popularity** (Rec) — recommend the most engaged candidate posts: the arms with the
   highest ``log(1 + engagement)`` feature, i.e. the trending post pushed to as many
   candidate users as the budget allows (a headline-only recommender as a policy).
@@ -254,7 +254,7 @@ BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
 def policy_names() -> tuple[str, ...]:
     """Every policy name :func:`make_policy` accepts: origin, the bandits, the baselines
     (the same names as ``policysim run``: the baselines register themselves there)."""
-    from socialenv.runner import policy_names as runner_names
+    from socialenv.policies import policy_names as runner_names
 
     return tuple(dict.fromkeys(runner_names() + tuple(BASELINE_POLICIES)))
 
@@ -274,7 +274,7 @@ def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> A
     allowed = policy_names()
     if name not in allowed:
         raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
-    from socialenv.runner import make_run_policy
+    from socialenv.policies import make_run_policy
 
     return make_run_policy(name, base, seed, **hyperparameters)
 
@@ -294,7 +294,7 @@ def _register_policies() -> None:
     """``policysim run --policy mmr`` and friends (see :mod:`agent_models.plugins`)."""
     from functools import partial
 
-    from socialenv.runner import register_policy
+    from socialenv.policies import register_policy
 
     for name in BASELINE_POLICIES:
         register_policy(name, partial(make_policy, name))

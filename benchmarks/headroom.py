@@ -92,7 +92,7 @@ def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
 
     import socialenv  # noqa: F401
     from baselines.oracles import RewardOracle, civil_reaction_probabilities
-    from socialenv.runner import make_run_policy, select_action
+    from socialenv.policies import make_run_policy, select_action
 
     top, base, rho = [], [], []
     for seed in range(seeds):

@@ -30,7 +30,7 @@ import socialenv  # noqa: F401
 from baselines.episodes import play_episode
 from baselines.moderation import SuppressFlagged
 from socialenv.moderation import MODERATION_ACTIONS
-from socialenv.runner import OriginPolicy, make_run_policy
+from socialenv.policies import OriginPolicy, make_run_policy
 
 POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb")
 METRICS = ("reward", "misinformation_ratio_final", "misinformation_impression_share", "toxic_impression_share",

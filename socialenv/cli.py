@@ -72,7 +72,7 @@ def _population_options(num_users: int | None, users: str | None, brain: str | N
 def print_summary(summary: dict, title: str) -> None:
     """The metrics table: each row says whether it is a mean over rounds or the last
     round's value; the CI column reads n/a with one seed."""
-    from socialenv.runner import FLOW_METRICS, format_mean_ci
+    from socialenv.summary import FLOW_METRICS, format_mean_ci
 
     table = Table(title=title)
     table.add_column("metric")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from socialenv.metrics import bias, diversity
-from socialenv.runner import select_action
+from socialenv.policies import select_action
 
 
 def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:

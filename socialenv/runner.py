@@ -28,37 +28,36 @@ import numpy as np
 from agent_models.extras import require
 from agent_models.redaction import to_json, to_json_data
 from agent_models.validation import Limit, check_fields, check_path_segment
+from socialenv.policies import (
+    BUILTIN_POLICIES,
+    GRAPH_POLICIES,
+    OriginPolicy,
+    arm_groups,
+    make_run_policy,
+    policy_names,
+    register_policy,
+    select_action,
+    select_logged_action,
+)
+from socialenv.summary import (
+    FLOW_METRICS,
+    LAST_ROUND,
+    ROUND_MEAN,
+    RunningSummary,
+    format_mean_ci,
+    summarize,
+)
 
-#: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
-#: the bandit names come from ``bandits.POLICIES``.
-BUILTIN_POLICIES = ("origin",)
+#: The runner's API; the policy and summary helpers live in :mod:`socialenv.policies` and
+#: :mod:`socialenv.summary` and stay importable from here.
+__all__ = [
+    "BUILTIN_POLICIES", "FLOW_METRICS", "GRAPH_POLICIES", "LAST_ROUND", "ROUND_MEAN", "OriginPolicy",
+    "RunConfig", "RunFolder", "RunResult", "RunningSummary", "arm_groups", "format_mean_ci",
+    "make_run_policy", "policy_names", "register_policy", "resume", "run", "select_action",
+    "select_logged_action", "summarize",
+]
+
 WANDB_MODES = ("online", "offline", "disabled")
-
-
-#: Bandits that also read the follow graph (``observe_graph``); name -> "module:class".
-GRAPH_POLICIES = {"eenet_gnn": "bandits.graph_eenet:GraphEENet"}
-
-
-#: Policies registered by plugins: name -> factory(env, seed, **hyper-parameters) (the shipped
-#: ``baselines`` plugin adds popularity, mmr and suppress_flagged; :mod:`agent_models.plugins`).
-_PLUGIN_POLICIES: dict[str, Callable[..., Any]] = {}
-
-
-def register_policy(name: str, factory: Callable[..., Any]) -> None:
-    """Make ``name`` a policy of ``policysim run`` / ``sweep``: ``factory(env, seed, **kw)``
-    (``env`` unwrapped) returns an object with ``select``, ``update`` and ``reset``."""
-    _PLUGIN_POLICIES[name] = factory
-
-
-def policy_names() -> tuple[str, ...]:
-    """Every policy name ``run`` and ``sweep`` accept: origin, the bandits, the graph
-    bandits and the plugins' policies."""
-    from agent_models.plugins import load_plugins
-    from bandits import POLICIES
-
-    load_plugins()
-    return tuple(dict.fromkeys(BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
-                               + tuple(_PLUGIN_POLICIES)))
 
 
 #: Documented limits of :class:`RunConfig` (a seed s gives episode seeds s·1000 + episode).
@@ -109,184 +108,8 @@ class RunResult:
     out_dir: Path | None
 
 
-class OriginPolicy:
-    """No intervention (the paper's Origin row): every slot of the slate is left empty."""
-
-    def __init__(self, no_op: int) -> None:
-        self.no_op = no_op
-
-    def select(self, contexts: np.ndarray, mask: np.ndarray, budget: int) -> np.ndarray:
-        return np.full(budget, self.no_op, np.int64)
-
-    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
-                                budget: int = 1) -> tuple[np.ndarray, str]:
-        """No arm is ever chosen: every inclusion probability is 0."""
-        return np.zeros(len(contexts)), "deterministic"
-
-    def is_deterministic(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> bool:
-        return True
-
-    def update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        del contexts, rewards
-
-    def reset(self) -> None:
-        pass
-
-
-def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
-    """A policy for ``env`` (an unwrapped PolicySim env): "origin", any bandit name, a graph
-    bandit of :data:`GRAPH_POLICIES` (built with ``cls.build``; ``run`` feeds it the graph),
-    or a plugin's policy (:func:`register_policy`)."""
-    if name == "origin":
-        return OriginPolicy(env.no_op)
-    if name not in _PLUGIN_POLICIES:
-        allowed = policy_names()  # loads the plugins, which register their policies
-        if name not in allowed:
-            raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
-    if name in _PLUGIN_POLICIES:
-        return _PLUGIN_POLICIES[name](env, seed, **kwargs)
-    if name in GRAPH_POLICIES:
-        import importlib
-
-        module, cls_name = GRAPH_POLICIES[name].split(":")
-        cls = getattr(importlib.import_module(module), cls_name)
-        return cls.build(context_dim=env.context_dim, seed=seed, **kwargs)
-    from bandits import make_policy
-
-    return make_policy(name, context_dim=env.context_dim, seed=seed, **kwargs)
-
-
-def arm_groups(env: Any) -> np.ndarray:
-    """(K,) the sampled user each arm belongs to; at most ``env.per_user`` arms of a group
-    take effect in a round (Rec: recommended slots per user; Exposure: one level per user)."""
-    return getattr(env, "unwrapped", env).arm_groups()
-
-
-def select_action(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
-    """The (slate_size,) slate ``policy`` picks for ``obs`` on ``env`` (a PolicySim env): at most
-    ``per_user`` arms per sampled user (:func:`bandits.slate.select_per_group`), padded with
-    empty slots (``no_op``) if fewer arms are allowed than the slate holds."""
-    from bandits.slate import select_per_group
-
-    base = getattr(env, "unwrapped", env)
-    if base.config.action_format != "slate":
-        raise ValueError(
-            f"select_action builds slates of arm indices; this env takes action_format="
-            f"{base.config.action_format!r}: make it with action_format=\"slate\" (the default)"
-        )
-    mask = obs["action_mask"].astype(bool)
-    action = np.full(base.slate_size, base.no_op, np.int64)
-    if isinstance(policy, OriginPolicy) or not mask.any():
-        return action
-    picks = select_per_group(policy, obs["arms"], mask, base.slate_size, base.arm_groups(),
-                             base.per_user)
-    action[: len(picks)] = picks
-    return action
-
-
-def select_logged_action(policy: Any, obs: dict[str, np.ndarray], env: Any
-                         ) -> tuple[np.ndarray, np.ndarray, str]:
-    """:func:`select_action` and the propensity of each slot's arm: the (slate_size,) slate,
-    the (slate_size,) inclusion probabilities (NaN for empty slots) and how they were
-    obtained (:data:`bandits.base.PROPENSITY_METHODS`; :func:`bandits.slate.per_group_inclusion`).
-    The slate is the one ``select_action`` picks."""
-    from bandits.slate import per_group_inclusion
-
-    base = getattr(env, "unwrapped", env)
-    mask = obs["action_mask"].astype(bool)
-    propensities = np.full(base.slate_size, np.nan)
-    if isinstance(policy, OriginPolicy) or not mask.any():
-        return np.full(base.slate_size, base.no_op, np.int64), propensities, "deterministic"
-    probs, method = per_group_inclusion(policy, obs["arms"], mask, base.slate_size,
-                                        base.arm_groups(), base.per_user)
-    action = select_action(policy, obs, base)
-    picked = action[action != base.no_op]
-    propensities[: len(picked)] = probs[picked]
-    if method == "monte_carlo":
-        propensities = np.maximum(propensities, 1.0 / (policy.propensity_draws + 1))
-    return action, propensities, method
-
-
-#: Metrics summarized as the mean over the rounds of the (last) episode: they measure what
-#: happens during a round. Every other metric is a state, summarized by its last-round value.
-FLOW_METRICS = frozenset({
-    "reward", "toxicity", "cross_interaction_ratio", "cross_interaction_ratio_recommended",
-    "engagement", "exposure_removed", "recommended_reaction_rate",
-})
-ROUND_MEAN = "mean over the rounds of the last episode"
-LAST_ROUND = "value at the last round"
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 CHECKPOINT_FILE = "checkpoint.ckpt"
-
-
-def _ci95(values: Sequence[float]) -> float | None:
-    """Half-width of the 95% t-interval of the mean; None for fewer than 2 values (n/a)."""
-    v = np.asarray(values, np.float64)
-    if len(v) < 2:
-        return None
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-
-
-def format_mean_ci(stat: dict[str, Any], digits: int = 4) -> str:
-    """``"mean ± ci"`` of a summary entry, or ``"mean ± n/a"`` when there is no CI (1 seed)."""
-    ci = stat.get("ci95")
-    return f"{stat['mean']:.{digits}f} ± " + ("n/a" if ci is None else f"{ci:.{digits}f}")
-
-
-class RunningSummary:
-    """The per-seed values :func:`summarize` reports, kept up to date row by row (O(metrics)
-    per row, so a summary can be rewritten after every round of a long run)."""
-
-    def __init__(self) -> None:
-        self._seeds: dict[Any, dict[str, Any]] = {}
-
-    def add(self, row: dict[str, Any]) -> None:
-        seed, episode = row["seed"], row["episode"]
-        state = self._seeds.get(seed)
-        if state is None or episode > state["episode"]:
-            state = {"episode": episode, "sums": {}, "counts": {}, "last": row}
-            self._seeds[seed] = state
-        elif episode < state["episode"]:
-            return
-        for key, value in row.items():
-            if key in FLOW_METRICS:
-                state["sums"][key] = state["sums"].get(key, 0.0) + float(value)
-                state["counts"][key] = state["counts"].get(key, 0) + 1
-        state["last"] = row
-
-    def per_seed(self, keys: Sequence[str]) -> dict[Any, dict[str, float]]:
-        out = {}
-        for seed in sorted(self._seeds):
-            state = self._seeds[seed]
-            last = state["last"]
-            out[seed] = {k: state["sums"][k] / state["counts"][k] if k in FLOW_METRICS else float(last[k])
-                         for k in keys if k in last and (k not in FLOW_METRICS or k in state["counts"])}
-        return out
-
-    def summary(self, keys: Sequence[str]) -> dict[str, Any]:
-        per_seed = self.per_seed(keys)
-        out: dict[str, Any] = {"seeds": len(per_seed), "per_seed": per_seed}
-        for k in keys:
-            values = [s[k] for s in per_seed.values() if k in s]
-            if values:
-                out[k] = {"mean": float(np.mean(values)), "ci95": _ci95(values),
-                          "aggregation": ROUND_MEAN if k in FLOW_METRICS else LAST_ROUND}
-        out["ci95"] = ("95% t-interval over seeds" if len(per_seed) > 1
-                       else "n/a: one seed gives no interval")
-        return out
-
-
-def summarize(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
-    """Per-seed value of each key (its seed's last episode: the mean over the rounds for
-    flow metrics (:data:`FLOW_METRICS`), the last round's value for state metrics), then
-    mean ± 95% CI over seeds (``ci95`` None with one seed). Each metric's entry says which
-    (``aggregation``)."""
-    running = RunningSummary()
-    for row in rows:
-        running.add(row)
-    return running.summary(keys)
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from socialenv.pettingzoo_env.observations import (
     user_observation_space,
     user_observations,
 )
-from socialenv.runner import make_run_policy
+from socialenv.policies import make_run_policy
 
 
 class PolicySimParallelEnv(ParallelEnv):

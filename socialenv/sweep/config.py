@@ -71,8 +71,8 @@ class SweepConfig:
     def validate(self) -> None:
         """Check policy names and env arguments before any trial starts."""
         from socialenv.config import EnvConfig
+        from socialenv.policies import policy_names
         from socialenv.registration import ENV_IDS
-        from socialenv.runner import policy_names
 
         if self.env_id not in ENV_IDS:
             raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")

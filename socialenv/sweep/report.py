@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_models.redaction import to_json, to_json_data
-from socialenv.runner import format_mean_ci
+from socialenv.summary import format_mean_ci
 from socialenv.sweep.config import SweepConfig
 
 #: Metrics in the printed table (all metrics are in the JSON).
@@ -51,7 +51,7 @@ class SweepResult:
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (policy, config): mean ± 95% CI over seeds of each metric (see ``summarize``)."""
-    from socialenv.runner import summarize
+    from socialenv.summary import summarize
 
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in results:
@@ -120,7 +120,7 @@ def print_table(result: SweepResult, console: Any = None, title: str | None = No
             cells.append(format_mean_ci(v, 3) if v else "")
         table.add_row(*cells)
     console.print(table)
-    from socialenv.runner import FLOW_METRICS
+    from socialenv.summary import FLOW_METRICS
 
     means = [label for key, label in metrics if key in FLOW_METRICS]
     lasts = [label for key, label in metrics if key not in FLOW_METRICS]

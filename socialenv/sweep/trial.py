@@ -1,6 +1,6 @@
 """One trial of a sweep: a fresh env and policy, ``episodes`` episodes, every round logged.
 
-The policy is built by name through :func:`socialenv.runner.make_run_policy` (origin, the
+The policy is built by name through :func:`socialenv.policies.make_run_policy` (origin, the
 bandits and every policy a plugin registered, :mod:`agent_models.plugins`), so a trial runs
 the same on a Ray worker as in this process.
 """
@@ -36,7 +36,8 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
     import gymnasium as gym
 
     from socialenv.episodes import opinion_metrics, play_episode
-    from socialenv.runner import make_run_policy, summarize
+    from socialenv.policies import make_run_policy
+    from socialenv.summary import summarize
 
     if threads is not None:
         import torch

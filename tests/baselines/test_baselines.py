@@ -29,7 +29,7 @@ from baselines.policies import (
     headline_only_kwargs,
     make_policy,
 )
-from socialenv.runner import OriginPolicy, select_action
+from socialenv.policies import OriginPolicy, select_action
 from tests.support import small_env, small_rec
 
 SMALL = small_env()

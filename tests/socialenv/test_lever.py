@@ -23,7 +23,7 @@ from baselines.policies import (
 from socialenv.candidates import generate_candidates
 from socialenv.config import CANDIDATE_SOURCES, RecommenderConfig
 from socialenv.platform import Recommender
-from socialenv.runner import select_action
+from socialenv.policies import select_action
 from tests.support import LEVER_ENV_IDS, small_env
 
 SMALL_REC = small_env(candidate_users=10, budget=2)

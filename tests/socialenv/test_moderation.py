@@ -198,7 +198,7 @@ def test_bad_moderation_config_names_the_field(kwargs: dict, field: str) -> None
 
 def test_linucb_runs_through_the_runner_helpers() -> None:
     from baselines.episodes import play_episode
-    from socialenv.runner import make_run_policy
+    from socialenv.policies import make_run_policy
 
     env = gym.make("PolicySim-Moderation-v0", **SMALL)
     policy = make_run_policy("linucb", env.unwrapped, seed=0)

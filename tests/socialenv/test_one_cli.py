@@ -14,7 +14,7 @@ from agent_models.factory import population_names
 from baselines.opinion_dynamics import POPULATIONS
 from baselines.policies import policy_names as sweep_policy_names
 from socialenv.cli import app
-from socialenv.runner import policy_names as run_policy_names
+from socialenv.policies import policy_names as run_policy_names
 
 
 def test_run_accepts_every_policy_and_population_sweep_accepts() -> None:
