@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from bandits.ope import LoggedRounds, estimate, target_inclusion
+    from bandits.ope import LoggedRounds, estimate, target_inclusion_and_methods
     from baselines import make_policy, play_episode
     from socialenv.runner import RunConfig, run
 
@@ -65,10 +66,10 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     env_kwargs = {"num_users": args.users, "rounds": args.rounds}
     common = {"env_id": env_id, "seeds": seeds, "env_kwargs": env_kwargs, "plots": False,
               "progress": False, "out_dir": str(args.out / "runs")}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     logging_run = run(RunConfig(policy="egreedy", policy_kwargs={"epsilon": args.epsilon},
                                 run_name=f"{kind}-log-egreedy", **common))
-    logging_seconds = time.perf_counter() - start
+    logging_seconds, logging_cpu = time.perf_counter() - start, time.process_time() - cpu
     log = LoggedRounds.load(logging_run.out_dir)
     env = gym.make(env_id, **env_kwargs)
     out: dict[str, Any] = {
@@ -76,7 +77,8 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         "logged_rounds": log.num_rounds, "propensity_methods": sorted(set(log.method.tolist())),
         "min_logged_propensity": float(np.nanmin(log.propensities)),
         "logging_value": float(per_seed_reward(logging_run.rows).mean()),
-        "logging_seconds": round(logging_seconds, 1), "targets": {},
+        "logging_seconds": round(logging_seconds, 1), "logging_cpu_seconds": round(logging_cpu, 1),
+        "targets": {},
     }
     for name in TARGETS[kind]:
         # the runner's reset seeds (seed * 1000 + episode), so target and log are paired
@@ -86,10 +88,13 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         ])
         policy = make_policy(name, env, seed=0)
         start = time.perf_counter()
-        inclusion = target_inclusion(policy, log)
+        cpu = time.process_time()
+        inclusion, methods = target_inclusion_and_methods(policy, log)
         entry: dict[str, Any] = {
             "on_policy": {"mean": float(on_policy.mean()), "ci95": _ci95(on_policy)},
             "target_inclusion_seconds": round(time.perf_counter() - start, 2),
+            "target_inclusion_cpu_seconds": round(time.process_time() - cpu, 2),
+            "target_inclusion_methods": {m: int(n) for m, n in zip(*np.unique(methods, return_counts=True), strict=True)},
         }
         low, high = on_policy.mean() - _ci95(on_policy), on_policy.mean() + _ci95(on_policy)
         for estimator in ("ips", "snips", "dr"):
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     kinds = list(ENVS) if args.env == "both" else [args.env]
     result: dict[str, Any] = {
-        "command": "python benchmarks/ope.py " + " ".join(argv or []),
+        "command": " ".join(["python benchmarks/ope.py", *(sys.argv[1:] if argv is None else argv)]),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "users": args.users, "rounds": args.rounds, "seeds": args.seeds, "epsilon": args.epsilon,
         "envs": {kind: bench_env(kind, args) for kind in kinds},
