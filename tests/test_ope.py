@@ -267,8 +267,8 @@ def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(env_id: 
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from baselines import make_policy as make_baseline
     from bandits.slate import per_group_inclusion, select_per_group
+    from baselines import make_policy as make_baseline
     from socialenv.runner import select_action
 
     env = gym.make(env_id, num_users=150, rounds=3)
