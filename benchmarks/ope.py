@@ -10,7 +10,10 @@ the on-policy CI, and the paired difference (estimate − on-policy, per seed; m
 The same comparison restricted to the first round of each episode (``first_round``) and to
 the later rounds (``later_rounds``) separates the estimators' error from the drift of the
 world under the target: in round 0 the logged and the on-policy world are the same, later
-the target's own earlier slates have shaped it and the log has not seen that.
+the target's own earlier slates have shaped it and the log has not seen that. ``slot_value``
+compares with the on-policy value of what the estimators estimate, the slate's slot rewards
+/ slate size (Rec's step reward; Exposure's step reward averages over every author with
+impressions, governed or not).
 
     python benchmarks/ope.py                      # both envs, 1,000 users, 20 seeds
     python benchmarks/ope.py --env rec --seeds 5 --users 300   # quick
@@ -77,6 +80,27 @@ def _rounds(log: Any, keep: np.ndarray) -> Any:
     return LoggedRounds(**{k: getattr(log, k)[keep] for k in fields}, groups=log.groups, per_group=log.per_group)
 
 
+def on_policy_episode(env: Any, policy: Any, seed: int) -> tuple[list[float], list[float]]:
+    """One learning episode of ``policy`` (as :func:`baselines.play_episode`): the step reward
+    and the slot value (the slate's slot rewards summed / slate size) of every round."""
+    from baselines.episodes import slate_for
+
+    obs, _ = env.reset(seed=seed)
+    base = env.unwrapped
+    steps, slots, done = [], [], False
+    while not done:
+        action = slate_for(policy, obs, env)
+        arms = obs["arms"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        applied = info["arm_applied"]
+        if applied.any():
+            policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
+        steps.append(float(reward))
+        slots.append(float(np.sum(info["arm_rewards"][applied]) / base.slate_size))
+        done = bool(terminated or truncated)
+    return steps, slots
+
+
 def per_seed_reward(rows: list[dict[str, Any]]) -> np.ndarray:
     seeds = sorted({r["seed"] for r in rows})
     return np.asarray([np.mean([r["reward"] for r in rows if r["seed"] == s]) for s in seeds])
@@ -87,7 +111,7 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
     import socialenv  # noqa: F401
     from bandits.ope import LoggedRounds, target_inclusion_and_methods
-    from baselines import make_policy, play_episode
+    from baselines import make_policy
     from socialenv.runner import RunConfig, run
 
     env_id = ENVS[kind]
@@ -112,10 +136,8 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     position = np.arange(log.num_rounds) - np.searchsorted(log.episode, log.episode)  # round in episode
     for name in TARGETS[kind]:
         # the runner's reset seeds (seed * 1000 + episode), so target and log are paired
-        per_round = np.asarray([
-            [row["reward"] for row in play_episode(env, make_policy(name, env, seed=s), seed=s * 1000)]
-            for s in seeds
-        ])
+        per_round, slot_value = map(np.asarray, zip(*[on_policy_episode(env, make_policy(name, env, seed=s), s * 1000)
+                                                       for s in seeds], strict=True))
         policy = make_policy(name, env, seed=0)
         start, cpu = time.perf_counter(), time.process_time()
         inclusion, methods = target_inclusion_and_methods(policy, log)
@@ -124,6 +146,9 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             "target_inclusion_cpu_seconds": round(time.process_time() - cpu, 2),
             "target_inclusion_methods": {m: int(n) for m, n in zip(*np.unique(methods, return_counts=True), strict=True)},
             **_compare(per_round.mean(axis=1), inclusion, log),
+            # what the estimators estimate: the slate's slot rewards / slate size (Exposure's
+            # step reward is the mean over every author with impressions, not only the slate's)
+            "slot_value": _compare(slot_value.mean(axis=1), inclusion, log),
         }
         for part, keep in (("first_round", position == 0), ("later_rounds", position > 0)):
             entry[part] = _compare(per_round[:, np.unique(position[keep])].mean(axis=1), inclusion[keep],
@@ -158,8 +183,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"{name:18s} {t['on_policy']['mean']:.4f} ± {t['on_policy']['ci95']:.4f} "
                   + " ".join(f"{c:>19s}" for c in cells))
         print("DR − on-policy (paired):", "; ".join(
-            f"{name} all {_diff(t)}, first round {_diff(t['first_round'])}, later {_diff(t['later_rounds'])}"
-            for name, t in env["targets"].items()))
+            f"{name} all {_diff(t)}, first round {_diff(t['first_round'])}, later {_diff(t['later_rounds'])}, "
+            f"vs the slot value {_diff(t['slot_value'])}" for name, t in env["targets"].items()))
     print("\n* outside the on-policy 95% CI")
     return result
 
