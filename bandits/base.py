@@ -288,8 +288,8 @@ class Policy(ABC):
 
     def _deterministic_select(self, contexts: np.ndarray, budget: int) -> np.ndarray | None:
         """(budget,) positions ``_select`` picks from the (M, D) allowed arms when no random
-        draw can change them (up to swaps of exchangeable arms), else None. Default: ``_select`` on a copy of the generator when
-        ``_deterministic`` holds."""
+        draw can change them (up to swaps of exchangeable arms), else None. Default:
+        ``_select`` on a copy of the generator when ``_deterministic`` holds."""
         if not self._deterministic(contexts):
             return None
         with spared_generator(self):
