@@ -27,6 +27,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, ClassVar
@@ -154,6 +156,38 @@ class Policy(ABC):
         allowed = _validated_mask(mask, contexts.shape[0])
         return self._deterministic(contexts if allowed is None else contexts[allowed])
 
+    def deterministic_select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray | None:
+        """The slate ``select`` would pick now if no random draw can change it, up to swaps
+        of exchangeable arms (:meth:`exchangeable_arms`: of those the draws decide only which
+        ones fill the slate, not how many); else None (also when unsure). Leaves the policy's
+        generator untouched.
+
+        Args:
+            contexts, mask, budget: as :meth:`select`.
+        """
+        contexts = self._validated_contexts(contexts, "contexts")
+        allowed = _validated_mask(mask, contexts.shape[0])
+        budget = _validated_budget(budget, allowed, contexts.shape[0])
+        picked = self._deterministic_select(contexts if allowed is None else contexts[allowed], budget)
+        if picked is None:
+            return None
+        return np.asarray(picked if allowed is None else allowed[picked], dtype=np.int64)
+
+    def exchangeable_arms(self, contexts: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """(K,) int64 label per arm: the policy treats allowed arms of one label alike in any set
+        of arms it is offered (it reads only what they share) and breaks ties among them
+        uniformly at random, so the slate's distribution is the same under any swap of them.
+        Default: no two arms alike (every label distinct); masked arms never share a label."""
+        contexts = self._validated_contexts(contexts, "contexts")
+        allowed = _validated_mask(mask, contexts.shape[0])
+        if allowed is None:
+            return np.asarray(self._exchangeable(contexts), np.int64)
+        labels = -1 - np.arange(contexts.shape[0], dtype=np.int64)
+        labels[allowed] = self._exchangeable(contexts[allowed])
+        return labels
+
     def select_with_propensities(
         self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
     ) -> LoggedSlate:
@@ -263,6 +297,19 @@ class Policy(ABC):
         del contexts
         return False
 
+    def _exchangeable(self, contexts: np.ndarray) -> np.ndarray:
+        """(M,) labels of the (M, D) allowed arms, >= 0, equal for arms the policy treats alike."""
+        return np.arange(contexts.shape[0])
+
+    def _deterministic_select(self, contexts: np.ndarray, budget: int) -> np.ndarray | None:
+        """(budget,) positions ``_select`` picks from the (M, D) allowed arms when no random
+        draw can change them (up to swaps of exchangeable arms), else None. Default:
+        ``_select`` on a copy of the generator when ``_deterministic`` holds."""
+        if not self._deterministic(contexts):
+            return None
+        with spared_generator(self):
+            return self._select(contexts, budget)
+
     def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
         """(M,) inclusion probabilities over the allowed arms and the method. Default: a
         Monte-Carlo estimate over re-draws of ``self._rng`` (:func:`monte_carlo_inclusion`);
@@ -326,6 +373,10 @@ class ScoredPolicy(Policy):
 
     #: True when ``_scores`` draws randomness (then ``_inclusion`` must be overridden).
     randomized_scores: ClassVar[bool] = False
+    #: True when an overridden ``_select`` still takes each group's arms best score first
+    #: (ties at random) under :func:`bandits.slate.select_per_group`, whatever order it gives
+    #: across groups; the plain top-k ``_select`` does, ε-greedy's exploration does not.
+    score_order_within_groups: ClassVar[bool] = False
 
     def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
         probs = top_k_inclusion(self._scores(contexts), budget)
@@ -381,6 +432,25 @@ def tie_averaged(rank_probs: np.ndarray, scores: np.ndarray) -> np.ndarray:
     out = np.empty(len(scores))
     out[order] = np.repeat(group_mean, sizes)
     return out
+
+
+@contextmanager
+def spared_generator(policy: Policy) -> Iterator[None]:
+    """Within the block ``policy._rng`` is a copy of the policy's generator; the generator
+    itself is restored after, so draws made in the block change nothing the policy does next."""
+    saved = policy._rng
+    policy._rng = copy.deepcopy(saved)
+    try:
+        yield
+    finally:
+        policy._rng = saved
+
+
+def class_averaged(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(K,) ``probs`` (K,) averaged over the arms of each label (K,)."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return (np.bincount(inverse, weights=probs) / np.bincount(inverse))[inverse]
 
 
 def monte_carlo_inclusion(policy: Policy, draw_slate: Any, n_arms: int,

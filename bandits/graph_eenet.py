@@ -306,6 +306,11 @@ class GraphEENet(EENet):
         """As :meth:`bandits.base.Policy.is_deterministic`, on the graph contexts."""
         return super().is_deterministic(self.graph_contexts(contexts), mask)
 
+    def deterministic_select(self, contexts: np.ndarray, mask: np.ndarray | None = None,
+                             budget: int = 1) -> np.ndarray | None:
+        """As :meth:`bandits.base.Policy.deterministic_select`, on the graph contexts."""
+        return super().deterministic_select(self.graph_contexts(contexts), mask, budget)
+
     def scores(self, contexts: np.ndarray) -> np.ndarray:
         """(K, D) raw arm contexts of the observed round -> (K,) EE-Net scores."""
         return self._scores(self.graph_contexts(contexts))

@@ -183,19 +183,26 @@ def target_inclusion(policy: Any, logged: LoggedRounds) -> np.ndarray:
     of arms the logging policy picked as the budget of each round (and, when the log has
     groups, at most ``per_group`` arms per group, the slate :func:`bandits.slate.select_per_group`
     builds). The policy does not learn here; evaluate a learning policy by freezing a copy."""
+    return target_inclusion_and_methods(policy, logged)[0]
+
+
+def target_inclusion_and_methods(policy: Any, logged: LoggedRounds) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`target_inclusion` and the (T,) method of each round's probabilities
+    (:data:`bandits.base.PROPENSITY_METHODS`; "" for a round where nothing was picked)."""
     from bandits.slate import per_group_inclusion
 
     out = np.zeros(logged.mask.shape)
+    methods = np.full(logged.num_rounds, "", dtype=object)
     for t in range(logged.num_rounds):
         k = int((logged.arms[t] >= 0).sum())
         if k == 0:
             continue
         if logged.groups is not None:
-            out[t], _ = per_group_inclusion(policy, logged.contexts[t], logged.mask[t], logged.budget,
-                                            logged.groups, logged.per_group)
+            out[t], methods[t] = per_group_inclusion(policy, logged.contexts[t], logged.mask[t], logged.budget,
+                                                     logged.groups, logged.per_group)
         else:
-            out[t], _ = policy.inclusion_probabilities(logged.contexts[t], logged.mask[t], k)
-    return out
+            out[t], methods[t] = policy.inclusion_probabilities(logged.contexts[t], logged.mask[t], k)
+    return out, methods.astype(str)
 
 
 @dataclass
@@ -308,4 +315,5 @@ __all__ = [
     "estimate",
     "evaluate",
     "target_inclusion",
+    "target_inclusion_and_methods",
 ]

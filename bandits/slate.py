@@ -16,6 +16,7 @@ it only calls ``select``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -151,11 +152,10 @@ def one_per_group_inclusion(
 
     "exact" for the random policy when every group has as many allowed arms (by symmetry
     the slate is then a uniform set of ``budget`` groups with a uniform arm in each);
-    "deterministic" when the policy ranks the allowed arms without randomness
-    (``policy.is_deterministic``), so every call of the repeated selection is; otherwise a
-    Monte-Carlo estimate over re-draws of the policy's generator
-    (:func:`bandits.base.monte_carlo_inclusion`), which leaves the policy's generator as it
-    was.
+    "deterministic" when no random draw can change any call of the repeated selection
+    (:func:`deterministic_inclusion`); otherwise a Monte-Carlo estimate over re-draws of the
+    policy's generator (:func:`bandits.base.monte_carlo_inclusion`). The policy's generator
+    is left as it was.
     """
     from bandits.base import Policy, monte_carlo_inclusion
 
@@ -166,10 +166,10 @@ def one_per_group_inclusion(
     exact = _uniform_one_per_group(policy, allowed, budget, groups)
     if exact is not None:
         return exact, "exact"
-    if policy.is_deterministic(contexts, allowed):
-        probs = np.zeros(n_arms)
-        probs[select_one_per_group(policy, contexts, mask, budget, groups)] = 1.0
-        return probs, "deterministic"
+    probs = deterministic_inclusion(policy, contexts, allowed, groups,
+                                    lambda p: select_one_per_group(p, contexts, allowed, budget, groups))
+    if probs is not None:
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
     if not isinstance(policy, Policy):
         raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
                         "cannot be re-drawn for a Monte-Carlo propensity")
@@ -205,11 +205,15 @@ def per_group_inclusion(
 ) -> tuple[np.ndarray, str]:
     """(K,) probability that :func:`select_per_group` includes each arm, and the method.
 
-    "exact" for the random policy when the budget holds every group's share (each group then
-    gets a uniform subset of min(per_group, allowed arms) of its arms); "deterministic" when
-    the policy ranks the allowed arms without randomness (``policy.is_deterministic``);
-    otherwise a Monte-Carlo estimate over re-draws of the policy's generator
-    (:func:`bandits.base.monte_carlo_inclusion`), which leaves the generator as it was.
+    When the budget holds every group's share (min(per_group, its allowed arms)), each group
+    gets its share whatever the policy ranks across groups, so two kinds of policy have a
+    closed form ("exact", or "deterministic" when it is all 0/1): the random policy (a uniform
+    subset of each group) and a policy that takes each group's arms best score first with
+    ties at random (:func:`ranks_groups_by_score`; :func:`top_share_inclusion` of its scores).
+    Otherwise "deterministic" when no random draw can change the slate
+    (:func:`deterministic_inclusion`), else a Monte-Carlo estimate over re-draws of the policy's
+    generator (:func:`bandits.base.monte_carlo_inclusion`). The policy's generator is left as
+    it was.
     """
     from bandits.base import Policy, monte_carlo_inclusion
     from bandits.random_policy import RandomPolicy
@@ -219,20 +223,131 @@ def per_group_inclusion(
     allowed = np.ones(n_arms, bool) if mask is None else np.asarray(mask, bool)
     if budget == 0 or not allowed.any():
         return np.zeros(n_arms), "deterministic"
-    if isinstance(policy, RandomPolicy):
-        _, group_index = np.unique(groups, return_inverse=True)
-        sizes = np.bincount(group_index[allowed], minlength=group_index.max() + 1)
-        share = np.minimum(sizes, per_group)
-        if budget >= share.sum():
+    _, group_index = np.unique(groups, return_inverse=True)
+    sizes = np.bincount(group_index[allowed], minlength=group_index.max() + 1)
+    share = np.minimum(sizes, per_group)
+    if budget >= share.sum():
+        if isinstance(policy, RandomPolicy):
             size = np.maximum(sizes[group_index], 1)
             return np.where(allowed, share[group_index] / size, 0.0), "exact"
-    if policy.is_deterministic(contexts, allowed):
-        probs = np.zeros(n_arms)
-        probs[select_per_group(policy, contexts, allowed, budget, groups, per_group)] = 1.0
-        return probs, "deterministic"
+        if ranks_groups_by_score(policy):
+            probs = top_share_inclusion(_group_scores(policy, contexts, allowed), allowed, group_index, share)
+            return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+    probs = deterministic_inclusion(policy, contexts, allowed, groups,
+                                    lambda p: select_per_group(p, contexts, allowed, budget, groups, per_group))
+    if probs is not None:
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
     if not isinstance(policy, Policy):
         raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
                         "cannot be re-drawn for a Monte-Carlo propensity")
     return monte_carlo_inclusion(
         policy, lambda: select_per_group(policy, contexts, allowed, budget, groups, per_group), n_arms
     ), "monte_carlo"
+
+
+def ranks_groups_by_score(policy: SelectsArms) -> bool:
+    """Whether :func:`select_per_group` takes each group's arms in the order of the policy's
+    ``scores`` with ties broken uniformly at random: a :class:`bandits.base.ScoredPolicy` with
+    deterministic scores whose ``_select`` is the plain top-k, or that declares
+    ``score_order_within_groups``."""
+    from bandits.base import ScoredPolicy
+
+    if not isinstance(policy, ScoredPolicy) or policy.randomized_scores:
+        return False
+    return type(policy)._select is ScoredPolicy._select or policy.score_order_within_groups
+
+
+def _group_scores(policy: SelectsArms, contexts: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """(K,) the scores :func:`select_per_group` ranks the allowed arms by (NaN elsewhere): of
+    the full (K, D) contexts on its scored path, of the allowed arms' on its repeated path."""
+    from bandits.base import ScoredPolicy
+
+    if type(policy)._select is ScoredPolicy._select:
+        return np.asarray(policy.scores(np.asarray(contexts)), np.float64)
+    out = np.full(len(allowed), np.nan)
+    out[allowed] = policy.scores(np.asarray(contexts)[allowed])
+    return out
+
+
+def top_share_inclusion(scores: np.ndarray, allowed: np.ndarray, group_index: np.ndarray,
+                        share: np.ndarray) -> np.ndarray:
+    """(K,) probability that each allowed arm is among the ``share[g]`` best ``scores`` (K,) of
+    its group g (``group_index`` (K,) in 0..G-1), ties broken uniformly at random
+    (:func:`bandits.base.top_k_inclusion` within each group); 0 for arms not ``allowed``."""
+    index = np.flatnonzero(allowed)
+    group, score = group_index[index], np.asarray(scores, np.float64)[index]
+    order = np.lexsort((-score, group))
+    group, score = group[order], score[order]
+    start = np.searchsorted(group, group)  # position of the group's best arm
+    cut = score[start + share[group] - 1]  # the group's share-th best score
+    above, at_cut = score > cut, score == cut
+    n_groups = len(share)
+    n_above = np.bincount(group, weights=above, minlength=n_groups)[group]
+    n_at_cut = np.bincount(group, weights=at_cut, minlength=n_groups)[group]
+    probs = np.where(above, 1.0, np.where(at_cut, (share[group] - n_above) / np.maximum(n_at_cut, 1), 0.0))
+    out = np.zeros(len(allowed))
+    out[index[order]] = probs
+    return out
+
+
+class _NeedsRandomness(Exception):
+    """A call of the selection could come out differently with other random draws."""
+
+
+class _WithoutRandomness:
+    """``select`` of a policy's :meth:`bandits.base.Policy.deterministic_select`; raises
+    :class:`_NeedsRandomness` where a random draw could change the slate."""
+
+    def __init__(self, policy: SelectsArms) -> None:
+        self.policy = policy
+
+    def select(self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1) -> np.ndarray:
+        picks = self.policy.deterministic_select(contexts, mask, budget)
+        if picks is None:
+            raise _NeedsRandomness
+        return picks
+
+
+def deterministic_inclusion(policy: SelectsArms, contexts: np.ndarray, allowed: np.ndarray,
+                            groups: np.ndarray, build: Callable[[SelectsArms], np.ndarray]
+                            ) -> np.ndarray | None:
+    """(K,) inclusion probabilities of the slate ``build(policy)`` (a selection over
+    ``policy``'s ``select`` with at most so many arms per group) when no random draw can change
+    it, up to swaps of exchangeable arms, else None. The policy's generator is left as it was.
+
+    A plain :class:`bandits.base.ScoredPolicy` (scored once by :func:`select_per_group`) is
+    deterministic when its scores of the ``allowed`` arms are distinct. Any other
+    :class:`bandits.base.Policy` is when every ``select`` the selection makes is, call by call
+    (:meth:`bandits.base.Policy.deterministic_select`: a policy whose ranking depends on the
+    arms offered, like MMR, is checked on each set it is offered), up to swaps of exchangeable
+    arms (:meth:`bandits.base.Policy.exchangeable_arms`) of one group: each of those gets its
+    label's share of the picks (swapping arms of two groups could change the caps: None).
+    Other objects answer by their ``is_deterministic``.
+    """
+    from bandits.base import Policy, ScoredPolicy, class_averaged, spared_generator
+
+    probs = np.zeros(len(allowed))
+    if isinstance(policy, ScoredPolicy) and type(policy)._select is ScoredPolicy._select:
+        if not policy.is_deterministic(contexts, allowed):
+            return None
+        with spared_generator(policy):
+            probs[build(policy)] = 1.0
+        return probs
+    if not isinstance(policy, Policy):
+        if not policy.is_deterministic(contexts, allowed):
+            return None
+        probs[build(policy)] = 1.0
+        return probs
+    labels = policy.exchangeable_arms(contexts, allowed)
+    _, label_index = np.unique(labels, return_inverse=True)
+    label_index = label_index.reshape(-1)
+    if np.any(np.bincount(label_index, minlength=label_index.max() + 1)[label_index] > 1):
+        group_index = np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1)
+        pairs = np.unique(np.column_stack([label_index, group_index]), axis=0)
+        if len(pairs) != label_index.max() + 1:  # a label spans groups
+            return None
+    try:
+        probs[build(_WithoutRandomness(policy))] = 1.0
+    except _NeedsRandomness:
+        return None
+    return class_averaged(probs, labels)

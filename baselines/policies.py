@@ -28,7 +28,7 @@ import numpy as np
 
 from agent_models.validation import check_keys
 from bandits._checks import check_choice, check_float
-from bandits.base import Policy, ScoredPolicy, top_ranked
+from bandits.base import Policy, ScoredPolicy, class_averaged, top_ranked
 from socialenv.envs.exposure import EXPOSURE_ARM_FEATURES
 from socialenv.envs.rec import REC_ARM_FEATURES
 
@@ -156,34 +156,58 @@ class MMRPolicy(_LayoutPolicy):
 
     def relevance(self, contexts: np.ndarray) -> np.ndarray:
         """(K,) relevance in [0, 1] of (K, D) contexts."""
+        rel = self._raw_relevance(contexts)
+        span = rel.max() - rel.min() if len(rel) else 0.0
+        return (rel - rel.min()) / span if span > 0 else np.zeros_like(rel)
+
+    def _raw_relevance(self, contexts: np.ndarray) -> np.ndarray:
         f = self.layout.feature
-        rel = (
+        return (
             self.interest_weight * contexts[:, f("interest_similarity")]
             + self.popularity_weight * contexts[:, f("log_engagement")]
             + self.stance_gap_weight * contexts[:, f("stance_divergence")]
         ).astype(np.float64)
-        span = rel.max() - rel.min() if len(rel) else 0.0
-        return (rel - rel.min()) / span if span > 0 else np.zeros_like(rel)
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
         jitter = self._rng.random(len(contexts)) * self._JITTER
         return self._greedy(contexts, budget, jitter)[0]
 
+    def _exchangeable(self, contexts: np.ndarray) -> np.ndarray:
+        """Arms with the same raw relevance and post embedding (e.g. two posts of one text
+        offered to one user): the greedy reads nothing else."""
+        key = np.column_stack([self._raw_relevance(contexts),
+                               contexts[:, self.layout.post_embedding].astype(np.float64)])
+        return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+
+    def _deterministic_select(self, contexts: np.ndarray, budget: int) -> np.ndarray | None:
+        """The greedy picks, unless two arms that are not exchangeable come within the
+        tie-breaking jitter of each other at some greedy step (then the jitter decides: None)."""
+        picks, near_tie = self._greedy(contexts, budget, np.zeros(len(contexts)), self._exchangeable(contexts))
+        return None if near_tie else picks
+
+    def _deterministic(self, contexts: np.ndarray) -> bool:
+        return not self._greedy(contexts, len(contexts), np.zeros(len(contexts)))[1]
+
     def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        """Deterministic unless two arms come within the tie-breaking jitter of each other
-        at some greedy step; then a Monte-Carlo estimate over the jitter."""
-        picks, near_tie = self._greedy(contexts, budget, np.zeros(len(contexts)))
-        if near_tie:
+        """Exact unless two arms that are not exchangeable come within the tie-breaking jitter
+        of each other at some greedy step (then a Monte-Carlo estimate over the jitter):
+        the greedy picks, each share of exchangeable arms spread evenly over them."""
+        picks = self._deterministic_select(contexts, budget)
+        if picks is None:
             return super()._inclusion(contexts, budget)
         probs = np.zeros(len(contexts))
         probs[picks] = 1.0
-        return probs, "deterministic"
+        probs = class_averaged(probs, self._exchangeable(contexts))
+        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
 
     _JITTER: ClassVar[float] = 1e-9
 
-    def _greedy(self, contexts: np.ndarray, budget: int, jitter: np.ndarray) -> tuple[np.ndarray, bool]:
-        """The greedy picks with tie-breaking ``jitter`` (K,), and whether any step's best two
-        scores (without jitter) were within the jitter's range."""
+    def _greedy(self, contexts: np.ndarray, budget: int, jitter: np.ndarray,
+                labels: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+        """The greedy picks with tie-breaking ``jitter`` (K,), and whether at any step the best
+        score and the best of the arms with another label (K,; default: every arm its own)
+        were, without jitter, within the jitter's range (plus a margin over float rounding:
+        outside it no jitter can reorder them)."""
         rel = self.relevance(contexts)
         posts = contexts[:, self.layout.post_embedding].astype(np.float64)
         posts /= np.maximum(np.linalg.norm(posts, axis=1, keepdims=True), 1e-12)
@@ -195,12 +219,17 @@ class MMRPolicy(_LayoutPolicy):
         for _ in range(budget):
             base = lam * rel - (1 - lam) * max_sim
             base[chosen] = -np.inf
-            if np.count_nonzero(~chosen) > 1:
-                best_two = np.partition(base, -2)[-2:]
-                near_tie |= bool(best_two[1] - best_two[0] <= self._JITTER)
             score = base + jitter
             score[chosen] = -np.inf
             pick = int(np.argmax(score))
+            if not near_tie and np.count_nonzero(~chosen) > 1:
+                if labels is None:
+                    best_two = np.partition(base, -2)[-2:]
+                    gap = best_two[1] - best_two[0]
+                else:
+                    best = int(np.argmax(base))
+                    gap = base[best] - np.max(np.where(labels == labels[best], -np.inf, base))
+                near_tie = bool(gap <= self._JITTER + 1e-12)
             picks.append(pick)
             chosen[pick] = True
             max_sim = np.maximum(max_sim, posts @ posts[pick])
@@ -219,6 +248,8 @@ class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
 
     name: ClassVar[str] = "suppress_flagged"
     env_kinds: ClassVar[tuple[str, ...]] = ("exposure",)
+    # each user's arms come best score first (its best arm, then the rest by score)
+    score_order_within_groups: ClassVar[bool] = True
 
     def _check_hyperparameters(self) -> None:
         super()._check_hyperparameters()

@@ -239,3 +239,141 @@ def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
     # Rec's step reward is the slate's slot rewards summed / slate size
     np.testing.assert_allclose(log.rewards.sum(axis=1) / log.budget, [r["reward"] for r in logged.rows], rtol=1e-5)
     assert set(log.method) == {"monte_carlo"}
+
+
+# ------------------------------------------------------------------ per-user slates
+
+
+def _group_frequencies(policy, contexts, mask, budget, groups, per_group, draws):
+    """(K,) inclusion frequencies of select_per_group over ``draws`` slates of a copy of the
+    policy, and the (draws, K) 0/1 slates."""
+    from bandits.slate import select_per_group
+
+    clone = copy.deepcopy(policy)
+    slates = np.zeros((draws, len(contexts)))
+    for i in range(draws):
+        slates[i, select_per_group(clone, contexts, mask, budget, groups, per_group)] = 1
+    return slates.mean(axis=0), slates
+
+
+@pytest.mark.parametrize(("env_id", "names"), [
+    ("PolicySim-Rec-v0", ("random", "popularity", "mmr", "linucb")),
+    ("PolicySim-Exposure-v0", ("random", "suppress_flagged", "linucb")),
+])
+def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(env_id: str, names: tuple) -> None:
+    """The targets of benchmarks/ope.py on env rounds: never Monte-Carlo, equal to the
+    selection frequencies, and the policy's generator untouched (the slate afterwards is the
+    one it would have picked)."""
+    import gymnasium as gym
+
+    import socialenv  # noqa: F401
+    from bandits.slate import per_group_inclusion, select_per_group
+    from baselines import make_policy as make_baseline
+    from socialenv.runner import select_action
+
+    env = gym.make(env_id, num_users=150, rounds=3)
+    base = env.unwrapped
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(select_action(make_baseline("random", env, seed=1), obs, env))
+    mask, groups = obs["action_mask"].astype(bool), base.arm_groups()
+    for name in names:
+        policy = make_baseline(name, env, seed=2)
+        plain = copy.deepcopy(policy)
+        probs, method = per_group_inclusion(policy, obs["arms"], mask, base.slate_size, groups, base.per_user)
+        assert method in ("exact", "deterministic"), name
+        np.testing.assert_array_equal(select_per_group(policy, obs["arms"], mask, base.slate_size, groups, base.per_user),
+                                      select_per_group(plain, obs["arms"], mask, base.slate_size, groups, base.per_user))
+        assert np.all(probs[~mask] == 0) and np.all(probs <= 1)
+        capacity = np.minimum(np.bincount(groups[mask]), base.per_user).sum()
+        np.testing.assert_allclose(probs.sum(), min(capacity, base.slate_size))
+        freq, _ = _group_frequencies(policy, obs["arms"], mask, base.slate_size, groups, base.per_user,
+                                     30 if method == "deterministic" else 400)
+        assert np.abs(freq - probs).max() < 0.09, name  # 400 draws: sd <= 0.025
+        if method == "deterministic":
+            np.testing.assert_array_equal(freq, probs)
+    # a slate too small for every user's share: a deterministic ranking, generator untouched
+    policy = make_baseline("linucb", env, seed=2)
+    state = copy.deepcopy(policy._rng.bit_generator.state)
+    probs, method = per_group_inclusion(policy, obs["arms"], mask, 5, groups, base.per_user)
+    assert method == "deterministic" and probs.sum() == 5
+    assert policy._rng.bit_generator.state == state
+
+
+def _mmr_round(duplicate: bool, near_tie: bool):
+    """MMR on 4 users x 4 arms (Rec layout), interest similarity spread apart; optionally arm 1
+    a second post with arm 0's text offered to the same user, or another post for that user
+    as relevant as arm 0."""
+    from baselines.policies import REC_FEATURES, ArmLayout, MMRPolicy
+
+    layout = ArmLayout("rec", 3 * 2 + len(REC_FEATURES))
+    rng = np.random.default_rng(5)
+    contexts = rng.normal(size=(16, layout.context_dim)).astype(np.float32)
+    contexts[:, layout.feature("interest_similarity")] = np.linspace(0.9, 0.1, 16)
+    if duplicate:
+        contexts[1, layout.post_embedding] = contexts[0, layout.post_embedding]
+        contexts[1, layout.feature("interest_similarity")] = contexts[0, layout.feature("interest_similarity")]
+        contexts[1, layout.feature("author_stance")] = -contexts[0, layout.feature("author_stance")]
+    if near_tie:
+        contexts[1, layout.feature("interest_similarity")] = contexts[0, layout.feature("interest_similarity")]
+    return MMRPolicy(context_dim=layout.context_dim, kind="rec", seed=4), contexts, np.repeat(np.arange(4), 4)
+
+
+def test_mmr_per_user_propensities_exact_with_exchangeable_arms() -> None:
+    from bandits.slate import per_group_inclusion
+
+    policy, contexts, groups = _mmr_round(duplicate=False, near_tie=False)
+    probs, method = per_group_inclusion(policy, contexts, None, 8, groups, 2)
+    assert method == "deterministic" and policy.is_deterministic(contexts)
+    policy, contexts, groups = _mmr_round(duplicate=True, near_tie=False)
+    labels = policy.exchangeable_arms(contexts)
+    assert labels[0] == labels[1] and len(np.unique(labels)) == 15
+    assert not policy.is_deterministic(contexts)  # the jitter decides which of the two
+    state = copy.deepcopy(policy._rng.bit_generator.state)
+    probs, method = per_group_inclusion(policy, contexts, None, 8, groups, 2)
+    assert method == "exact" and policy._rng.bit_generator.state == state
+    assert probs[0] == probs[1] == 0.5  # one of the two, each half the time
+    freq, slates = _group_frequencies(policy, contexts, None, 8, groups, 2, 400)
+    assert 0.4 < freq[0] < 0.6 and np.all(slates[:, 0] + slates[:, 1] == 1)
+    np.testing.assert_array_equal(np.delete(freq, [0, 1]), np.delete(probs, [0, 1]))
+    for budget in (1, 8):  # without caps: one of the two, or both (arm 1 comes back later)
+        plain, method = policy.inclusion_probabilities(contexts, None, budget)
+        assert plain[0] == plain[1] == (0.5 if budget == 1 else 1.0)
+        freq = _empirical(policy, lambda p, b=budget: p.select(contexts, None, b), 400)[:16]
+        assert np.abs(freq - plain).max() < 0.09
+
+
+def test_mmr_near_tie_between_different_arms_falls_back_to_monte_carlo() -> None:
+    from bandits.slate import per_group_inclusion
+
+    policy, contexts, groups = _mmr_round(duplicate=False, near_tie=True)
+    assert policy.exchangeable_arms(contexts)[0] != policy.exchangeable_arms(contexts)[1]
+    assert policy.deterministic_select(contexts, None, 4) is None
+    state = copy.deepcopy(policy._rng.bit_generator.state)
+    probs, method = per_group_inclusion(policy, contexts, None, 4, groups, 1)
+    assert method == "monte_carlo" and policy._rng.bit_generator.state == state
+    assert 0.35 < probs[0] < 0.65 and probs[0] + probs[1] == 1  # the first user's one slot
+    freq, _ = _group_frequencies(policy, contexts, None, 4, groups, 1, 400)
+    assert np.abs(freq - probs).max() < 0.12
+
+
+def test_a_label_shared_across_groups_is_not_spread() -> None:
+    """Exchangeable arms of two users: which one is picked changes the users' caps, so the
+    symmetric form does not apply."""
+    from bandits.slate import deterministic_inclusion, select_per_group
+
+    policy, contexts, groups = _mmr_round(duplicate=True, near_tie=False)
+    groups = groups.copy()
+    groups[1] = 3  # arm 1 now belongs to another user than arm 0
+    allowed = np.ones(16, bool)
+    assert deterministic_inclusion(policy, contexts, allowed, groups,
+                                   lambda p: select_per_group(p, contexts, allowed, 8, groups, 2)) is None
+
+
+def test_top_share_inclusion_small_case() -> None:
+    from bandits.slate import top_share_inclusion
+
+    scores = np.array([3.0, 2.0, 2.0, 2.0, 1.0, 5.0, 5.0, 0.0])
+    group = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    allowed = np.array([True] * 7 + [False])
+    probs = top_share_inclusion(scores, allowed, group, np.array([2, 1]))
+    np.testing.assert_allclose(probs, [1, 1 / 3, 1 / 3, 1 / 3, 0, 0.5, 0.5, 0])
