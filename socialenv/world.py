@@ -150,10 +150,14 @@ class PostTable:
         return table
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
+def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
     """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
-    is an order of magnitude slower on tens of millions of int64 keys)."""
-    values = np.sort(values)
+    is an order of magnitude slower on tens of millions of int64 keys). ``in_place`` sorts
+    ``values`` itself instead of a copy."""
+    if in_place:
+        values.sort()
+    else:
+        values = np.sort(values)
     if len(values) < 2:
         return values
     keep = np.empty(len(values), bool)
