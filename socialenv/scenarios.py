@@ -121,34 +121,45 @@ def _follow_graph(
     order = np.argsort(camp, kind="stable")
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
     dst = np.empty(edges, index)
+    largest = int(np.bincount(target_camp, minlength=3).max())
+    draws, by_value = np.empty(largest), np.empty(largest, np.uint64)
+    block = max(1, min(largest, _EDGE_BLOCK // 16))
+    queries, sources, targets = np.empty(block), np.empty(block, np.int64), np.empty(block, np.int64)
     for c in range(3):
         members = order[camp_bounds[c] : camp_bounds[c + 1]]
         pick = np.flatnonzero(target_camp == c)
         if len(members) == 0:
             members = order
         cumulative = np.cumsum(popularity[members])
-        u = rng.random(len(pick))
+        u = rng.random(out=draws[: len(pick)])
         # Sorted queries search 2x faster (cache); the order only needs to be nearly sorted,
         # so sort the draws' bit patterns (monotone for floats >= 0) with their index in the
         # low bits: one SIMD integer sort instead of an argsort.
         bits = max(1, (len(u) - 1).bit_length())
         low = np.uint64((1 << bits) - 1)
-        by_value = u.view(np.uint64) & ~low
-        by_value |= np.arange(len(u), dtype=np.uint64)
-        by_value.sort()
-        by_value &= low
-        by_value = by_value.view(np.int64)
+        local = np.bitwise_and(u.view(np.uint64), ~low, out=by_value[: len(u)])
+        for start in range(0, len(u), block):
+            stop = min(start + block, len(u))
+            local[start:stop] |= np.arange(start, stop, dtype=np.uint64)
+        local.sort()
+        local &= low
+        local = local.view(np.int64)
         u *= cumulative[-1]
-        position = np.searchsorted(cumulative, u[by_value])
-        np.minimum(position, len(members) - 1, out=position)
-        dst[pick[by_value]] = members[position]
-    del target_camp
-    src = np.repeat(np.arange(n, dtype=index), out_degree)
-    keep = src != dst
-    keys = src[keep].astype(np.int64)
-    keys *= n
-    keys += dst[keep]
-    del src, dst, keep
+        for start in range(0, len(u), block):
+            part = local[start : start + block]
+            size = len(part)
+            position = np.searchsorted(cumulative, np.take(u, part, out=queries[:size]))
+            np.minimum(position, len(members) - 1, out=position)
+            dst[np.take(pick, part, out=sources[:size])] = np.take(members, position, out=targets[:size])
+    del target_camp, draws, by_value
+    # self-loops become key -1: sorted first, one left by the dedupe, then sliced off
+    keys = np.repeat(np.arange(n, dtype=np.int64) * n, out_degree)
+    keys += dst
+    keys[np.repeat(np.arange(n, dtype=index), out_degree) == dst] = -1
+    del dst
+    keys = sorted_unique(keys, in_place=True)
+    if len(keys) and keys[0] < 0:
+        keys = keys[1:]
     return np.divmod(sorted_unique(keys, in_place=True), n)
 
 
@@ -180,7 +191,7 @@ def synthetic_population(
     # seed must give the same population whatever the machine's thread count.
     with threadpool_limits(limits=1, user_api="blas"):
         mixed = weights @ centroids
-    latent = kernels.unit_noisy_rows(mixed, None, 0.35, rng.standard_normal((n, config.latent_dim)))
+    latent = kernels.unit_noisy_rows_drawn(mixed, None, 0.35, rng)
     toxicity = rng.beta(*config.toxicity_beta, n)
     combative = np.isin(profiles.posting_style.codes, COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)
