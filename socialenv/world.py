@@ -175,7 +175,10 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
+        if keep.all():  # the graph's dst array is its own copy; src is only read
+            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64)
+        else:
+            src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
         keys = src * num_users
         keys += dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
