@@ -175,8 +175,8 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        if keep.all():  # the graph's dst array is its own copy; src is only read
-            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64)
+        if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
+            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
         else:
             src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
         keys = src * num_users
