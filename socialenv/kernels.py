@@ -387,6 +387,23 @@ def unit_noisy_rows(base: np.ndarray, rows: np.ndarray | None, scale: float, noi
     return _active["unit_noisy_rows"](base, rows, float(scale), noise, np.array([1e-8]))
 
 
+def unit_noisy_rows_drawn(base: np.ndarray, rows: np.ndarray | None, scale: float,
+                          rng: np.random.Generator, block: int = 1 << 16) -> np.ndarray:
+    """``unit_noisy_rows(base, rows, scale, rng.standard_normal((m, d)))``, m the number of
+    rows, d ``base``'s width, with the noise drawn ``block`` rows at a time into one buffer
+    (same draws, same results; no (m, d) float64 temporary)."""
+    m = len(base) if rows is None else len(rows)
+    d = base.shape[1]
+    out = np.empty((m, d), np.float32)
+    noise = np.empty((min(m, block), d))
+    for start in range(0, m, block):
+        stop = min(start + block, m)
+        part = rng.standard_normal(out=noise[: stop - start])
+        out[start:stop] = unit_noisy_rows(base[start:stop] if rows is None else base,
+                                          None if rows is None else rows[start:stop], scale, part)
+    return out
+
+
 def merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
     """See :func:`merge_edits_numpy` (``new`` is cast to ``values``' dtype)."""
     return _active["merge_edits"](values, drop.astype(np.int64, copy=False), at.astype(np.int64, copy=False),

@@ -321,9 +321,7 @@ def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float
     counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
     author = np.repeat(np.arange(n, dtype=np.int64), counts)
     scenario.history_author = author
-    scenario.history_latent = kernels.unit_noisy_rows(
-        scenario.latent, author, 0.3, rng.standard_normal((len(author), scenario.latent_dim))
-    )
+    scenario.history_latent = kernels.unit_noisy_rows_drawn(scenario.latent, author, 0.3, rng)
     scenario.history_stance = np.clip(
         scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
     ).astype(np.float32)

@@ -153,9 +153,12 @@ class Simulation:
         self.scenario = scenario
         n = scenario.num_users
         s0 = discretize_stance(scenario.opinion)
-        self.users = UserState(  # astype copies: the scenario's arrays stay as loaded
+        # astype copies: a scenario passed in stays as loaded (one built for this episode lends
+        # its interest embeddings, which the episode only reads)
+        fresh = scenario is not self.config.scenario
+        self.users = UserState(
             profiles=scenario.profiles,
-            latent=scenario.latent.astype(np.float32),
+            latent=scenario.latent.astype(np.float32, copy=not fresh),
             memory_latent=scenario.latent.astype(np.float32),
             stance=s0.astype(np.float32),
             discrete_stance=s0.copy(),

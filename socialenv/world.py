@@ -150,10 +150,14 @@ class PostTable:
         return table
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
+def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
     """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
-    is an order of magnitude slower on tens of millions of int64 keys)."""
-    values = np.sort(values)
+    is an order of magnitude slower on tens of millions of int64 keys). ``in_place`` sorts
+    ``values`` itself instead of a copy."""
+    if in_place:
+        values.sort()
+    else:
+        values = np.sort(values)
     if len(values) < 2:
         return values
     keep = np.empty(len(values), bool)
@@ -171,7 +175,10 @@ class FollowGraph:
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
         keep = src != dst
-        src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
+        if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
+            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
+        else:
+            src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
         keys = src * num_users
         keys += dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None

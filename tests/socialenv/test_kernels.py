@@ -167,6 +167,24 @@ def test_unit_rows_bit_identical_to_numpy_norm(compiled, dtype, d):
         assert _bits(kernels.unit_rows(y)) == _bits(kernels.unit_rows_numpy(y))
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_noise_drawn_in_blocks_gives_the_one_draw_results(backend):
+    previous = kernels.BACKEND
+    kernels.use_backend(backend)
+    try:
+        for d, m, block in ((32, 2001, 300), (5, 40, 7), (16, 0, 4), (8, 9, 9)):
+            base = np.random.default_rng(d).standard_normal((50, d)).astype(np.float32)
+            for rows in (np.random.default_rng(m).integers(0, 50, m), None):
+                full = base if rows is not None else np.resize(base, (m, d))
+                one, blocks = np.random.default_rng(3), np.random.default_rng(3)
+                expected = kernels.unit_noisy_rows(full, rows, 0.3, one.standard_normal((m, d)))
+                got = kernels.unit_noisy_rows_drawn(full, rows, 0.3, blocks, block=block)
+                assert got.dtype == expected.dtype and _bits(got) == _bits(expected)
+                assert one.random() == blocks.random()  # the generator is left in the same state
+    finally:
+        kernels.use_backend(previous)
+
+
 @pytest.mark.parametrize("keep", [0.9, 0.5, 0.123])
 @pytest.mark.parametrize("d", [8, 32, 100])
 def test_memory_update_bit_identical_to_numpy(compiled, keep, d):
