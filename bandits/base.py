@@ -435,11 +435,12 @@ def tie_averaged(rank_probs: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 
 @contextmanager
-def spared_generator(policy: Policy) -> Iterator[None]:
-    """Within the block ``policy._rng`` is a copy of the policy's generator; the generator
-    itself is restored after, so draws made in the block change nothing the policy does next."""
+def spared_generator(policy: Policy, stand_in: np.random.Generator | None = None) -> Iterator[None]:
+    """Within the block ``policy._rng`` is ``stand_in`` (default: a copy of the policy's
+    generator); the generator itself is restored after, so draws made in the block change
+    nothing the policy does next."""
     saved = policy._rng
-    policy._rng = copy.deepcopy(saved)
+    policy._rng = copy.deepcopy(saved) if stand_in is None else stand_in
     try:
         yield
     finally:
@@ -460,16 +461,12 @@ def monte_carlo_inclusion(policy: Policy, draw_slate: Any, n_arms: int,
     seed and the current generator state; the policy's own generator is restored after, so
     the call changes nothing the policy does next."""
     draws = policy.propensity_draws if draws is None else draws
-    saved = policy._rng
-    state = saved.bit_generator.state["state"]
+    state = policy._rng.bit_generator.state["state"]
     key = [policy.seed, 1, *(int(v) % 2**63 for v in (state.values() if isinstance(state, dict) else [state]))]
     counts = np.zeros(n_arms)
-    try:
-        for draw in range(draws):
-            policy._rng = np.random.default_rng([*key, draw])
+    for draw in range(draws):
+        with spared_generator(policy, np.random.default_rng([*key, draw])):
             counts[np.asarray(draw_slate(), np.int64)] += 1
-    finally:
-        policy._rng = saved
     return counts / draws
 
 

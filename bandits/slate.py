@@ -169,7 +169,7 @@ def one_per_group_inclusion(
     probs = deterministic_inclusion(policy, contexts, allowed, groups,
                                     lambda p: select_one_per_group(p, contexts, allowed, budget, groups))
     if probs is not None:
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+        return probs, _closed_form_method(probs)
     if not isinstance(policy, Policy):
         raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
                         "cannot be re-drawn for a Monte-Carlo propensity")
@@ -232,17 +232,22 @@ def per_group_inclusion(
             return np.where(allowed, share[group_index] / size, 0.0), "exact"
         if ranks_groups_by_score(policy):
             probs = top_share_inclusion(_group_scores(policy, contexts, allowed), allowed, group_index, share)
-            return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+            return probs, _closed_form_method(probs)
     probs = deterministic_inclusion(policy, contexts, allowed, groups,
                                     lambda p: select_per_group(p, contexts, allowed, budget, groups, per_group))
     if probs is not None:
-        return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
+        return probs, _closed_form_method(probs)
     if not isinstance(policy, Policy):
         raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
                         "cannot be re-drawn for a Monte-Carlo propensity")
     return monte_carlo_inclusion(
         policy, lambda: select_per_group(policy, contexts, allowed, budget, groups, per_group), n_arms
     ), "monte_carlo"
+
+
+def _closed_form_method(probs: np.ndarray) -> str:
+    """"deterministic" for 0/1 inclusion probabilities, else "exact"."""
+    return "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
 
 
 def ranks_groups_by_score(policy: SelectsArms) -> bool:
