@@ -211,7 +211,7 @@ class SurrogateBrain(Brain):
         cfg = self.config
         attitude = attitudes[user]
         stance = posts.stance[post]
-        sim = np.einsum("...d,...d->...", users.latent[user], posts.latent[post])
+        sim = np.einsum("...d,...d->...", users.latent.take(user, axis=0), posts.latent.take(post, axis=0))
         agree = attitude * stance
         gap = np.abs(attitude - stance) / 2
         if attention is None:
@@ -333,7 +333,7 @@ class SurrogateBrain(Brain):
         post_prob = np.clip(cfg.post_rate * 2 * ratio / (1 + ratio), 0, 1)
         poster = active[rng.random(len(active)) < post_prob]
         p = len(poster)
-        latent = users.latent[poster] + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
+        latent = users.latent.take(poster, axis=0) + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
         latent /= np.maximum(np.linalg.norm(latent, axis=1, keepdims=True), 1e-8)
         stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
         toxicity = np.clip(

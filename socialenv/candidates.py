@@ -43,7 +43,7 @@ def _best_of(interest: np.ndarray, latent: np.ndarray, draws: np.ndarray, keep: 
     """(U, keep) entries of ``draws`` (U, M) post ids (-1 = none) with the highest interest
     similarity ``interest`` (U, d)·latent[post]."""
     valid = draws >= 0
-    score = np.einsum("ud,umd->um", interest, latent[np.where(valid, draws, 0)])
+    score = np.einsum("ud,umd->um", interest, latent.take(np.where(valid, draws, 0), axis=0))
     return kernels.top_k_rows(draws, score, keep, drop_nonfinite=True)
 
 
@@ -71,7 +71,7 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
     u = len(users)
     lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
     posts, people = ctx.posts, ctx.users
-    interest = people.latent[users] + people.memory_latent[users]
+    interest = people.latent.take(users, axis=0) + people.memory_latent.take(users, axis=0)
     parts: list[np.ndarray] = []
     sources: list[np.ndarray] = []
     recent = np.arange(lo, hi, dtype=np.int64)

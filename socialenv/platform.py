@@ -92,9 +92,9 @@ class Recommender:
         n_candidates = k * cfg.candidates_per_slot
         for start in range(0, b, chunk):
             users = active[start : start + chunk]
-            interest = ctx.users.latent[users] + ctx.users.memory_latent[users]
+            interest = ctx.users.latent.take(users, axis=0) + ctx.users.memory_latent.take(users, axis=0)
             candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
-            score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent[candidate])
+            score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent.take(candidate, axis=0))
             score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
             out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
         return out

@@ -359,9 +359,9 @@ class Simulation:
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
         is_reply = kind[shares] == Behaviour.REPLY
-        share_latent = posts.latent[share_post].copy()
+        share_latent = posts.latent.take(share_post, axis=0)
         if is_reply.any():
-            mix = share_latent[is_reply] + users.latent[share_user[is_reply]]
+            mix = share_latent[is_reply] + users.latent.take(share_user[is_reply], axis=0)
             share_latent[is_reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
         share_text = None
         if posts.text is not None:

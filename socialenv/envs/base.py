@@ -219,10 +219,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         arm_users = np.maximum(self._arms["user"], 0)
         if self.config.observe_users or self.config.graph_observation:
             user_context = sim.user_context()
-            arm_context = user_context[arm_users]
+            arm_context = user_context.take(arm_users, axis=0)
         else:
             distinct, inverse = kernels.unique_inverse(arm_users)
-            arm_context = sim.user_context(distinct)[inverse]
+            arm_context = sim.user_context(distinct).take(inverse, axis=0)
         obs: dict[str, Any] = {
             "arms": self._arm_contexts(self._arms, arm_context),
             "action_mask": self._arms["mask"].astype(np.int8),

@@ -215,12 +215,12 @@ class RecEnv(PolicySimEnv):
         d_v = sim.users.discrete_stance[user].astype(np.float32)
         d_u = sim.users.discrete_stance[author].astype(np.float32)
         engagement = (p.likes[post] + p.retweets[post] + p.replies[post] + p.dislikes[post]).astype(np.float32)
-        post_latent = p.latent[post]
+        post_latent = p.latent.take(post, axis=0)
         features = [
             s_v, s_u, np.abs(d_u - d_v) / 2, (d_u * d_v == -1).astype(np.float32),
             p.toxicity[post], np.log1p(engagement),
             (sim.round - p.round[post]).astype(np.float32),
-            np.einsum("kd,kd->k", sim.users.latent[user], post_latent),
+            np.einsum("kd,kd->k", sim.users.latent.take(user, axis=0), post_latent),
             sim.recent_toxicity[user], p.flagged[post].astype(np.float32), sim.users.activity[user],
             p.stance[post], s_v * p.stance[post],
             np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
@@ -236,7 +236,7 @@ class RecEnv(PolicySimEnv):
         for feature in features:
             context[:, column] = feature
             column += 1
-        context[:, column:] = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32)[arms["source"]]
+        context[:, column:] = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32).take(arms["source"], axis=0)
         context[~arms["mask"]] = 0.0
         return context
 
