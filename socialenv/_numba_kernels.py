@@ -486,6 +486,42 @@ def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: n
     return out_feed, out_channel
 
 
+@jit
+def _rec_arm_columns(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray, post_latent: np.ndarray,
+                     user: np.ndarray, post: np.ndarray, user_columns: tuple, post_columns: tuple,
+                     round_: int, source: np.ndarray) -> None:
+    stance, discrete, recent_toxicity, activity = user_columns
+    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = post_columns
+    width, d = user_rows.shape[1], post_latent.shape[1]
+    column = width + d
+    sources = context.shape[1] - column - 14
+    for k in range(len(user)):
+        row = context[k]
+        u, p = user[k], post[k]
+        a = author_of[p]
+        r = arm_row[k]
+        for j in range(width):
+            row[j] = user_rows[r, j]
+        for j in range(d):
+            row[width + j] = post_latent[p, j]
+        d_v, d_u = np.float32(discrete[u]), np.float32(discrete[a])
+        row[column] = stance[u]
+        row[column + 1] = stance[a]
+        row[column + 2] = abs(d_u - d_v) / np.float32(2)
+        row[column + 3] = 1.0 if d_u * d_v == -1 else 0.0
+        row[column + 4] = toxicity[p]
+        # the NumPy version sums and subtracts in int32 (wrapping); the same here
+        row[column + 5] = np.int32(np.int64(likes[p]) + retweets[p] + replies[p] + dislikes[p])
+        row[column + 6] = np.int32(round_ - np.int64(post_round[p]))
+        row[column + 8] = recent_toxicity[u]
+        row[column + 9] = 1.0 if flagged[p] else 0.0
+        row[column + 10] = activity[u]
+        row[column + 11] = post_stance[p]
+        row[column + 12] = stance[u] * post_stance[p]
+        for j in range(sources):
+            row[column + 14 + j] = 1.0 if source[k] == j else 0.0
+
+
 KERNELS = {
     "dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
     "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
@@ -493,5 +529,5 @@ KERNELS = {
     "unit_rows": _unit_rows, "unit_noisy_rows": _unit_noisy_rows, "memory_update": _memory_update,
     "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,
     "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
-    "keyed_max": _keyed_max, "place_picks": _place_picks,
+    "keyed_max": _keyed_max, "place_picks": _place_picks, "rec_arm_columns": _rec_arm_columns,
 }

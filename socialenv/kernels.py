@@ -179,6 +179,42 @@ def keyed_max_numpy(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray
     return found, best
 
 
+def rec_arm_columns_numpy(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray,
+                          post_latent: np.ndarray, user: np.ndarray, post: np.ndarray,
+                          user_columns: tuple[np.ndarray, ...], post_columns: tuple[np.ndarray, ...],
+                          round_: int, source: np.ndarray) -> None:
+    """Fill the Rec arm contexts ``context`` (K, w + d + 14 + S) in place, but for the columns
+    computed with NumPy's ``log``/``log1p``/``einsum`` (see ``RecEnv._arm_contexts``): arm k's
+    user context ``user_rows[arm_row[k]]`` (w columns), its post's embedding ``post_latent[post[k]]``
+    (d), then the features receiver stance, author stance, stance divergence, cross stance,
+    post toxicity, engagement (raw count, float32), post age, interest similarity (left
+    unset), receiver recent toxicity, flagged, activity, post stance, agreement, reply
+    propensity (unset), and the one-hot ``source[k]`` (S columns).
+
+    ``user_columns`` = (stance f32, discrete stance int8, recent toxicity f32, activity f32) (N,);
+    ``post_columns`` = (author int64, likes, retweets, replies, dislikes int32, toxicity f32,
+    round int32, flagged bool, stance f32) (P,).
+    """
+    stance, discrete, recent_toxicity, activity = user_columns
+    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = post_columns
+    width, d = user_rows.shape[1], post_latent.shape[1]
+    author = author_of[post]
+    s_v, s_u = stance[user], stance[author]
+    d_v, d_u = discrete[user].astype(np.float32), discrete[author].astype(np.float32)
+    engagement = likes[post] + retweets[post] + replies[post] + dislikes[post]
+    context[:, :width] = user_rows.take(arm_row, axis=0)
+    context[:, width : width + d] = post_latent.take(post, axis=0)
+    features = {
+        0: s_v, 1: s_u, 2: np.abs(d_u - d_v) / 2, 3: d_u * d_v == -1, 4: toxicity[post],
+        5: engagement, 6: round_ - post_round[post], 8: recent_toxicity[user], 9: flagged[post],
+        10: activity[user], 11: post_stance[post], 12: s_v * post_stance[post],
+    }
+    column = width + d
+    for index, feature in features.items():
+        context[:, column + index] = feature
+    context[:, column + 14 :] = np.eye(context.shape[1] - column - 14, dtype=np.float32).take(source, axis=0)
+
+
 def place_picks_numpy(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
                       width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
     """Copies of ``feed`` and ``channel`` (B, F) where row r's picks (``post[i]`` for
@@ -233,6 +269,7 @@ _NUMPY = {
     "relational_draws": relational_draws_numpy, "propagate_csr": propagate_csr_numpy,
     "count_reactions": count_reactions_numpy, "drop_own_and_repeated": drop_own_and_repeated_numpy,
     "keyed_max": keyed_max_numpy, "place_picks": place_picks_numpy,
+    "rec_arm_columns": rec_arm_columns_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
 _active: dict[str, Callable[..., Any]] = _NUMPY
@@ -474,3 +511,17 @@ def place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np
     return _active["place_picks"](np.ascontiguousarray(feed), np.ascontiguousarray(channel),
                                   row.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
                                   int(start), int(width), int(injected))
+
+
+def rec_arm_columns(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray, post_latent: np.ndarray,
+                    user: np.ndarray, post: np.ndarray, user_columns: tuple[np.ndarray, ...],
+                    post_columns: tuple[np.ndarray, ...], round_: int, source: np.ndarray) -> None:
+    """See :func:`rec_arm_columns_numpy`."""
+    arrays = (user_rows, post_latent, *user_columns, *post_columns)
+    if _active is _NUMPY or not all(a.flags.c_contiguous for a in arrays) or not context.flags.c_contiguous:
+        rec_arm_columns_numpy(context, user_rows, arm_row, post_latent, user, post, user_columns,
+                              post_columns, round_, source)
+        return
+    _active["rec_arm_columns"](context, user_rows, arm_row.astype(np.int64, copy=False), post_latent,
+                               user.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
+                               tuple(user_columns), tuple(post_columns), int(round_), source)

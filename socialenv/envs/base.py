@@ -159,9 +159,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """Candidate arms of the coming round; must hold "mask" (K,) bool."""
 
     @abstractmethod
-    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
-        """(K, context_dim) float32; ``arm_user_context`` (K, 2d) is each arm's user's
-        propagated context."""
+    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
+        """(K, context_dim) float32; arm k's user's propagated context is
+        ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,))."""
 
     @abstractmethod
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,12 +219,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         arm_users = np.maximum(self._arms["user"], 0)
         if self.config.observe_users or self.config.graph_observation:
             user_context = sim.user_context()
-            arm_context = user_context.take(arm_users, axis=0)
+            user_rows, arm_row = user_context, arm_users
         else:
-            distinct, inverse = kernels.unique_inverse(arm_users)
-            arm_context = sim.user_context(distinct).take(inverse, axis=0)
+            distinct, arm_row = kernels.unique_inverse(arm_users)
+            user_rows = sim.user_context(distinct)
         obs: dict[str, Any] = {
-            "arms": self._arm_contexts(self._arms, arm_context),
+            "arms": self._arm_contexts(self._arms, user_rows, arm_row),
             "action_mask": self._arms["mask"].astype(np.int8),
         }
         if self.config.observe_users:

@@ -182,7 +182,7 @@ class ExposureEnv(PolicySimEnv):
         arm_level = np.tile(levels, cfg.exposure_users)
         return {"user": arm_user, "level": arm_level, "mask": arm_user >= 0}
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
+    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         level = arms["level"]
@@ -196,7 +196,7 @@ class ExposureEnv(PolicySimEnv):
             sim.users.stance[user], sim.recent_toxicity[user], recent_posts, level * recent_posts,
             sim.users.exposure[user], self._governed[user].astype(np.float32),
         ])
-        context = np.concatenate([arm_user_context, features], axis=1).astype(np.float32)
+        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(np.float32)
         context[~arms["mask"]] = 0.0
         return context
 

@@ -205,7 +205,7 @@ class ModerationEnv(PolicySimEnv):
     def _slate_size(self) -> int:
         return self.config.budget
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
+    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
         sim, mod = self.sim, self.sim.moderation
         p = sim.posts
         post = np.maximum(arms["post"], 0)
@@ -228,7 +228,7 @@ class ModerationEnv(PolicySimEnv):
                 (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32), flag * engagement,
             ], axis=1),
         ], axis=1)
-        context = np.concatenate([arm_user_context, features], axis=1).astype(np.float32)
+        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(np.float32)
         context[~arms["mask"]] = 0.0
         return context
 

@@ -9,7 +9,6 @@ import numpy as np
 from agent_models.types import Behaviour
 from socialenv import kernels
 from socialenv.candidates import generate_candidates
-from socialenv.config import CANDIDATE_SOURCES
 from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult
 
@@ -204,39 +203,28 @@ class RecEnv(PolicySimEnv):
         mask = (arm_user >= 0) & (arm_post >= 0)
         return {"user": arm_user, "post": arm_post, "source": source.ravel(), "mask": mask}
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], arm_user_context: np.ndarray) -> np.ndarray:
+    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         post = np.maximum(arms["post"], 0)
-        p = sim.posts
-        author = p.author[post]
-        s_v = sim.users.stance[user]
-        s_u = sim.users.stance[author]
-        d_v = sim.users.discrete_stance[user].astype(np.float32)
-        d_u = sim.users.discrete_stance[author].astype(np.float32)
-        engagement = (p.likes[post] + p.retweets[post] + p.replies[post] + p.dislikes[post]).astype(np.float32)
-        post_latent = p.latent.take(post, axis=0)
-        features = [
-            s_v, s_u, np.abs(d_u - d_v) / 2, (d_u * d_v == -1).astype(np.float32),
-            p.toxicity[post], np.log1p(engagement),
-            (sim.round - p.round[post]).astype(np.float32),
-            np.einsum("kd,kd->k", sim.users.latent.take(user, axis=0), post_latent),
-            sim.recent_toxicity[user], p.flagged[post].astype(np.float32), sim.users.activity[user],
-            p.stance[post], s_v * p.stance[post],
-            np.log(np.maximum(sim.users.profiles.reply_frequency[user], 1e-3) / 0.25),
-        ]
-        # filled column by column (each cast to float32 on assignment, as the former
-        # concatenate-then-astype did) to save the temporaries of a small, per-round array
-        width = arm_user_context.shape[1]
-        d = post_latent.shape[1]
-        context = np.empty((len(user), width + d + len(features) + len(CANDIDATE_SOURCES)), np.float32)
-        context[:, :width] = arm_user_context
-        context[:, width : width + d] = post_latent
+        p, people = sim.posts, sim.users
+        width, d = user_rows.shape[1], p.latent.shape[1]
         column = width + d
-        for feature in features:
-            context[:, column] = feature
-            column += 1
-        context[:, column:] = np.eye(len(CANDIDATE_SOURCES), dtype=np.float32).take(arms["source"], axis=0)
+        context = np.empty((len(user), column + len(REC_ARM_FEATURES)), np.float32)
+        kernels.rec_arm_columns(
+            context, user_rows, arm_row, p.latent, user, post,
+            (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity),
+            (p.author, p.likes, p.retweets, p.replies, p.dislikes, p.toxicity, p.round, p.flagged, p.stance),
+            sim.round, arms["source"],
+        )
+        # the columns whose NumPy functions (SIMD log, einsum) a compiled kernel would not
+        # reproduce bit for bit
+        engagement = context[:, column + REC_ARM_FEATURES.index("log_engagement")]
+        np.log1p(engagement, out=engagement)
+        np.einsum("kd,kd->k", people.latent.take(user, axis=0), context[:, width:column],
+                  out=context[:, column + REC_ARM_FEATURES.index("interest_similarity")])
+        context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = np.log(
+            np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25)
         context[~arms["mask"]] = 0.0
         return context
 

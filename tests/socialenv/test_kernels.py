@@ -287,6 +287,32 @@ def test_keyed_max_matches_numpy(compiled):
     assert not compiled["keyed_max"](sorted_key[:0], keys, values[:, :0])[0].any()
 
 
+def test_rec_arm_columns_match_numpy(compiled):
+    rng = np.random.default_rng(14)
+    n, posts, arms, w, d = 300, 900, 2000, 8, 6
+    user_rows = rng.standard_normal((120, w)).astype(np.float32)
+    arm_row = rng.integers(0, 120, arms)
+    post_latent = rng.standard_normal((posts, d)).astype(np.float32)
+    user, post = rng.integers(0, n, arms), rng.integers(0, posts, arms)
+    user_columns = (rng.uniform(-1, 1, n).astype(np.float32), rng.integers(-1, 2, n).astype(np.int8),
+                    rng.random(n).astype(np.float32), rng.random(n).astype(np.float32))
+    counts = [rng.integers(0, 50, posts).astype(np.int32) for _ in range(4)]
+    counts[0][:3] = np.iinfo(np.int32).max  # the int32 sum wraps on both paths
+    post_columns = (rng.integers(0, n, posts), *counts, rng.random(posts).astype(np.float32),
+                    rng.integers(-1, 30, posts).astype(np.int32), rng.random(posts) < 0.3,
+                    rng.uniform(-1, 1, posts).astype(np.float32))
+    source = rng.integers(0, 4, arms).astype(np.int8)
+    shape = (arms, w + d + 14 + 4)
+    got, expected = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
+    with np.errstate(over="ignore"):
+        compiled["rec_arm_columns"](got, user_rows, arm_row, post_latent, user, post, user_columns,
+                                    post_columns, 31, source)
+        kernels.rec_arm_columns_numpy(expected, user_rows, arm_row, post_latent, user, post, user_columns,
+                                      post_columns, 31, source)
+    assert _bits(got) == _bits(expected)
+    assert np.isnan(got[:, w + d + 7]).all() and np.isnan(got[:, w + d + 13]).all()  # left to NumPy
+
+
 def test_place_picks_matches_numpy(compiled):
     rng = np.random.default_rng(13)
     feed = _rows_with_repeats(rng, 300, 12, 1000)
