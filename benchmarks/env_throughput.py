@@ -16,8 +16,11 @@ wall time; the load average is read before and after. Rates are 1 / median CPU t
 
 The long run (``--long-rounds``, default 300, 1,000 users, no-op policy) reports the median
 CPU time per round of rounds 290–300 over that of rounds 1–10 (and the same ratio of the
-fastest round of each range, less sensitive to other jobs): the world grows (posts are never
-pruned, edges accumulate), so this ratio is how much a round slows down with age.
+fastest round of each range, less sensitive to other jobs): the world grows (posts and edges
+accumulate), so this ratio is how much a round slows down with age. The two ranges are timed
+in the same minutes: rounds 290–300 alternate, round by round, with rounds 1–10 of a fresh
+episode of the same seed (a load change on a shared machine would otherwise pass for a
+slowdown); ``ratio_sequential`` is the ratio over the one episode's own rounds 1–10.
 
 The scaling exponent above 100k is log(cpu(1e6) / cpu(1e5)) / log(10) on the median CPU time
 per step over both policies (1.0 = linear).
@@ -175,34 +178,56 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
 
 
 def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, queue: Any) -> None:
-    """CPU time of every round of one ``rounds``-round no-op episode."""
+    """CPU time of every round of one ``rounds``-round no-op episode; its last rounds are timed
+    interleaved, round by round, with the first rounds of a second, fresh episode of the same
+    seed, so that the ratio compares rounds that ran in the same minutes."""
     _set_threads(threads)
     import numpy as np
 
     from socialenv.envs.rec import RecEnv
 
-    load_before = os.getloadavg()
-    env = RecEnv(num_users=num_users, rounds=rounds)
-    env.reset(seed=seed)
-    noop = np.full(env.slate_size, env.no_op, np.int64)
-    cpu, wall = [], []
-    for _ in range(rounds):
+    def timed_step(env: Any, cpu: list[float], wall: list[float]) -> None:
         w, c = time.perf_counter(), time.process_time()
         env.step(noop)
         cpu.append(time.process_time() - c)
         wall.append(time.perf_counter() - w)
+
+    load_before = os.getloadavg()
+    late_from = 289 if rounds >= 300 else max(rounds - 11, 11)
+    env = RecEnv(num_users=num_users, rounds=rounds)
+    env.reset(seed=seed)
+    noop = np.full(env.slate_size, env.no_op, np.int64)
+    cpu: list[float] = []
+    wall: list[float] = []
+    for _ in range(late_from):
+        timed_step(env, cpu, wall)
+    young = RecEnv(num_users=num_users, rounds=rounds)
+    young.reset(seed=seed)
+    young_cpu: list[float] = []
+    young_wall: list[float] = []
+    timed_step(young, young_cpu, young_wall)  # round 0, as in the single episode not counted
+    for i in range(late_from, rounds):
+        timed_step(env, cpu, wall)
+        if i - late_from < 10:
+            timed_step(young, young_cpu, young_wall)
     posts, edges = len(env.sim.posts), len(env.sim.graph)
     env.close()
-    early = _median(cpu[1:11])
-    late = _median(cpu[290 - 1 : 300]) if rounds >= 300 else _median(cpu[-10:])
+    young.close()
+    late = cpu[late_from : late_from + 11]
+    early = young_cpu[1:11]
     queue.put({
         "num_users": num_users, "rounds": rounds, "threads": threads,
-        "cpu_s_rounds_1_10": early, "cpu_s_rounds_290_300": late, "ratio": late / early,
+        "late_rounds": [late_from + 1, late_from + len(late)],
+        "cpu_s_rounds_1_10": _median(early), "cpu_s_rounds_290_300": _median(late),
+        "ratio": _median(late) / _median(early),
         # contention by other jobs only adds time, so the fastest rounds are the steadier ratio
-        "ratio_min": min(cpu[289:300] if rounds >= 300 else cpu[-10:]) / min(cpu[1:11]),
-        "wall_s_rounds_1_10": _median(wall[1:11]), "wall_s_rounds_290_300": _median(wall[-11:]),
+        "ratio_min": min(late) / min(early),
+        # the same episode's own rounds 1-10, timed minutes before its last rounds
+        "ratio_sequential": _median(late) / _median(cpu[1:11]),
+        "wall_s_rounds_1_10": _median(young_wall[1:11]), "wall_s_rounds_290_300": _median(wall[late_from:]),
         "posts_at_end": posts, "follow_edges_at_end": edges,
-        "cpu_s_per_round": cpu, "load_before": load_before, "load_after": os.getloadavg(),
+        "cpu_s_per_round": cpu, "cpu_s_per_round_fresh_episode": young_cpu,
+        "load_before": load_before, "load_after": os.getloadavg(),
     })
 
 
@@ -226,6 +251,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.long_rounds and args.long_rounds < 22:
+        raise ValueError(f"--long-rounds={args.long_rounds} is not allowed: 0 (no long run) or >= 22")
     if args.steps is not None and len(args.steps) != len(args.users):
         raise ValueError(f"--steps has {len(args.steps)} values; expected one per --users ({len(args.users)})")
     steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
@@ -260,7 +287,8 @@ def main() -> None:
         summary["long_run"] = long_run
         print(f"long run (1,000 users, {args.long_rounds} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
               f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds 290-300), "
-              f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}); "
+              f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}; "
+              f"within one episode: {long_run['ratio_sequential']:.2f}); "
               f"{long_run['posts_at_end']:,} posts, "
               f"{long_run['follow_edges_at_end']:,} edges", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)

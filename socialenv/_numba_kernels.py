@@ -377,15 +377,16 @@ def _relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarra
 
 
 @jit
-def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray, alpha: np.ndarray
-                   ) -> np.ndarray:
-    # alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user who follows
-    # nobody keeps its own context), as torch's CSR product and update compute it
-    n, d = context.shape
-    out = np.empty((n, d), np.float32)
+def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray, alpha: np.ndarray,
+                   rows: np.ndarray) -> np.ndarray:
+    # rows ``rows`` of alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user
+    # who follows nobody keeps its own context), as torch's CSR product and update compute it
+    d = context.shape[1]
+    out = np.empty((len(rows), d), np.float32)
     acc = np.empty(d, np.float32)
     a, rest = alpha[0], alpha[1]
-    for u in range(n):
+    for r in range(len(rows)):
+        u = rows[r]
         lo, hi = indptr[u], indptr[u + 1]
         for k in range(d):
             acc[k] = np.float32(0.0)
@@ -399,7 +400,7 @@ def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray,
                 for k in range(d):
                     acc[k] += weight * context[v, k]
         for k in range(d):
-            out[u, k] = a * context[u, k] + rest * acc[k]
+            out[r, k] = a * context[u, k] + rest * acc[k]
     return out
 
 

@@ -469,15 +469,20 @@ def relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray
 
 
 def propagate_csr(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float,
-                  hops: int) -> np.ndarray:
-    """See :func:`propagate_csr_numpy`."""
+                  hops: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """See :func:`propagate_csr_numpy`; only the rows ``rows`` (R,) of the result, (R, D), if
+    given (the last hop is computed for those rows alone: every row is computed on its own)."""
     if _active is _NUMPY or hops == 0:
-        return propagate_csr_numpy(context, indptr, indices, alpha, hops)
+        out = propagate_csr_numpy(context, indptr, indices, alpha, hops)
+        return out if rows is None else out[rows]
     c = np.ascontiguousarray(context, dtype=np.float32)
     weights = np.array([alpha, 1.0 - alpha], np.float32)
     indptr, indices = indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
-    for _ in range(hops):
-        c = _active["propagate_hop"](indptr, indices, c, weights)
+    every = np.arange(len(indptr) - 1, dtype=np.int64)
+    for hop in range(hops):
+        last = hop == hops - 1 and rows is not None
+        c = _active["propagate_hop"](indptr, indices, c, weights,
+                                     np.asarray(rows, np.int64) if last else every)
     return c
 
 

@@ -239,7 +239,7 @@ class Simulation:
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
             indptr, indices = self.graph.followees_csr()
-            base = kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops)
+            return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
         elif cfg.hops > 0:
             if self._adjacency is None:
                 indptr, indices = self.graph.followees_csr()

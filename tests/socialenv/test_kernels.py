@@ -228,6 +228,8 @@ def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
         expected = kernels.propagate_csr_numpy(context, indptr, indices, alpha, hops)
         got = kernels.propagate_csr(context, indptr, indices, alpha, hops)
         assert _bits(got) == _bits(expected)
+        rows = np.sort(rng.choice(700, 90, replace=False))
+        assert _bits(kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)) == _bits(expected[rows])
 
 
 def test_relational_draws_and_merged_edits_match_numpy(compiled):
