@@ -97,7 +97,8 @@ def _small_pages(build: Callable[..., _T]) -> Callable[..., _T]:
     the advice, 1.2-1.5 s without it, three runs each). Arrays allocated outside, the
     episode's own state included, keep NumPy's setting.
     """
-    setter = getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
+    core = getattr(np, "_core", None) or np.core  # NumPy 1.x: numpy.core
+    setter = getattr(core.multiarray, "_set_madvise_hugepage", None)
 
     @functools.wraps(build)
     def wrapper(*args: Any, **kwargs: Any) -> _T:
