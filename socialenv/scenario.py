@@ -93,7 +93,7 @@ class Scenario:
             arr = np.asarray(getattr(self, name))
             if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
                 raise ValueError(f"Scenario.{name} must hold real numbers, got dtype {arr.dtype}")
-            if not np.isfinite(arr).all():
+            if not _all_finite(arr):
                 raise ValueError(f"Scenario.{name} holds NaN or inf")
         for name in ("follow_src", "follow_dst", "history_author"):
             if not np.issubdtype(np.asarray(getattr(self, name)).dtype, np.integer):
@@ -312,6 +312,14 @@ class Scenario:
         )
         scenario.validate()
         return scenario
+
+
+def _all_finite(arr: np.ndarray) -> bool:
+    """``np.isfinite(arr).all()`` for real arrays without an (arr.shape) temporary: min and max
+    propagate NaN, and are finite only if every value is."""
+    if arr.size == 0 or not np.issubdtype(arr.dtype, np.floating):
+        return True
+    return bool(np.isfinite(arr.min()) and np.isfinite(arr.max()))
 
 
 def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5,

@@ -9,7 +9,10 @@ the scenario's news. Every draw comes from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -27,7 +30,6 @@ from socialenv.synthetic import (
     default_profiles,
     synthetic_text,
 )
-from socialenv.world import sorted_unique
 
 ABORTION_NEWS: tuple[NewsEvent, ...] = (
     NewsEvent(0, "Supreme Court overturns Roe v. Wade; states move to restrict abortion.", -0.45),
@@ -82,20 +84,50 @@ class PopulationConfig:
         check_fields(self, "population.", POPULATION_LIMITS)
 
 
+_T = TypeVar("_T")
+
+
+def _small_pages(build: Callable[..., _T]) -> Callable[..., _T]:
+    """Run ``build`` with NumPy's transparent-huge-page advice off (restored on return).
+
+    A 1M-user population writes about a gigabyte of fresh memory, mostly temporaries and
+    arrays the episode copies or reads in order. Where the kernel honours ``MADV_HUGEPAGE``
+    (THP ``madvise``), fresh huge pages cost the development VMs several times the system
+    time of the same bytes in small pages (1M-user reset: 1.3-2.8 s of system time with
+    the advice, 1.2-1.5 s without it, three runs each). Arrays allocated outside, the
+    episode's own state included, keep NumPy's setting.
+    """
+    core = getattr(np, "_core", None) or np.core  # NumPy 1.x: numpy.core
+    setter = getattr(core.multiarray, "_set_madvise_hugepage", None)
+
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        if setter is None:
+            return build(*args, **kwargs)
+        previous = setter(False)
+        try:
+            return build(*args, **kwargs)
+        finally:
+            setter(previous)
+
+    return wrapper
+
+
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     """(T, d) unit vectors, one per entry of TOPICS."""
     return kernels.unit_rows(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
 
 
-#: Edges per block when drawing the follow graph's per-edge randoms (keeps the draws' pages hot).
+#: Edges per block when drawing the follow graph's per-edge randoms and when building its keys
+#: (each block's temporaries stay in cache and in memory the allocator reuses).
 _EDGE_BLOCK = 1 << 20
 
 
 def _follow_graph(
     opinion: np.ndarray, config: PopulationConfig, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Directed edges (src follows dst): lognormal out-degrees, Pareto popularity of targets,
-    stance-camp homophily. Self-loops and duplicates removed."""
+    """Directed edges (src follows dst), sorted by (src, dst): lognormal out-degrees, Pareto
+    popularity of targets, stance-camp homophily. Self-loops and duplicates removed."""
     n = len(opinion)
     camp = (np.sign(np.where(np.abs(opinion) < 0.2, 0.0, opinion)) + 1).astype(np.int8)
     sigma = 0.8
@@ -116,53 +148,70 @@ def _follow_graph(
         uniform = rng.integers(0, 3, stop - start)
         other = other_camp[start:stop]
         target_camp[start:stop][other] = uniform[other]
-    del other_camp, block
-    index = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    del other_camp
     order = np.argsort(camp, kind="stable")
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
-    dst = np.empty(edges, index)
-    largest = int(np.bincount(target_camp, minlength=3).max())
-    draws, by_value = np.empty(largest), np.empty(largest, np.uint64)
-    block = max(1, min(largest, _EDGE_BLOCK // 16))
-    queries, sources, targets = np.empty(block), np.empty(block, np.int64), np.empty(block, np.int64)
+    # keys src * n + dst: the sources now, each target added where it is drawn (a self-loop's
+    # key becomes -1: sorted first, then sliced off)
+    keys = np.repeat(np.arange(n, dtype=np.int64) * n, out_degree)
+    by_value = np.empty(min(edges, _EDGE_BLOCK), np.uint64)
     for c in range(3):
         members = order[camp_bounds[c] : camp_bounds[c + 1]]
-        pick = np.flatnonzero(target_camp == c)
         if len(members) == 0:
             members = order
         cumulative = np.cumsum(popularity[members])
-        u = rng.random(out=draws[: len(pick)])
-        # Sorted queries search 2x faster (cache); the order only needs to be nearly sorted,
-        # so sort the draws' bit patterns (monotone for floats >= 0) with their index in the
-        # low bits: one SIMD integer sort instead of an argsort.
-        bits = max(1, (len(u) - 1).bit_length())
-        low = np.uint64((1 << bits) - 1)
-        local = np.bitwise_and(u.view(np.uint64), ~low, out=by_value[: len(u)])
-        for start in range(0, len(u), block):
-            stop = min(start + block, len(u))
-            local[start:stop] |= np.arange(start, stop, dtype=np.uint64)
-        local.sort()
-        local &= low
-        local = local.view(np.int64)
-        u *= cumulative[-1]
-        for start in range(0, len(u), block):
-            part = local[start : start + block]
-            size = len(part)
-            position = np.searchsorted(cumulative, np.take(u, part, out=queries[:size]))
+        # the camp's draws, one per edge in edge order, taken block by block of edges
+        for start in range(0, edges, _EDGE_BLOCK):
+            stop = min(start + _EDGE_BLOCK, edges)
+            pick = np.flatnonzero(target_camp[start:stop] == c)
+            if len(pick) == 0:
+                continue
+            u = rng.random(out=block[: len(pick)])
+            # Sorted queries search faster (cache); the order only needs to be nearly sorted,
+            # so sort the draws' bit patterns (monotone for floats >= 0) with their index in
+            # the low bits: one SIMD integer sort instead of an argsort.
+            bits = max(1, (len(u) - 1).bit_length())
+            low = np.uint64((1 << bits) - 1)
+            local = np.bitwise_and(u.view(np.uint64), ~low, out=by_value[: len(u)])
+            local |= np.arange(len(u), dtype=np.uint64)
+            local.sort()
+            local &= low
+            part = local.view(np.int64)
+            u *= cumulative[-1]
+            position = np.searchsorted(cumulative, u[part])
             np.minimum(position, len(members) - 1, out=position)
-            dst[np.take(pick, part, out=sources[:size])] = np.take(members, position, out=targets[:size])
-    del target_camp, draws, by_value
-    # self-loops become key -1: sorted first, one left by the dedupe, then sliced off
-    keys = np.repeat(np.arange(n, dtype=np.int64) * n, out_degree)
-    keys += dst
-    keys[np.repeat(np.arange(n, dtype=index), out_degree) == dst] = -1
-    del dst
-    keys = sorted_unique(keys, in_place=True)
-    if len(keys) and keys[0] < 0:
-        keys = keys[1:]
-    return np.divmod(sorted_unique(keys, in_place=True), n)
+            target = members[position]
+            edge = pick[part]
+            edge += start
+            source = keys[edge]
+            source_loop = source == target * n
+            source += target
+            source[source_loop] = -1
+            keys[edge] = source
+    del target_camp, block, by_value
+    keys.sort()
+    first = int(np.searchsorted(keys, 0))
+    # drop the self-loops and duplicates in place (block by block, writing behind the reads)
+    kept = 0
+    previous = -1
+    for start in range(first, edges, _EDGE_BLOCK):
+        part = keys[start : min(start + _EDGE_BLOCK, edges)]
+        distinct = np.empty(len(part), bool)
+        distinct[0] = part[0] != previous
+        np.not_equal(part[1:], part[:-1], out=distinct[1:])
+        previous = int(part[-1])
+        count = int(np.count_nonzero(distinct))
+        keys[kept : kept + count] = part[distinct]
+        kept += count
+    dst = keys[:kept]
+    src = np.empty(kept, np.int64)
+    for start in range(0, kept, _EDGE_BLOCK):
+        part = slice(start, min(start + _EDGE_BLOCK, kept))
+        np.divmod(dst[part], n, out=(src[part], dst[part]))
+    return src, dst
 
 
+@_small_pages
 def synthetic_population(
     num_users: int,
     seed: int,
@@ -216,6 +265,7 @@ def synthetic_population(
     return scenario, rng
 
 
+@_small_pages
 def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig | None = None,
              with_text: bool = False) -> Scenario:
     """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7."""
@@ -229,6 +279,7 @@ def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig |
     return scenario
 
 
+@_small_pages
 def misinformation(num_users: int = 1000, seed: int = 0, *,
                    config: PopulationConfig | None = None, with_text: bool = False,
                    initial_share: float = 0.2) -> Scenario:

@@ -26,7 +26,7 @@ class PostTable:
         self.author = np.zeros(cap, np.int64)
         self.round = np.zeros(cap, np.int32)
         self.kind = np.zeros(cap, np.int8)
-        self.parent = np.full(cap, -1, np.int64)
+        self.parent = np.zeros(cap, np.int64)  # every append writes it: rows past size are unread
         self.latent = np.zeros((cap, latent_dim), np.float32)
         self.stance = np.zeros(cap, np.float32)
         self.toxicity = np.zeros(cap, np.float32)
@@ -51,8 +51,6 @@ class PostTable:
         for name in _POST_ARRAYS:
             old = getattr(self, name)
             new = np.zeros((new_cap, *old.shape[1:]), old.dtype)
-            if name == "parent":
-                new[:] = -1
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
 
@@ -112,7 +110,6 @@ class PostTable:
                 old[kept : self.size] = 0
         parent = self.parent
         parent[:kept] = np.where(parent[:kept] >= cut, parent[:kept] - cut, -1)
-        parent[kept:] = -1
         if self.text is not None:
             del self.text[:cut]
         self.size = kept

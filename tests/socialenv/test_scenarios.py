@@ -53,6 +53,43 @@ def test_follow_graph_is_homophilous_and_heavy_tailed() -> None:
     assert not np.any(s.follow_src == s.follow_dst)
 
 
+def test_follow_graph_does_not_depend_on_its_block_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph is drawn and keyed block by block of edges; the blocks must not change the
+    draws' order, the edges or the generator's state after them."""
+    from socialenv import scenarios
+
+    opinion = np.clip(np.random.default_rng(3).standard_normal(4000) * 0.6, -1, 1).astype(np.float32)
+    config = scenarios.PopulationConfig(mean_following=40)
+    graphs, after = [], []
+    for block in (1 << 20, 4096, 1000):
+        monkeypatch.setattr(scenarios, "_EDGE_BLOCK", block)
+        rng = np.random.default_rng(11)
+        graphs.append(scenarios._follow_graph(opinion, config, rng))
+        after.append(rng.random())
+    src, dst = graphs[0]
+    assert len(src) > 4 * 4096 and after[0] == after[1] == after[2]
+    for other_src, other_dst in graphs[1:]:
+        np.testing.assert_array_equal(src, other_src)
+        np.testing.assert_array_equal(dst, other_dst)
+    keys = src * len(opinion) + dst
+    assert np.all(keys[1:] > keys[:-1]) and not np.any(src == dst)  # sorted, distinct, no self-loops
+
+
+@pytest.mark.parametrize("advice", [True, False])
+def test_generation_leaves_numpy_huge_page_advice_as_it_was(advice: bool) -> None:
+    multiarray = (getattr(np, "_core", None) or np.core).multiarray
+    previous = multiarray._set_madvise_hugepage(advice)
+    try:
+        make_scenario("abortion", 300, seed=0)
+        make_scenario("misinformation", 300, seed=0)
+        assert multiarray._get_madvise_hugepage() == advice
+        with pytest.raises(ValueError, match="num_users"):
+            make_scenario("abortion", 1, seed=0)
+        assert multiarray._get_madvise_hugepage() == advice
+    finally:
+        multiarray._set_madvise_hugepage(previous)
+
+
 def test_builtin_scenarios() -> None:
     abortion = make_scenario("abortion", 400, seed=0)
     assert [e.round for e in abortion.news] == [0, 4, 7] == [e.round for e in ABORTION_NEWS]
