@@ -60,10 +60,27 @@ POLICIES = ("noop", "random")
 FLOOR_MIN_USERS = 100_000
 
 
-def _set_threads(threads: int) -> None:
-    """Must run before NumPy is imported in the child process."""
+def _set_threads(threads: int, code: str | None = None) -> None:
+    """Must run before NumPy is imported in the child process; ``code``: import the package
+    from this source tree instead (``--code``)."""
     for var in THREAD_VARS:
         os.environ[var] = str(threads)
+    if code is not None:
+        sys.path.insert(0, code)
+
+
+def _commit(tree: Path) -> str | None:
+    """The git commit of ``tree`` (with ``+dirty`` for uncommitted changes), None outside git."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def _median(values: list[float]) -> float:
@@ -81,9 +98,9 @@ def _madvise_hugepage() -> bool | None:
     return None if getter is None else bool(getter())
 
 
-def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
+def measure_size(num_users: int, steps: int, seed: int, threads: int, code: str | None, queue: Any) -> None:
     """Reset + ``steps`` steps (policies alternating) of one env; puts a result row."""
-    _set_threads(threads)
+    _set_threads(threads, code)
     import numpy as np
 
     from socialenv.envs.rec import RecEnv
@@ -123,6 +140,7 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, queue: Any
     times3 = os.times()
     row: dict[str, Any] = {
         "num_users": num_users, "steps": steps, "threads": threads, "kernels": backend,
+        "package": str(Path(sys.modules["socialenv"].__file__).parent),
         "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
         # os.times (10 ms ticks): user vs system (page faults of fresh memory) time
         "reset_user_s": times1.user - times0.user, "reset_system_s": times1.system - times0.system,
@@ -187,11 +205,11 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
     }
 
 
-def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, queue: Any) -> None:
+def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, code: str | None, queue: Any) -> None:
     """CPU time of every round of one ``rounds``-round no-op episode; its last rounds are timed
     interleaved, round by round, with the first rounds of a second, fresh episode of the same
     seed, so that the ratio compares rounds that ran in the same minutes."""
-    _set_threads(threads)
+    _set_threads(threads, code)
     import numpy as np
 
     from socialenv.envs.rec import RecEnv
@@ -260,6 +278,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--code", type=Path, default=None,
+                        help="measure the package of another source tree (e.g. an older commit's "
+                             "`git archive`) with this script's measurements")
     args = parser.parse_args()
     if args.long_rounds and args.long_rounds < 22:
         raise ValueError(f"--long-rounds={args.long_rounds} is not allowed: 0 (no long run) or >= 22")
@@ -268,9 +289,10 @@ def main() -> None:
     steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
+    code = None if args.code is None else str(args.code.resolve())
     rows = []
     for n, s in zip(args.users, steps, strict=True):
-        row = _run(measure_size, n, s, args.seed, args.threads)
+        row = _run(measure_size, n, s, args.seed, args.threads, code)
         rows.append(row)
         print(f"{n:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
               f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
@@ -293,7 +315,7 @@ def main() -> None:
         summary["scaling_exponent_above_1e5"] = math.log(ratio) / math.log(10)
         print(f"CPU time(1e6)/time(1e5) = {ratio:.2f}; scaling exponent {summary['scaling_exponent_above_1e5']:.3f}")
     if args.long_rounds:
-        long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads)
+        long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code)
         summary["long_run"] = long_run
         print(f"long run (1,000 users, {args.long_rounds} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
               f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds 290-300), "
@@ -307,6 +329,7 @@ def main() -> None:
         "utc": stamp,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "processor": platform.processor() or platform.machine()},
+        "code": code or str(ROOT), "commit": _commit(Path(code) if code else ROOT),
         "rows": rows, "summary": summary,
     }, indent=1))
     print(f"wrote {out}")
