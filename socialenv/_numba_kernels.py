@@ -272,9 +272,9 @@ def _unit_noisy_rows(base: np.ndarray, rows: np.ndarray, scale: float, noise: np
 
 
 @jit
-def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
+                 ) -> np.ndarray:
     # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one pass
-    out = np.empty(len(values) + len(new) - len(drop), values.dtype)
     src = 0
     dst = 0
     i = 0

@@ -96,10 +96,13 @@ def unit_noisy_rows_numpy(base: np.ndarray, rows: np.ndarray | None, scale: floa
     return unit_rows_numpy((base if rows is None else base[rows]) + scale * noise)
 
 
-def merge_edits_numpy(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
+def merge_edits_numpy(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray,
+                      out: np.ndarray) -> np.ndarray:
     """``np.insert(values, at, new)`` without the entries at the (old) indices ``drop``
-    (strictly increasing; ``at`` non-decreasing), 1-D arrays."""
-    return np.delete(np.insert(values, at, new), drop + np.searchsorted(at, drop, side="right"))
+    (strictly increasing; ``at`` non-decreasing), 1-D arrays, written into ``out``
+    (len(values) + len(new) − len(drop),), which is returned."""
+    out[:] = np.delete(np.insert(values, at, new), drop + np.searchsorted(at, drop, side="right"))
+    return out
 
 
 def memory_update_numpy(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
@@ -441,10 +444,17 @@ def unit_noisy_rows_drawn(base: np.ndarray, rows: np.ndarray | None, scale: floa
     return out
 
 
-def merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """See :func:`merge_edits_numpy` (``new`` is cast to ``values``' dtype)."""
+def merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """See :func:`merge_edits_numpy` (``new`` is cast to ``values``' dtype; a new ``out``
+    when none is given; ``out`` must not share memory with ``values``)."""
+    size = len(values) + len(new) - len(drop)
+    if out is None:
+        out = np.empty(size, values.dtype)
+    if out.shape != (size,) or out.dtype != values.dtype or np.may_share_memory(out, values):
+        raise ValueError(f"out must be a fresh ({size},) {values.dtype} array, got {out.shape} {out.dtype}")
     return _active["merge_edits"](values, drop.astype(np.int64, copy=False), at.astype(np.int64, copy=False),
-                                  new.astype(values.dtype, copy=False))
+                                  new.astype(values.dtype, copy=False), out)
 
 
 def memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,7 @@ class PostTable:
                 new[:kept] = old[cut : self.size]
                 setattr(self, name, new)
             else:
-                old[:kept] = old[cut : self.size].copy()
+                old[:kept] = old[cut : self.size]  # NumPy copies through a buffer only if they overlap
                 old[kept : self.size] = 0
         parent = self.parent
         parent[:kept] = np.where(parent[:kept] >= cut, parent[:kept] - cut, -1)
@@ -167,7 +168,13 @@ class FollowGraph:
     """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
     self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
     and CSR views (followees of each user; followers of each user) are cached; the followee
-    CSR is updated in place of a rebuild when edges are added or removed."""
+    CSR is updated in place of a rebuild when edges are added or removed.
+
+    An edit never changes an array handed out before: :meth:`edit` writes the new keys and
+    CSR indices into the memory of the arrays from the edit before last only when nothing
+    outside the graph references that memory any more (else into new memory). At a million
+    users this spares the page faults of two fresh 120 MB arrays per round.
+    """
 
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
@@ -188,6 +195,7 @@ class FollowGraph:
             self.keys = sorted_unique(keys)
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self._src: np.ndarray | None = None
+        self._spare: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -270,8 +278,6 @@ class FollowGraph:
         keep = follow_src != follow_dst
         added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
         removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
-        if len(added_keys) == 0 or len(removed_keys) == 0:  # nothing to merge
-            return self.follow(follow_src, follow_dst), self.unfollow(unfollow_src, unfollow_dst)
         pos = np.searchsorted(self.keys, added_keys)
         exists = np.zeros(len(added_keys), bool)
         inside = pos < len(self.keys)
@@ -282,18 +288,41 @@ class FollowGraph:
         hit = pos[inside][self.keys[pos[inside]] == removed_keys[inside]]
         undone = kernels.isin(new, removed_keys)  # added, then removed again
         added, removed = len(new), len(hit) + int(undone.sum())
-        if not added and not removed:
-            return 0, 0
+        if not len(hit) and not len(new[~undone]):
+            return added, removed
         new, at = new[~undone], at[~undone]
         removed_rows = self.keys[hit] // n
-        self.keys = kernels.merge_edits(self.keys, hit, at, new)
+        size = len(self.keys) + len(new) - len(hit)
+        keys = kernels.merge_edits(self.keys, hit, at, new, self._buffer("keys", size, self.keys.dtype))
+        self._retire("keys", self.keys)
+        self.keys = keys
         if self._csr is not None:
             indptr, indices = self._csr
-            self._csr = (indptr + self._row_shift(new // n) - self._row_shift(removed_rows),
-                         kernels.merge_edits(indices, hit, at, new % n))
+            shift = self._row_shift(new // n)
+            shift -= self._row_shift(removed_rows)
+            shift += indptr
+            merged = kernels.merge_edits(indices, hit, at, new % n, self._buffer("indices", size, indices.dtype))
+            self._retire("indices", indices)
+            self._csr = (shift, merged)
         self._reverse = None
         self._src = None
         return added, removed
+
+    def _buffer(self, name: str, size: int, dtype: np.dtype) -> np.ndarray:
+        """(size,) memory for an edit's new ``name`` array: that of the array the edit before
+        last replaced, when nothing references it any more (rewriting it then changes no array
+        anyone holds), else new memory with room for some growth."""
+        spare = self._spare.pop(name, None)
+        # two references: ``spare`` and getrefcount's argument; any view held elsewhere adds one
+        if spare is not None and spare.dtype == dtype and len(spare) >= size and sys.getrefcount(spare) == 2:
+            return spare[:size]
+        return np.empty(size + size // 64 + 1024, dtype)[:size]
+
+    def _retire(self, name: str, array: np.ndarray) -> None:
+        """Keep the memory of a replaced array for the edit after next (see :meth:`_buffer`)."""
+        owner = array if array.base is None else array.base
+        if isinstance(owner, np.ndarray) and owner.base is None and owner.flags.writeable:
+            self._spare[name] = owner
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(indptr (N+1,), indices (E,)): row u lists the users u follows."""

@@ -4,6 +4,7 @@ for bit the same on both paths (socialenv.kernels)."""
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import numpy as np
 import pytest
@@ -254,8 +255,9 @@ def test_relational_draws_and_merged_edits_match_numpy(compiled):
                  at[(at < 600)][:5]):
         drop = np.unique(drop)
         for a, v in ((at, new), (at[:0], new[:0])):
-            assert _bits(compiled["merge_edits"](values, drop, a, v)) == _bits(
-                kernels.merge_edits_numpy(values, drop, a, v))
+            size = len(values) + len(v) - len(drop)
+            assert _bits(compiled["merge_edits"](values, drop, a, v, np.empty(size, values.dtype))) == _bits(
+                kernels.merge_edits_numpy(values, drop, a, v, np.empty(size, values.dtype)))
 
 
 def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
@@ -345,6 +347,10 @@ def test_one_pass_graph_edit_equals_follow_then_unfollow(backend):
             us, ud = rng.integers(0, n, 120), rng.integers(0, n, 120)
             us[:20], ud[:20] = fs[:20], fd[:20]  # edges added and removed in the same round
             us[20:40], ud[20:40] = one.keys[:20] // n, one.keys[:20] % n
+            if step == 5:  # follows only
+                us, ud = us[:0], ud[:0]
+            if step == 6:  # unfollows only
+                fs, fd = fs[:0], fd[:0]
             expected = (two.follow(fs, fd), two.unfollow(us, ud))
             assert one.edit(fs, fd, us, ud) == expected
             np.testing.assert_array_equal(one.keys, two.keys)
@@ -352,6 +358,33 @@ def test_one_pass_graph_edit_equals_follow_then_unfollow(backend):
                 np.testing.assert_array_equal(got, want)
     finally:
         kernels.use_backend(previous)
+
+
+def test_graph_edits_reuse_memory_only_when_nobody_holds_it():
+    rng = np.random.default_rng(15)
+    n = 300
+    graph = FollowGraph(n, rng.integers(0, n, 3000), rng.integers(0, n, 3000))
+
+    def edit() -> None:
+        graph.followees_csr()
+        graph.edit(rng.integers(0, n, 50), rng.integers(0, n, 50), graph.keys[:30] // n, graph.keys[:30] % n)
+
+    edit()
+    first = weakref.ref(graph.keys.base)  # holds no reference
+    edit()
+    edit()
+    assert graph.keys.base is first()  # the edit before last's memory, taken back
+    held_keys, (_, held_indices) = graph.keys, graph.followees_csr()
+    expected_keys, expected_indices = held_keys.copy(), held_indices.copy()
+    for _ in range(4):
+        edit()
+        assert not np.shares_memory(graph.keys, held_keys)
+        assert not np.shares_memory(graph.followees_csr()[1], held_indices)
+    np.testing.assert_array_equal(held_keys, expected_keys)  # what was handed out never changes
+    np.testing.assert_array_equal(held_indices, expected_indices)
+    rebuilt = FollowGraph(n, graph.keys // n, graph.keys % n)
+    for got, want in zip(graph.followees_csr(), rebuilt.followees_csr(), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
