@@ -134,6 +134,16 @@ class SurrogateConfig:
 
 
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+
+
+def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
+    """``values.take(user, axis=0)``: (*user.shape, *values.shape[1:]). A (R, F) ``user`` that
+    repeats one id along each row (a broadcast, as a feed's owner is) is gathered once per row
+    and repeated: the same array, without F random reads of each user's row."""
+    if user.ndim == 2 and user.shape[1] > 1 and user.strides[1] == 0:
+        rows = values.take(user[:, 0], axis=0)
+        return np.repeat(rows, user.shape[1], axis=0).reshape(user.shape + values.shape[1:])
+    return values.take(user, axis=0)
 _REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
@@ -209,16 +219,16 @@ class SurrogateBrain(Brain):
                        attention: np.ndarray | float | None, attitudes: np.ndarray) -> dict[str, np.ndarray]:
         """:meth:`reaction_probabilities` given every user's attitude (N,)."""
         cfg = self.config
-        attitude = attitudes[user]
+        attitude = _per_user(attitudes, user)
         stance = posts.stance[post]
-        sim = np.einsum("...d,...d->...", users.latent.take(user, axis=0), posts.latent.take(post, axis=0))
+        sim = np.einsum("...d,...d->...", _per_user(users.latent, user), posts.latent.take(post, axis=0))
         agree = attitude * stance
         gap = np.abs(attitude - stance) / 2
         if attention is None:
             attention = cfg.recommended_attention
         interest = cfg.interest_weight * sim + attention
-        reply_propensity = np.log(np.maximum(users.profiles.reply_frequency[user], 1e-3) / 0.25)
-        propensity = users.toxicity_propensity[user]
+        reply_propensity = np.log(np.maximum(_per_user(users.profiles.reply_frequency, user), 1e-3) / 0.25)
+        propensity = _per_user(users.toxicity_propensity, user)
         return {
             "like": _sigmoid(cfg.like_bias + interest + cfg.agreement_weight * agree),
             "dislike": _sigmoid(cfg.dislike_bias + interest - cfg.agreement_weight * agree),
