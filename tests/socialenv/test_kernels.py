@@ -387,6 +387,25 @@ def test_graph_edits_reuse_memory_only_when_nobody_holds_it():
         np.testing.assert_array_equal(got, want)
 
 
+def test_reaction_probabilities_of_a_broadcast_feed_owner_index_are_the_same():
+    from socialenv.envs.rec import RecEnv
+
+    env = RecEnv(num_users=300, rounds=3)
+    env.reset(seed=2)
+    env.step(np.full(env.slate_size, env.no_op))
+    sim = env.unwrapped.sim
+    rng = np.random.default_rng(16)
+    owner = np.broadcast_to(sim.active[:, None], (len(sim.active), 7))  # one id per row, stride 0
+    post = rng.integers(0, len(sim.posts), owner.shape)
+    attention = rng.random(owner.shape)
+    users, posts = sim.users.view(), sim.posts.view()
+    got = sim.brain.reaction_probabilities(users, posts, owner, post, attention)
+    expected = sim.brain.reaction_probabilities(users, posts, np.ascontiguousarray(owner), post, attention)
+    assert got.keys() == expected.keys()
+    for key in got:
+        assert _bits(got[key]) == _bits(expected[key])
+
+
 def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
     env = env_cls(num_users=300, rounds=rounds, candidate_users=40, exposure_users=40)
     obs, _ = env.reset(seed=11)
