@@ -54,7 +54,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-DEFAULT_STEPS = {1_000: 200, 10_000: 40, 100_000: 10, 1_000_000: 4}
+DEFAULT_STEPS = {1_000: 200, 10_000: 40, 100_000: 10, 1_000_000: 6}
 POLICIES = ("noop", "random")
 #: Sizes from which the memory floor of a round is measured (:func:`memory_floor`).
 FLOOR_MIN_USERS = 100_000
@@ -273,7 +273,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))
     parser.add_argument("--steps", type=int, nargs="+", default=None,
-                        help="steps per size (default: 200, 40, 10, 4), alternating the two policies")
+                        help="steps per size (default: 200, 40, 10, 6), alternating the two policies")
     parser.add_argument("--long-rounds", type=int, default=300, help="0 skips the long run")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
