@@ -3,6 +3,8 @@
     python benchmarks/env_throughput.py                          # 1e3 .. 1e6 users + long run
     python benchmarks/env_throughput.py --users 1000 10000 --long-rounds 0
     python benchmarks/env_throughput.py --out benchmarks/results/env_throughput.json  # publish
+    git archive 15398d2 | tar -x -C /tmp/old   # then, alternating with a run of this tree:
+    python benchmarks/env_throughput.py --users 1000 --long-rounds 0 --code /tmp/old
 
 Each population size runs in a fresh process (so its peak memory is its own) with NumPy's
 BLAS, OpenMP and torch on ``--threads`` threads (default 1: the target is one core). The
