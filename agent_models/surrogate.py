@@ -134,6 +134,7 @@ class SurrogateConfig:
 
 
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+_REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
@@ -144,7 +145,6 @@ def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
         rows = values.take(user[:, 0], axis=0)
         return np.repeat(rows, user.shape[1], axis=0).reshape(user.shape + values.shape[1:])
     return values.take(user, axis=0)
-_REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 @dataclass

@@ -240,7 +240,7 @@ class Simulation:
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
-        elif cfg.hops > 0:
+        if cfg.hops > 0:
             if self._adjacency is None:
                 indptr, indices = self.graph.followees_csr()
                 self._adjacency = normalized_adjacency(indptr, indices, n)
