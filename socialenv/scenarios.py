@@ -9,10 +9,7 @@ the scenario's news. Every draw comes from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -20,6 +17,7 @@ from threadpoolctl import threadpool_limits
 from agent_models.types import NewsEvent
 from agent_models.validation import Limit, check, check_fields, config_error
 from socialenv import kernels
+from socialenv.pages import small_pages
 from socialenv.scenario import Scenario, seed_history
 from socialenv.synthetic import (
     COMBATIVE_STYLES,
@@ -82,35 +80,6 @@ class PopulationConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "population.", POPULATION_LIMITS)
-
-
-_T = TypeVar("_T")
-
-
-def _small_pages(build: Callable[..., _T]) -> Callable[..., _T]:
-    """Run ``build`` with NumPy's transparent-huge-page advice off (restored on return).
-
-    A 1M-user population writes about a gigabyte of fresh memory, mostly temporaries and
-    arrays the episode copies or reads in order. Where the kernel honours ``MADV_HUGEPAGE``
-    (THP ``madvise``), fresh huge pages cost the development VMs several times the system
-    time of the same bytes in small pages (1M-user reset: 1.3-2.8 s of system time with
-    the advice, 1.2-1.5 s without it, three runs each). Arrays allocated outside, the
-    episode's own state included, keep NumPy's setting.
-    """
-    core = getattr(np, "_core", None) or np.core  # NumPy 1.x: numpy.core
-    setter = getattr(core.multiarray, "_set_madvise_hugepage", None)
-
-    @functools.wraps(build)
-    def wrapper(*args: Any, **kwargs: Any) -> _T:
-        if setter is None:
-            return build(*args, **kwargs)
-        previous = setter(False)
-        try:
-            return build(*args, **kwargs)
-        finally:
-            setter(previous)
-
-    return wrapper
 
 
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
@@ -211,7 +180,7 @@ def _follow_graph(
     return src, dst
 
 
-@_small_pages
+@small_pages
 def synthetic_population(
     num_users: int,
     seed: int,
@@ -265,7 +234,7 @@ def synthetic_population(
     return scenario, rng
 
 
-@_small_pages
+@small_pages
 def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig | None = None,
              with_text: bool = False) -> Scenario:
     """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7."""
@@ -279,7 +248,7 @@ def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig |
     return scenario
 
 
-@_small_pages
+@small_pages
 def misinformation(num_users: int = 1000, seed: int = 0, *,
                    config: PopulationConfig | None = None, with_text: bool = False,
                    initial_share: float = 0.2) -> Scenario:

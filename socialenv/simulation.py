@@ -28,6 +28,7 @@ from socialenv.clustering import assign_clusters, fit_centroids
 from socialenv.config import EnvConfig
 from socialenv.events import EventSchedule
 from socialenv.moderation import ModerationState
+from socialenv.pages import small_pages
 from socialenv.platform import ExposureControl, FeedContext, Recommender
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
 from socialenv.scenario import Scenario
@@ -144,8 +145,10 @@ class Simulation:
 
         return make_scenario(spec, self.config.num_users, seed, with_text=self.brain.needs_text)
 
+    @small_pages
     def reset(self, seed: int) -> None:
-        """Start a new episode from the scenario, seeded by ``seed``."""
+        """Start a new episode from the scenario, seeded by ``seed`` (its arrays in small pages:
+        :mod:`socialenv.pages`)."""
         self.seed = int(seed)
         self.round = 0
         self.posts_dropped = 0

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from socialenv import Scenario, make_scenario
+from socialenv.envs.rec import RecEnv
 from socialenv.scenarios import ABORTION_NEWS, ROLES
 
 
@@ -82,6 +83,8 @@ def test_generation_leaves_numpy_huge_page_advice_as_it_was(advice: bool) -> Non
     try:
         make_scenario("abortion", 300, seed=0)
         make_scenario("misinformation", 300, seed=0)
+        assert multiarray._get_madvise_hugepage() == advice
+        RecEnv(num_users=300, rounds=2).reset(seed=0)  # the whole reset runs in small pages
         assert multiarray._get_madvise_hugepage() == advice
         with pytest.raises(ValueError, match="num_users"):
             make_scenario("abortion", 1, seed=0)
