@@ -27,6 +27,11 @@ slowdown); ``ratio_sequential`` is the ratio over the one episode's own rounds 1
 The scaling exponent above 100k is log(cpu(1e6) / cpu(1e5)) / log(10) on the median CPU time
 per step over both policies (1.0 = linear).
 
+``--repeats R`` runs the whole sweep (each size, then the long run) R times, one after another,
+and the summary reports per size the median over the repeats, the exponent from those medians
+(and per repeat) and the median long-run ratio: on a shared machine one slow phase (the 100k
+and 1M rows run a minute apart) then moves one repeat, not the figure.
+
 From 100,000 users the run also measures the memory floor of a round (:func:`memory_floor`:
 the embedding rows it must fetch at random and the graph bytes it must stream, timed on this
 machine) and reports CPU per round / floor: how far the round is from its memory traffic.
@@ -271,6 +276,62 @@ def _run(target: Any, *args: Any) -> dict[str, Any]:
     return row
 
 
+def _print_row(row: dict[str, Any]) -> None:
+    print(f"{row['num_users']:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
+          f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
+          f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
+          f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
+          f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
+          f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}", flush=True)
+    if "floor" in row:
+        fl = row["floor"]
+        print(f"{row['num_users']:>9,} users: memory floor {fl['floor_s']:.2f} s per round "
+              f"({fl['random_rows'] / 1e6:.1f}M random rows of {fl['row_bytes']} B at "
+              f"{fl['random_row_s'] * 1e9:.0f} ns, {fl['stream_bytes'] / 2**30:.2f} GiB streamed); "
+              f"CPU per round / floor = {fl['cpu_over_floor']:.1f}", flush=True)
+
+
+def _print_long_run(long_run: dict[str, Any]) -> None:
+    first, last = long_run["late_rounds"]
+    print(f"long run (1,000 users, {long_run['rounds']} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
+          f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds {first}-{last}), "
+          f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}; "
+          f"within one episode: {long_run['ratio_sequential']:.2f}); "
+          f"{long_run['posts_at_end']:,} posts, "
+          f"{long_run['follow_edges_at_end']:,} edges", flush=True)
+
+
+def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the repeats, per size; the exponent from those medians (and per repeat)."""
+    summary: dict[str, Any] = {"by_size": {}}
+    for n in sorted({r["num_users"] for r in rows}):
+        mine = [r for r in rows if r["num_users"] == n]
+        summary["by_size"][n] = {
+            "noop_cpu_s": _median([r["noop"]["cpu_s_median"] for r in mine]),
+            "random_cpu_s": _median([r["random"]["cpu_s_median"] for r in mine]),
+            "cpu_s": _median([r["cpu_s_median"] for r in mine]),
+            "reset_cpu_s": _median([r["reset_cpu_s"] for r in mine]),
+            "peak_rss_gib": max(r["peak_rss_gib"] for r in mine),
+            "repeats": len(mine),
+        }
+    by_size = summary["by_size"]
+    if 100_000 in by_size and 1_000_000 in by_size:
+        ratio = by_size[1_000_000]["cpu_s"] / by_size[100_000]["cpu_s"]
+        summary["cpu_ratio_1e6_over_1e5"] = ratio
+        summary["scaling_exponent_above_1e5"] = math.log10(ratio)
+        pairs = {}
+        for r in rows:
+            pairs.setdefault(r["repeat"], {})[r["num_users"]] = r["cpu_s_median"]
+        summary["scaling_exponent_per_repeat"] = [
+            math.log10(p[1_000_000] / p[100_000]) for p in pairs.values() if 100_000 in p and 1_000_000 in p
+        ]
+    if long_runs:
+        summary["long_run"] = long_runs[0]
+        summary["long_runs"] = long_runs
+        summary["long_run_ratio"] = _median([lr["ratio"] for lr in long_runs])
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))
@@ -280,10 +341,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of the whole sweep (and long run), one after another; the summary "
+                             "takes the median over them, so one slow phase of a shared machine "
+                             "does not decide a figure")
     parser.add_argument("--code", type=Path, default=None,
                         help="measure the package of another source tree (e.g. an older commit's "
                              "`git archive`) with this script's measurements")
     args = parser.parse_args()
+    if args.repeats < 1:
+        raise ValueError(f"--repeats={args.repeats} is not allowed: an integer >= 1")
     if args.long_rounds and args.long_rounds < 22:
         raise ValueError(f"--long-rounds={args.long_rounds} is not allowed: 0 (no long run) or >= 22")
     if args.steps is not None and len(args.steps) != len(args.users):
@@ -292,39 +359,31 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
     code = None if args.code is None else str(args.code.resolve())
-    rows = []
-    for n, s in zip(args.users, steps, strict=True):
-        row = _run(measure_size, n, s, args.seed, args.threads, code)
-        rows.append(row)
-        print(f"{n:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
-              f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
-              f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
-              f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
-              f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
-              f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}", flush=True)
-    summary: dict[str, Any] = {}
-    by_size = {r["num_users"]: r for r in rows}
-    for r in rows:
-        if "floor" in r:
-            fl = r["floor"]
-            print(f"{r['num_users']:>9,} users: memory floor {fl['floor_s']:.2f} s per round "
-                  f"({fl['random_rows'] / 1e6:.1f}M random rows of {fl['row_bytes']} B at "
-                  f"{fl['random_row_s'] * 1e9:.0f} ns, {fl['stream_bytes'] / 2**30:.2f} GiB streamed); "
-                  f"CPU per round / floor = {fl['cpu_over_floor']:.1f}")
-    if 100_000 in by_size and 1_000_000 in by_size:
-        ratio = by_size[1_000_000]["cpu_s_median"] / by_size[100_000]["cpu_s_median"]
-        summary["cpu_ratio_1e6_over_1e5"] = ratio
-        summary["scaling_exponent_above_1e5"] = math.log(ratio) / math.log(10)
-        print(f"CPU time(1e6)/time(1e5) = {ratio:.2f}; scaling exponent {summary['scaling_exponent_above_1e5']:.3f}")
-    if args.long_rounds:
-        long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code)
-        summary["long_run"] = long_run
-        print(f"long run (1,000 users, {args.long_rounds} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
-              f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds 290-300), "
-              f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}; "
-              f"within one episode: {long_run['ratio_sequential']:.2f}); "
-              f"{long_run['posts_at_end']:,} posts, "
-              f"{long_run['follow_edges_at_end']:,} edges", flush=True)
+    rows: list[dict[str, Any]] = []
+    long_runs: list[dict[str, Any]] = []
+    for repeat in range(args.repeats):
+        for n, s in zip(args.users, steps, strict=True):
+            row = _run(measure_size, n, s, args.seed, args.threads, code)
+            row["repeat"] = repeat
+            rows.append(row)
+            _print_row(row)
+        if args.long_rounds:
+            long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code)
+            long_run["repeat"] = repeat
+            long_runs.append(long_run)
+            _print_long_run(long_run)
+    summary = _summary(rows, long_runs)
+    if args.repeats > 1:
+        for n, size in summary["by_size"].items():
+            print(f"{n:>9,} users, median of {args.repeats}: CPU {size['noop_cpu_s'] * 1e3:8.1f} / "
+                  f"{size['random_cpu_s'] * 1e3:8.1f} ms/step no-op / random; reset {size['reset_cpu_s']:5.1f} s")
+        if long_runs:
+            print(f"long-run ratio, median of {args.repeats}: {summary['long_run_ratio']:.2f}")
+    if "scaling_exponent_above_1e5" in summary:
+        print(f"CPU time(1e6)/time(1e5) = {summary['cpu_ratio_1e6_over_1e5']:.2f}; scaling exponent "
+              f"{summary['scaling_exponent_above_1e5']:.3f}"
+              + (f" (per repeat: {', '.join(f'{e:.3f}' for e in summary['scaling_exponent_per_repeat'])})"
+                 if args.repeats > 1 else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "command": " ".join(sys.argv),
