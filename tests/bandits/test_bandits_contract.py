@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import bandits
 from bandits import POLICIES, Policy, ScoredPolicy, make_policy
+from tests.support import assert_same
 
 DIM = 6
 POLICY_NAMES = sorted(POLICIES)
@@ -121,16 +122,17 @@ def test_budget_above_allowed_arms_raises_naming_budget_and_mask(name):
         trained_policy(name).select(contexts, None, 6)
 
 
+def assert_same_scores(first, second, seed: int, n_arms: int) -> None:
+    """Two scored policies give bit-identical scores on a fresh round (others have none)."""
+    if isinstance(first, ScoredPolicy):
+        contexts = random_round(np.random.default_rng(seed), n_arms=n_arms)
+        assert np.array_equal(first.scores(contexts), second.scores(contexts))
+
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_same_seed_same_selections_bit_for_bit(name):
     first, second = make_policy(name, DIM, seed=7), make_policy(name, DIM, seed=7)
-    picks_first = play(first, data_seed=3, n_rounds=5)
-    picks_second = play(second, data_seed=3, n_rounds=5)
-    for a, b in zip(picks_first, picks_second, strict=True):
-        np.testing.assert_array_equal(a, b)
-    if isinstance(first, ScoredPolicy):
-        contexts = random_round(np.random.default_rng(4), n_arms=50)
-        assert np.array_equal(first.scores(contexts), second.scores(contexts))
+    assert_same(play(first, data_seed=3, n_rounds=5), play(second, data_seed=3, n_rounds=5))
+    assert_same_scores(first, second, seed=4, n_arms=50)
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
@@ -153,12 +155,7 @@ def test_update_with_empty_batch_changes_nothing(name, empty_contexts):
     play(untouched, data_seed=9, n_rounds=2)
     updated.update(empty_contexts, np.empty(0))
     assert updated.n_observations == untouched.n_observations
-    for a, b in zip(
-        play(updated, data_seed=10, n_rounds=3),
-        play(untouched, data_seed=10, n_rounds=3),
-        strict=True,
-    ):
-        np.testing.assert_array_equal(a, b)
+    assert_same(play(updated, data_seed=10, n_rounds=3), play(untouched, data_seed=10, n_rounds=3))
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
@@ -168,8 +165,7 @@ def test_reset_restores_initial_behaviour(name):
     play(policy, data_seed=13, n_rounds=3)
     policy.reset()
     assert policy.n_observations == 0
-    for a, b in zip(play(policy, data_seed=12, n_rounds=4), initial, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_same(play(policy, data_seed=12, n_rounds=4), initial)
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
@@ -180,11 +176,8 @@ def test_state_dict_round_trip_continues_identically(name):
     continued = play(original, data_seed=23, n_rounds=4)  # must not alter the snapshot
     restored = type(original).from_state_dict(pickle.loads(pickle.dumps(snapshot)))
     assert restored.n_observations == 4 * 3
-    for a, b in zip(play(restored, data_seed=23, n_rounds=4), continued, strict=True):
-        np.testing.assert_array_equal(a, b)
-    if isinstance(original, ScoredPolicy):
-        contexts = random_round(np.random.default_rng(24), n_arms=30)
-        assert np.array_equal(original.scores(contexts), restored.scores(contexts))
+    assert_same(play(restored, data_seed=23, n_rounds=4), continued)
+    assert_same_scores(original, restored, seed=24, n_arms=30)
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)

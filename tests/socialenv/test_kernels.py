@@ -24,6 +24,15 @@ def compiled():
     kernels.use_backend(previous)
 
 
+@pytest.fixture(params=["numba", "numpy"])
+def backend(request):
+    """Each kernel backend in turn (restores the backend in use afterwards)."""
+    previous = kernels.BACKEND
+    kernels.use_backend(request.param)
+    yield request.param
+    kernels.use_backend(previous)
+
+
 def _rows_with_repeats(rng: np.random.Generator, b: int, f: int, high: int) -> np.ndarray:
     feed = rng.integers(0, high, (b, f))
     feed[rng.random((b, f)) < 0.2] = -1
@@ -123,24 +132,18 @@ def test_sort_and_mask_helpers_match_unique():
     assert not kernels.isin(values, members[:0]).any()
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_follow_graph_csr_merged_with_edits_equals_rebuild(backend):
-    previous = kernels.BACKEND
-    kernels.use_backend(backend)
-    try:
-        rng = np.random.default_rng(5)
-        n = 300
-        graph = FollowGraph(n, rng.integers(0, n, 2000), rng.integers(0, n, 2000))
-        for _ in range(6):
-            graph.followees_csr()  # cached, so the edits below are merged into it
-            graph.follow(rng.integers(0, n, 150), rng.integers(0, n, 150))
-            graph.unfollow(rng.integers(0, n, 150), rng.integers(0, n, 150))
-            src, dst = graph.keys // n, graph.keys % n
-            rebuilt = FollowGraph(n, src, dst)
-            for got, expected in zip(graph.followees_csr(), rebuilt.followees_csr(), strict=True):
-                np.testing.assert_array_equal(got, expected)
-    finally:
-        kernels.use_backend(previous)
+    rng = np.random.default_rng(5)
+    n = 300
+    graph = FollowGraph(n, rng.integers(0, n, 2000), rng.integers(0, n, 2000))
+    for _ in range(6):
+        graph.followees_csr()  # cached, so the edits below are merged into it
+        graph.follow(rng.integers(0, n, 150), rng.integers(0, n, 150))
+        graph.unfollow(rng.integers(0, n, 150), rng.integers(0, n, 150))
+        src, dst = graph.keys // n, graph.keys % n
+        rebuilt = FollowGraph(n, src, dst)
+        for got, expected in zip(graph.followees_csr(), rebuilt.followees_csr(), strict=True):
+            np.testing.assert_array_equal(got, expected)
 
 
 def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
@@ -168,22 +171,16 @@ def test_unit_rows_bit_identical_to_numpy_norm(compiled, dtype, d):
         assert _bits(kernels.unit_rows(y)) == _bits(kernels.unit_rows_numpy(y))
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_noise_drawn_in_blocks_gives_the_one_draw_results(backend):
-    previous = kernels.BACKEND
-    kernels.use_backend(backend)
-    try:
-        for d, m, block in ((32, 2001, 300), (5, 40, 7), (16, 0, 4), (8, 9, 9)):
-            base = np.random.default_rng(d).standard_normal((50, d)).astype(np.float32)
-            for rows in (np.random.default_rng(m).integers(0, 50, m), None):
-                full = base if rows is not None else np.resize(base, (m, d))
-                one, blocks = np.random.default_rng(3), np.random.default_rng(3)
-                expected = kernels.unit_noisy_rows(full, rows, 0.3, one.standard_normal((m, d)))
-                got = kernels.unit_noisy_rows_drawn(full, rows, 0.3, blocks, block=block)
-                assert got.dtype == expected.dtype and _bits(got) == _bits(expected)
-                assert one.random() == blocks.random()  # the generator is left in the same state
-    finally:
-        kernels.use_backend(previous)
+    for d, m, block in ((32, 2001, 300), (5, 40, 7), (16, 0, 4), (8, 9, 9)):
+        base = np.random.default_rng(d).standard_normal((50, d)).astype(np.float32)
+        for rows in (np.random.default_rng(m).integers(0, 50, m), None):
+            full = base if rows is not None else np.resize(base, (m, d))
+            one, blocks = np.random.default_rng(3), np.random.default_rng(3)
+            expected = kernels.unit_noisy_rows(full, rows, 0.3, one.standard_normal((m, d)))
+            got = kernels.unit_noisy_rows_drawn(full, rows, 0.3, blocks, block=block)
+            assert got.dtype == expected.dtype and _bits(got) == _bits(expected)
+            assert one.random() == blocks.random()  # the generator is left in the same state
 
 
 @pytest.mark.parametrize("keep", [0.9, 0.5, 0.123])
@@ -330,34 +327,28 @@ def test_place_picks_matches_numpy(compiled):
             assert _bits(g) == _bits(e)
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_one_pass_graph_edit_equals_follow_then_unfollow(backend):
-    previous = kernels.BACKEND
-    kernels.use_backend(backend)
-    try:
-        rng = np.random.default_rng(10)
-        n = 200
-        src, dst = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
-        one, two = FollowGraph(n, src, dst), FollowGraph(n, src, dst)
-        for step in range(8):
-            if step % 2:
-                one.followees_csr()  # a cached CSR is merged with the edits
-                two.followees_csr()
-            fs, fd = rng.integers(0, n, 120), rng.integers(0, n, 120)
-            us, ud = rng.integers(0, n, 120), rng.integers(0, n, 120)
-            us[:20], ud[:20] = fs[:20], fd[:20]  # edges added and removed in the same round
-            us[20:40], ud[20:40] = one.keys[:20] // n, one.keys[:20] % n
-            if step == 5:  # follows only
-                us, ud = us[:0], ud[:0]
-            if step == 6:  # unfollows only
-                fs, fd = fs[:0], fd[:0]
-            expected = (two.follow(fs, fd), two.unfollow(us, ud))
-            assert one.edit(fs, fd, us, ud) == expected
-            np.testing.assert_array_equal(one.keys, two.keys)
-            for got, want in zip(one.followees_csr(), two.followees_csr(), strict=True):
-                np.testing.assert_array_equal(got, want)
-    finally:
-        kernels.use_backend(previous)
+    rng = np.random.default_rng(10)
+    n = 200
+    src, dst = rng.integers(0, n, 1500), rng.integers(0, n, 1500)
+    one, two = FollowGraph(n, src, dst), FollowGraph(n, src, dst)
+    for step in range(8):
+        if step % 2:
+            one.followees_csr()  # a cached CSR is merged with the edits
+            two.followees_csr()
+        fs, fd = rng.integers(0, n, 120), rng.integers(0, n, 120)
+        us, ud = rng.integers(0, n, 120), rng.integers(0, n, 120)
+        us[:20], ud[:20] = fs[:20], fd[:20]  # edges added and removed in the same round
+        us[20:40], ud[20:40] = one.keys[:20] // n, one.keys[:20] % n
+        if step == 5:  # follows only
+            us, ud = us[:0], ud[:0]
+        if step == 6:  # unfollows only
+            fs, fd = fs[:0], fd[:0]
+        expected = (two.follow(fs, fd), two.unfollow(us, ud))
+        assert one.edit(fs, fd, us, ud) == expected
+        np.testing.assert_array_equal(one.keys, two.keys)
+        for got, want in zip(one.followees_csr(), two.followees_csr(), strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_graph_edits_reuse_memory_only_when_nobody_holds_it():
