@@ -1,4 +1,5 @@
-"""What the tests share: the env ids, small env configs and the fixture paths.
+"""What the tests share: the env ids, small env configs, the fixture paths and a scripted
+LLM backend.
 
 Each test module takes a small config from :func:`small_env` and overrides only what its
 checks need, so the sizes the suite runs at are written once.
@@ -6,12 +7,22 @@ checks need, so the sizes the suite runs at are written once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent_models.llm.backends.base import (
+    Backend,
+    Generation,
+    Messages,
+    Sampling,
+    Schemas,
+    schema_list,
+)
 from socialenv import ENV_IDS
+from socialenv.loaders import LoaderConfig
 
 REC, EXPOSURE, MODERATION = "PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"
 assert set(ENV_IDS) == {REC, EXPOSURE, MODERATION}, "a new env id: add it here and to the tests that loop over env ids"
@@ -22,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TWIBOT = FIXTURES / "twibot20" / "sample.json"
 WEIBO = FIXTURES / "weibo"
+#: The loaders with the hashing encoder (no model download).
+HASH_LOADER = LoaderConfig(encoder="hash")
 
 #: The suite's default: 150 surrogate users, 3 rounds.
 SMALL_ENV: dict[str, Any] = {"num_users": 150, "rounds": 3}
@@ -53,3 +66,22 @@ def assert_same(a: Any, b: Any, path: str = "") -> None:
             assert_same(x, y, f"{path}[{i}]")
     else:
         np.testing.assert_array_equal(a, b, err_msg=path)
+
+
+class ScriptedBackend(Backend):
+    """A backend answering prompt i of a call with ``answer(i, messages, schema)`` (the
+    schema the caller asked for, or None); records each call's prompt count and schemas."""
+
+    name = "scripted"
+
+    def __init__(self, answer: Callable[[int, Messages, dict[str, Any] | None], str]) -> None:
+        self.answer = answer
+        self.calls: list[tuple[int, list[dict[str, Any] | None]]] = []
+
+    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
+                 sampling: Sampling | None = None) -> Generation:
+        per_prompt = schema_list(schemas, len(prompts))
+        self.calls.append((len(prompts), per_prompt))
+        texts = [self.answer(i, prompt, per_prompt[i]) for i, prompt in enumerate(prompts)]
+        n = len(texts)
+        return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)

@@ -118,10 +118,9 @@ def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[Consolidati
     """The text of a summary / consolidation answer, or None after counting why it is
     rejected (``<kind>_malformed`` or ``<kind>_placeholder``) in ``invalid``."""
     value = parse_field(raw, answer)
-    reason = (f"{kind}_malformed" if value is None
-              else f"{kind}_placeholder" if is_placeholder(value) else None)
-    if reason is None:
+    if value is not None and not is_placeholder(value):
         return value
+    reason = f"{kind}_malformed" if value is None else f"{kind}_placeholder"
     invalid[reason] = invalid.get(reason, 0) + 1
     return None
 

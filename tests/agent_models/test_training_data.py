@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
-import numpy as np
 import pytest
 
-from agent_models.llm.backends.base import (
-    Backend,
-    Generation,
-    Messages,
-    Sampling,
-    Schemas,
-    schema_list,
-)
 from agent_models.llm.prompts import agent_messages
 from agent_models.llm.schema import ParsedAnswer, parse_answer
 from agent_models.training.data import (
@@ -29,10 +19,8 @@ from agent_models.training.data import (
 )
 from agent_models.training.records import ObservedAction, load_actions, save_actions, split_actions
 from agent_models.types import Behaviour
-from socialenv.loaders import LoaderConfig, read_twibot20, read_weibo
-from tests.support import FIXTURES
-
-HASH = LoaderConfig(encoder="hash")
+from socialenv.loaders import read_twibot20, read_weibo
+from tests.support import FIXTURES, HASH_LOADER, ScriptedBackend
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +87,7 @@ def test_memories_are_earlier_posts(examples):
 
 
 def test_weibo_reposts_with_comments():
-    w = read_weibo(FIXTURES / "weibo", config=HASH)
+    w = read_weibo(FIXTURES / "weibo", config=HASH_LOADER)
     exs = build_examples(w.actions, w.scenario.profiles, w.scenario.topic)
     salt = next(ex for ex in exs if ex.text == "家里人都去买盐了[哈哈]")
     acts = json.loads(salt.response)["actions"]
@@ -135,26 +123,13 @@ def test_bad_records(tmp_path):
         load_examples(bad)
     with pytest.raises(ValueError, match="outside the profiles"):
         build_examples([ObservedAction(99, Behaviour.POST, "hi", "t")],
-                       read_twibot20(FIXTURES / "twibot20" / "sample.json", config=HASH).scenario.profiles,
+                       read_twibot20(FIXTURES / "twibot20" / "sample.json", config=HASH_LOADER).scenario.profiles,
                        "t")
 
 
-class ScriptedBackend(Backend):
-    """Per prompt, cycles through answer makers ``f(prompt_index_in_call, schema) -> text``."""
-
-    name = "scripted"
-
-    def __init__(self, makers) -> None:
-        self.makers = makers
-        self.calls: list[int] = []
-
-    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
-        self.calls.append(len(prompts))
-        per = schema_list(schemas, len(prompts))
-        texts = [self.makers[i % len(self.makers)](i, per[i]) for i in range(len(prompts))]
-        n = len(texts)
-        return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
+def cycling(*makers):
+    """An answer that cycles through ``makers``: prompt i of a call gets ``makers[i % n](i, schema)``."""
+    return lambda i, prompt, schema: makers[i % len(makers)](i, schema)
 
 
 def test_dpo_pairs_choose_dissimilar_or_different(examples):
@@ -170,20 +145,20 @@ def test_dpo_pairs_choose_dissimilar_or_different(examples):
     def other_post(i, schema):  # same action, unrelated text
         return json.dumps({"actions": [{"type": "post", "text": "zebra quantum marmalade"}]})
 
-    backend = ScriptedBackend([copies(3), like, other_post])
+    backend = ScriptedBackend(cycling(copies(3), like, other_post))
     records, stats = build_dpo_records(subset, backend, encoder="hash",
                                        sampling=DPOSamplingConfig(num_samples=3))
-    assert backend.calls == [12]  # one batched call for all samples
+    assert [n for n, _ in backend.calls] == [12]  # one batched call for all samples
     assert stats.pairs == 4 and stats.skipped == 0 and stats.different_action == 4
     for rec, ex in zip(records, subset, strict=True):
         assert rec["prompt"] == ex.prompt
         assert rec["chosen"] == [{"role": "assistant", "content": ex.response}]
         assert json.loads(rec["rejected"][0]["content"])["actions"][0]["type"] == "like"
     # without the different action, the low-similarity post is rejected
-    records, stats = build_dpo_records(subset, ScriptedBackend([copies(2), other_post]), encoder="hash",
+    records, stats = build_dpo_records(subset, ScriptedBackend(cycling(copies(2), other_post)), encoder="hash",
                                        sampling=DPOSamplingConfig(num_samples=2))
     assert stats.low_similarity == 4 and all(r["meta"]["similarity"] < 0.5 for r in records)
     # only copies of the observed answer: nothing to reject, skipped
-    records, stats = build_dpo_records(subset, ScriptedBackend([copies(2)]), encoder="hash",
+    records, stats = build_dpo_records(subset, ScriptedBackend(cycling(copies(2))), encoder="hash",
                                        sampling=DPOSamplingConfig(num_samples=2))
     assert records == [] and stats.skipped == 4

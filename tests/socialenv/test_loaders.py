@@ -21,24 +21,22 @@ from socialenv.loaders import (
     read_weibo,
 )
 from socialenv.scenario import Scenario
-from tests.support import TWIBOT, WEIBO
-
-HASH = LoaderConfig(encoder="hash")
+from tests.support import HASH_LOADER, TWIBOT, WEIBO
 
 
 @pytest.fixture(scope="module")
 def weibo():
-    return read_weibo(WEIBO, config=HASH)
+    return read_weibo(WEIBO, config=HASH_LOADER)
 
 
 def test_twibot_keeps_political_humans_with_tweets_and_neighbors(twibot):
     # 1008 is a bot, 1009 is Sports only, 1011 has no tweets and no neighbors
     assert twibot.user_ids == ["1001", "1002", "1003", "1004", "1005", "1006", "1007", "1010"]
-    everyone = read_twibot20(TWIBOT, config=HASH, require_tweets_and_neighbors=False)
+    everyone = read_twibot20(TWIBOT, config=HASH_LOADER, require_tweets_and_neighbors=False)
     assert "1011" in everyone.user_ids
-    all_domains = read_twibot20(TWIBOT, config=HASH, domain=None)
+    all_domains = read_twibot20(TWIBOT, config=HASH_LOADER, domain=None)
     assert "1009" in all_domains.user_ids and "1008" not in all_domains.user_ids
-    bots_too = read_twibot20(TWIBOT, config=HASH, keep_labels=("0", "1"))
+    bots_too = read_twibot20(TWIBOT, config=HASH_LOADER, keep_labels=("0", "1"))
     assert "1008" in bots_too.user_ids
 
 
@@ -142,7 +140,7 @@ def test_weibo(weibo):
     assert repost.behaviour == Behaviour.RETWEET and repost.misinfo
     assert repost.target_text.startswith("紧急扩散") and repost.target_author == "爆料君"
     assert repost.event.startswith("紧急扩散")
-    assert read_weibo(WEIBO, max_events=2, config=HASH).scenario.num_users == 7
+    assert read_weibo(WEIBO, max_events=2, config=HASH_LOADER).scenario.num_users == 7
 
 
 # ------------------------------------------------------------------------------ bad files
@@ -173,7 +171,7 @@ def _write_twibot(tmp_path: Path, mutate) -> Path:
 def test_twibot_bad_record_names_file_record_field(tmp_path, mutate, record, field):
     path = _write_twibot(tmp_path, mutate)
     with pytest.raises(DatasetFormatError) as info:
-        load_twibot20(path, config=HASH)
+        load_twibot20(path, config=HASH_LOADER)
     err = info.value
     assert err.file == str(path) and str(err.record) == record and err.field == field
     assert str(path) in str(err) and field in str(err)
@@ -183,19 +181,19 @@ def test_twibot_bad_files(tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text('[{"ID": "1"')
     with pytest.raises(DatasetFormatError, match="broken.json: not valid JSON"):
-        load_twibot20(broken, config=HASH)
+        load_twibot20(broken, config=HASH_LOADER)
     obj = tmp_path / "obj.json"
     obj.write_text('{"ID": "1"}')
     with pytest.raises(DatasetFormatError, match="expected a JSON array of users"):
-        load_twibot20(obj, config=HASH)
+        load_twibot20(obj, config=HASH_LOADER)
     with pytest.raises(FileNotFoundError, match="missing.json"):
-        load_twibot20(tmp_path / "missing.json", config=HASH)
+        load_twibot20(tmp_path / "missing.json", config=HASH_LOADER)
     with pytest.raises(ValueError, match="a scenario needs at least 2"):
-        load_twibot20(TWIBOT, domain="Cooking", config=HASH)
+        load_twibot20(TWIBOT, domain="Cooking", config=HASH_LOADER)
     folder = tmp_path / "twibot"
     folder.mkdir()
     shutil.copy(TWIBOT, folder / "train.json")
-    assert load_twibot20(folder, config=HASH).num_users == 8
+    assert load_twibot20(folder, config=HASH_LOADER).num_users == 8
 
 
 def _copy_weibo(tmp_path: Path) -> Path:
@@ -208,14 +206,14 @@ def test_weibo_bad_files(tmp_path):
     root = _copy_weibo(tmp_path)
     (root / "Weibo.txt").write_text("eid:E1\tlabel:1\t3001\neid:E2 label:x 4001\n")
     with pytest.raises(DatasetFormatError) as info:
-        read_weibo(root, config=HASH)
+        read_weibo(root, config=HASH_LOADER)
     assert info.value.field == "label" and info.value.record == "line 2 (eid E2)"
     assert info.value.file.endswith("Weibo.txt")
 
     root = _copy_weibo(tmp_path / "b")
     (root / "Weibo" / "E3.json").unlink()
     with pytest.raises(DatasetFormatError, match="event file not found") as info:
-        read_weibo(root, config=HASH)
+        read_weibo(root, config=HASH_LOADER)
     assert info.value.record == "eid E3"
 
     root = _copy_weibo(tmp_path / "c")
@@ -223,7 +221,7 @@ def test_weibo_bad_files(tmp_path):
     posts[1]["t"] = "yesterday"
     (root / "Weibo" / "E2.json").write_text(json.dumps(posts))
     with pytest.raises(DatasetFormatError) as info:
-        read_weibo(root, config=HASH)
+        read_weibo(root, config=HASH_LOADER)
     err = info.value
     assert err.file.endswith("E2.json") and err.record == "1 (mid 4002)" and err.field == "t"
 
@@ -232,7 +230,7 @@ def test_weibo_bad_files(tmp_path):
     del posts[0]["uid"]
     (root / "Weibo" / "E4.json").write_text(json.dumps(posts))
     with pytest.raises(DatasetFormatError, match="field 'uid'"):
-        read_weibo(root, config=HASH)
+        read_weibo(root, config=HASH_LOADER)
 
 
 # ------------------------------------------------------------------------------ pieces

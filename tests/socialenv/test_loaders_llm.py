@@ -4,42 +4,17 @@ with a scripted backend, and with the real hf backend on the tiny model."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from agent_models.llm.backends.base import (
-    Backend,
-    Generation,
-    Messages,
-    Sampling,
-    Schemas,
-    schema_list,
-)
+from agent_models.llm.backends.base import Messages
 from agent_models.profile import LLMProfiler, UserRecord
 from socialenv.loaders import LoaderConfig, read_twibot20
-from tests.support import TWIBOT
+from tests.support import HASH_LOADER, TWIBOT, ScriptedBackend
 
 
-class ScriptedBackend(Backend):
-    """Answers from a Python function of the prompt; records every call."""
-
-    name = "scripted"
-
-    def __init__(self, answer) -> None:
-        self.answer = answer
-        self.calls: list[tuple[int, list[dict | None]]] = []
-
-    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
-        self.calls.append((len(prompts), schema_list(schemas, len(prompts))))
-        texts = [self.answer(p) for p in prompts]
-        n = len(texts)
-        return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
-
-
-def _answer(prompt: Messages) -> str:
+def _answer(index: int, prompt: Messages, schema: dict | None) -> str:
     system, user = prompt[0]["content"], prompt[-1]["content"]
     if "label the stance" in system:
         return json.dumps({"stance": "against" if "STOLEN" in user or "disgrace" in user else "favor"})
@@ -51,7 +26,7 @@ def _answer(prompt: Messages) -> str:
 
 def test_llm_profile_and_stance_are_batched():
     backend = ScriptedBackend(_answer)
-    d = read_twibot20(TWIBOT, config=LoaderConfig(encoder="hash"), backend=backend)
+    d = read_twibot20(TWIBOT, config=HASH_LOADER, backend=backend)
     s = d.scenario
     # one call for all profiles, one for all history posts' stances
     assert [n for n, _ in backend.calls] == [8, 34]
@@ -72,7 +47,7 @@ def test_llm_profile_and_stance_are_batched():
 
 
 def test_profiler_counts_failures():
-    profiler = LLMProfiler(ScriptedBackend(lambda p: '{"likely_identity": 3}'))
+    profiler = LLMProfiler(ScriptedBackend(lambda i, p, schema: '{"likely_identity": 3}'))
     out = profiler.extract([UserRecord("x", "journalist at a paper", ["hello #vote"])])
     assert profiler.failures == 1 and out[0].identity == "journalist"
 
