@@ -3,10 +3,10 @@
 Where the kernel honours ``MADV_HUGEPAGE`` (THP ``madvise``, NumPy's default advice for arrays
 of 4 MiB and more), the first touch of a huge page can cost far more than the same bytes in
 small pages: on the development VMs (Firecracker guests with free-page reporting) a fresh
-2 MiB page cost 1-3 ms of system time. A 1M-user reset spent 1.4-1.8 s of system time with
-the advice and 0.64-0.67 s with the reset run in small pages (three alternating pairs); the
-rounds that follow were not slower (median 1.88-1.90 s vs 2.09-2.11 s). Running the rounds
-themselves in small pages saved nothing (their arrays above 32 MiB are mapped anew anyway).
+2 MiB page cost milliseconds of system time. A 1M-user reset spent 1.3-1.6 s of system
+time with the advice and 0.6-0.7 s with the reset in small pages, and the rounds after it
+were not slower (three alternating pairs of ``benchmarks/env_throughput.py``, published in
+``benchmarks/results/env_throughput_reset_small_pages/``).
 """
 
 from __future__ import annotations
