@@ -20,6 +20,7 @@ import numpy as np
 FLOW_METRICS: tuple[str, ...] = (
     "reward", "cross_interaction_ratio", "cross_interaction_ratio_recommended", "toxicity",
     "engagement", "exposure_removed", "policy_share", "recommended_reaction_rate",
+    "objective", "civil_cross_reactions_per_user", "hostile_reactions_per_user", "clean_removed_per_user",
 )
 STATE_METRICS: tuple[str, ...] = ("stance_mean", "stance_std", "misinformation_ratio")
 

@@ -11,6 +11,8 @@ env is broken, whatever its tests say.
   otherwise with the posts least likely to draw any reaction at all.
 - :class:`CivilCrossOracle` (Rec): the same, charging each arm its expected reply toxicity.
 - :class:`RewardOracle` (Rec): the candidates with the highest expected Eq. 9 reward.
+- :class:`ObjectiveOracle` (Rec): the candidates with the highest expected contribution to
+  the Rec objective (civil cross-stance reactions less hostility and reply toxicity).
 - :class:`MuteSpreadersOracle` (Exposure): the lowest level for every sampled author who
   truly believes or spreads the misinformation, full exposure for everyone else.
 """
@@ -102,6 +104,17 @@ class RewardOracle(_RecOracle):
                 + cfg.engagement_weight * p["engagement"] - cfg.toxicity_weight * p["toxicity"])
 
 
+class ObjectiveOracle(_RecOracle):
+    """Ranks arms by their expected contribution to the Rec objective under the true
+    reaction model: P(civil reaction)·[cross-stance] − ``hostile_weight``·P(hostile) −
+    ``reply_toxicity_weight``·E[reply toxicity]."""
+
+    def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
+        cfg = self.env.unwrapped.config.reward
+        return (p["civil"] * p["cross"] - cfg.hostile_weight * p["hostile"]
+                - cfg.reply_toxicity_weight * p["toxicity"])
+
+
 class MuteSpreadersOracle:
     """Exposure: level ``min(levels)`` for sampled authors who truly believe the
     misinformation or truly spread it (a true misinformation post, retweets included, in the
@@ -131,5 +144,6 @@ ORACLES: dict[str, type] = {
     "oracle_cross": CrossStanceOracle,
     "oracle_civil": CivilCrossOracle,
     "oracle_reward": RewardOracle,
+    "oracle_objective": ObjectiveOracle,
     "oracle_mute": MuteSpreadersOracle,
 }

@@ -13,6 +13,10 @@ runner, the sweep and your own loops treat them like any bandit:
   relevance mixes interest similarity, popularity and the author–receiver stance gap.
 - **suppress_flagged** (Exposure) — a moderation heuristic: sets the users whose recent
   posts carried misinformation to the lowest exposure level, the others to full exposure.
+- **opposite** / **agreeing** (Rec) — one-line rules: every slot gets an opposite-stance
+  post / the post the receiver agrees with most.
+- **fixed_level** (Exposure) — every sampled author at one level (``level=0``: mute all,
+  ``level=1``: let all through).
 
 :func:`headline_only_kwargs` gives the env arguments of a headline-only *feed* (the
 platform's own recommender reduced to its trending channel), an environment-side baseline
@@ -276,9 +280,52 @@ class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
         return np.concatenate([best_per_user, rest])[:budget]
 
 
+@dataclass(eq=False)
+class OppositeStancePolicy(_LayoutPolicy, ScoredPolicy):
+    """Rec rule: fill every slot with a post whose author holds the opposite discrete stance
+    (score = ``cross_stance``, ties at random)."""
+
+    name: ClassVar[str] = "opposite"
+    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        return contexts[:, self.layout.feature("cross_stance")].astype(np.float64)
+
+
+@dataclass(eq=False)
+class AgreeingPolicy(_LayoutPolicy, ScoredPolicy):
+    """Rec rule: fill every slot with the post the receiver agrees with most (score =
+    ``agreement`` = S_v · s_p)."""
+
+    name: ClassVar[str] = "agreeing"
+    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        return contexts[:, self.layout.feature("agreement")].astype(np.float64)
+
+
+@dataclass(eq=False)
+class FixedLevelPolicy(_LayoutPolicy, ScoredPolicy):
+    """Exposure rule: set every sampled author to the level nearest ``level`` (0 = mute
+    all, 1 = let all through)."""
+
+    level: float = 0.0
+
+    name: ClassVar[str] = "fixed_level"
+    env_kinds: ClassVar[tuple[str, ...]] = ("exposure",)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        check_float(self, "level", minimum=0.0, maximum=1.0)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        return -np.abs(contexts[:, self.layout.feature("level")].astype(np.float64) - self.level)
+
+
 #: Registry of the baseline policies (the bandits and "origin" come from the runner).
 BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
-    cls.name: cls for cls in (PopularityPolicy, MMRPolicy, SuppressFlaggedPolicy)
+    cls.name: cls for cls in (PopularityPolicy, MMRPolicy, SuppressFlaggedPolicy, OppositeStancePolicy,
+                              AgreeingPolicy, FixedLevelPolicy)
 }
 
 
@@ -340,7 +387,10 @@ __all__ = [
     "EXPOSURE_FEATURES",
     "REC_FEATURES",
     "ArmLayout",
+    "AgreeingPolicy",
+    "FixedLevelPolicy",
     "MMRPolicy",
+    "OppositeStancePolicy",
     "PopularityPolicy",
     "SuppressFlaggedPolicy",
     "env_kind",

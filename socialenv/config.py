@@ -21,12 +21,12 @@ RECOMMENDER_LIMITS = {
 }
 REWARD_LIMITS = {name: Limit(ge=0, le=1) for name in (
     "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight",
-    "hostile_toxicity")}
+    "hostile_toxicity", "hostile_weight", "reply_toxicity_weight", "clean_removal_cost")}
 CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
 ENV_LIMITS = {
     "num_users": Limit(ge=10, le=1_000_000), "rounds": Limit(ge=1, le=1_000_000),
     "budget": Limit(ge=1, le=10_000), "candidate_users": Limit(ge=1, le=100_000),
-    "exposure_users": Limit(ge=1, le=100_000),
+    "exposure_users": Limit(ge=1, le=100_000), "lever_share": Limit(gt=0, le=1),
     "exposure_levels": Limit(max_len=100), "stance_ema": Limit(ge=0, lt=1),
     "memory_ema": Limit(ge=0, lt=1),
 }
@@ -98,7 +98,10 @@ DEFAULT_ENGAGEMENT_WEIGHTS: dict[str, float] = {
 CANDIDATE_SOURCES: tuple[str, ...] = ("interest", "opposite", "popular", "fresh")
 #: Candidate posts per source for each sampled user of PolicySim-Rec-v0
 #: (see :mod:`socialenv.candidates`).
-DEFAULT_CANDIDATE_MIX: dict[str, int] = {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1}
+DEFAULT_CANDIDATE_MIX: dict[str, int] = {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1}
+#: Default share of a round's active users whose recommended slots (Rec) or exposure level
+#: (Exposure) the policy sets: Origin keeps serving the other three quarters.
+DEFAULT_LEVER_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,9 @@ class ClassifierConfig:
 
 
 MISINFORMATION_REWARD_MODES = ("effect", "paper")
+#: ``reward.form``: "objective" (each arm's contribution to the env's declared objective,
+#: ``info["metrics"]["objective"]``) or "paper" (the literal Eq. 9 / Eq. 10 of v0).
+REWARD_FORMS = ("objective", "paper")
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,16 @@ class RewardConfig:
             impressions of i's posts.
         "paper":  r = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p
     The visibility terms keep "suppress everyone" from being optimal (beyond the paper).
+
+    These are ``form="paper"``. The default ``form="objective"`` pays each arm its
+    contribution to the env's declared objective (``info["metrics"]["objective"]``, see
+    each env's docstring), with these weights:
+
+    - Rec, per reaction: +1 for a civil reaction across opposite discrete stances,
+      −``hostile_weight`` for a hostile one (a dislike, a reply at or above
+      ``hostile_toxicity``), −``reply_toxicity_weight`` × the toxicity of a reply.
+    - Exposure: a clean impression removed costs ``clean_removal_cost`` (in users newly
+      misinformed: 0.004 = 250 removed clean impressions weigh as much as one user misled).
     """
 
     stance_weight: float = 1.0
@@ -154,9 +170,14 @@ class RewardConfig:
     hostile_toxicity: float = 0.5
     visibility_weight: float = 0.3
     misinformation_mode: str = "effect"
+    form: str = "objective"
+    hostile_weight: float = 1.0
+    reply_toxicity_weight: float = 1.0
+    clean_removal_cost: float = 0.004
 
     def __post_init__(self) -> None:
         check_fields(self, "reward.", REWARD_LIMITS)
+        _check(self.form in REWARD_FORMS, "reward.form", f"one of {REWARD_FORMS}", self.form)
         for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
@@ -203,13 +224,20 @@ class EnvConfig:
             arms. PolicySim-Exposure-v0: must be 1 (one level per sampled author); the slate
             holds ``exposure_users`` arms.
         scenario: "abortion", "misinformation", a path to a saved scenario, or a Scenario.
-        candidate_users: Rec: users per round (sampled among the active) whose recommended
-            slots the policy fills.
+        lever_share: the size of the policy's lever as a share of the round's active users
+            (Rec: users whose recommended slots it fills; Exposure: recent authors whose
+            level it sets), so that it means the same at any population size. The
+            observation holds room for ``lever_share`` × (expected active users + 3 standard
+            deviations) users (:meth:`socialenv.envs.base.PolicySimEnv.lever_capacity`);
+            the rest is padding.
+        candidate_users: Rec: a fixed number of users per round instead of ``lever_share``
+            (None: from the share).
         candidates: Rec: candidate posts per source for each sampled user (keys of
-            ``socialenv.candidates.CANDIDATE_SOURCES``); Rec arms = candidate_users × C,
+            ``socialenv.candidates.CANDIDATE_SOURCES``); Rec arms = lever capacity × C,
             C = sum of the values.
-        exposure_users: Exposure: recent authors per round whose level the policy sets; arms =
-            exposure_users × len(exposure_levels).
+        exposure_users: Exposure: a fixed number of recent authors per round instead of
+            ``lever_share`` (None: from the share); arms = lever capacity ×
+            len(exposure_levels).
         exposure_levels: the probability levels an exposure arm can set (1.0 = no filtering).
         action_format: "slate" (``MultiDiscrete``: arm indices, the value K leaves a slot to
             the platform) or "scores" (``Box``: one score per arm; the env applies each user's
@@ -242,9 +270,10 @@ class EnvConfig:
     rounds: int = 10
     budget: int = 5
     scenario: Any = "abortion"
-    candidate_users: int = 320
+    lever_share: float = DEFAULT_LEVER_SHARE
+    candidate_users: int | None = None
     candidates: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CANDIDATE_MIX))
-    exposure_users: int = 300
+    exposure_users: int | None = None
     exposure_levels: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
     action_format: str = "slate"
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
@@ -274,10 +303,14 @@ class EnvConfig:
                "candidates", f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
                "and a positive sum", mix)
         object.__setattr__(self, "candidates", {k: int(v) for k, v in mix.items()})
-        _check(self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS, "candidate_users",
-               f"candidate_users × candidate posts per user <= {MAX_ARMS} arms", self.candidate_users)
-        _check(self.exposure_users * len(self.exposure_levels) <= MAX_ARMS, "exposure_users",
-               f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms", self.exposure_users)
+        _check(self.candidate_users is None or self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS,
+               "candidate_users", f"None or candidate_users × candidate posts per user <= {MAX_ARMS} arms",
+               self.candidate_users)
+        _check(self.exposure_users is None or self.exposure_users * len(self.exposure_levels) <= MAX_ARMS,
+               "exposure_users", f"None or exposure_users × len(exposure_levels) <= {MAX_ARMS} arms",
+               self.exposure_users)
+        _check(0 < self.lever_share <= 1, "lever_share", "a share of the active users in (0, 1]",
+               self.lever_share)
         _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
                "an integer >= 10", self.num_users)
         _check(isinstance(self.rounds, int) and self.rounds >= 1, "rounds", "an integer >= 1",

@@ -56,6 +56,7 @@ class Stream(IntEnum):
     MODERATION = 8
     MODERATION_CLASSIFIER = 9
     EVENTS = 10
+    OBSERVED = 11
 
 
 @dataclass

@@ -40,13 +40,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | seed | None | seeds the first ``reset()`` that names no seed |
     | num_users | 1000 | population size of a built-in scenario, in [10, 10⁶] |
     | rounds | 10 | rounds per episode (one ``step`` = one round) |
+    | lever_share | 0.25 | the policy's lever as a share of the round's active users (Rec: users it recommends to; Exposure: authors whose level it sets), in (0, 1] |
     | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
     | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
     | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |
     | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields |
     | classifier | ClassifierConfig() | the platform's misinformation classifier: ``recall``, ``false_positive_rate`` |
     | recommender | RecommenderConfig() | the built-in feed: channel sizes, window, candidate retrieval |
-    | reward | RewardConfig() | weights of the rewards (Eq. 9, Eq. 10) |
+    | reward | RewardConfig() | the reward's form ("objective" or the paper's Eq. 9 / Eq. 10) and weights |
     | context | ContextConfig() | context propagation over the follow graph (Eq. 8): ``alpha``, ``hops`` |
     | stance_ema | 0.8 | β of Eq. 2 (stance smoothing), in [0, 1) |
     | memory_ema | 0.5 | weight of the old memory embedding when a user engages, in [0, 1) |
@@ -99,7 +100,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                 edge_space=spaces.Box(0.0, 1.0, (1,), np.float32),
             )
         if self.config.observe_response:
-            obs_spaces.update(response_spaces(self._slate_size()))
+            obs_spaces.update(response_spaces(self._slate_size(), *self.reward_bounds()))
         self.observation_space = spaces.Dict(obs_spaces)
         #: Action value meaning "leave this slot empty"; a slate of only this is no intervention.
         self.no_op = self.num_arms
@@ -170,7 +171,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     @abstractmethod
     def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
-        """(len(applied),) rewards in [0, 1] and extra metrics for ``info``."""
+        """(len(applied),) rewards in :meth:`reward_bounds` and extra metrics for ``info``."""
+
+    def reward_bounds(self) -> tuple[float, float]:
+        """The range of an arm's reward (``info["arm_rewards"]``, ``response_reward``)."""
+        return 0.0, 1.0
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(F,) lower and upper bounds of the ``num_arm_features`` scalar features (finite where
@@ -198,6 +203,39 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def _num_users(self) -> int:
         scenario = self.config.scenario
         return scenario.num_users if hasattr(scenario, "num_users") else self.config.num_users
+
+    def expected_active_users(self) -> float:
+        """Expected number of users active in a round: the sum of the scenario's activity
+        probabilities (a built-in scenario: ``num_users`` × the mean of its Beta activity
+        distribution). Hawkes activity bursts above it are capped by :meth:`lever_capacity`."""
+        scenario = self.config.scenario
+        if isinstance(scenario, str) and scenario.endswith(".npz"):
+            from socialenv.scenario import Scenario
+
+            scenario = Scenario.load(scenario)
+        if hasattr(scenario, "activity"):
+            return float(np.sum(scenario.activity))
+        from socialenv.scenarios import PopulationConfig
+
+        a, b = PopulationConfig().activity_beta
+        return self.config.num_users * a / (a + b)
+
+    def lever_capacity(self, fixed: int | None) -> int:
+        """Users of the lever the observation holds room for: ``fixed`` if given (the
+        ``candidate_users`` / ``exposure_users`` override), else ``lever_share`` × (expected
+        active users + 3 standard deviations), so that the observation has a fixed size."""
+        if fixed is not None:
+            return int(fixed)
+        expected = self.expected_active_users()
+        return max(1, int(np.ceil(self.config.lever_share * (expected + 3 * np.sqrt(expected)))))
+
+    def lever_take(self, available: int, active: int, fixed: int | None) -> int:
+        """Users the policy governs this round: ``fixed`` (or ``lever_share`` × the round's
+        ``active`` users, at least one), at most the capacity and the ``available`` ones."""
+        if fixed is not None:
+            return min(int(fixed), available)
+        wanted = max(1, int(round(self.config.lever_share * active))) if active else 0
+        return min(wanted, self.lever_capacity(None), available)
 
     def _probe_latent_dim(self) -> int:
         if self.brain.embedding_dim is not None:
@@ -558,12 +596,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return env
 
 
-def response_spaces(budget: int) -> dict[str, spaces.Space]:
+def response_spaces(budget: int, low: float = 0.0, high: float = 1.0) -> dict[str, spaces.Space]:
     """The ``observe_response=True`` observation keys: per slot of the previous round's slate,
-    whether its arm took effect, its reward, and whether the population reacted to it."""
+    whether its arm took effect, its reward (in [``low``, ``high``]), and whether the
+    population reacted to it."""
     return {
         "response_applied": spaces.MultiBinary(budget),
-        "response_reward": spaces.Box(0.0, 1.0, (budget,), np.float32),
+        "response_reward": spaces.Box(low, high, (budget,), np.float32),
         "response_reacted": spaces.MultiBinary(budget),
     }
 

@@ -13,30 +13,37 @@ from socialenv.simulation import RoundResult
 EXPOSURE_ARM_FEATURES: tuple[str, ...] = (
     "level", "flagged_share", "level_x_flagged_share", "log_followers", "level_x_log_followers",
     "stance", "recent_toxicity", "log_recent_posts", "level_x_log_recent_posts", "current_level",
-    "governed",
+    "governed", "norm_pad",
 )
+#: log(1 + recent posts) is divided by this (a user with 100 recent posts scores 1).
+_LOG_POSTS_SCALE = float(np.log1p(100.0))
 
 
 class ExposureEnv(PolicySimEnv):
-    """The platform's exposure controller for a sampled set of recent authors, with the
-    misinformation objective (paper §2.2, objective 2, Eq. 10).
+    """The platform's exposure controller for a sampled share of recent authors, with a
+    declared objective: misinformation held back without silencing (paper §2.2,
+    objective 2).
 
     ## Description
 
-    Each round the env samples ``exposure_users`` authors of recent posts (padded with other
-    users if there are fewer); every (user, level) pair over ``exposure_levels`` (default 0,
-    .25, .5, .75, 1) is an arm. A chosen arm sets that user's exposure probability p_i (the
-    chance each of their posts passes the filter) from this round on, and the level stays in
-    force until the policy changes it; the user is then *governed* for the rest of the
-    episode. The platform sees misinformation only through its classifier (``classifier``:
-    recall 0.7, false-positive rate 0.05 by default), never the hidden labels.
+    Each round the env samples ``lever_share`` × the round's active users (default 0.25;
+    ``exposure_users`` fixes a number instead) among the authors of recent posts (padded
+    with other users if there are fewer); every (user, level) pair over
+    ``exposure_levels`` (default 0, .25, .5, .75, 1) is an arm. A chosen arm sets that
+    user's exposure probability p_i (the chance each of their posts passes the filter)
+    from this round on, and the level stays in force until the policy changes it; the user
+    is then *governed* for the rest of the episode. The platform sees misinformation only
+    through its classifier (``classifier``: recall 0.7, false-positive rate 0.05 by
+    default), never the hidden labels. The observation holds room for the lever's capacity,
+    ``lever_share`` × (E + 3·√E) users (E the expected active users: 95 users, K = 475
+    arms at 1,000 users), so its size is fixed; see ``PolicySim-Rec-v0`` for why.
 
     ## Action Space
 
-    K = exposure_users × L arms over the L = len(exposure_levels) levels; arm k = (user
-    k // L, level k % L). The form is chosen by ``action_format``:
+    K = capacity × L arms over the L = len(exposure_levels) levels; arm k = (user k // L,
+    level k % L). The form is chosen by ``action_format``:
 
-    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * exposure_users)``. **No-op**: the value
+    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * capacity)``. **No-op**: the value
       K (``env.unwrapped.no_op``) keeps a slot's user at their current level, so a slate of
       only K changes nothing. One level per user: a second arm on the same user is not
       applied (``info["over_user_cap"]``).
@@ -49,8 +56,8 @@ class ExposureEnv(PolicySimEnv):
 
     - ``"arms"``: (K, D) float32, D = 2d + len(:data:`EXPOSURE_ARM_FEATURES`): the user's
       propagated context (2d columns), then the features below (column 2d + idx). Padding
-      arms are all zeros.
-    - ``"action_mask"``: (K,) int8 (all ones unless the population is smaller).
+      arms are all zeros; every other arm has the same norm (``norm_pad``).
+    - ``"action_mask"``: (K,) int8 (0 for padding).
     - optional ``"user_context"``, ``"stance"``, ``"graph"`` and ``"response_*"`` as in
       ``PolicySim-Rec-v0``.
 
@@ -62,35 +69,55 @@ class ExposureEnv(PolicySimEnv):
     | 0 | level | the exposure level p the arm sets | 0 | 1 |
     | 1 | flagged_share | share m̂ of the user's recent posts the classifier flagged | 0 | 1 |
     | 2 | level_x_flagged_share | level · m̂ | 0 | 1 |
-    | 3 | log_followers | log(1 + followers) | 0 | log1p(N) |
-    | 4 | level_x_log_followers | level · log(1 + followers) | 0 | log1p(N) |
+    | 3 | log_followers | log(1 + followers) / log(1 + N) | 0 | 1 |
+    | 4 | level_x_log_followers | level · log_followers | 0 | 1 |
     | 5 | stance | the user's smoothed stance S_i | -1 | 1 |
     | 6 | recent_toxicity | toxicity of the user's recent posts | 0 | 1 |
-    | 7 | log_recent_posts | log(1 + the user's recent posts) | 0 | log1p(2³¹ − 1) ≈ 21.488 |
-    | 8 | level_x_log_recent_posts | level · log(1 + recent posts) | 0 | log1p(2³¹ − 1) ≈ 21.488 |
+    | 7 | log_recent_posts | log(1 + the user's recent posts) / log(101) | 0 | log1p(2³¹ − 1) / log1p(100) ≈ 4.656 |
+    | 8 | level_x_log_recent_posts | level · log_recent_posts | 0 | log1p(2³¹ − 1) / log1p(100) ≈ 4.656 |
     | 9 | current_level | the user's exposure level p_i in force | 0 | 1 |
     | 10 | governed | the policy already governs the user | 0 | 1 |
+    | 11 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 7.373 |
 
     ## Rewards
 
-    ``reward.misinformation_mode``, per governed user i over the impressions of i's posts
-    this round:
+    **Objective** (``info["metrics"]["objective"]``, higher is better), per round:
 
-    - "effect" (default): r_i = clip(0.5 + 0.5·(removed_at_risk − delivered_at_risk −
-      w_v·removed_clean − harmed) / n_i, 0, 1): misinformation impressions the filter
-      removed from / let through to receivers not yet misinformed, clean impressions removed
-      (lost visibility, weight w_v), and delivered misinformation impressions whose receiver
-      is newly misinformed at t+1 (Eq. 10's outcome); 0.5 without impressions.
-    - "paper": r_i = (1 − w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i.
+        objective = (users who recovered − users newly misinformed
+                     − c·clean impressions removed) / active users
 
-    A chosen arm's reward (``info["arm_rewards"]``, what a bandit learns from) is r_i of its
-    user this round. The step's reward credits every level for each round it is in force:
-    the mean of r_i over every author whose posts had impressions this round, governed or
-    not (so Origin scores below 0.5 by the harm it lets through, and an RL agent is paid for
-    the whole platform, not only for the arms of this round). ``info["metrics"]`` adds
-    ``exposure_removed`` (share of impressions filtered), ``mean_exposure``,
-    ``governed_users``, ``classifier_precision``/``classifier_recall`` of the round's posts,
-    and ``policy_share`` (share of impressions whose author the policy governs).
+    c = ``reward.clean_removal_cost`` (0.004: 250 clean impressions removed weigh as much
+    as one user misled). Silencing costs, so "mute everyone" is not free; summed over an
+    episode the misinformation part is the change of the misinformed share, so the
+    objective orders policies as the final ``misinformation_ratio`` does, less the cost of
+    the clean reach they removed. ``newly_misinformed``, ``clean_removed_per_user`` and
+    ``misinformation_uptake`` are reported beside it.
+
+    **Reward** (``reward.form="objective"``, the default). Each author i with impressions
+    this round caused Δ_i = q̂·(misinformation impressions of i removed from receivers not
+    yet misinformed) − c·(clean impressions of i removed), q̂ =
+    ``misinformation_uptake``, this round's newly misinformed users per misinformation
+    impression (removed or not) in the feed of a receiver not yet misinformed; Δ_i = 0 at
+    level 1 (nothing removed). A chosen arm earns its user's Δ_i per impression of theirs,
+    on the bandits' scale: ``info["arm_rewards"]`` = clip(0.5 + 0.5·(Δ_i / n_i) / (q̂ + c),
+    0, 1) (0.5 = no effect). The step reward is ΣΔ_i over every author, per governed user
+    (the users sampled this round): it credits every level for each round it is in force,
+    is 0 for Origin and comparable across population and lever sizes. ΣΔ_i estimates the
+    change of the objective's numerator that the levels in force caused (q̂ is an average:
+    complex contagion makes the marginal effect of one impression vary).
+
+    **Paper form** (``reward={"form": "paper"}``, v0): per governed user i,
+    ``reward.misinformation_mode`` "effect": r_i = clip(0.5 + 0.5·(removed_at_risk −
+    delivered_at_risk − w_v·removed_clean − harmed) / n_i, 0, 1), or "paper": r_i = (1 −
+    w_v)·(1 − share of i's receivers misinformed at t+1) + w_v·p_i; the step reward is the
+    mean r_i over every author with impressions. Measured against the objective in
+    ``benchmarks/zoo.py`` (BENCHMARKS.md "Policy zoo").
+
+    ``info["metrics"]`` adds ``exposure_removed`` (share of impressions filtered),
+    ``mean_exposure``, ``governed_users``, ``classifier_precision``/``classifier_recall``
+    of the round's posts, and ``policy_share``: the share of impressions whose author is
+    held at a level below 1 (the impressions whose fate the policy changed; "let everyone
+    through" scores 0).
 
     ## Starting State
 
@@ -111,16 +138,21 @@ class ExposureEnv(PolicySimEnv):
     | argument | default | description |
     |---|---|---|
     | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
-    | budget | 1 | must be 1: one level per sampled author (size the lever with ``exposure_users``) |
-    | exposure_users | 300 | recent authors per round whose level the policy sets |
+    | budget | 1 | must be 1: one level per sampled author (size the lever with ``lever_share``) |
+    | exposure_users | None | a fixed number of recent authors per round instead of ``lever_share`` of the active users |
     | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | the exposure probabilities an arm can set (1.0 = no filtering) |
-    | candidate_users | 320 | PolicySim-Rec-v0's lever: accepted, unused here |
-    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
+    | candidate_users | None | PolicySim-Rec-v0's lever: accepted, unused here |
+    | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
     | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
 
     ## Version History
 
     * v0: initial version (the paper's exposure-control setting, §2.2 objective 2).
+    * v0, issue 20 (the id is kept; the package is pre-release): the declared objective
+      and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
+      lever is ``lever_share`` = 0.25 of the active users (was 300 authors); an honest
+      ``policy_share`` (was: share of impressions of governed authors, level 1 included);
+      scaled features 3, 4, 7, 8 and ``norm_pad``.
     """
 
     num_arm_features = len(EXPOSURE_ARM_FEATURES)
@@ -130,15 +162,18 @@ class ExposureEnv(PolicySimEnv):
         return {"scenario": "misinformation", "budget": 1}
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        # followers < N; post counts fit the int32 post ids
-        log_followers = float(np.log1p(self._num_users()))
-        log_posts = float(np.log1p(float(np.iinfo(np.int32).max)))
+        # follower counts are scaled by log1p(N); post counts (int32 ids) by _LOG_POSTS_SCALE
+        log_posts = float(np.log1p(float(np.iinfo(np.int32).max)) / _LOG_POSTS_SCALE)
         bounds = {name: (0.0, 1.0) for name in EXPOSURE_ARM_FEATURES}
         bounds["stance"] = (-1.0, 1.0)
-        bounds["log_followers"] = bounds["level_x_log_followers"] = (0.0, log_followers)
         bounds["log_recent_posts"] = bounds["level_x_log_recent_posts"] = (0.0, log_posts)
-        low, high = zip(*(bounds[name] for name in EXPOSURE_ARM_FEATURES), strict=True)
-        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in EXPOSURE_ARM_FEATURES), strict=True))
+        pad = EXPOSURE_ARM_FEATURES.index("norm_pad")
+        others = np.maximum(low ** 2, high ** 2)
+        others[pad] = 0.0
+        self._context_norm = float(np.sqrt(2.0 + others.sum()))
+        high[pad] = self._context_norm
+        return low, high
 
     def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
         """Whether each applied arm's user had at least one impression this round (the level
@@ -147,7 +182,8 @@ class ExposureEnv(PolicySimEnv):
         return np.isin(self._arms["user"][applied], author)
 
     def _num_arms(self) -> int:
-        return self.config.exposure_users * len(self.config.exposure_levels)
+        self._capacity = self.lever_capacity(self.config.exposure_users)
+        return self._capacity * len(self.config.exposure_levels)
 
     def _arms_per_user(self) -> int:
         return len(self.config.exposure_levels)
@@ -169,17 +205,18 @@ class ExposureEnv(PolicySimEnv):
         n = len(sim.users.stance)
         lo, hi = sim.recent_post_range(cfg.recommender.window)
         authors = np.unique(sim.posts.author[lo:hi])
-        take = min(cfg.exposure_users, len(authors))
+        wanted = self.lever_take(n, len(sim.active), cfg.exposure_users)
+        take = min(wanted, len(authors))
         users = rng.choice(authors, size=take, replace=False) if take else np.zeros(0, np.int64)
-        if take < cfg.exposure_users:
+        if take < wanted:
             others = np.setdiff1d(np.arange(n), users)
-            extra = rng.choice(others, size=min(cfg.exposure_users - take, len(others)), replace=False)
+            extra = rng.choice(others, size=min(wanted - take, len(others)), replace=False)
             users = np.concatenate([users, extra])
-        padded = np.full(cfg.exposure_users, -1, np.int64)
+        padded = np.full(self._capacity, -1, np.int64)
         padded[: len(users)] = np.sort(users)
         levels = np.asarray(cfg.exposure_levels, np.float32)
         arm_user = np.repeat(padded, len(levels))
-        arm_level = np.tile(levels, cfg.exposure_users)
+        arm_level = np.tile(levels, self._capacity)
         return {"user": arm_user, "level": arm_level, "mask": arm_user >= 0}
 
     def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
@@ -187,20 +224,23 @@ class ExposureEnv(PolicySimEnv):
         user = np.maximum(arms["user"], 0)
         level = arms["level"]
         indptr, _ = sim.graph.followers_csr()
-        followers = np.log1p(np.diff(indptr)[user]).astype(np.float32)
+        followers = (np.log1p(np.diff(indptr)[user]) / np.log1p(self._num_users())).astype(np.float32)
         lo, hi = sim.recent_post_range(self.config.recommender.window)
-        recent_posts = np.log1p(np.bincount(sim.posts.author[lo:hi], minlength=len(sim.users.stance))[user])
+        recent_posts = np.log1p(np.bincount(sim.posts.author[lo:hi], minlength=len(sim.users.stance))[user]) / _LOG_POSTS_SCALE
         flagged = sim.recent_misinfo[user]
         features = np.column_stack([
             level, flagged, level * flagged, followers, level * followers,
             sim.users.stance[user], sim.recent_toxicity[user], recent_posts, level * recent_posts,
-            sim.users.exposure[user], self._governed[user].astype(np.float32),
+            sim.users.exposure[user], self._governed[user].astype(np.float32), np.zeros(len(user)),
         ])
         context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(np.float32)
+        squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
+        context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))
         context[~arms["mask"]] = 0.0
         return context
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
+        self._round_governed = len(np.unique(self._arms["user"][self._arms["mask"]]))
         user = self._arms["user"][chosen]
         self.sim.users.exposure[user] = self._arms["level"][chosen]
         self._governed[user] = True
@@ -239,24 +279,65 @@ class ExposureEnv(PolicySimEnv):
             reward = (1 - w_v) * (1 - share) + w_v * sim.users.exposure[user]
         return np.clip(reward, 0.0, 1.0)
 
+    def _objective_changes(self, result: RoundResult) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        """Per author with impressions this round: the estimated change of the objective
+        their level caused, q̂·(misinformation impressions removed from receivers not yet
+        misinformed) − ``clean_removal_cost``·(clean impressions removed), with q̂ this
+        round's users newly misinformed per misinformation impression (removed or not) in
+        the feed of a receiver not yet misinformed (0 at level 1: nothing removed); and the
+        authors."""
+        sim, cost = self.sim, self.config.reward.clean_removal_cost
+        author = sim.posts.author[result.impression_post]
+        is_mis = sim.posts.misinfo[result.impression_post]
+        removed = result.impression_removed
+        at_risk = ~result.misinformed_before[result.impression_user]
+        newly = int((sim.users.misinformed & ~result.misinformed_before).sum())
+        recovered = int((~sim.users.misinformed & result.misinformed_before).sum())
+        shown_at_risk = int((is_mis & at_risk).sum())
+        uptake = newly / shown_at_risk if shown_at_risk else 0.0
+        authors, row = np.unique(author, return_inverse=True)
+        row = row.reshape(-1)
+        removed_at_risk = np.bincount(row, weights=removed & is_mis & at_risk, minlength=len(authors))
+        removed_clean = np.bincount(row, weights=removed & ~is_mis, minlength=len(authors))
+        change = uptake * removed_at_risk - cost * removed_clean
+        active = max(len(result.active), 1)
+        metrics = {
+            "objective": (recovered - newly - cost * float(removed_clean.sum())) / active,
+            "newly_misinformed": float(newly),
+            "clean_removed_per_user": float(removed_clean.sum()) / active,
+            "misinformation_uptake": uptake,
+        }
+        return authors, change, metrics
+
     def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
         sim = self.sim
         governed = np.flatnonzero(self._governed)
         impression_author = sim.posts.author[result.impression_post]
-        authors = np.unique(impression_author)
         applied_users = self._arms["user"][applied]
-        # one pass over the impressions for the applied arms' users and every author
-        scored = np.union1d(authors, applied_users)
-        user_reward = self._user_rewards(scored, result)
-        rewards = user_reward[np.searchsorted(scored, applied_users)].astype(np.float32)
-        self._platform_reward = (float(user_reward[np.searchsorted(scored, authors)].mean())
-                                 if len(authors) else 0.5)
+        authors, change, objective = self._objective_changes(result)
+        if self.config.reward.form == "paper":
+            # one pass over the impressions for the applied arms' users and every author
+            scored = np.union1d(authors, applied_users)
+            user_reward = self._user_rewards(scored, result)
+            rewards = user_reward[np.searchsorted(scored, applied_users)].astype(np.float32)
+            self._platform_reward = (float(user_reward[np.searchsorted(scored, authors)].mean())
+                                     if len(authors) else 0.5)
+        else:
+            n = len(sim.users.stance)
+            change_of = np.zeros(n)
+            change_of[authors] = change
+            impressions = np.bincount(impression_author, minlength=n)
+            per_impression = change_of[applied_users] / np.maximum(impressions[applied_users], 1)
+            scale = objective["misinformation_uptake"] + self.config.reward.clean_removal_cost
+            rewards = np.clip(0.5 + 0.5 * per_impression / scale, 0.0, 1.0).astype(np.float32)
+            self._platform_reward = float(change.sum()) / max(self._round_governed, 1)
         new_posts = slice(sim.round_start[-2], sim.round_start[-1])
         mis, flag = sim.posts.misinfo[new_posts], sim.posts.flagged[new_posts]
         extra = {
+            **objective,
             "mean_exposure": float(sim.users.exposure.mean()),
             "governed_users": float(len(governed)),
-            "policy_share": float(self._governed[impression_author].mean()) if len(impression_author) else 0.0,
+            "policy_share": float((sim.users.exposure[impression_author] < 1).mean()) if len(impression_author) else 0.0,
             "classifier_precision": float((mis & flag).sum() / max(flag.sum(), 1)),
             "classifier_recall": float((mis & flag).sum() / max(mis.sum(), 1)),
         }

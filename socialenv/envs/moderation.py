@@ -88,7 +88,17 @@ class ModerationEnv(PolicySimEnv):
 
     ## Rewards
 
-    Harms are counted in impression-equivalents over the I impressions of the round:
+    Harms are counted in impression-equivalents over the I impressions of the round.
+    **Objective** (``info["metrics"]["objective"]``, higher is better; the step reward):
+    harm removed minus wrongful removals and action costs,
+
+        objective = (A − w_v·C − w_w·W − Σ cost) / I
+
+    A: the harm the decisions in force averted (w_m per misinformation impression and w_t
+    per toxic impression removed, a labelled misinformation impression counting
+    ``label_uptake_reduction``); 0 without moderation, so no policy can raise it by
+    removing reach that carried no harm. With ``reward={"form": "paper"}`` the step reward
+    is v0's ``moderation_reward``:
 
         r = 1 − (w_m·M + w_t·T + w_v·C + w_w·W + Σ cost) / I
 
@@ -127,9 +137,9 @@ class ModerationEnv(PolicySimEnv):
     | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
     | budget | 10 | governance actions per round (the slate length) |
     | moderation | None | a dict of :class:`socialenv.moderation.ModerationConfig` fields (None: the defaults), listed below |
-    | candidate_users | 320 | PolicySim-Rec-v0's lever: accepted, unused here |
-    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
-    | exposure_users | 300 | PolicySim-Exposure-v0's lever: accepted, unused here |
+    | candidate_users | None | PolicySim-Rec-v0's lever: accepted, unused here |
+    | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
+    | exposure_users | None | PolicySim-Exposure-v0's lever: accepted, unused here |
     | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
 
     ``moderation={...}`` fields: ``targets``, ``actions``, ``flagged_share``,
@@ -141,6 +151,8 @@ class ModerationEnv(PolicySimEnv):
     ## Version History
 
     * v0: initial version.
+    * v0, issue 20: the declared objective is the step reward (v0's ``moderation_reward``,
+      which differs from it by the round's harm on offer, with ``reward={"form": "paper"}``).
     """
 
     num_arm_features = len(MODERATION_FEATURES)
@@ -307,7 +319,9 @@ class ModerationEnv(PolicySimEnv):
             for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
                 n_actions[MODERATION_ACTIONS[int(i)]] = float(count)
         scored = mod.scored
+        objective = (float(averted.sum()) - cfg.visibility_weight * float(clean_lost.sum()) - penalty) / total
         extra = {
+            "objective": objective,
             "moderation_reward": float(step_reward),
             "misinformation_impression_share": mis_share,
             "toxic_impression_share": tox_share,
@@ -325,4 +339,5 @@ class ModerationEnv(PolicySimEnv):
 
     def step(self, action: Any):
         obs, _, terminated, truncated, info = super().step(action)
-        return obs, info["metrics"]["moderation_reward"], terminated, truncated, info
+        key = "moderation_reward" if self.config.reward.form == "paper" else "objective"
+        return obs, info["metrics"][key], terminated, truncated, info

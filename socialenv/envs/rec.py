@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.types import Behaviour
+from agent_models.types import Behaviour, FeedChannel
 from socialenv import kernels
 from socialenv.candidates import generate_candidates
 from socialenv.envs.base import PolicySimEnv
-from socialenv.simulation import RoundResult
+from socialenv.simulation import RoundResult, Stream
 
 _ENGAGEMENT_KEYS = {
     int(Behaviour.REPLY): "reply", int(Behaviour.RETWEET): "retweet",
@@ -24,30 +24,70 @@ REC_ARM_FEATURES: tuple[str, ...] = (
     "log_engagement", "post_age", "interest_similarity", "receiver_recent_toxicity",
     "post_flagged", "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
     "source_interest", "source_opposite", "source_popular", "source_fresh",
+    "receiver_reply_toxicity", "receiver_cross_civility", "norm_pad",
 )
+#: Columns of the kernel's features (the rest are appended by ``RecEnv._arm_contexts``).
+_KERNEL_FEATURES = REC_ARM_FEATURES.index("source_fresh") + 1
+#: Standard deviation of the platform's toxicity classifier on a reply (the observed
+#: reply-toxicity history), and the smoothing of that history.
+OBSERVED_TOXICITY_NOISE = 0.1
+OBSERVED_HISTORY_DECAY = 0.7
+#: Prior of the observed histories (pseudo-observations before a user's first reply).
+_PRIOR_REPLY_TOXICITY = 0.1
+_PRIOR_CROSS_REACTIONS = 2.0
+_PRIOR_CROSS_CIVILITY = 0.8
+#: Scales of the features that would otherwise exceed 1 in absolute value.
+_LOG_ENGAGEMENT_SCALE = float(np.log1p(1000.0))
+_REPLY_PROPENSITY_SCALE = float(np.log(250.0))
+
+
+def reaction_values(reward: Any, discrete: np.ndarray, react_user: np.ndarray, author: np.ndarray,
+                    kind: np.ndarray, toxicity: np.ndarray) -> dict[str, np.ndarray]:
+    """Per reaction: whether it is hostile (a dislike, a reply at or above
+    ``reward.hostile_toxicity``), whether it is civil and across opposite discrete stances
+    (``discrete`` at the start of the round), and its value to the objective: +1 for a
+    civil cross-stance reaction, −``hostile_weight`` for a hostile one,
+    −``reply_toxicity_weight`` × the toxicity of a reply."""
+    reply = kind == int(Behaviour.REPLY)
+    hostile = (kind == int(Behaviour.DISLIKE)) | (reply & (toxicity >= reward.hostile_toxicity))
+    cross = (discrete[react_user].astype(np.int16) * discrete[author]) == -1
+    civil_cross = cross & ~hostile
+    value = (civil_cross.astype(np.float64) - reward.hostile_weight * hostile
+             - reward.reply_toxicity_weight * np.where(reply, toxicity, 0.0))
+    return {"hostile": hostile, "civil_cross": civil_cross, "cross": cross, "value": value}
 
 
 class RecEnv(PolicySimEnv):
-    """The platform's recommender for a sampled user set, with the cross-viewpoint objective
-    (paper §2.2, objective 1, Eq. 9).
+    """The platform's recommender for a sampled share of the active users, with a declared
+    objective: dialogue across stances without toxicity (paper §2.2, objective 1).
 
     ## Description
 
-    Each round the env samples ``candidate_users`` users U among those active this round and,
+    Each round the env samples the policy's users U among those active this round:
+    ``lever_share`` of them (default 0.25; ``candidate_users`` fixes a number instead) and,
     for each, C candidate posts of the last ``recommender.window`` rounds from four sources
-    (``candidates``, default 3 nearest the user's interests, 4 of the opposite stance, 2
+    (``candidates``, default 2 nearest the user's interests, 3 of the opposite stance, 2
     popular, 1 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
     The policy *is* the recommender for U: its arms fill up to ``budget`` of each user's
     ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
-    the rest and serves every other user. ``info["metrics"]["policy_share"]`` is the share of
-    the round's impressions the policy chose (≈ 0.5 at the defaults: 320 users × 5 slots).
+    the rest and serves every other user (three quarters of the active users at the
+    default). ``info["metrics"]["policy_share"]`` is the share of the round's impressions
+    in slots the policy filled (≈ 0.13 at the defaults).
+
+    **Why a share of 0.25 and 8 candidates.** The lever means the same at 300, 1,000 and
+    30,000 users, and the observation has a fixed size: it holds room for the lever's
+    capacity, ``lever_share`` × (E + 3·√E) users, E the expected active users
+    (:meth:`~socialenv.envs.base.PolicySimEnv.lever_capacity`; unused rows are padding).
+    At the default 1,000 users E ≈ 324, the capacity is 95 users and K = 760 arms of
+    D = 117 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
+    rollout of observations within ≈ 1.5 GB.
 
     ## Action Space
 
-    K = candidate_users × C arms; arm k = (user k // C, candidate k % C). The form is chosen
-    by ``action_format``:
+    K = capacity × C arms; arm k = (user k // C, candidate k % C). The form is chosen by
+    ``action_format``:
 
-    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * (candidate_users · budget))``, arm
+    - ``"slate"`` (default): ``MultiDiscrete([K + 1] * (capacity · budget))``, arm
       indices. **No-op**: the value K (``env.unwrapped.no_op``) leaves a slot to the built-in
       recommender, so a slate of only K is Origin. A repeated index is applied once; a masked
       arm, or a user's arms beyond ``budget``, are not applied and score 0 (counted in
@@ -64,6 +104,8 @@ class RecEnv(PolicySimEnv):
     - ``"arms"``: (K, D) float32, D = 2d + d + len(:data:`REC_ARM_FEATURES`): the user's
       propagated context [profile ⊕ memory] (Eq. 7–8, 2d columns), the post embedding (d
       columns), then the features below (column 3d + idx). Padding arms are all zeros.
+      Every other arm has the same norm (``norm_pad`` tops it up), so a policy that scores
+      arms by their context's length, as an untrained LinUCB does, scores them alike.
     - ``"action_mask"``: (K,) int8, 0 for padding (fewer active users or candidates) and own
       posts.
     - ``"user_context"`` (N, 2d) and ``"stance"`` (N,) when ``observe_users=True``;
@@ -72,7 +114,8 @@ class RecEnv(PolicySimEnv):
       ``"response_reacted"`` (slate,) when ``observe_response=True``.
 
     The min and max are the ``Box`` bounds of each feature column (s: discrete stances
-    −1/0/+1; S: smoothed stances):
+    −1/0/+1; S: smoothed stances). The last three are what the platform has *observed*
+    of the receiver: what a real platform has to find civil pairs.
 
     | idx | feature | meaning | min | max |
     |---|---|---|---|---|
@@ -81,32 +124,62 @@ class RecEnv(PolicySimEnv):
     | 2 | stance_divergence | abs(s_u − s_v) / 2 | 0 | 1 |
     | 3 | cross_stance | [s_u · s_v = −1] | 0 | 1 |
     | 4 | post_toxicity | toxicity of the post | 0 | 1 |
-    | 5 | log_engagement | log(1 + likes + retweets + replies + dislikes) | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
-    | 6 | post_age | rounds since the post was written (history posts: round −1) | 0 | rounds + 1 |
+    | 5 | log_engagement | log(1 + likes + retweets + replies + dislikes) / log(1001) | 0 | log1p(4·(2³¹ − 1)) / log1p(1000) ≈ 3.311 |
+    | 6 | post_age | rounds since the post was written (history posts: round −1) / (rounds + 1) | 0 | 1 |
     | 7 | interest_similarity | cos(receiver embedding, post embedding) | -1 | 1 |
     | 8 | receiver_recent_toxicity | toxicity of the receiver's recent posts | 0 | 1 |
     | 9 | post_flagged | the platform classifier flagged the post as misinformation | 0 | 1 |
     | 10 | receiver_activity | the receiver's activity probability | 0 | 1 |
     | 11 | post_stance | stance s_p of the post | -1 | 1 |
     | 12 | agreement | S_v · s_p | -1 | 1 |
-    | 13 | receiver_reply_propensity | log(max(reply frequency, 0.001) / 0.25) | log(0.004) ≈ -5.521 | log(4) ≈ 1.386 |
+    | 13 | receiver_reply_propensity | log(max(reply frequency, 0.001) / 0.25) / log(250) | -1 | log(4) / log(250) ≈ 0.251 |
     | 14 | source_interest | candidate source one-hot: nearest the receiver's interests | 0 | 1 |
     | 15 | source_opposite | candidate source one-hot: the opposite stance | 0 | 1 |
     | 16 | source_popular | candidate source one-hot: popular | 0 | 1 |
     | 17 | source_fresh | candidate source one-hot: fresh | 0 | 1 |
+    | 18 | receiver_reply_toxicity | the receiver's observed reply toxicity: smoothed (0.7 old) scores of their replies by a noisy classifier (sd 0.1), prior 0.1 | 0 | 1 |
+    | 19 | receiver_cross_civility | civil share of the receiver's reactions to opposite-stance posts so far (prior: 0.8 over 2 reactions) | 0 | 1 |
+    | 20 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 5.741 |
 
     ## Rewards
 
-    The slate's arm rewards summed / slate length, each arm Eq. 9 aligned with the
-    cross-stance metric (``RewardConfig``):
+    **Objective** (``info["metrics"]["objective"]``, higher is better), per round over
+    every reaction on the platform:
+
+        objective = (civil cross-stance reactions − w_h·hostile reactions
+                     − w_t·Σ reply toxicity) / active users
+
+    with discrete stances at the start of the round; hostile = a dislike or a reply at or
+    above ``reward.hostile_toxicity``; w_h = ``reward.hostile_weight``, w_t =
+    ``reward.reply_toxicity_weight`` (1 and 1). It is a count per active user, not a ratio,
+    so suppressing other reactions cannot raise it; a neutral user's reaction to a camp
+    counts 0, here and in the reward. ``civil_cross_reactions_per_user`` and
+    ``hostile_reactions_per_user`` are its parts; the paper's ``cross_interaction_ratio``
+    stays beside it.
+
+    **Reward** (``reward.form="objective"``, the default). An applied arm's contribution Δ
+    = the value of its receiver's reactions to its post (the objective's terms) − the value
+    a built-in personalized slot earned this round (per impression, over the users the
+    policy did not govern: ``info["metrics"]["builtin_slot_value"]``), i.e. the change the
+    arm caused against the slot it displaced. ``info["arm_rewards"]`` = clip(0.5 + 0.5·Δ,
+    0, 1) (the bandits' [0, 1] scale; 0.5 = as good as the built-in slot). The step reward
+    is ΣΔ per governed user (the users sampled this round): scale-free across population
+    and lever sizes, 0 for Origin. ΣΔ is the change of the objective's numerator on the
+    policy's slots; not in it: effects beyond the slot (later rounds, and reactions of
+    others to the replies and retweets it caused).
+
+    **Paper form** (``reward={"form": "paper"}``, v0): Eq. 9 per arm,
 
         r = clip(w_s·|s_u − s_v|/2·[civil] + w_e·e(reaction)·[civil] − w_t·tox, 0, 1)
 
-    with discrete stances, from receiver v's reaction to the recommended post this round;
-    hostile reactions earn nothing. ``info`` holds ``arm_indices``, ``arm_applied``,
-    ``arm_rewards``, the platform ``metrics`` plus ``cross_interaction_ratio_recommended``
-    (cross-stance share of the reactions to the policy's posts) and
-    ``recommended_reaction_rate``.
+    step = Σ / slate length. Measured against the objective in ``benchmarks/zoo.py``
+    (BENCHMARKS.md "Policy zoo"): it pays neutral↔camp pairs half, which the metric does
+    not count, and divides by a slate length that includes padding.
+
+    ``info`` also holds ``arm_indices``, ``arm_applied``, ``arm_rewards``, the platform
+    ``metrics`` plus ``cross_interaction_ratio_recommended`` (cross-stance share of the
+    reactions to the policy's posts), ``recommended_reaction_rate`` and
+    ``governed_users``.
 
     ## Starting State
 
@@ -114,8 +187,9 @@ class RecEnv(PolicySimEnv):
     built-in ``scenario`` ("abortion" by default) is generated from it (population, follow
     graph, opinions, history posts of round −1); a saved scenario or a ``Scenario`` is used
     as is. Stances start at the discretized opinions, memory embeddings at the profile
-    embeddings, every user's exposure at 1; the classifier has scored the history posts and
-    no post has been recommended. The first observation holds round 0's arms.
+    embeddings, every user's exposure at 1, the observed histories at their priors; the
+    classifier has scored the history posts and no post has been recommended. The first
+    observation holds round 0's arms.
 
     ## Episode End
 
@@ -132,30 +206,41 @@ class RecEnv(PolicySimEnv):
     |---|---|---|
     | scenario | "abortion" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
     | budget | 5 | recommended slots the policy fills per sampled user (at most ``recommender.personalized``) |
-    | candidate_users | 320 | users per round (among the active) the policy recommends to |
-    | candidates | {"interest": 3, "opposite": 4, "popular": 2, "fresh": 1} | candidate posts per source for each sampled user |
-    | exposure_users | 300 | PolicySim-Exposure-v0's lever: accepted, unused here |
+    | candidate_users | None | a fixed number of users per round instead of ``lever_share`` of the active |
+    | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | candidate posts per source for each sampled user |
+    | exposure_users | None | PolicySim-Exposure-v0's lever: accepted, unused here |
     | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
     | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
 
     ## Version History
 
     * v0: initial version (the paper's recommendation setting, §2.2 objective 1).
+    * v0, issue 20 (the id is kept; the package is pre-release): the declared objective
+      and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
+      lever is ``lever_share`` = 0.25 of the active users (was 320 users ≈ 99% of the
+      active at 1,000 users); 8 candidates per user (was 10); scaled features 5, 6, 13 and
+      the new features 18–20. Numbers published before this change used the v0 settings.
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        # engagement counters are int32 (4 of them); a post is at most rounds + 1 old
-        # (history posts count as round -1); reply frequency lies in [0, 1]
+        # engagement counters are int32 (4 of them); post age and reply propensity are scaled
+        # to at most 1 in absolute value; the norm pad tops every context up to one norm
         bounds = {name: (0.0, 1.0) for name in REC_ARM_FEATURES}
         bounds.update({name: (-1.0, 1.0) for name in (
             "receiver_stance", "author_stance", "interest_similarity", "post_stance", "agreement")})
-        bounds["log_engagement"] = (0.0, float(np.log1p(4.0 * np.iinfo(np.int32).max)))
-        bounds["post_age"] = (0.0, float(self.config.rounds + 1))
-        bounds["receiver_reply_propensity"] = (float(np.log(1e-3 / 0.25)), float(np.log(4.0)))
-        low, high = zip(*(bounds[name] for name in REC_ARM_FEATURES), strict=True)
-        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+        bounds["log_engagement"] = (0.0, float(np.log1p(4.0 * np.iinfo(np.int32).max) / _LOG_ENGAGEMENT_SCALE))
+        bounds["receiver_reply_propensity"] = (-1.0, float(np.log(4.0) / _REPLY_PROPENSITY_SCALE))
+        bounds["norm_pad"] = (0.0, 1.0)
+        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in REC_ARM_FEATURES), strict=True))
+        pad = REC_ARM_FEATURES.index("norm_pad")
+        others = np.maximum(low ** 2, high ** 2)
+        others[pad] = 0.0
+        # unit-norm embeddings and their graph averages: 2 user blocks + 1 post block
+        self._context_norm = float(np.sqrt(3.0 + others.sum()))
+        high[pad] = self._context_norm
+        return low, high
 
     def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
         """Whether each applied arm's receiver reacted to the injected post this round."""
@@ -165,7 +250,8 @@ class RecEnv(PolicySimEnv):
         return np.isin(arm_key, out.react_user * n_posts + out.react_post)
 
     def _num_arms(self) -> int:
-        return self.config.candidate_users * self._arms_per_user()
+        self._capacity = self.lever_capacity(self.config.candidate_users)
+        return self._capacity * self._arms_per_user()
 
     def _arms_per_user(self) -> int:
         return sum(self.config.candidates.values())
@@ -184,10 +270,10 @@ class RecEnv(PolicySimEnv):
 
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         sim, cfg = self.sim, self.config
-        u_count, c_count = cfg.candidate_users, self._arms_per_user()
+        u_count, c_count = self._capacity, self._arms_per_user()
         active = sim.active
         users = np.full(u_count, -1, np.int64)
-        take = min(u_count, len(active))
+        take = self.lever_take(len(active), len(active), cfg.candidate_users)
         if take:
             users[:take] = np.sort(rng.choice(active, size=take, replace=False))
         candidates = generate_candidates(
@@ -210,7 +296,7 @@ class RecEnv(PolicySimEnv):
         p, people = sim.posts, sim.users
         width, d = user_rows.shape[1], p.latent.shape[1]
         column = width + d
-        context = np.empty((len(user), column + len(REC_ARM_FEATURES)), np.float32)
+        context = np.empty((len(user), column + _KERNEL_FEATURES), np.float32)
         kernels.rec_arm_columns(
             context, user_rows, arm_row, p.latent, user, post,
             (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity),
@@ -221,12 +307,69 @@ class RecEnv(PolicySimEnv):
         # reproduce bit for bit
         engagement = context[:, column + REC_ARM_FEATURES.index("log_engagement")]
         np.log1p(engagement, out=engagement)
+        engagement /= _LOG_ENGAGEMENT_SCALE
+        context[:, column + REC_ARM_FEATURES.index("post_age")] /= self.config.rounds + 1
         np.einsum("kd,kd->k", people.latent.take(user, axis=0), context[:, width:column],
                   out=context[:, column + REC_ARM_FEATURES.index("interest_similarity")])
         context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = np.log(
-            np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25)
+            np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25) / _REPLY_PROPENSITY_SCALE
+        history = self._observed_history()
+        context = np.concatenate([
+            context, history["reply_toxicity"][user][:, None], history["cross_civility"][user][:, None],
+            np.zeros((len(user), 1), np.float32)], axis=1)
+        squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
+        context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))
         context[~arms["mask"]] = 0.0
         return context
+
+    # ------------------------------------------------------------------ observed history
+    def _observed_history(self) -> dict[str, np.ndarray]:
+        """What the platform has observed of each user's replies and reactions so far: the
+        smoothed toxicity of their replies as its classifier scores them (noise
+        ``OBSERVED_TOXICITY_NOISE``), and the civil share of their reactions to posts of
+        the opposite discrete stance (both start at a prior)."""
+        n = self._num_users()
+        if getattr(self, "_history", None) is None or len(self._history["reply_toxicity"]) != n:
+            self._history = {
+                "reply_toxicity": np.full(n, _PRIOR_REPLY_TOXICITY, np.float32),
+                "cross_civil": np.full(n, _PRIOR_CROSS_REACTIONS * _PRIOR_CROSS_CIVILITY, np.float64),
+                "cross_total": np.full(n, _PRIOR_CROSS_REACTIONS, np.float64),
+            }
+        h = self._history
+        return {"reply_toxicity": h["reply_toxicity"],
+                "cross_civility": (h["cross_civil"] / h["cross_total"]).astype(np.float32)}
+
+    def _observe_round(self, result: RoundResult, values: dict[str, np.ndarray]) -> None:
+        """Update the observed history with the round's reactions."""
+        self._observed_history()
+        h, out = self._history, result.output
+        reply = out.react_kind == int(Behaviour.REPLY)
+        if reply.any():
+            rng = self.sim.rng(result.round, Stream.OBSERVED)
+            seen = np.clip(out.react_toxicity[reply] + rng.normal(0.0, OBSERVED_TOXICITY_NOISE, int(reply.sum())),
+                           0.0, 1.0)
+            who = out.react_user[reply]
+            total = np.bincount(who, weights=seen, minlength=len(h["reply_toxicity"]))
+            count = np.bincount(who, minlength=len(h["reply_toxicity"]))
+            wrote = count > 0
+            h["reply_toxicity"][wrote] = (OBSERVED_HISTORY_DECAY * h["reply_toxicity"][wrote]
+                                          + (1 - OBSERVED_HISTORY_DECAY) * total[wrote] / count[wrote])
+        cross = values["cross"]
+        n = len(h["cross_total"])
+        h["cross_total"] += np.bincount(out.react_user[cross], minlength=n)
+        h["cross_civil"] += np.bincount(out.react_user[cross & ~values["hostile"]], minlength=n)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._history = None
+        return super().reset(seed=seed, options=options)
+
+    def _env_state(self) -> dict[str, Any]:
+        self._observed_history()
+        return {**super()._env_state(), "history": {k: v.copy() for k, v in self._history.items()}}
+
+    def _load_env_state(self, state: dict[str, Any]) -> None:
+        super()._load_env_state(state)
+        self._history = {k: v.copy() for k, v in state["history"].items()}
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         arms = self._arms
@@ -235,6 +378,60 @@ class RecEnv(PolicySimEnv):
         return chosen, (user, post)
 
     def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+        cfg = self.config.reward
+        out = result.output
+        values = reaction_values(cfg, result.discrete_before, out.react_user,
+                                 self.sim.posts.author[out.react_post], out.react_kind, out.react_toxicity)
+        self._observe_round(result, values)
+        active = max(len(result.active), 1)
+        metrics = {
+            "objective": float(values["value"].sum() / active),
+            "civil_cross_reactions_per_user": float(values["civil_cross"].sum() / active),
+            "hostile_reactions_per_user": float(values["hostile"].sum() / active),
+        }
+        if cfg.form == "paper":
+            reward, extra = self._paper_arm_rewards(applied, result)
+        else:
+            reward, extra = self._objective_arm_rewards(applied, result, values)
+        return reward, {**extra, **metrics}
+
+    def _objective_arm_rewards(self, applied: np.ndarray, result: RoundResult,
+                               values: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        """Each applied arm's contribution to the objective (the value of its receiver's
+        reactions to its post) minus what a built-in personalized slot earned this round
+        (per impression, over the users the policy did not govern)."""
+        arms, out, sim = self._arms, result.output, self.sim
+        n_posts = len(sim.posts)
+        react_key = out.react_user * n_posts + out.react_post
+        arm_key = arms["user"][applied] * n_posts + arms["post"][applied]
+        distinct, arm_of = np.unique(arm_key, return_inverse=True)
+        position = np.searchsorted(distinct, react_key)
+        hit = (position < len(distinct)) & (distinct[np.minimum(position, max(len(distinct) - 1, 0))]
+                                            == react_key) if len(distinct) else np.zeros(len(react_key), bool)
+        per_key = np.bincount(position[hit], weights=values["value"][hit], minlength=len(distinct))
+        contribution = per_key[arm_of.reshape(-1)] if len(applied) else np.zeros(0)
+        governed = np.unique(arms["user"][arms["mask"]])
+        rows = ~np.isin(result.active, governed)
+        feed, channel = result.feed[rows], result.feed_channel[rows]
+        builtin = (feed >= 0) & (channel == int(FeedChannel.PERSONALIZED))
+        slot_key = np.broadcast_to(result.active[rows][:, None], feed.shape)[builtin] * n_posts + feed[builtin]
+        baseline = (float(values["value"][kernels.isin(react_key, slot_key)].sum() / len(slot_key))
+                    if len(slot_key) else 0.0)
+        change = contribution - baseline
+        self._objective_step = float(change.sum() / max(len(governed), 1))
+        reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
+        injected = kernels.isin(react_key, arm_key)
+        reacted = kernels.isin(arm_key, react_key)
+        extra = {
+            "cross_interaction_ratio_recommended": float(values["cross"][injected].mean()) if injected.any() else 0.0,
+            "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
+            "builtin_slot_value": baseline,
+            "governed_users": float(len(governed)),
+        }
+        return reward, extra
+
+    def _paper_arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+        """``reward.form="paper"``: Eq. 9 per arm, in [0, 1]."""
         cfg = self.config.reward
         arms = self._arms
         out = result.output
@@ -281,6 +478,14 @@ class RecEnv(PolicySimEnv):
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
         }
         return reward, extra
+
+    def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
+        """Objective form: the applied arms' rewards summed per governed user (the users
+        sampled this round), so the scale does not depend on the population or lever size.
+        Paper form: summed / ``slate_size`` (v0)."""
+        if self.config.reward.form == "paper":
+            return super()._step_reward(slot_rewards, applied)
+        return self._objective_step
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:

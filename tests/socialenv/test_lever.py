@@ -296,7 +296,7 @@ def test_parallel_env_with_scores_needs_the_platform_agent() -> None:
     with pytest.raises(ValueError, match="must act every step"):
         env.step({})
     _, rewards, _, _, infos = env.step({"platform": np.zeros(env.base.num_arms, np.float32)})
-    assert infos["platform"]["arm_applied"].any() and 0.0 <= rewards["platform"] <= 1.0
+    assert infos["platform"]["arm_applied"].any() and np.isfinite(rewards["platform"])
 
 
 @pytest.mark.parametrize("env_id", LEVER_ENV_IDS)

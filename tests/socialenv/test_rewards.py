@@ -1,4 +1,5 @@
-"""Eq. 9 and the exposure reward, checked against hand-computed values with a scripted brain."""
+"""The paper-form rewards (Eq. 9, Eq. 10, ``reward={"form": "paper"}``), checked against
+hand-computed values with a scripted brain (the objective form: tests/socialenv/test_objective.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _eq9(kind: Behaviour | None, tox: float, d_author: int, d_receiver: int, sho
 )
 def test_cross_viewpoint_reward_is_eq9(kind: Behaviour | None, tox: float, needs_reaction: bool) -> None:
     env = RecEnv(num_users=150, users=ScriptedBrain(kind, tox), candidate_users=30, budget=1,
-                 reward={"divergence_needs_reaction": needs_reaction})
+                 reward={"divergence_needs_reaction": needs_reaction, "form": "paper"})
     obs, _ = env.reset(seed=0)
     discrete = env.sim.users.discrete_stance.copy()
     allowed = np.flatnonzero(obs["action_mask"])
@@ -127,7 +128,7 @@ def _effect_rewards(env: ExposureEnv, w_v: float = 0.3) -> dict[int, float]:
 
 
 def test_exposure_step_reward_for_origin_is_the_harm_let_through() -> None:
-    env = ExposureEnv(num_users=300, users=MisinformingBrain(), exposure_users=20)
+    env = ExposureEnv(num_users=300, users=MisinformingBrain(), exposure_users=20, reward={"form": "paper"})
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.full(env.slate_size, env.no_op))
     result = env._last_result
@@ -141,7 +142,8 @@ def test_exposure_step_reward_for_origin_is_the_harm_let_through() -> None:
 def test_exposure_effect_reward_rewards_removing_misinformation() -> None:
     def make() -> ExposureEnv:
         return ExposureEnv(num_users=300, users=ScriptedBrain(None), exposure_levels=(0.0, 1.0),
-                           exposure_users=40, classifier={"recall": 1.0, "false_positive_rate": 0.0})
+                           exposure_users=40, classifier={"recall": 1.0, "false_positive_rate": 0.0},
+                           reward={"form": "paper"})
 
     env = make()
     env.reset(seed=0)
@@ -189,7 +191,8 @@ class TwoReactionsBrain(ScriptedBrain):
 
 
 def test_a_hostile_reaction_voids_a_civil_one_on_the_same_arm() -> None:
-    env = RecEnv(num_users=150, users=TwoReactionsBrain(None), candidate_users=30, budget=1)
+    env = RecEnv(num_users=150, users=TwoReactionsBrain(None), candidate_users=30, budget=1,
+                 reward={"form": "paper"})
     obs, _ = env.reset(seed=0)
     discrete = env.sim.users.discrete_stance
     allowed = np.flatnonzero(obs["action_mask"])
