@@ -159,7 +159,7 @@ class RewardConfig:
       −``hostile_weight`` for a hostile one (a dislike, a reply at or above
       ``hostile_toxicity``), −``reply_toxicity_weight`` × the toxicity of a reply.
     - Exposure: a clean impression removed costs ``clean_removal_cost`` (in users newly
-      misinformed: 0.004 = 250 removed clean impressions weigh as much as one user misled).
+      misinformed: 0.002 = 500 removed clean impressions weigh as much as one user misled).
     """
 
     stance_weight: float = 1.0
@@ -173,7 +173,7 @@ class RewardConfig:
     form: str = "objective"
     hostile_weight: float = 1.0
     reply_toxicity_weight: float = 1.0
-    clean_removal_cost: float = 0.004
+    clean_removal_cost: float = 0.002
 
     def __post_init__(self) -> None:
         check_fields(self, "reward.", REWARD_LIMITS)

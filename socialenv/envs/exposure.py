@@ -86,7 +86,7 @@ class ExposureEnv(PolicySimEnv):
         objective = (users who recovered − users newly misinformed
                      − c·clean impressions removed) / active users
 
-    c = ``reward.clean_removal_cost`` (0.004: 250 clean impressions removed weigh as much
+    c = ``reward.clean_removal_cost`` (0.002: 500 clean impressions removed weigh as much
     as one user misled). Silencing costs, so "mute everyone" is not free; summed over an
     episode the misinformation part is the change of the misinformed share, so the
     objective orders policies as the final ``misinformation_ratio`` does, less the cost of
@@ -100,11 +100,13 @@ class ExposureEnv(PolicySimEnv):
     impression (removed or not) in the feed of a receiver not yet misinformed; Δ_i = 0 at
     level 1 (nothing removed). A chosen arm earns its user's Δ_i per impression of theirs,
     on the bandits' scale: ``info["arm_rewards"]`` = clip(0.5 + 0.5·(Δ_i / n_i) / (q̂ + c),
-    0, 1) (0.5 = no effect). The step reward is ΣΔ_i over every author, per governed user
-    (the users sampled this round): it credits every level for each round it is in force,
-    is 0 for Origin and comparable across population and lever sizes. ΣΔ_i estimates the
-    change of the objective's numerator that the levels in force caused (q̂ is an average:
-    complex contagion makes the marginal effect of one impression vary).
+    0, 1) (0.5 = no effect). ΣΔ_i estimates the change of the objective's numerator that
+    the levels in force caused, but only roughly: q̂ is an average, and complex contagion
+    makes the effect of one impression depend on what else the receiver saw, so ΣΔ_i
+    over-credits indiscriminate removal (measured in ``benchmarks/zoo.py``). The step
+    reward is therefore the objective itself (per active user: scale-free across
+    population and lever sizes): levels are in force for the rest of the episode, and an
+    RL agent is paid for the whole platform, not for the arms of this round.
 
     **Paper form** (``reward={"form": "paper"}``, v0): per governed user i,
     ``reward.misinformation_mode`` "effect": r_i = clip(0.5 + 0.5·(removed_at_risk −
@@ -240,7 +242,6 @@ class ExposureEnv(PolicySimEnv):
         return context
 
     def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
-        self._round_governed = len(np.unique(self._arms["user"][self._arms["mask"]]))
         user = self._arms["user"][chosen]
         self.sim.users.exposure[user] = self._arms["level"][chosen]
         self._governed[user] = True
@@ -330,7 +331,7 @@ class ExposureEnv(PolicySimEnv):
             per_impression = change_of[applied_users] / np.maximum(impressions[applied_users], 1)
             scale = objective["misinformation_uptake"] + self.config.reward.clean_removal_cost
             rewards = np.clip(0.5 + 0.5 * per_impression / scale, 0.0, 1.0).astype(np.float32)
-            self._platform_reward = float(change.sum()) / max(self._round_governed, 1)
+            self._platform_reward = objective["objective"]
         new_posts = slice(sim.round_start[-2], sim.round_start[-1])
         mis, flag = sim.posts.misinfo[new_posts], sim.posts.flagged[new_posts]
         extra = {

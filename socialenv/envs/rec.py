@@ -24,7 +24,8 @@ REC_ARM_FEATURES: tuple[str, ...] = (
     "log_engagement", "post_age", "interest_similarity", "receiver_recent_toxicity",
     "post_flagged", "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
     "source_interest", "source_opposite", "source_popular", "source_fresh",
-    "receiver_reply_toxicity", "receiver_cross_civility", "norm_pad",
+    "receiver_reply_toxicity", "receiver_cross_civility", "cross_x_reply_toxicity",
+    "cross_x_cross_civility", "norm_pad",
 )
 #: Columns of the kernel's features (the rest are appended by ``RecEnv._arm_contexts``).
 _KERNEL_FEATURES = REC_ARM_FEATURES.index("source_fresh") + 1
@@ -79,7 +80,7 @@ class RecEnv(PolicySimEnv):
     capacity, ``lever_share`` × (E + 3·√E) users, E the expected active users
     (:meth:`~socialenv.envs.base.PolicySimEnv.lever_capacity`; unused rows are padding).
     At the default 1,000 users E ≈ 324, the capacity is 95 users and K = 760 arms of
-    D = 117 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
+    D = 119 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
     rollout of observations within ≈ 1.5 GB.
 
     ## Action Space
@@ -114,8 +115,9 @@ class RecEnv(PolicySimEnv):
       ``"response_reacted"`` (slate,) when ``observe_response=True``.
 
     The min and max are the ``Box`` bounds of each feature column (s: discrete stances
-    −1/0/+1; S: smoothed stances). The last three are what the platform has *observed*
-    of the receiver: what a real platform has to find civil pairs.
+    −1/0/+1; S: smoothed stances). Features 18–21 are what the platform has *observed* of
+    the receiver (and their products with ``cross_stance``, so that a linear policy can use
+    them on cross-stance pairs): what a real platform has to find civil pairs.
 
     | idx | feature | meaning | min | max |
     |---|---|---|---|---|
@@ -139,7 +141,9 @@ class RecEnv(PolicySimEnv):
     | 17 | source_fresh | candidate source one-hot: fresh | 0 | 1 |
     | 18 | receiver_reply_toxicity | the receiver's observed reply toxicity: smoothed (0.7 old) scores of their replies by a noisy classifier (sd 0.1), prior 0.1 | 0 | 1 |
     | 19 | receiver_cross_civility | civil share of the receiver's reactions to opposite-stance posts so far (prior: 0.8 over 2 reactions) | 0 | 1 |
-    | 20 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 5.741 |
+    | 20 | cross_x_reply_toxicity | cross_stance · receiver_reply_toxicity | 0 | 1 |
+    | 21 | cross_x_cross_civility | cross_stance · receiver_cross_civility | 0 | 1 |
+    | 22 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 5.913 |
 
     ## Rewards
 
@@ -219,7 +223,7 @@ class RecEnv(PolicySimEnv):
       and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
       lever is ``lever_share`` = 0.25 of the active users (was 320 users ≈ 99% of the
       active at 1,000 users); 8 candidates per user (was 10); scaled features 5, 6, 13 and
-      the new features 18–20. Numbers published before this change used the v0 settings.
+      the new features 18–22. Numbers published before this change used the v0 settings.
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
@@ -314,9 +318,11 @@ class RecEnv(PolicySimEnv):
         context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = np.log(
             np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25) / _REPLY_PROPENSITY_SCALE
         history = self._observed_history()
+        cross = context[:, column + REC_ARM_FEATURES.index("cross_stance")]
+        reply_toxicity, civility = history["reply_toxicity"][user], history["cross_civility"][user]
         context = np.concatenate([
-            context, history["reply_toxicity"][user][:, None], history["cross_civility"][user][:, None],
-            np.zeros((len(user), 1), np.float32)], axis=1)
+            context, np.stack([reply_toxicity, civility, cross * reply_toxicity, cross * civility,
+                               np.zeros(len(user), np.float32)], axis=1)], axis=1)
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
         context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))
         context[~arms["mask"]] = 0.0

@@ -1,0 +1,231 @@
+"""Policy zoo: does the reward rank policies as the declared objective does?
+
+    python benchmarks/zoo.py                                  # 1,000 users, 10 rounds, seeds 0-4
+    python benchmarks/zoo.py --reward-form paper              # the same zoo, v0's Eq. 9 / Eq. 10
+    python benchmarks/zoo.py --grid --seeds 3                 # 300/1,000/3,000 users × 3 lever shares
+    python benchmarks/zoo.py --out benchmarks/results/zoo     # publish
+
+Twelve policies per env play the same seeds (same population, same random streams): Origin,
+random, ε-greedy, LinUCB, LinTS, EE-Net, NeuralUCB, a hidden-state oracle of the objective
+and one-line rules (Rec: always opposite stance, always most popular, always agreeing, MMR;
+Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it reports
+
+- the Spearman rank correlation, over the policies' means, of the mean step reward with the
+  objective (``info["metrics"]["objective"]``, averaged over rounds) and with the audit
+  metric (Rec: civil cross-stance reactions per active user; Exposure: the final
+  misinformation ratio, negated so that higher is better);
+- every *inverted pair*: one policy with more reward but less objective (or audit metric),
+  both paired 95% CIs excluding zero;
+- the best learner against the best rule on the objective (paired), the oracle's headroom
+  over Origin and the share of it the best learner reaches, learners vs Origin on the
+  civil cross-stance reactions and on toxicity (Rec), and the round-0 reward of the
+  untrained LinUCB against random (paired).
+
+``--grid`` plays Origin, random, LinUCB and the oracle at 300, 1,000 and 3,000 users and
+lever shares 0.1, 0.25 and 0.5 and reports each one's paired Δ objective vs Origin and
+LinUCB − random. Writes ``zoo.json`` (or ``zoo_grid.json``) to ``--out`` (default
+``runs/benchmarks``, untracked) with the CPU seconds it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ZOO: dict[str, dict[str, Any]] = {
+    "PolicySim-Rec-v0": {
+        "learners": ("egreedy", "linucb", "lints", "eenet", "neural_ucb"),
+        "oracle": "oracle_objective",
+        "rules": ("opposite", "popularity", "agreeing", "mmr"),
+        "audit": ("civil_cross_reactions_per_user", 1.0),
+    },
+    "PolicySim-Exposure-v0": {
+        "learners": ("egreedy", "linucb", "lints", "eenet", "neural_ucb"),
+        "oracle": "oracle_mute",
+        "rules": ("mute_all", "let_all", "half_all", "suppress_flagged"),
+        "audit": ("misinformation_ratio", -1.0),
+    },
+}
+ALIASES = {"mute_all": "fixed_level", "let_all": "fixed_level", "half_all": "fixed_level"}
+RULE_KWARGS = {"mute_all": {"level": 0.0}, "let_all": {"level": 1.0}, "half_all": {"level": 0.5}}
+GRID_USERS = (300, 1000, 3000)
+GRID_SHARES = (0.1, 0.25, 0.5)
+
+
+def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[str, Any]
+         ) -> dict[str, list[dict[str, float]]]:
+    """policy -> per seed: mean reward, objective and audit metric over the episode, final
+    misinformation, round-0 reward (the episode seed is ``seed * 1000``, the runner's)."""
+    import gymnasium as gym
+
+    import socialenv  # noqa: F401
+    from baselines.compare import build_policy
+    from socialenv.episodes import play_episode
+
+    out: dict[str, list[dict[str, float]]] = {}
+    for name in policies:
+        out[name] = []
+        for seed in seeds:
+            env = gym.make(env_id, **env_kwargs)
+            policy = build_policy(ALIASES.get(name, name), env, seed, **RULE_KWARGS.get(name, {}))
+            rows = play_episode(env, policy, seed * 1000)
+            env.close()
+            mean = {key: float(np.mean([r[key] for r in rows])) for key in (
+                "reward", "objective", "civil_cross_reactions_per_user", "cross_interaction_ratio",
+                "toxicity", "engagement", "policy_share", "exposure_removed") if key in rows[0]}
+            mean["misinformation_ratio"] = float(rows[-1]["misinformation_ratio"])
+            mean["reward_round0"] = float(rows[0]["reward"])
+            out[name].append(mean)
+    return out
+
+
+def ci(values: np.ndarray) -> dict[str, float]:
+    from baselines.compare import mean_ci95
+
+    return mean_ci95(list(values))
+
+
+def diff(results: dict[str, list[dict[str, float]]], a: str, b: str, key: str, sign: float = 1.0
+         ) -> dict[str, float]:
+    """Paired a − b of ``key`` (× ``sign``): mean and 95% CI half-width over seeds."""
+    return ci(np.array([sign * (x[key] - y[key]) for x, y in zip(results[a], results[b], strict=True)]))
+
+
+def excludes_zero(cell: dict[str, float]) -> bool:
+    return cell["ci95"] is not None and abs(cell["mean"]) > cell["ci95"]
+
+
+def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    from scipy import stats
+
+    spec = ZOO[env_id]
+    audit, sign = spec["audit"]
+    names = list(results)
+    means = {n: {k: float(np.mean([r[k] for r in results[n]])) for k in results[n][0]} for n in names}
+    report: dict[str, Any] = {"means": means}
+    for target, tsign in (("objective", 1.0), (audit, sign)):
+        reward = [means[n]["reward"] for n in names]
+        value = [tsign * means[n][target] for n in names]
+        inverted = []
+        for a, b in combinations(names, 2):
+            d_reward = diff(results, a, b, "reward")
+            d_target = diff(results, a, b, target, tsign)
+            if (excludes_zero(d_reward) and excludes_zero(d_target)
+                    and np.sign(d_reward["mean"]) != np.sign(d_target["mean"])):
+                inverted.append({"pair": [a, b], "reward": d_reward, target: d_target})
+        report[f"vs_{target}"] = {
+            "spearman": float(stats.spearmanr(reward, value).statistic),
+            "inverted_pairs": inverted,
+        }
+    learners = [p for p in spec["learners"] if p in results]
+    rules = [p for p in spec["rules"] if p in results]
+    best_learner = max(learners, key=lambda p: means[p]["objective"])
+    best_rule = max(rules, key=lambda p: means[p]["objective"])
+    oracle = spec["oracle"]
+    headroom = diff(results, oracle, "origin", "objective")
+    reached = diff(results, best_learner, "origin", "objective")
+    report["best_learner_vs_best_rule"] = {
+        "learner": best_learner, "rule": best_rule,
+        "objective": diff(results, best_learner, best_rule, "objective")}
+    report["headroom"] = {"oracle": oracle, "oracle_vs_origin": headroom, "best_learner": best_learner,
+                          "best_learner_vs_origin": reached,
+                          "share_reached": reached["mean"] / headroom["mean"] if headroom["mean"] else None}
+    report["learners_vs_origin"] = {
+        p: {k: diff(results, p, "origin", k) for k in ("objective", "civil_cross_reactions_per_user",
+                                                       "cross_interaction_ratio", "toxicity", "misinformation_ratio")
+            if k in results[p][0]}
+        for p in [*learners, oracle]}
+    report["untrained_linucb_round0_vs_random"] = diff(results, "linucb", "random", "reward_round0")
+    return report
+
+
+def grid(env_id: str, seeds: list[int], rounds: int, form: str) -> list[dict[str, Any]]:
+    rows = []
+    oracle = ZOO[env_id]["oracle"]
+    for users in GRID_USERS:
+        for share in GRID_SHARES:
+            kwargs = {"num_users": users, "rounds": rounds, "lever_share": share, "reward": {"form": form}}
+            start = time.process_time()
+            res = play(env_id, ["origin", "random", "linucb", oracle], seeds, kwargs)
+            row = {"users": users, "lever_share": share,
+                   "policy_share": float(np.mean([r["policy_share"] for r in res[oracle]])),
+                   "oracle_vs_origin": diff(res, oracle, "origin", "objective"),
+                   "linucb_vs_origin": diff(res, "linucb", "origin", "objective"),
+                   "random_vs_origin": diff(res, "random", "origin", "objective"),
+                   "linucb_vs_random": diff(res, "linucb", "random", "objective"),
+                   "cpu_seconds": time.process_time() - start}
+            rows.append(row)
+            print(f"{env_id} {users} users share {share}: policy share {row['policy_share']:.2f}, "
+                  f"oracle {fmt(row['oracle_vs_origin'])}, linucb {fmt(row['linucb_vs_origin'])}, "
+                  f"linucb-random {fmt(row['linucb_vs_random'])}", flush=True)
+    return rows
+
+
+def fmt(cell: dict[str, float]) -> str:
+    if cell["ci95"] is None:
+        return f"{cell['mean']:+.4f}"
+    return f"{cell['mean']:+.4f} ± {cell['ci95']:.4f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--reward-form", choices=("objective", "paper"), default="objective")
+    parser.add_argument("--envs", nargs="+", default=list(ZOO), choices=list(ZOO))
+    parser.add_argument("--grid", action="store_true", help="sizes × lever shares instead of the zoo")
+    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    args = parser.parse_args()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    start = time.process_time()
+    report: dict[str, Any] = {"config": {"seeds": seeds, "users": args.users, "rounds": args.rounds,
+                                         "reward_form": args.reward_form, "grid": args.grid}}
+    for env_id in args.envs:
+        if args.grid:
+            report[env_id] = grid(env_id, seeds, args.rounds, args.reward_form)
+            continue
+        spec = ZOO[env_id]
+        policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
+        kwargs = {"num_users": args.users, "rounds": args.rounds, "reward": {"form": args.reward_form}}
+        results = play(env_id, policies, seeds, kwargs)
+        a = analyse(env_id, results)
+        report[env_id] = {"per_seed": results, **a}
+        audit = spec["audit"][0]
+        print(f"\n{env_id} ({args.reward_form} reward), {len(seeds)} seeds")
+        print(f"{'policy':18s} {'reward':>9s} {'objective':>10s} {audit[:24]:>24s} {'toxicity':>9s} "
+              f"{'cross ratio':>11s} {'policy share':>12s}")
+        for name in policies:
+            m = a["means"][name]
+            print(f"{name:18s} {m['reward']:+9.4f} {m['objective']:+10.4f} {m[audit]:24.4f} "
+                  f"{m['toxicity']:9.4f} {m['cross_interaction_ratio']:11.4f} {m['policy_share']:12.3f}")
+        for target in ("objective", audit):
+            v = a[f"vs_{target}"]
+            print(f"reward vs {target}: Spearman {v['spearman']:.3f}, inverted pairs "
+                  f"{[p['pair'] for p in v['inverted_pairs']]}")
+        b = a["best_learner_vs_best_rule"]
+        print(f"best learner {b['learner']} − best rule {b['rule']} on the objective: {fmt(b['objective'])}")
+        h = a["headroom"]
+        print(f"headroom: {h['oracle']} − origin {fmt(h['oracle_vs_origin'])}; {h['best_learner']} − origin "
+              f"{fmt(h['best_learner_vs_origin'])} ({h['share_reached']:.2f} of it)")
+        for p, cells in a["learners_vs_origin"].items():
+            print(f"  {p} − origin: " + ", ".join(f"{k} {fmt(c)}" for k, c in cells.items()))
+        print(f"untrained LinUCB − random, round-0 reward: {fmt(a['untrained_linucb_round0_vs_random'])}")
+    report["cpu_seconds"] = time.process_time() - start
+    report["load_average"] = os.getloadavg()
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / ("zoo_grid.json" if args.grid else f"zoo{'' if args.reward_form == 'objective' else '_paper'}.json")
+    path.write_text(json.dumps(report, indent=1))
+    print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")
+
+
+if __name__ == "__main__":
+    main()
