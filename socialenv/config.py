@@ -304,10 +304,10 @@ class EnvConfig:
                "and a positive sum", mix)
         object.__setattr__(self, "candidates", {k: int(v) for k, v in mix.items()})
         _check(self.candidate_users is None or self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS,
-               "candidate_users", f"None or candidate_users × candidate posts per user <= {MAX_ARMS} arms",
+               "candidate_users", f"candidate_users × candidate posts per user <= {MAX_ARMS} arms (or None)",
                self.candidate_users)
         _check(self.exposure_users is None or self.exposure_users * len(self.exposure_levels) <= MAX_ARMS,
-               "exposure_users", f"None or exposure_users × len(exposure_levels) <= {MAX_ARMS} arms",
+               "exposure_users", f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms (or None)",
                self.exposure_users)
         _check(0 < self.lever_share <= 1, "lever_share", "a share of the active users in (0, 1]",
                self.lever_share)

@@ -13,7 +13,9 @@ import numpy as np
 #: happens during a round. Every other metric is a state, summarized by its last-round value.
 FLOW_METRICS = frozenset({
     "reward", "toxicity", "cross_interaction_ratio", "cross_interaction_ratio_recommended",
-    "engagement", "exposure_removed", "recommended_reaction_rate",
+    "engagement", "exposure_removed", "recommended_reaction_rate", "objective",
+    "civil_cross_reactions_per_user", "hostile_reactions_per_user", "clean_removed_per_user",
+    "newly_misinformed",
 })
 ROUND_MEAN = "mean over the rounds of the last episode"
 LAST_ROUND = "value at the last round"

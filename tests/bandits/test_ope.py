@@ -227,7 +227,8 @@ def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
     from socialenv.runner import RunConfig, run
 
     common = {"env_id": "PolicySim-Rec-v0", "policy": "egreedy", "seeds": (0, 1),
-              "env_kwargs": {"num_users": 150, "rounds": 3, "candidate_users": 8, "budget": 2},
+              "env_kwargs": {"num_users": 150, "rounds": 3, "candidate_users": 8, "budget": 2,
+                             "reward": {"form": "paper"}},
               "plots": False, "progress": False}
     logged = run(RunConfig(**common, out_dir=str(tmp_path), run_name="logged"))
     plain = run(RunConfig(**common, out_dir=str(tmp_path), run_name="plain", log_propensities=False))
@@ -293,6 +294,8 @@ def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(env_id: 
             np.testing.assert_array_equal(freq, probs)
     # a slate too small for every user's share: a deterministic ranking, generator untouched
     policy = make_baseline("linucb", env, seed=2)
+    # untrained, LinUCB ties every arm (the contexts share one norm); one update breaks the ties
+    policy.update(obs["arms"][mask][:20], np.linspace(0.0, 1.0, 20))
     state = copy.deepcopy(policy._rng.bit_generator.state)
     probs, method = per_group_inclusion(policy, obs["arms"], mask, 5, groups, base.per_user)
     assert method == "deterministic" and probs.sum() == 5

@@ -235,12 +235,12 @@ def test_ppo_trains_and_acts() -> None:
              "candidates": {"interest": 1, "opposite": 2, "fresh": 1}}
     result = train_ppo(env_kwargs=small, total_timesteps=64, n_envs=1,
                        ppo_kwargs={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
-    assert result.curve and all(0 <= r <= 1 for _, r in result.curve)
+    assert result.curve and all(np.isfinite(r) for _, r in result.curve)
     env = gym.make("PolicySim-Rec-v0", **small)
     rows = play_episode(env, SB3Actor(result.model), seed=7)
     assert len(rows) == 2
-    # the default lever (320 users x 5 slots of 3,201 values) is refused with advice
+    # the default lever at 1,000 users (95 users x 5 slots of 761 values) is refused with advice
     with pytest.raises(ValueError, match="candidate_users"):
-        train_ppo(env_kwargs={"num_users": 120}, total_timesteps=8, n_envs=1)
+        train_ppo(env_kwargs={"num_users": 1000}, total_timesteps=8, n_envs=1)
     steps, smooth = smooth_curve(result.curve, window=3)
     assert steps.shape == smooth.shape == (len(result.curve),)

@@ -86,7 +86,7 @@ def test_sb3_ppo_trains_on_the_score_action() -> None:
     obs, _ = env.reset(seed=5)
     action, _ = model.predict(obs, deterministic=True)
     _, reward, *_ = env.step(action)
-    assert 0.0 <= reward <= 1.0
+    assert np.isfinite(reward)
 
 
 # ----------------------------------------------------------------------------- per-arm policy

@@ -38,10 +38,11 @@ def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
     # Origin governs nobody and filters nothing; the step reward still scores the platform:
-    # every author's r_i at p = 1 is 0.5 minus the harm their delivered misinformation did
+    # it is the objective, the users newly misled (less those who recovered) per active user
     assert summary["governed_users"]["mean"] == 0.0 and summary["policy_share"]["mean"] == 0.0
     assert summary["exposure_removed"]["mean"] == 0.0
-    assert 0.0 < summary["reward"]["mean"] <= 0.5
+    assert summary["reward"]["mean"] == pytest.approx(summary["objective"]["mean"])
+    assert summary["reward"]["mean"] < 0.0
     assert 0.0 < summary["misinformation_ratio"]["mean"] < 1.0
 
 

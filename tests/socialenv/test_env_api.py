@@ -61,14 +61,14 @@ def test_make_with_paper_kwargs() -> None:
     base = env.unwrapped
     assert env.action_space.shape == (base.slate_size,) == (50 * 3,)
     assert (env.action_space.nvec == base.num_arms + 1).all() and base.no_op == base.num_arms
-    assert obs["arms"].shape[0] == base.num_arms == 50 * 10          # 10 candidates per user
+    assert obs["arms"].shape[0] == base.num_arms == 50 * 8           # 8 candidates per user
     assert base.per_user == 3
     steps = 0
     truncated = False
     while not truncated:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
         assert not terminated
-        assert 0.0 <= reward <= 1.0
+        assert np.isfinite(reward)
         steps += 1
     assert steps == 3
     for key in ("arm_indices", "arm_rewards", "metrics", "over_user_cap"):
@@ -114,7 +114,7 @@ def test_empty_slots_mean_no_intervention() -> None:
 
 
 def test_duplicate_and_masked_arms_score_zero() -> None:
-    env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, **SMALL).unwrapped
+    env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, reward={"form": "paper"}, **SMALL).unwrapped
     obs, _ = env.reset(seed=3)
     size = env.slate_size
     assert size == 20
@@ -139,7 +139,7 @@ def test_arms_beyond_a_users_budget_are_not_applied() -> None:
     env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, **SMALL).unwrapped
     obs, _ = env.reset(seed=4)
     groups = env.arm_groups()
-    np.testing.assert_array_equal(groups, np.arange(env.num_arms) // 10)
+    np.testing.assert_array_equal(groups, np.arange(env.num_arms) // 8)
     allowed = np.flatnonzero(obs["action_mask"])
     user = groups[allowed[0]]
     mine = allowed[groups[allowed] == user][:3]                    # 3 arms of one user

@@ -71,7 +71,8 @@ def test_invariants_hold_over_an_episode(
         assert np.isfinite(obs["arms"]).all()
         action = rng.integers(0, env.num_arms + 1, env.slate_size)
         obs, reward, _, _, info = env.step(action)
-        assert 0.0 <= reward <= 1.0
+        assert np.isfinite(reward) and reward == pytest.approx(
+            info["metrics"]["objective"] if exposure else reward)
         assert np.all((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1))
         assert info["arm_applied"].sum() <= env.slate_size
         _check_world(env)

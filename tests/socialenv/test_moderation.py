@@ -77,8 +77,8 @@ def test_score_action_keeps_the_budget_best_posts() -> None:
                          for g in posts}
         ranked = sorted(best_per_post.values(), key=lambda a: (-scores[a], a))
         assert set(chosen.tolist()) == set(ranked[: len(chosen)])
-        obs, reward, *_ = env.step(scores)
-        assert 0.0 <= reward <= 1.0
+        obs, reward, _, _, info = env.step(scores)
+        assert reward == info["metrics"]["objective"] <= 1.0
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
         check_env(gym.make("PolicySim-Moderation-v0", action_format="scores", **SMALL).unwrapped)
@@ -215,5 +215,5 @@ def test_pettingzoo_view_over_moderation() -> None:
     assert obs["platform"]["arms"].shape[0] == pz.base.num_arms
     slate = _slate(pz.env, "delete", flagged_only=False)
     _, rewards, _, _, infos = pz.step({"platform": slate})
-    assert rewards["platform"] == infos["platform"]["metrics"]["moderation_reward"]
+    assert rewards["platform"] == infos["platform"]["metrics"]["objective"]
     assert infos["platform"]["metrics"]["actions_delete"] > 0

@@ -131,7 +131,7 @@ def test_reactions_to_posts_hidden_by_exposure_control_are_dropped() -> None:
 
 
 def test_platform_agent_reward_and_platform_policy() -> None:
-    env = socialenv.parallel_env("PolicySim-Rec-v0", **SMALL)
+    env = socialenv.parallel_env("PolicySim-Rec-v0", reward={"form": "paper"}, **SMALL)
     obs, _ = env.reset(seed=0)
     assert set(obs[PLATFORM]) == {"arms", "arm_mask"}
     mask = obs[PLATFORM]["arm_mask"].astype(bool)

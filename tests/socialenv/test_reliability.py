@@ -87,6 +87,13 @@ def test_load_rejects_other_files(tmp_path: Path) -> None:
         ({"recommender": {"colour": 1}}, "recommender"),
         ({"reward": {"engagement": {"hug": 0.5}}}, "reward.engagement"),
         ({"reward": {"misinformation_mode": "magic"}}, "reward.misinformation_mode"),
+        ({"reward": {"form": "eq9"}}, "reward.form"),
+        ({"reward": {"hostile_weight": -0.1}}, "reward.hostile_weight"),
+        ({"reward": {"reply_toxicity_weight": 2.0}}, "reward.reply_toxicity_weight"),
+        ({"reward": {"clean_removal_cost": 1.5}}, "reward.clean_removal_cost"),
+        ({"lever_share": 0.0}, "lever_share"),
+        ({"lever_share": 1.5}, "lever_share"),
+        ({"lever_share": "half"}, "lever_share"),
         ({"context": {"alpha": 2.0}}, "context.alpha"),
         ({"surrogate": {"post_rate": 3.0}}, "surrogate.post_rate"),
         ({"num_agents": 5}, "num_agents"),
@@ -127,8 +134,8 @@ def test_bad_action_names_what_is_allowed(action: object, message: str) -> None:
     ],
 )
 def test_bad_score_action_names_what_is_allowed(action: object, message: str) -> None:
-    env = gym.make("PolicySim-Rec-v0", num_users=100, candidate_users=5, budget=2,
-                   action_format="scores").unwrapped
+    env = gym.make("PolicySim-Rec-v0", num_users=100, candidate_users=5, budget=2, action_format="scores",
+                   candidates={"interest": 3, "opposite": 4, "popular": 2, "fresh": 1}).unwrapped
     assert env.action_space.shape == (env.num_arms,) == (50,)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros(50))

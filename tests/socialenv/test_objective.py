@@ -1,0 +1,221 @@
+"""The declared objective of each env, the objective-form rewards, the lever as a share of the
+active users, honest lever accounting and the contexts an untrained policy cannot read
+stance from (issue 20)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import socialenv  # noqa: F401
+from agent_models.types import Behaviour, FeedChannel, RoundInput, RoundOutput
+from baselines.policies import ArmLayout, make_policy
+from socialenv.envs.exposure import ExposureEnv
+from socialenv.envs.rec import RecEnv
+from socialenv.policies import make_run_policy, select_action
+from tests.socialenv.test_rewards import MisinformingBrain, ScriptedBrain
+
+
+class EveryFeedBrain(ScriptedBrain):
+    """Every active user reacts with ``kind`` (toxicity ``tox``) to every post in their feed."""
+
+    def act(self, round_input: RoundInput) -> RoundOutput:
+        rows, cols = np.nonzero(round_input.feed >= 0)
+        m = len(rows)
+        return RoundOutput(
+            react_user=round_input.active[rows], react_post=round_input.feed[rows, cols],
+            react_kind=np.full(m, int(self.kind), np.int8), react_stance=np.zeros(m, np.float32),
+            react_toxicity=np.full(m, self.tox, np.float32),
+        )
+
+
+def _value(kind: Behaviour, tox: float, d_author: int, d_receiver: int) -> float:
+    """A reaction's value to the Rec objective by hand (hostile_toxicity 0.5, both weights 1)."""
+    hostile = kind == Behaviour.DISLIKE or (kind == Behaviour.REPLY and tox >= 0.5)
+    cross = d_author * d_receiver == -1
+    return float(cross and not hostile) - float(hostile) - (tox if kind == Behaviour.REPLY else 0.0)
+
+
+@pytest.mark.parametrize(("kind", "tox"), [(Behaviour.LIKE, 0.0), (Behaviour.REPLY, 0.3),
+                                           (Behaviour.REPLY, 0.8), (Behaviour.DISLIKE, 0.0)])
+def test_rec_objective_and_arm_rewards_by_hand(kind: Behaviour, tox: float) -> None:
+    env = RecEnv(num_users=150, users=EveryFeedBrain(kind, tox), candidate_users=30, budget=1)
+    obs, _ = env.reset(seed=0)
+    discrete = env.sim.users.discrete_stance.copy()
+    author_of = env.sim.posts.author
+    allowed = np.flatnonzero(obs["action_mask"])
+    receiver_of, post_of = env._arms["user"], env._arms["post"]
+    gap = np.abs(discrete[author_of[post_of[allowed]]] - discrete[receiver_of[allowed]])
+    slate = np.full(env.slate_size, env.no_op)
+    picked: list[int] = []
+    for g in (2, 1, 0):   # a cross-stance, a neutral-camp and a same-stance pair
+        for arm in allowed[gap == g]:
+            if all(receiver_of[arm] != receiver_of[other] for other in picked):
+                picked.append(int(arm))
+                break
+    assert len(picked) == 3
+    slate[:3] = picked
+    _, reward, _, _, info = env.step(slate)
+    result = env._last_result
+    valid = result.feed >= 0
+    users = np.broadcast_to(result.active[:, None], result.feed.shape)[valid]
+    posts = result.feed[valid]
+    values = np.array([_value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
+                       for u, p in zip(users, posts, strict=True)])
+    metrics = info["metrics"]
+    assert metrics["objective"] == pytest.approx(values.sum() / len(result.active))
+    # here a reaction has a positive value exactly when it is civil and across stances
+    assert metrics["civil_cross_reactions_per_user"] == pytest.approx(np.sum(values > 0) / len(result.active))
+    # the built-in personalized slots of the users the policy did not govern set the baseline
+    governed = np.unique(receiver_of[obs["action_mask"].astype(bool)])
+    builtin = valid & (result.feed_channel == int(FeedChannel.PERSONALIZED)) & ~np.isin(result.active, governed)[:, None]
+    b_users = np.broadcast_to(result.active[:, None], result.feed.shape)[builtin]
+    baseline = np.mean([_value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
+                        for u, p in zip(b_users, result.feed[builtin], strict=True)])
+    assert metrics["builtin_slot_value"] == pytest.approx(baseline)
+    change = np.array([_value(kind, tox, int(discrete[author_of[post_of[a]]]), int(discrete[receiver_of[a]]))
+                       for a in picked]) - baseline
+    np.testing.assert_allclose(info["arm_rewards"][:3], np.clip(0.5 + 0.5 * change, 0, 1), atol=1e-6)
+    assert reward == pytest.approx(change.sum() / len(governed))
+    # a neutral user's reaction to a camp's post is worth what a same-stance one is, in both
+    assert change[1] == pytest.approx(change[2])
+
+
+def test_rec_origin_earns_zero_and_the_paper_form_keeps_eq9() -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=150, rounds=2)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
+    assert reward == 0.0 and "objective" in info["metrics"]
+    paper = gym.make("PolicySim-Rec-v0", num_users=150, rounds=2, reward={"form": "paper"})
+    paper.reset(seed=0)
+    _, _, _, _, info_paper = paper.step(np.full(paper.action_space.shape, paper.unwrapped.no_op))
+    # the form changes the reward, not the world
+    assert info_paper["metrics"]["objective"] == info["metrics"]["objective"]
+
+
+# ------------------------------------------------------------------ the lever
+@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+def test_default_lever_fits_the_memory_budget_and_serves_a_share(env_id: str) -> None:
+    env = gym.make(env_id).unwrapped
+    # K ≤ 800 arms at the default 1,000 users (PPO's rollout buffer, issue 26)
+    assert env.num_arms <= 800
+    obs, _ = env.reset(seed=0)
+    assert obs["arms"].shape == (env.num_arms, env.context_dim)
+    governed = len(np.unique(env._arms["user"][env._arms["mask"]]))
+    assert governed == round(0.25 * len(env.sim.active))
+
+
+@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+def test_lever_share_means_the_same_at_every_population_size(env_id: str) -> None:
+    shares = []
+    for users in (300, 1000, 3000):
+        env = gym.make(env_id, num_users=users, rounds=1).unwrapped
+        env.reset(seed=1)
+        governed = len(np.unique(env._arms["user"][env._arms["mask"]]))
+        shares.append(governed / len(env.sim.active))
+        assert env._capacity >= governed    # the fixed-size observation holds the round's lever
+    np.testing.assert_allclose(shares, 0.25, atol=0.02)
+
+
+def test_rec_policy_share_counts_the_slots_the_policy_filled() -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=1)
+    obs, _ = env.reset(seed=0)
+    policy = make_run_policy("random", env.unwrapped, 0)
+    _, _, _, _, info = env.step(select_action(policy, obs, env.unwrapped))
+    result = env.unwrapped._last_result
+    valid = result.feed >= 0
+    injected = (result.feed_channel[valid] == int(FeedChannel.INJECTED)).mean()
+    assert info["metrics"]["policy_share"] == pytest.approx(injected)
+    assert 0.05 < info["metrics"]["policy_share"] < 0.3     # Origin serves most impressions
+
+
+def _play_level(level: float, **kwargs) -> dict[str, float]:
+    env = gym.make("PolicySim-Exposure-v0", num_users=300, rounds=2, **kwargs)
+    obs, _ = env.reset(seed=0)
+    policy = make_policy("fixed_level", env, level=level)
+    _, reward, _, _, info = env.step(select_action(policy, obs, env.unwrapped))
+    return {"reward": reward, **info["metrics"]}
+
+
+def test_exposure_policy_share_counts_only_levels_below_one() -> None:
+    let_through = _play_level(1.0)
+    assert let_through["governed_users"] > 0 and let_through["policy_share"] == 0.0
+    muted = _play_level(0.0)
+    assert muted["policy_share"] > 0.0
+    assert muted["policy_share"] == pytest.approx(muted["exposure_removed"], abs=0.05)
+
+
+def test_exposure_objective_charges_silencing_and_is_the_step_reward() -> None:
+    free = _play_level(0.0, reward={"clean_removal_cost": 0.0})
+    charged = _play_level(0.0)
+    assert charged["clean_removed_per_user"] > 0
+    assert charged["objective"] == pytest.approx(free["objective"] - 0.002 * charged["clean_removed_per_user"])
+    assert charged["reward"] == charged["objective"]
+
+
+def test_exposure_objective_by_hand() -> None:
+    env = ExposureEnv(num_users=300, users=MisinformingBrain(), exposure_levels=(0.0, 1.0))
+    obs, _ = env.reset(seed=0)
+    policy = make_policy("fixed_level", env, level=0.0)
+    _, reward, _, _, info = env.step(select_action(policy, obs, env))
+    result, sim = env._last_result, env.sim
+    newly = (sim.users.misinformed & ~result.misinformed_before).sum()
+    recovered = (~sim.users.misinformed & result.misinformed_before).sum()
+    clean_removed = (result.impression_removed & ~sim.posts.misinfo[result.impression_post]).sum()
+    expected = (recovered - newly - 0.002 * clean_removed) / len(result.active)
+    assert info["metrics"]["objective"] == pytest.approx(expected)
+    assert reward == pytest.approx(expected)
+
+
+# ------------------------------------------------------------------ contexts
+@pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
+def test_every_arm_context_has_the_same_norm(env_id: str) -> None:
+    env = gym.make(env_id, num_users=300, rounds=2)
+    obs, _ = env.reset(seed=0)
+    for _ in range(2):
+        mask = obs["action_mask"].astype(bool)
+        norms = np.linalg.norm(obs["arms"][mask].astype(np.float64), axis=1)
+        np.testing.assert_allclose(norms, env.unwrapped._context_norm, rtol=1e-5)
+        obs, *_ = env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
+
+
+def test_an_untrained_linucb_picks_cross_stance_pairs_at_the_base_rate() -> None:
+    picked, base = [], []
+    for seed in range(3):
+        env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=1)
+        obs, _ = env.reset(seed=seed)
+        layout = ArmLayout("rec", env.unwrapped.context_dim)
+        cross = obs["arms"][:, layout.feature("cross_stance")] > 0
+        mask = obs["action_mask"].astype(bool)
+        slate = select_action(make_run_policy("linucb", env.unwrapped, seed), obs, env.unwrapped)
+        slate = slate[slate != env.unwrapped.no_op]
+        picked.append(cross[slate].mean())
+        base.append(cross[mask].mean())
+    assert abs(np.mean(picked) - np.mean(base)) < 0.08, (picked, base)
+
+
+def test_observed_history_follows_the_replies_and_is_saved(tmp_path) -> None:
+    env = RecEnv(num_users=150, users=EveryFeedBrain(Behaviour.REPLY, 0.9), candidate_users=20, budget=1)
+    env.reset(seed=0)
+    before = env._observed_history()["reply_toxicity"].copy()
+    env.step(np.full(env.slate_size, env.no_op))
+    after = env._observed_history()
+    replied = np.unique(env._last_result.output.react_user)
+    assert (after["reply_toxicity"][replied] > before[replied]).all()
+    assert (after["cross_civility"] <= 0.8 + 1e-6).all()          # hostile replies lower it
+    path = env.save(tmp_path / "env")
+    loaded = RecEnv.load(path, users=EveryFeedBrain(Behaviour.REPLY, 0.9))
+    np.testing.assert_array_equal(loaded._observed_history()["reply_toxicity"], after["reply_toxicity"])
+
+
+# ------------------------------------------------------------------ moderation
+def test_moderation_objective_is_zero_without_moderation_and_is_the_step_reward() -> None:
+    env = gym.make("PolicySim-Moderation-v0", num_users=200, rounds=2)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
+    assert info["metrics"]["objective"] == 0.0 == reward
+    paper = gym.make("PolicySim-Moderation-v0", num_users=200, rounds=2, reward={"form": "paper"})
+    paper.reset(seed=0)
+    _, reward_paper, _, _, info_paper = paper.step(np.full(paper.action_space.shape, paper.unwrapped.no_op))
+    assert reward_paper == info_paper["metrics"]["moderation_reward"] < 1.0
