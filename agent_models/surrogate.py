@@ -307,7 +307,8 @@ class SurrogateBrain(Brain):
         ) * self.config.recommended_attention
         rows_u, rows_p, rows_k, rows_gap = [], [], [], []
         draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
-        for lo in range(0, max(b, 1), chunk):
+        rows_to_score = max(b, 1) if len(posts.stance) else 0  # no post in the world: nothing to read
+        for lo in range(0, rows_to_score, chunk):
             rows = slice(lo, lo + chunk)
             who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
             prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows], attitude)
@@ -420,7 +421,10 @@ class SurrogateBrain(Brain):
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         valid = feed >= 0
-        seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
+        if len(posts.misinfo) == 0:
+            seen_misinfo = np.zeros(len(active), np.int64)
+        else:
+            seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
         believer = users.misinformed[active]
         adopt_prob = users.susceptibility[active] * cfg.misinfo_adoption * _sigmoid(
             cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold)

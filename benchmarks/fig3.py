@@ -105,26 +105,37 @@ def plot(path: Path, curves: dict[str, dict[str, np.ndarray]], news: list[int], 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1, 1, 0.8]})
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.8), gridspec_kw={"width_ratios": [1, 1, 1, 0.9]})
     labels = {"default": "recommender with stance filtering (default)",
               "unfiltered": "personalized_stance_weight=0 (same slots, same attention)"}
+
+    def band(ax: Any, values: np.ndarray, style: str, label: str) -> None:
+        x = np.arange(values.shape[1])
+        centre = values.mean(axis=0)
+        half = np.array([mean_ci95(values[:, j].tolist())["ci95"] for j in range(values.shape[1])])
+        ax.plot(x, centre, style, marker="o", markersize=3, label=label)
+        ax.fill_between(x, centre - half, centre + half, alpha=0.2)
+
     for ax, key, title in ((axes[0], "stance_mean", "stance mean"), (axes[1], "stance_std", "stance std")):
         for name, style in (("default", "-"), ("unfiltered", "--")):
-            values = curves[name][key]
-            x = np.arange(values.shape[1])
-            centre = values.mean(axis=0)
-            half = np.array([mean_ci95(values[:, j].tolist())["ci95"] for j in range(values.shape[1])])
-            ax.plot(x, centre, style, marker="o", markersize=3, label=labels[name])
-            ax.fill_between(x, centre - half, centre + half, alpha=0.2)
+            band(ax, curves[name][key], style, labels[name])
+        ax.set_title(f"Origin: {title} per round (95% CI over seeds)")
+    band(axes[2], curves["default"]["stance_std"] - curves["unfiltered"]["stance_std"], "-",
+         "stance std, default − weight 0 (paired)")
+    band(axes[2], curves["default"]["opinion_std"] - curves["unfiltered"]["opinion_std"], "-.",
+         "opinion std, default − weight 0 (paired)")
+    axes[2].axhline(0, color="black", linewidth=0.8)
+    axes[2].set_title("effect of the stance filtering (paired, 95% CI)")
+    for ax in axes[:3]:
         for i, r in enumerate(news):
             ax.axvline(r + 0.5, color="grey", linestyle=":", linewidth=1,
                        label="news (acts between columns r and r+1)" if i == 0 else None)
         ax.set_xlabel("column t (state after round t−1; 0 = reset)")
-        ax.set_title(f"Origin: {title} per round (95% CI over seeds)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower left")
-    axes[2].axis("off")
-    axes[2].text(0.0, 1.0, note, va="top", ha="left", wrap=True, fontsize=8, transform=axes[2].transAxes)
+    axes[2].legend(fontsize=7, loc="upper left")
+    axes[3].axis("off")
+    axes[3].text(0.0, 1.0, note, va="top", ha="left", fontsize=8, transform=axes[3].transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

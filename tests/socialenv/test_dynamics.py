@@ -51,3 +51,16 @@ def test_stance_std_grows_and_stance_filtering_strengthens_it(seed: int) -> None
     assert std[-1] > std[0] + 0.01
     _, unfiltered = origin_path(seed, personalized_stance_weight=0.0)
     assert std[-1] > unfiltered[-1] + 0.01
+
+
+def test_a_round_in_a_world_without_posts() -> None:
+    """No history posts: round 0's feeds are empty and the users only write (the surrogate
+    used to index the empty post table)."""
+    from socialenv.scenarios import PopulationConfig
+
+    scenario = abortion(200, seed=0, config=PopulationConfig(history_posts=0))
+    env = RecEnv(num_users=200, rounds=2, candidate_users=5, scenario=scenario)
+    env.reset(seed=0)
+    metrics = env.step(np.full(env.slate_size, env.no_op))[4]["metrics"]
+    assert metrics["reactions"] == 0 and metrics["posts"] > 0
+    assert env.step(np.full(env.slate_size, env.no_op))[4]["metrics"]["reactions"] > 0
