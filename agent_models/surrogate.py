@@ -11,7 +11,8 @@ engaged with without hostility, by reinforcement toward the extreme when the pos
 with the user (group polarization: like-minded content makes views more extreme), by
 backfire away from posts met with dislike or a toxic reply, and slowly back toward each
 user's anchor. News is a transient shock added on top (decaying each round), so the
-expressed attitude a_u = clip(o_u + shock_u) drops at a news event and recovers slowly.
+expressed attitude a_u = clip(o_u + shock_u) drops at a news event and is mostly back two
+rounds later; what the shock left in the persistent opinions stays.
 Each round the discrete stance s_u = sign(a_u) (0 inside ±1/3) of every user is reported;
 the env smooths it with the paper's EMA (Eq. 2).
 
