@@ -7,7 +7,9 @@ seed: the cross-stance interaction ratio and toxicity (averaged over the rounds)
 abortion scenario and the misinformation ratio at the last round of the misinformation
 scenario, next to the paper's 0.04 / 0.0556 / 40%. Then the macro dynamics of Fig. 3 on the
 abortion scenario (news at rounds 0, 4, 7): stance mean and std per round, with the
-personalized recommender on (5 posts) and off; each opinion mechanism switched off (paired
+personalized recommender on (5 posts), off, and on without its stance ranking
+(``personalized_stance_weight=0``; ``benchmarks/fig3.py`` gives the paired checks and the
+plot); each opinion mechanism switched off (paired
 Δ of stance dispersion); the response to a single news shock; engagement per active user
 over 30 rounds; reply toxicity by pair type. Writes ``--out`` (default
 ``runs/benchmarks/calibration.json``, untracked).
@@ -130,21 +132,22 @@ def main() -> None:
           f"{means['stance_mean']:+7.3f} ± {means['stance_std']:.3f} {means['misinformation_ratio']:12.1%}")
 
     macro = {}
-    for personalized in (5, 0):
+    recommenders = {"personalized_5": {"personalized": 5}, "personalized_0": {"personalized": 0},
+                    "personalized_5_stance_weight_0": {"personalized_stance_weight": 0.0}}
+    for name, recommender in recommenders.items():
         # Origin's dynamics do not depend on the env's arms; the exposure env is used because
         # a recommendation env needs recommended slots to act on.
         paths = [origin_episode(ExposureEnv(num_users=args.users, rounds=args.rounds,
-                                            scenario="abortion",
-                                            recommender={"personalized": personalized}), seed)
+                                            scenario="abortion", recommender=recommender), seed)
                  for seed in range(args.seeds)]
-        macro[f"personalized_{personalized}"] = {
+        macro[name] = {
             key: np.mean([[r[key] for r in path] for path in paths], axis=0).round(4).tolist()
             for key in ("stance_mean", "stance_std")
         }
     print("\nFig. 3 dynamics (abortion, news at rounds 0, 4, 7; column t = after round t-1):")
     for name, series in macro.items():
         for key, values in series.items():
-            print(f"{name:>15} {key:>11}: " + " ".join(f"{v:+.3f}" for v in values))
+            print(f"{name:>30} {key:>11}: " + " ".join(f"{v:+.3f}" for v in values))
     ablation = mechanisms(args.users, args.seeds)
     print("\nMechanisms switched off (paired Δ at round 10, mean ± 95% CI):")
     for name, d in ablation.items():
