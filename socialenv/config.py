@@ -19,9 +19,12 @@ RECOMMENDER_LIMITS = {
     "personalized_stance_weight": Limit(ge=0, le=10), "candidates_per_slot": Limit(ge=1, le=64),
     "num_clusters": Limit(ge=1, le=4096), "headline_pool": Limit(ge=1, le=100_000),
 }
-REWARD_LIMITS = {name: Limit(ge=0, le=1) for name in (
-    "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight",
-    "hostile_toxicity", "hostile_weight", "reply_toxicity_weight", "clean_removal_cost")}
+REWARD_LIMITS = {
+    **{name: Limit(ge=0, le=1) for name in (
+        "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight",
+        "hostile_toxicity", "clean_removal_cost")},
+    "hostile_weight": Limit(ge=0, le=10), "reply_toxicity_weight": Limit(ge=0, le=10),
+}
 CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
 ENV_LIMITS = {
     "num_users": Limit(ge=10, le=1_000_000), "rounds": Limit(ge=1, le=1_000_000),

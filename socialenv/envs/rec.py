@@ -25,7 +25,7 @@ REC_ARM_FEATURES: tuple[str, ...] = (
     "post_flagged", "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
     "source_interest", "source_opposite", "source_popular", "source_fresh",
     "receiver_reply_toxicity", "receiver_cross_civility", "cross_x_reply_toxicity",
-    "cross_x_cross_civility", "norm_pad",
+    "cross_x_cross_civility", "cross_x_recent_toxicity", "norm_pad",
 )
 #: Columns of the kernel's features (the rest are appended by ``RecEnv._arm_contexts``).
 _KERNEL_FEATURES = REC_ARM_FEATURES.index("source_fresh") + 1
@@ -80,7 +80,7 @@ class RecEnv(PolicySimEnv):
     capacity, ``lever_share`` × (E + 3·√E) users, E the expected active users
     (:meth:`~socialenv.envs.base.PolicySimEnv.lever_capacity`; unused rows are padding).
     At the default 1,000 users E ≈ 324, the capacity is 95 users and K = 760 arms of
-    D = 119 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
+    D = 120 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
     rollout of observations within ≈ 1.5 GB.
 
     ## Action Space
@@ -115,8 +115,8 @@ class RecEnv(PolicySimEnv):
       ``"response_reacted"`` (slate,) when ``observe_response=True``.
 
     The min and max are the ``Box`` bounds of each feature column (s: discrete stances
-    −1/0/+1; S: smoothed stances). Features 18–21 are what the platform has *observed* of
-    the receiver (and their products with ``cross_stance``, so that a linear policy can use
+    −1/0/+1; S: smoothed stances). Features 18–22 are what the platform has *observed* of
+    the receiver (and products with ``cross_stance``, so that a linear policy can use
     them on cross-stance pairs): what a real platform has to find civil pairs.
 
     | idx | feature | meaning | min | max |
@@ -143,7 +143,8 @@ class RecEnv(PolicySimEnv):
     | 19 | receiver_cross_civility | civil share of the receiver's reactions to opposite-stance posts so far (prior: 0.8 over 2 reactions) | 0 | 1 |
     | 20 | cross_x_reply_toxicity | cross_stance · receiver_reply_toxicity | 0 | 1 |
     | 21 | cross_x_cross_civility | cross_stance · receiver_cross_civility | 0 | 1 |
-    | 22 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 5.913 |
+    | 22 | cross_x_recent_toxicity | cross_stance · receiver_recent_toxicity | 0 | 1 |
+    | 23 | norm_pad | √(c² − the squared norm of the rest of the context), c the largest norm the bounds allow | 0 | ≈ 5.997 |
 
     ## Rewards
 
@@ -223,7 +224,7 @@ class RecEnv(PolicySimEnv):
       and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
       lever is ``lever_share`` = 0.25 of the active users (was 320 users ≈ 99% of the
       active at 1,000 users); 8 candidates per user (was 10); scaled features 5, 6, 13 and
-      the new features 18–22. Numbers published before this change used the v0 settings.
+      the new features 18–23. Numbers published before this change used the v0 settings.
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
@@ -322,6 +323,7 @@ class RecEnv(PolicySimEnv):
         reply_toxicity, civility = history["reply_toxicity"][user], history["cross_civility"][user]
         context = np.concatenate([
             context, np.stack([reply_toxicity, civility, cross * reply_toxicity, cross * civility,
+                               cross * context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
                                np.zeros(len(user), np.float32)], axis=1)], axis=1)
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
         context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))

@@ -89,7 +89,7 @@ def test_load_rejects_other_files(tmp_path: Path) -> None:
         ({"reward": {"misinformation_mode": "magic"}}, "reward.misinformation_mode"),
         ({"reward": {"form": "eq9"}}, "reward.form"),
         ({"reward": {"hostile_weight": -0.1}}, "reward.hostile_weight"),
-        ({"reward": {"reply_toxicity_weight": 2.0}}, "reward.reply_toxicity_weight"),
+        ({"reward": {"reply_toxicity_weight": 20.0}}, "reward.reply_toxicity_weight"),
         ({"reward": {"clean_removal_cost": 1.5}}, "reward.clean_removal_cost"),
         ({"lever_share": 0.0}, "lever_share"),
         ({"lever_share": 1.5}, "lever_share"),
