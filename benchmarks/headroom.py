@@ -3,14 +3,15 @@
     python benchmarks/headroom.py                          # 1,000 users, 10 rounds, 5 seeds
     python benchmarks/headroom.py --out benchmarks/results/headroom   # publish
 
-For each lever size (Rec: sampled users × recommended slots per user; Exposure: sampled
-authors per round) it plays Origin, random and an oracle on the same seeds and reports the
-paired Δ against Origin (mean ± 95% CI) of the objective's platform metric — cross-stance
-interaction ratio (Rec, ``oracle_cross``) and final misinformation ratio (Exposure,
-``oracle_mute``) — with the measured share of impressions the policy governed. An env
-whose oracle cannot move its metric is broken (see ``baselines/oracles.py``).
-Writes ``headroom.json`` and ``headroom.png`` to ``--out`` (default ``runs/benchmarks``,
-untracked).
+For each lever share (the share of the round's active users the policy governs: Rec, users
+it recommends to; Exposure, recent authors whose level it sets) it plays Origin, random and
+an oracle on the same seeds and reports the paired Δ against Origin (mean ± 95% CI) of the
+env's declared objective (``info["metrics"]["objective"]``, averaged over the rounds) and of
+the paper's metric beside it — cross-stance interaction ratio (Rec, ``oracle_objective``)
+and final misinformation ratio (Exposure, ``oracle_mute``) — with the measured share of
+impressions the policy governed. An env whose oracle cannot move its objective is broken
+(see ``baselines/oracles.py``). Writes ``headroom.json`` and ``headroom.png`` to ``--out``
+(default ``runs/benchmarks``, untracked).
 """
 
 from __future__ import annotations
@@ -25,16 +26,10 @@ import numpy as np
 
 from baselines.compare import evaluate, levels, paired_deltas
 
-REC_LEVERS = (
-    {"candidate_users": 80, "budget": 5}, {"candidate_users": 160, "budget": 5},
-    {"candidate_users": 320, "budget": 1}, {"candidate_users": 320, "budget": 3},
-    {"candidate_users": 320, "budget": 5},
-)
-EXPOSURE_LEVERS = ({"exposure_users": 50}, {"exposure_users": 100}, {"exposure_users": 200},
-                   {"exposure_users": 300})
+SHARES = (0.1, 0.25, 0.5)
 SETTINGS = (
-    ("PolicySim-Rec-v0", REC_LEVERS, "oracle_cross", "cross_interaction_ratio"),
-    ("PolicySim-Exposure-v0", EXPOSURE_LEVERS, "oracle_mute", "misinformation_ratio"),
+    ("PolicySim-Rec-v0", "oracle_objective", "cross_interaction_ratio"),
+    ("PolicySim-Exposure-v0", "oracle_mute", "misinformation_ratio"),
 )
 
 
@@ -48,28 +43,29 @@ def main() -> None:
     seeds = range(args.seeds)
     report: dict = {"config": {"seeds": args.seeds, "users": args.users, "rounds": args.rounds}}
     start = time.perf_counter()
-    for env_id, levers, oracle, metric in SETTINGS:
+    for env_id, oracle, paper_metric in SETTINGS:
         common = {"num_users": args.users, "rounds": args.rounds}
         origin = evaluate(env_id, ["origin"], seeds, common)["origin"]
         rows = []
-        for lever in levers:
+        for share in SHARES:
             results = {"origin": origin,
-                       **evaluate(env_id, ["random", oracle], seeds, {**common, **lever})}
+                       **evaluate(env_id, ["random", oracle], seeds, {**common, "lever_share": share})}
             delta = paired_deltas(results, "origin")
             level = levels(results)
-            rows.append({"lever": lever, "policy_share": level[oracle]["policy_share"],
-                         "delta": {p: delta[p][metric] for p in delta},
-                         "level": {p: level[p][metric] for p in level}})
-            d = delta[oracle][metric]
-            print(f"{env_id} {lever}: policy share {level[oracle]['policy_share']['mean']:.2f}, "
-                  f"{oracle} Δ{metric} {d['mean']:+.3f} ± {d['ci95']:.3f}, random "
-                  f"{delta['random'][metric]['mean']:+.3f} ± {delta['random'][metric]['ci95']:.3f}",
-                  flush=True)
-        report[env_id] = {"metric": metric, "oracle": oracle, "rows": rows}
+            rows.append({"lever_share": share, "policy_share": level[oracle]["policy_share"],
+                         "delta": {p: delta[p]["objective"] for p in delta},
+                         "delta_paper_metric": {p: delta[p][paper_metric] for p in delta},
+                         "level": {p: level[p]["objective"] for p in level}})
+            d, m = delta[oracle]["objective"], delta[oracle][paper_metric]
+            print(f"{env_id} share {share}: policy share {level[oracle]['policy_share']['mean']:.2f}, "
+                  f"{oracle} Δobjective {d['mean']:+.4f} ± {d['ci95']:.4f} (Δ{paper_metric} "
+                  f"{m['mean']:+.3f} ± {m['ci95']:.3f}), random {delta['random']['objective']['mean']:+.4f} "
+                  f"± {delta['random']['objective']['ci95']:.4f}", flush=True)
+        report[env_id] = {"metric": "objective", "paper_metric": paper_metric, "oracle": oracle, "rows": rows}
     report["reward_alignment"] = reward_alignment(args.seeds, args.users, args.rounds)
     a = report["reward_alignment"]
     print(f"Rec reward alignment: {a['top_decile_share']:.2f} of the top-decile arms by expected "
-          f"reward are cross-stance, low-toxicity pairs (base rate {a['base_rate']:.2f}); "
+          f"contribution are cross-stance, low-toxicity pairs (base rate {a['base_rate']:.2f}); "
           f"rank correlation of expected reward with P(civil cross-stance reaction) "
           f"{a['spearman']:.2f}")
     report["wall_seconds"] = time.perf_counter() - start
@@ -81,23 +77,23 @@ def main() -> None:
 
 
 def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
-    """Does ranking Rec arms by expected Eq. 9 reward pick the arms that move the metric?
-    Over random-policy episodes, per round: the share of the top decile of allowed arms by
-    expected reward (exact surrogate probabilities) that are cross-stance pairs whose
-    expected reply toxicity is below half the reward's hostility threshold, against that
-    share among all allowed arms, and the Spearman correlation of expected reward with
-    P(civil reaction)·[cross-stance]."""
+    """Does ranking Rec arms by their expected contribution to the objective pick the arms
+    that move it? Over random-policy episodes, per round: the share of the top decile of
+    allowed arms by expected contribution (exact surrogate probabilities) that are
+    cross-stance pairs whose expected reply toxicity is below half the hostility threshold,
+    against that share among all allowed arms, and the Spearman correlation of the expected
+    contribution with P(civil reaction)·[cross-stance]."""
     import gymnasium as gym
     from scipy import stats
 
     import socialenv  # noqa: F401
-    from baselines.oracles import RewardOracle, civil_reaction_probabilities
+    from baselines.oracles import ObjectiveOracle, civil_reaction_probabilities
     from socialenv.policies import make_run_policy, select_action
 
     top, base, rho = [], [], []
     for seed in range(seeds):
         env = gym.make("PolicySim-Rec-v0", num_users=users, rounds=rounds)
-        oracle = RewardOracle(env)
+        oracle = ObjectiveOracle(env)
         policy = make_run_policy("random", env.unwrapped, seed)
         obs, _ = env.reset(seed=seed * 1000)
         for _ in range(rounds):
@@ -124,7 +120,7 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, (env_id, _, oracle, metric) in zip(axes, SETTINGS, strict=True):
+    for ax, (env_id, oracle, _) in zip(axes, SETTINGS, strict=True):
         rows = sorted(report[env_id]["rows"], key=lambda r: r["policy_share"]["mean"])
         for policy, style in ((oracle, "o-"), ("random", "s--")):
             share = [r["policy_share"]["mean"] for r in rows]
@@ -132,10 +128,8 @@ def plot(report: dict, path: Path) -> None:
             ci = [r["delta"][policy]["ci95"] for r in rows]
             ax.errorbar(share, mean, yerr=ci, fmt=style, capsize=3, label=policy)
         ax.axhline(0, color="grey", lw=0.8)
-        target = 0.25 if metric == "cross_interaction_ratio" else -0.15
-        ax.axhline(target, color="tab:red", lw=0.8, ls=":", label=f"target {target:+.2f}")
-        ax.set_xlabel("share of impressions the policy governs")
-        ax.set_ylabel(f"Δ {metric} vs Origin (paired, 95% CI)")
+        ax.set_xlabel("share of impressions the policy governs (lever shares 0.1, 0.25, 0.5)")
+        ax.set_ylabel("Δ objective vs Origin (paired, 95% CI)")
         ax.set_title(env_id)
         ax.legend(fontsize=8)
     fig.tight_layout()

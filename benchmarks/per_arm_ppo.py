@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 ENVS: dict[str, tuple[str, dict[str, Any]]] = {
-    "rec": ("PolicySim-Rec-v0", {"num_users": 300, "candidate_users": 32}),
-    "exposure": ("PolicySim-Exposure-v0", {"num_users": 300, "exposure_users": 64}),
+    "rec": ("PolicySim-Rec-v0", {"num_users": 300}),
+    "exposure": ("PolicySim-Exposure-v0", {"num_users": 300}),
 }
 REFERENCES = ("origin", "random", "linucb", "eenet")
 

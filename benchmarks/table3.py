@@ -9,10 +9,11 @@
 
 Every policy plays the same seeds (same population, same random streams), so each cell is
 the paired difference against Origin and against random: mean ± 95% CI (Student t) over
-seeds. Objective 1 (PolicySim-Rec-v0): cross-stance interaction ratio platform-wide and among
+seeds. Objective 1 (PolicySim-Rec-v0): the env's declared objective and civil cross-stance
+reactions per active user, the paper's cross-stance interaction ratio platform-wide and among
 reactions to the policy's posts, toxicity, stance mean/std at the last round, reward.
-Objective 2 (PolicySim-Exposure-v0): misinformation ratio at the last round, share of
-impressions removed, reward. The oracles (hidden state) bound what any policy can do.
+Objective 2 (PolicySim-Exposure-v0): the declared objective, misinformation ratio at the last
+round, share of impressions removed, reward. The oracles (hidden state) bound what any policy can do.
 Writes ``table3.json`` and ``table3.png`` (Δ vs Origin with CI bars beside the paper's Δ)
 to ``--out`` (default ``runs/benchmarks``, untracked).
 """
@@ -42,11 +43,13 @@ PAPER = {
               "cross_interaction_ratio": 0.56, "misinformation_ratio": 0.24},
 }
 OBJECTIVES = {
-    "PolicySim-Rec-v0": ("cross_interaction_ratio", "cross_interaction_ratio_recommended",
-                         "toxicity", "stance_mean", "stance_std", "reward", "policy_share"),
-    "PolicySim-Exposure-v0": ("misinformation_ratio", "exposure_removed", "reward", "policy_share"),
+    "PolicySim-Rec-v0": ("objective", "civil_cross_reactions_per_user", "cross_interaction_ratio",
+                         "cross_interaction_ratio_recommended", "toxicity", "stance_mean", "stance_std",
+                         "reward", "policy_share"),
+    "PolicySim-Exposure-v0": ("objective", "misinformation_ratio", "exposure_removed", "reward",
+                              "policy_share"),
 }
-ORACLES = {"PolicySim-Rec-v0": ("oracle_cross", "oracle_civil"),
+ORACLES = {"PolicySim-Rec-v0": ("oracle_objective", "oracle_cross", "oracle_civil"),
            "PolicySim-Exposure-v0": ("oracle_mute",)}
 EXTRA = {"PolicySim-Rec-v0": ("popularity", "mmr"), "PolicySim-Exposure-v0": ("suppress_flagged",)}
 DEFAULT_POLICIES = ("origin", "random", "egreedy", "linucb", "lints", "neural_ucb", "eenet")

@@ -3,6 +3,7 @@
     python benchmarks/zoo.py                                  # 1,000 users, 10 rounds, seeds 0-4
     python benchmarks/zoo.py --reward-form paper              # the same zoo, v0's Eq. 9 / Eq. 10
     python benchmarks/zoo.py --grid --seeds 3                 # 300/1,000/3,000 users × 3 lever shares
+    python benchmarks/zoo.py --first-seed 10 --seeds 10       # unseen seeds 10-19
     python benchmarks/zoo.py --out benchmarks/results/zoo     # publish
 
 Twelve policies per env play the same seeds (same population, same random streams): Origin,
@@ -23,7 +24,8 @@ Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it 
 
 ``--grid`` plays Origin, random, LinUCB and the oracle at 300, 1,000 and 3,000 users and
 lever shares 0.1, 0.25 and 0.5 and reports each one's paired Δ objective vs Origin and
-LinUCB − random. Writes ``zoo.json`` (or ``zoo_grid.json``) to ``--out`` (default
+LinUCB − random. Writes ``zoo.json`` (``zoo_paper.json``, ``zoo_grid.json``; with
+``_seeds<first>-<last>`` unless the seeds start at 0) to ``--out`` (default
 ``runs/benchmarks``, untracked) with the CPU seconds it took.
 """
 
@@ -222,7 +224,10 @@ def main() -> None:
     report["cpu_seconds"] = time.process_time() - start
     report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / ("zoo_grid.json" if args.grid else f"zoo{'' if args.reward_form == 'objective' else '_paper'}.json")
+    name = "zoo_grid" if args.grid else f"zoo{'' if args.reward_form == 'objective' else '_paper'}"
+    if args.first_seed:
+        name += f"_seeds{seeds[0]}-{seeds[-1]}"
+    path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")
 
