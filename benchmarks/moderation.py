@@ -111,6 +111,11 @@ def main() -> None:
                 diffs[m] = {"mean": float(d.mean()), "ci95": ci95(d)}
             table[name]["diff_vs_none"] = diffs
             print(f"{name:<26}" + "".join(f"{diffs[m]['mean']:>+11.4f} ±{diffs[m]['ci95']:<7.4f}" for m in METRICS))
+    best_rule = "suppress_flagged_delete"
+    if best_rule in per_policy and "linucb" in per_policy:
+        d = np.array([r["reward"] - b["reward"] for r, b in zip(per_policy["linucb"], per_policy[best_rule], strict=True)])
+        table["linucb"]["reward_minus_suppress_flagged_delete"] = {"mean": float(d.mean()), "ci95": ci95(d)}
+        print(f"\nLinUCB − suppress-flagged (delete), reward (= objective), paired: {d.mean():+.4f} ± {ci95(d):.4f}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "moderation.json"
     path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": table,
