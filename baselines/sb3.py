@@ -7,9 +7,9 @@ contexts flattened (K·D inputs) and has one categorical head of K + 1 logits pe
 it has no action masking (a masked, repeated or over-cap arm just scores 0), which is part of
 what makes this a hard, honest baseline for the bandits.
 
-The policy head has slate_size · (K + 1) logits: at the env defaults (320 users × 5 slots,
-K = 3,200) that is 5 million, far beyond a CPU PPO. Train on a smaller lever
-(:data:`PPO_ENV_KWARGS`: 20 users × 2 slots, K = 200, 8,040 logits); :func:`train_ppo` refuses
+The policy head has slate_size · (K + 1) logits: at the env defaults at 1,000 users (room for
+95 users × 5 slots, K = 760) that is 361,000, beyond a CPU PPO. Train on a smaller lever
+(:data:`PPO_ENV_KWARGS`: 20 users × 2 slots, K = 160, 6,440 logits); :func:`train_ppo` refuses
 heads above ``max_action_logits``.
 
     from baselines.sb3 import PPO_ENV_KWARGS, train_ppo, SB3Actor
@@ -45,7 +45,7 @@ DEFAULT_PPO_KWARGS: dict[str, Any] = {
 
 
 #: A PolicySim-Rec-v0 lever PPO can train on: the policy recommends to 20 sampled users per
-#: round, 2 slots each (slate of 40 arms out of K = 200).
+#: round, 2 slots each (slate of 40 arms out of K = 160).
 PPO_ENV_KWARGS: dict[str, Any] = {"candidate_users": 20, "budget": 2}
 #: The largest policy head (sum of the MultiDiscrete sizes) :func:`train_ppo` accepts.
 MAX_ACTION_LOGITS = 200_000
