@@ -9,6 +9,7 @@ import numpy as np
 from agent_models.types import Behaviour, FeedChannel
 from socialenv import kernels
 from socialenv.candidates import generate_candidates
+from socialenv.config import RewardConfig
 from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult, Stream
 
@@ -42,7 +43,7 @@ _LOG_ENGAGEMENT_SCALE = float(np.log1p(1000.0))
 _REPLY_PROPENSITY_SCALE = float(np.log(250.0))
 
 
-def reaction_values(reward: Any, discrete: np.ndarray, react_user: np.ndarray, author: np.ndarray,
+def reaction_values(reward: RewardConfig, discrete: np.ndarray, react_user: np.ndarray, author: np.ndarray,
                     kind: np.ndarray, toxicity: np.ndarray) -> dict[str, np.ndarray]:
     """Per reaction: whether it is hostile (a dislike, a reply at or above
     ``reward.hostile_toxicity``), whether it is civil and across opposite discrete stances
