@@ -206,13 +206,21 @@ def test_make_policy_knows_every_policy_and_checks_the_env_kind() -> None:
         make_policy("mmr", rec, lam=0.3)
 
 
-def test_suppress_flagged_beats_origin_on_misinformation() -> None:
+def test_suppress_flagged_removes_misinformation_rather_than_clean_posts() -> None:
+    def removed_misinformation(env) -> dict[str, float]:
+        result, posts = env.unwrapped._last_result, env.unwrapped.sim.posts
+        removed = result.impression_removed
+        return {"removed_misinfo": float(posts.misinfo[result.impression_post[removed]].sum()),
+                "removed_total": float(removed.sum())}
+
     env = gym.make("PolicySim-Exposure-v0", num_users=300, rounds=4)
-    reward = {}
+    precision = {}
     for name in ("random", "suppress_flagged"):
-        rows = play_episode(env, make_policy(name, env, seed=0), seed=1)
-        reward[name] = np.mean([r["reward"] for r in rows])
-    assert reward["suppress_flagged"] > reward["random"]
+        rows = play_episode(env, make_policy(name, env, seed=0), seed=1, extra_metrics=removed_misinformation)
+        precision[name] = (sum(r["removed_misinfo"] for r in rows) / max(sum(r["removed_total"] for r in rows), 1))
+    # the objective charges every clean impression removed: acting on the flags removes more
+    # misinformation per removed impression than random levels (seed 1: 0.22 vs 0.11)
+    assert precision["suppress_flagged"] > 1.5 * precision["random"]
 
 
 def test_headline_only_feed() -> None:
