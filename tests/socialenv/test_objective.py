@@ -219,3 +219,21 @@ def test_moderation_objective_is_zero_without_moderation_and_is_the_step_reward(
     paper.reset(seed=0)
     _, reward_paper, _, _, info_paper = paper.step(np.full(paper.action_space.shape, paper.unwrapped.no_op))
     assert reward_paper == info_paper["metrics"]["moderation_reward"] < 1.0
+
+
+# ------------------------------------------------------------------ the zoo's one-line rules
+def test_rec_rules_pick_what_they_say() -> None:
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=1)
+    obs, _ = env.reset(seed=0)
+    base = env.unwrapped
+    layout = ArmLayout("rec", base.context_dim)
+    mask, groups = obs["action_mask"].astype(bool), base.arm_groups()
+    for name, feature in (("opposite", "cross_stance"), ("agreeing", "agreement")):
+        slate = select_action(make_policy(name, env, seed=0), obs, base)
+        slate = slate[slate != base.no_op]
+        values = obs["arms"][:, layout.feature(feature)]
+        for user in np.unique(groups[slate]):
+            mine = np.flatnonzero(mask & (groups == user))
+            picked = slate[groups[slate] == user]
+            # each user's picks are among that user's best arms by the rule's feature
+            assert values[picked].min() >= np.sort(values[mine])[::-1][len(picked) - 1] - 1e-6
