@@ -81,8 +81,12 @@ class RecEnv(PolicySimEnv):
     capacity, ``lever_share`` × (E + 3·√E) users, E the expected active users
     (:meth:`~socialenv.envs.base.PolicySimEnv.lever_capacity`; unused rows are padding).
     At the default 1,000 users E ≈ 324, the capacity is 95 users and K = 760 arms of
-    D = 120 columns, so that Stable-Baselines3's PPO with two envs keeps its 2,048-step
-    rollout of observations within ≈ 1.5 GB.
+    D = 120 columns (v0: 3,200 × 114): Stable-Baselines3's PPO with two envs stores 2,048
+    steps of observations in ≈ 1.5 GB. Measured: ``PPO("MultiInputPolicy",
+    make_vec_env(id, n_envs=2))`` peaks at 4.6 GiB RSS over its first 2,048 steps (the
+    rollout buffer is copied when it is flattened for training), PolicySim-Exposure-v0's
+    (K·D = 475 × 76) at 1.8 GiB; linear in K·D through those two points, K ≤ ≈ 650 at
+    D = 120 would stay under 4 GiB (an estimate, not measured).
 
     ## Action Space
 
