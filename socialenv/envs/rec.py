@@ -85,8 +85,7 @@ class RecEnv(PolicySimEnv):
     steps of observations in ≈ 1.5 GB. Measured: ``PPO("MultiInputPolicy",
     make_vec_env(id, n_envs=2))`` peaks at 4.6 GiB RSS over its first 2,048 steps (the
     rollout buffer is copied when it is flattened for training), PolicySim-Exposure-v0's
-    (K·D = 475 × 76) at 1.8 GiB; linear in K·D through those two points, K ≤ ≈ 650 at
-    D = 120 would stay under 4 GiB (an estimate, not measured).
+    (K·D = 475 × 76) at 1.8 GiB; with ``lever_share=0.2`` (K = 608) Rec peaks at 3.6 GiB.
 
     ## Action Space
 
