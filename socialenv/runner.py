@@ -170,38 +170,85 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
            wandb_run: Any = None, **changes: Any) -> RunResult:
     """Continue the run in ``run_dir`` from its last checkpoint; the result (rows, summary,
     files) equals that of an uninterrupted run. ``changes`` override RunConfig fields that do
-    not change the result (``progress``, ``plots``, ``wandb``, ``checkpoint_every``)."""
-    from socialenv.checkpoint import read_checkpoint
+    not change the result (``progress``, ``plots``, ``wandb``, ``wandb_project``,
+    ``checkpoint_every``) and re-supply what a checkpoint may not choose: ``llm`` (the LLM
+    config, required when the saved one names code, an endpoint, a secret's source or a path
+    to write) and ``record`` (the Minari folder of a run that records one). W&B logging is
+    not taken from the file: pass ``wandb=`` again to keep it."""
+    from types import SimpleNamespace
+
+    from socialenv.checkpoint import (
+        CheckpointError,
+        Placeholder,
+        code_references,
+        read_checkpoint,
+        refusal,
+    )
 
     run_dir = Path(run_dir)
     path = run_dir / CHECKPOINT_FILE
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{run_dir} has no {CHECKPOINT_FILE} to resume from (was it written with "
-            "checkpoint_every=0, or is it not a run folder?)")
-    state = read_checkpoint(path, "run")
-    allowed = {"progress", "plots", "wandb", "wandb_project", "checkpoint_every"}
+        raise FileNotFoundError(_no_checkpoint_message(run_dir))
+    allowed = {"progress", "plots", "wandb", "wandb_project", "checkpoint_every", "llm", "record"}
     unknown = set(changes) - allowed
     if unknown:
         raise ValueError(f"resume cannot change {sorted(unknown)}; allowed: {sorted(allowed)}")
-    from types import SimpleNamespace
-
-    from socialenv.checkpoint import CheckpointError, code_references
-
-    risky = code_references(SimpleNamespace(llm=state["config"].get("env_kwargs", {}).get("llm")))
-    if risky:
-        raise CheckpointError(f"{path}: the saved config names code to run ({', '.join(risky)}); "
-                              "a checkpoint may not choose code, so this run cannot be resumed from it")
-    from socialenv.checkpoint import Placeholder
-
-    for group in ("env_kwargs", "policy_kwargs"):
-        for key, value in state["config"].get(group, {}).items():
+    state = read_checkpoint(path, "run")
+    _check_run_state(state, path)
+    saved = state["config"]
+    env_kwargs = dict(saved.get("env_kwargs") or {})
+    risky = code_references(SimpleNamespace(llm=env_kwargs.get("llm")))
+    if "llm" in changes:
+        if env_kwargs.get("llm") is None:
+            raise ValueError(f"llm: {run_dir} was not run with an LLM config; resume it without llm=")
+        env_kwargs["llm"] = changes.pop("llm")
+    elif risky:
+        raise refusal(path, risky, "pass the LLM config again: resume(run_dir, llm=...), "
+                                   "policysim run --resume DIR --llm JSON")
+    if saved.get("record") is not None and changes.get("record") is None:
+        raise CheckpointError(
+            f"{path}: record={saved['record']!r}: the run records a Minari dataset, and a checkpoint "
+            "may not choose a path to write: pass the folder again, resume(run_dir, record=...), "
+            "policysim run --resume DIR --record DIR")
+    if saved.get("record") is None and changes.get("record") is not None:
+        raise ValueError(f"record: {run_dir} was run without a Minari record; one cannot start mid-run")
+    for group, values in (("env_kwargs", env_kwargs), ("policy_kwargs", saved.get("policy_kwargs") or {})):
+        for key, value in values.items():
             if isinstance(value, Placeholder):
                 raise ValueError(f"{run_dir} cannot be resumed: {group}[{key!r}] was a {value.type_name} "
                                  "instance, which a data-only checkpoint does not store")
-    fields = {**state["config"], **changes, "out_dir": str(run_dir.parent), "run_name": run_dir.name}
-    config = RunConfig(**fields)
+    fields = {**saved, "wandb": None, **changes, "env_kwargs": env_kwargs,
+              "out_dir": str(run_dir.parent), "run_name": run_dir.name}
+    try:
+        config = RunConfig(**fields)
+    except TypeError as err:
+        raise CheckpointError(f"{path}: the saved run config is not a RunConfig ({err})") from None
     return run(config, on_round=on_round, wandb_run=wandb_run, _resume=state)
+
+
+def _check_run_state(state: Any, path: Path) -> None:
+    from socialenv.checkpoint import CheckpointError
+
+    required = {"config", "position", "rows", "policy", "env"}
+    if not isinstance(state, dict) or not required <= set(state) or not isinstance(state["config"], dict) \
+            or not isinstance(state["position"], dict) or not isinstance(state["rows"], list):
+        raise CheckpointError(f"{path} is not a PolicySim run checkpoint: it needs {sorted(required)} "
+                              "(config and position objects, rows a list)")
+
+
+def _no_checkpoint_message(run_dir: Path) -> str:
+    import json
+
+    if not (run_dir / "config.json").is_file():
+        return f"{run_dir} has no {CHECKPOINT_FILE} to resume from: it is not a run folder"
+    try:
+        every = json.loads((run_dir / "config.json").read_text()).get("checkpoint_every")
+    except (ValueError, OSError, AttributeError, RecursionError):
+        every = None
+    if every == 0:
+        return f"{run_dir} cannot be resumed: it was run with checkpoint_every=0 (no checkpoints)"
+    return (f"{run_dir} cannot be resumed: the run stopped before its first checkpoint was written "
+            "(nothing to continue from); start it again")
 
 
 def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = None,
@@ -276,7 +323,8 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             if restoring:
                 from socialenv.envs.base import PolicySimEnv
 
-                env = PolicySimEnv.from_checkpoint_state(_resume["env"], out_dir or "checkpoint")
+                llm = {"llm": config.env_kwargs["llm"]} if config.env_kwargs.get("llm") is not None else {}
+                env = PolicySimEnv.from_checkpoint_state(_resume["env"], out_dir or "checkpoint", **llm)
             else:
                 env = gym.make(config.env_id, **config.env_kwargs)
             base = env.unwrapped

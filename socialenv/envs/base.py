@@ -525,7 +525,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
         import importlib
 
-        from socialenv.checkpoint import CheckpointError, code_references, fill_placeholders
+        from socialenv.checkpoint import (
+            CheckpointError,
+            code_references,
+            fill_placeholders,
+            refusal,
+        )
         from socialenv.registration import ENV_IDS
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
@@ -539,11 +544,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise CheckpointError(f"{path}: config is not an EnvConfig")
         risky = code_references(state["config"])
         if risky and "llm" not in overrides:
-            raise CheckpointError(
-                f"{path}: the saved config names code to run ({', '.join(risky)}); a checkpoint "
-                "may not choose code: pass the LLM config again, load_env(path, llm=...)")
+            raise refusal(path, risky, "pass the LLM config again, load_env(path, llm=...)")
         module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
+        if not issubclass(env_cls, cls):
+            raise CheckpointError(f"{path} holds a {env_id} env ({qualname}), not a {cls.__name__}: "
+                                  f"load it with {qualname}.load or load_env")
         kwargs = fill_placeholders(state["config"], overrides,
                                    lambda name: f"load_env(path, {name}=...)")
         env = env_cls(seed=state["default_seed"], **kwargs)
@@ -552,7 +558,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             env.np_random.bit_generator.state = state["np_random_state"]
             env.sim.load_state_dict(state["sim"])
             env._load_env_state(state["env"])
-        except (KeyError, TypeError, ValueError, IndexError) as err:
+            saved_round = env.sim.round
+            if isinstance(saved_round, bool) or not isinstance(saved_round, int | np.integer) \
+                    or not 0 <= saved_round <= env.config.rounds:
+                raise ValueError(f"sim.round={saved_round!r} is not allowed: an integer in "
+                                 f"[0, rounds={env.config.rounds}]")
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise CheckpointError(f"{path}: the saved state does not fit the env: "
                                   f"{type(err).__name__}: {err}") from err
         return env
