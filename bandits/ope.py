@@ -35,6 +35,7 @@ The estimators here are a few lines each; ``tests/bandits/test_ope.py`` checks t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,15 @@ class LoggedRounds:
         if self.groups is not None:
             arrays["groups"] = self.groups
             arrays["per_group"] = np.asarray(self.per_group)
-        np.savez_compressed(path, **arrays)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:  # written whole or not at all (a full disk leaves the previous file)
+            with tmp.open("wb") as fh:
+                np.savez_compressed(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod
@@ -202,6 +211,30 @@ class RoundLogger:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The rounds logged so far (stacked arrays) and the episode counter, for a checkpoint."""
+        rounds = self.rounds() if self._rows else None
+        arrays = None if rounds is None else {k: getattr(rounds, k) for k in (
+            "contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method")}
+        return {"episode": self._episode, "rounds": arrays, "groups": self.groups, "per_group": self.per_group}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> RoundLogger:
+        logger = cls(groups=state["groups"], per_group=int(state["per_group"]))
+        logger.load_state_dict(state)
+        return logger
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (the rounds are checked as a :class:`LoggedRounds`)."""
+        self._episode = int(state["episode"])
+        self._rows = []
+        arrays = state["rounds"]
+        if arrays is not None:
+            rounds = LoggedRounds(**arrays, groups=self.groups, per_group=self.per_group)
+            for t in range(rounds.num_rounds):
+                self._rows.append({k: (getattr(rounds, k)[t] if k != "method" else str(rounds.method[t]))
+                                   for k in arrays})
 
     def rounds(self) -> LoggedRounds:
         if not self._rows:

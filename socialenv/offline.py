@@ -100,7 +100,7 @@ class EpisodeRecorder:
             raise ValueError("graph_observation=True cannot be recorded: Minari cannot store a "
                              "spaces.Graph observation; record without it")
         self.budget = int(budget)
-        self.episodes: list[Any] = []
+        self._finished: list[dict[str, Any]] = []
         self._metric_keys: tuple[str, ...] | None = None
         self._current: dict[str, Any] | None = None
 
@@ -123,7 +123,7 @@ class EpisodeRecorder:
     def reset(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None) -> None:
         """Start an episode from the reset observation (an unfinished one is dropped)."""
         self._current = {"seed": seed, "observations": [obs], "actions": [], "rewards": [],
-                         "terminations": [], "truncations": [], "infos": [info], "propensities": [None]}
+                         "terminations": [], "truncations": [], "infos": [self._info(info, None)]}
 
     def step(self, action: np.ndarray, obs: dict[str, Any], reward: float, terminated: bool,
              truncated: bool, info: dict[str, Any], propensity: np.ndarray | None = None) -> None:
@@ -136,33 +136,48 @@ class EpisodeRecorder:
         episode["rewards"].append(float(reward))
         episode["terminations"].append(bool(terminated))
         episode["truncations"].append(bool(truncated))
-        episode["infos"].append(info)
-        episode["propensities"].append(propensity)
+        episode["infos"].append(self._info(info, propensity))
         if terminated or truncated:
-            self._finish()
+            episode, self._current = self._current, None
+            for step_info in episode["infos"]:  # the reset info of the first episode came before the keys
+                for key in self._metric_keys or ():
+                    step_info.setdefault(f"metric_{key}", np.float64(np.nan))
+            self._finished.append(episode)
 
-    def _finish(self) -> None:
+    @property
+    def episodes(self) -> list[Any]:
+        """The finished episodes as Minari ``EpisodeBuffer``\\ s."""
         require("minari", "rl", "recording a Minari dataset")
         from minari.data_collector import EpisodeBuffer
 
-        episode, self._current = self._current, None
-        if self._metric_keys is None and len(episode["infos"]) > 1:
-            self._metric_keys = tuple(sorted(episode["infos"][1].get("metrics", {})))
-        infos = [self._info(i, p) for i, p in zip(episode["infos"], episode["propensities"], strict=True)]
-        observations = {key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]}
-        self.episodes.append(EpisodeBuffer(
-            id=len(self.episodes), seed=episode["seed"], observations=observations,
-            actions=episode["actions"], rewards=episode["rewards"],
-            terminations=episode["terminations"], truncations=episode["truncations"],
-            infos={key: [i[key] for i in infos] for key in infos[0]},
-        ))
+        buffers = []
+        for i, episode in enumerate(self._finished):
+            infos = episode["infos"]
+            observations = {key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]}
+            buffers.append(EpisodeBuffer(
+                id=i, seed=episode["seed"], observations=observations, actions=episode["actions"],
+                rewards=episode["rewards"], terminations=episode["terminations"],
+                truncations=episode["truncations"], infos={key: [s[key] for s in infos] for key in infos[0]},
+            ))
+        return buffers
+
+    def state_dict(self) -> dict[str, Any]:
+        """The episodes recorded so far (data only), for a run checkpoint."""
+        return {"finished": self._finished, "current": self._current,
+                "metric_keys": None if self._metric_keys is None else list(self._metric_keys)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._finished = list(state["finished"])
+        self._current = state["current"]
+        keys = state["metric_keys"]
+        self._metric_keys = None if keys is None else tuple(str(k) for k in keys)
 
     def write(self, directory: str | Path, dataset_id: str, env: Any, algorithm_name: str | None = None,
               description: str | None = None) -> Path:
         """Write the recorded episodes as the Minari dataset ``dataset_id`` under
         ``directory``; returns the dataset's folder. An existing dataset of that id is refused."""
         minari = require("minari", "rl", "recording a Minari dataset")
-        if not self.episodes:
+        if not self._finished:
             raise ValueError("no finished episode was recorded")
         base = getattr(env, "unwrapped", env)
         check_dataset_free(directory, dataset_id)

@@ -17,10 +17,10 @@ With ``record=DIR`` the episodes also go to a Minari dataset in DIR
 from __future__ import annotations
 
 import csv
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,7 @@ class RunResult:
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 CHECKPOINT_FILE = "checkpoint.ckpt"
+LOCK_FILE = ".lock"
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
@@ -147,8 +148,80 @@ class RunFolder:
 
     def write_json(self, name: str, value: Any) -> None:
         tmp = self.path / f"{name}.tmp"
-        tmp.write_text(to_json(value, indent=2))
-        tmp.replace(self.path / name)
+        try:
+            tmp.write_text(to_json(value, indent=2))
+            tmp.replace(self.path / name)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+class RunLock:
+    """An exclusive ``fcntl`` lock on ``<run folder>/.lock``, held while a run writes the
+    folder: a second run or resume of the same folder is refused instead of mixing rows."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._fh = (folder / LOCK_FILE).open("a")
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no advisory locks, the name checks still apply
+            return
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise ValueError(f"run folder {folder} is in use by another run (its {LOCK_FILE} is locked): "
+                             "wait for it to finish or choose another name") from None
+
+    def release(self) -> None:
+        self._fh.close()  # closing the file releases the lock
+
+
+def _open_run_folder(config: RunConfig, resuming: bool) -> tuple[Path, RunLock]:
+    """The run's folder, created and locked. A named folder that already holds a run is
+    refused (unless resuming it); a default name is made unique (microseconds, then a
+    counter), so runs started together never share a folder."""
+    root = Path(config.out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    if config.run_name is not None:
+        out_dir = root / config.run_name
+        if not resuming:
+            try:
+                out_dir.mkdir()
+            except FileExistsError:
+                if not out_dir.is_dir() or any(out_dir.iterdir()):
+                    raise ValueError(_taken(config.run_name, out_dir)) from None
+    else:
+        from datetime import datetime
+
+        base = f"{config.env_id}-{config.policy}-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+        for attempt in range(1, 10_000):
+            out_dir = root / (base if attempt == 1 else f"{base}-{attempt}")
+            try:
+                out_dir.mkdir()
+                break
+            except FileExistsError:
+                continue
+    lock = RunLock(out_dir)
+    if not resuming and (out_dir / "config.json").exists():
+        lock.release()
+        raise ValueError(_taken(out_dir.name, out_dir))
+    if resuming:
+        _remove_stale_temporaries(out_dir)
+    return out_dir, lock
+
+
+def _taken(name: str, out_dir: Path) -> str:
+    return (f"run_name={name!r} is not allowed: {out_dir} already holds a run; choose another name "
+            f"(or continue it: policysim run --resume {out_dir})")
+
+
+def _remove_stale_temporaries(out_dir: Path) -> list[str]:
+    """Remove the temporary files a killed run left (called with the folder's lock held)."""
+    stale = [p for pattern in (".*.tmp-*", "*.tmp") for p in out_dir.glob(pattern) if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return [p.name for p in stale]
 
 
 def check_population(users: Any, name: str) -> None:
@@ -175,8 +248,6 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     config, required when the saved one names code, an endpoint, a secret's source or a path
     to write) and ``record`` (the Minari folder of a run that records one). W&B logging is
     not taken from the file: pass ``wandb=`` again to keep it."""
-    from types import SimpleNamespace
-
     from socialenv.checkpoint import (
         CheckpointError,
         Placeholder,
@@ -188,7 +259,7 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     run_dir = Path(run_dir)
     path = run_dir / CHECKPOINT_FILE
     if not path.is_file():
-        raise FileNotFoundError(_no_checkpoint_message(run_dir))
+        raise FileNotFoundError(_mark_unresumable(run_dir))
     allowed = {"progress", "plots", "wandb", "wandb_project", "checkpoint_every", "llm", "record"}
     unknown = set(changes) - allowed
     if unknown:
@@ -236,7 +307,9 @@ def _check_run_state(state: Any, path: Path) -> None:
                               "(config and position objects, rows a list)")
 
 
-def _no_checkpoint_message(run_dir: Path) -> str:
+def _mark_unresumable(run_dir: Path) -> str:
+    """Why ``run_dir`` cannot be resumed; a run folder left "running" by a killed run is
+    marked failed with that reason and cleared of its temporary files."""
     import json
 
     if not (run_dir / "config.json").is_file():
@@ -246,9 +319,24 @@ def _no_checkpoint_message(run_dir: Path) -> str:
     except (ValueError, OSError, AttributeError, RecursionError):
         every = None
     if every == 0:
-        return f"{run_dir} cannot be resumed: it was run with checkpoint_every=0 (no checkpoints)"
-    return (f"{run_dir} cannot be resumed: the run stopped before its first checkpoint was written "
-            "(nothing to continue from); start it again")
+        why = f"{run_dir} cannot be resumed: it was run with checkpoint_every=0 (no checkpoints)"
+    else:
+        why = (f"{run_dir} cannot be resumed: the run stopped before its first checkpoint was written "
+               "(nothing to continue from); start it again under a new name")
+    lock = RunLock(run_dir)
+    try:
+        _remove_stale_temporaries(run_dir)
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text())
+        except (ValueError, OSError, RecursionError):
+            summary = {}
+        if not isinstance(summary, dict) or summary.get("status") in (None, "running"):
+            summary = summary if isinstance(summary, dict) else {}
+            RunFolder.write_json(SimpleNamespace(path=run_dir), "summary.json",  # type: ignore[arg-type]
+                                 {**summary, "status": "failed", "error": why})
+    finally:
+        lock.release()
+    return why
 
 
 def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = None,
@@ -256,7 +344,6 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     """Run ``config``; returns every round's row and the summary (also written to disk,
     round by round). A failure marks ``summary.json`` failed (or interrupted) with the
     error and re-raises; :func:`resume` continues from the last checkpoint."""
-    import gymnasium as gym
 
     allowed = policy_names()
     if config.policy not in allowed:
@@ -270,18 +357,37 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     running = RunningSummary()
     for row in rows:
         running.add(row)
-    folder = None
+    folder = lock = None
+    record_id = None
     if config.record:
         from socialenv.offline import check_dataset_free, default_dataset_id
 
-        check_dataset_free(config.record, config.record_id or default_dataset_id(config.env_id, config.policy))
+        record_id = config.record_id or default_dataset_id(config.env_id, config.policy)
+        if _resume is None:
+            check_dataset_free(config.record, record_id)
     out_dir = None
     if config.out_dir is not None:
-        name = config.run_name or f"{config.env_id}-{config.policy}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out_dir = Path(config.out_dir) / name
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "config.json").write_text(to_json(asdict(config), indent=2))
-        folder = RunFolder(out_dir, rows)
+        out_dir, lock = _open_run_folder(config, resuming=_resume is not None)
+        try:
+            (out_dir / "config.json").write_text(to_json(asdict(config), indent=2))
+            folder = RunFolder(out_dir, rows)
+        except BaseException:
+            lock.release()
+            raise
+
+    try:
+        return _play(config, rows, running, out_dir, folder, record_id, on_round, wandb_run, _resume)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary, out_dir: Path | None,
+          folder: RunFolder | None, record_id: str | None, on_round: Callable[[dict[str, Any]], None] | None,
+          wandb_run: Any, _resume: dict[str, Any] | None) -> RunResult:
+    """The episodes of :func:`run`, then the run's files; ``summary.json`` says "complete"
+    only once every file is written."""
+    import gymnasium as gym
 
     def summary_of(status: str, **extra: Any) -> dict[str, Any]:
         keys = [k for k in rows[0] if k not in ("seed", "episode", "round")] if rows else []
@@ -312,10 +418,18 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             if start_episode >= config.episodes:
                 start_seed, start_episode = start_seed + 1, 0
     status = "running"
-    logger = recorder = None
-    # the propensity log and the Minari record cover runs played from their start
-    log = config.log_propensities and (out_dir is not None or config.record) and _resume is None
-    record = config.record if _resume is None else None
+    logger = recorder = base = None
+    log = config.log_propensities and (out_dir is not None or config.record)
+    record = config.record
+    recorder_state = None
+    if _resume is not None:  # the log and the record continue from the checkpoint's
+        if log and _resume.get("logger") is not None:
+            from bandits.ope import RoundLogger
+
+            logger = RoundLogger.from_state_dict(_resume["logger"])
+        recorder_state = _resume.get("recorder")
+        log = logger is not None
+        record = record if recorder_state is not None else None
     try:
         for seed_index in range(start_seed, len(config.seeds)):
             seed = config.seeds[seed_index]
@@ -342,6 +456,8 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                 from socialenv.offline import EpisodeRecorder
 
                 recorder = EpisodeRecorder(base.observation_space, base.slate_size)
+                if recorder_state is not None:
+                    recorder.load_state_dict(recorder_state)
             for episode in range(start_episode if seed_index == start_seed else 0, config.episodes):
                 if mid_episode and restoring:
                     obs = base._observe()
@@ -382,13 +498,32 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
                         every = config.checkpoint_every
                         if every and (len(rows) % every == 0 or done):
                             _write_run_checkpoint(out_dir / CHECKPOINT_FILE, config, rows, policy, base,
-                                                  seed_index, episode, done)
+                                                  seed_index, episode, done, logger, recorder)
                     if wandb_run is not None:
                         wandb_run.log(dict(row), step=len(rows) - 1)
                     if on_round is not None:
                         on_round(row)
                     bar.update(1)
             env.close()
+        # every file first, then "complete": a run that cannot write them is marked failed
+        if folder is not None:
+            if logger is not None and len(logger):
+                logger.rounds().save(out_dir / "logged_rounds.npz")
+            if config.plots:
+                _plot(config, rows, out_dir)
+        if record and (base is None or base.spec is None):  # resumed: the restored env has no spec
+            base = gym.make(config.env_id, **config.env_kwargs).unwrapped
+        if record and recorder is None and recorder_state is not None:  # resumed after the last round
+            from socialenv.offline import EpisodeRecorder
+
+            recorder = EpisodeRecorder(base.observation_space, base.slate_size)
+            recorder.load_state_dict(recorder_state)
+        if recorder is not None and not (_resume is not None and (Path(config.record) / record_id).exists()):
+            recorder.write(config.record, record_id, base, algorithm_name=config.policy,
+                           description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
+        summary = summary_of("complete")
+        if folder is not None:
+            folder.write_json("summary.json", summary)
         status = "complete"
     except BaseException as err:
         status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
@@ -396,26 +531,15 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             extra: dict[str, Any] = {"error": f"{type(err).__name__}: {err}"}
             if (out_dir / CHECKPOINT_FILE).exists():
                 extra["resume"] = f"policysim run --resume {out_dir}"
-            folder.write_json("summary.json", summary_of(status, **extra))
+            try:
+                folder.write_json("summary.json", summary_of(status, **extra))
+            except OSError as write_error:  # e.g. the disk is full: keep the run's own error
+                err.add_note(f"summary.json could not be marked {status}: {write_error}")
         raise
     finally:
         bar.close()
         if own_wandb:
             wandb_run.finish(exit_code=0 if status == "complete" else 1)
-
-    summary = summary_of("complete")
-    if folder is not None:
-        folder.write_json("summary.json", summary)
-        if logger is not None and len(logger):
-            logger.rounds().save(out_dir / "logged_rounds.npz")
-        if config.plots:
-            _plot(config, rows, out_dir)
-    if recorder is not None:
-        from socialenv.offline import default_dataset_id
-
-        recorder.write(config.record, config.record_id or default_dataset_id(config.env_id, config.policy),
-                       base, algorithm_name=config.policy,
-                       description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
     return RunResult(rows=rows, summary=summary, out_dir=out_dir)
 
 
@@ -457,8 +581,10 @@ def _plot(config: RunConfig, rows: list[dict[str, Any]], out_dir: Path) -> None:
 
 
 def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, Any]], policy: Any,
-                          env: Any, seed_index: int, episode: int, episode_done: bool) -> None:
-    """Everything :func:`resume` needs, in one data-only file (replaced atomically)."""
+                          env: Any, seed_index: int, episode: int, episode_done: bool,
+                          logger: Any = None, recorder: Any = None) -> None:
+    """Everything :func:`resume` needs, in one data-only file (replaced atomically): the
+    propensity log and the Minari record so far included."""
     from socialenv.checkpoint import write_checkpoint
 
     write_checkpoint(path, "run", {
@@ -467,4 +593,6 @@ def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, An
         "rows": rows,
         "policy": _policy_state(policy),
         "env": env.checkpoint_state(),
+        "logger": None if logger is None else logger.state_dict(),
+        "recorder": None if recorder is None else recorder.state_dict(),
     }, objects="placeholder")
