@@ -37,6 +37,7 @@ source text of the largest rumour event. Each post's ``event`` is its event's so
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,10 @@ def _event_file(index_file: Path, eid: str) -> Path:
                              f"event file not found (looked for Weibo/{eid}.json and {eid}.json in {root})")
 
 
+#: Largest magnitude of a count or timestamp (2^53: every integer up to it is exact in a float).
+MAX_NUMBER = float(2**53)
+
+
 def _num(value: Any, file: Path, rec: str, name: str, *, required: bool = False) -> float:
     if value is None or value == "":
         if required:
@@ -105,14 +110,20 @@ def _num(value: Any, file: Path, rec: str, name: str, *, required: bool = False)
         return 0.0
     if isinstance(value, bool):
         raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    number: float | None = None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        number = float(value) if abs(value) <= MAX_NUMBER else math.inf
+    elif isinstance(value, str):
         try:
-            return float(value.strip())
+            number = float(value.strip())
         except ValueError:
             pass
-    raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    if number is None:
+        raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+        raise DatasetFormatError(file, rec, name, f"expected a finite number of at most {MAX_NUMBER:.0e} "
+                                                  f"in size, got {value!r}")
+    return number
 
 
 def _ident(value: Any, file: Path, rec: str, name: str, *, required: bool) -> str | None:
