@@ -286,6 +286,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self._arms is None:
             raise RuntimeError("call reset() before step()")
         try:
+            if np.iscomplexobj(scores):
+                raise ValueError("complex scores are not allowed (real numbers only)")
             arr = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"action must be {self.num_arms} real scores, one per arm: {err}") from err
@@ -316,6 +318,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._check_open()
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+            raise ValueError(f"seed={seed!r} is not allowed: an integer >= 0 or None")
+        if options is not None and (not isinstance(options, dict) or options):
+            raise ValueError(f"options={options!r} is not allowed: this env takes no reset options "
+                             "(None or {})")
         if seed is None and self._pending_seed is not None:
             seed = self._pending_seed
         self._pending_seed = None
@@ -328,6 +336,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return self._observe(), {"round": 0, "seed": episode_seed}
 
     def step(self, action: Any):
+        self._check_open()
         if self._arms is None:
             raise RuntimeError("call reset() before step()")
         if self.sim.round >= self.config.rounds:
@@ -466,6 +475,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     def close(self) -> None:
         self.brain.close()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if getattr(self, "_closed", False):
+            raise RuntimeError("the env is closed: make a new one (gym.make) instead of reusing it")
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
