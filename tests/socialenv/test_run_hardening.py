@@ -18,7 +18,7 @@ import pytest
 
 from bandits.ope import LoggedRounds
 from socialenv.checkpoint import CheckpointError
-from socialenv.runner import RunConfig, RunLock, _open_run_folder, resume, run
+from socialenv.runner import RunConfig, resume, run
 from tests.support import ROOT, small_rec
 
 SMALL = small_rec(candidates={"interest": 2, "opposite": 1, "popular": 1, "fresh": 1}, rounds=4)
@@ -112,6 +112,8 @@ def test_a_full_disk_never_gives_a_complete_run_and_resume_repairs_the_log(
 
 
 def test_run_folders_are_never_shared(tmp_path: Path) -> None:
+    from socialenv.runner import RunLock, _open_run_folder
+
     first = run(_config(tmp_path, "taken"))
     with pytest.raises(ValueError, match=r"run_name='taken' is not allowed: .* already holds a run"):
         run(_config(tmp_path, "taken"))
