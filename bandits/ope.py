@@ -219,14 +219,9 @@ class RoundLogger:
             "contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method")}
         return {"episode": self._episode, "rounds": arrays, "groups": self.groups, "per_group": self.per_group}
 
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> RoundLogger:
-        logger = cls(groups=state["groups"], per_group=int(state["per_group"]))
-        logger.load_state_dict(state)
-        return logger
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (the rounds are checked as a :class:`LoggedRounds`)."""
+        self.groups, self.per_group = state["groups"], int(state["per_group"])
         self._episode = int(state["episode"])
         self._rows = []
         arrays = state["rounds"]

@@ -95,6 +95,9 @@ class RunConfig:
         check_fields(self, "", RUN_LIMITS)
         if self.run_name is not None:
             check_path_segment(self.run_name, "run_name")
+        if self.record_id is not None:
+            for part in str(self.record_id).split("/"):
+                check_path_segment(part, "record_id")
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
         if self.wandb is not None and self.wandb not in WANDB_MODES:
@@ -305,6 +308,35 @@ def _check_run_state(state: Any, path: Path) -> None:
             or not isinstance(state["position"], dict) or not isinstance(state["rows"], list):
         raise CheckpointError(f"{path} is not a PolicySim run checkpoint: it needs {sorted(required)} "
                               "(config and position objects, rows a list)")
+    config, position = state["config"], state["position"]
+    seeds, episodes = config.get("seeds"), config.get("episodes")
+    if not isinstance(seeds, list | tuple) or not seeds or isinstance(episodes, bool) \
+            or not isinstance(episodes, int) or episodes < 1:
+        raise CheckpointError(f"{path}: config.seeds and config.episodes are not a valid run's")
+    limits = {"seed_index": len(seeds), "episode": episodes}
+    for name, bound in limits.items():
+        value = position.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < bound:
+            raise CheckpointError(f"{path}: position.{name}={value!r} is not allowed: an integer in [0, {bound})")
+    if not isinstance(position.get("episode_done"), bool | np.bool_):
+        raise CheckpointError(f"{path}: position.episode_done={position.get('episode_done')!r} is not "
+                              "allowed: true or false")
+    for i, row in enumerate(state["rows"]):
+        if not isinstance(row, dict) or not all(
+                isinstance(k, str) and isinstance(v, int | float | np.number) for k, v in row.items()):
+            raise CheckpointError(f"{path}: rows[{i}] is not allowed: a mapping of metric names to numbers")
+
+
+def _restore(target: Any, state: Any, name: str, out_dir: Path | None) -> None:
+    """``target.load_state_dict(state)``; a state that does not fit is a CheckpointError
+    naming the file and the part (not an error from deep inside the policy)."""
+    from socialenv.checkpoint import CheckpointError
+
+    try:
+        target.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as err:
+        raise CheckpointError(f"{Path(out_dir or '.') / CHECKPOINT_FILE}: the saved {name} state does not fit "
+                              f"({type(err).__name__}: {err})") from None
 
 
 def _mark_unresumable(run_dir: Path) -> str:
@@ -426,7 +458,8 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
         if log and _resume.get("logger") is not None:
             from bandits.ope import RoundLogger
 
-            logger = RoundLogger.from_state_dict(_resume["logger"])
+            logger = RoundLogger()
+            _restore(logger, _resume["logger"], "logger", out_dir)
         recorder_state = _resume.get("recorder")
         log = logger is not None
         record = record if recorder_state is not None else None
@@ -447,7 +480,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                 bar.refresh()
             policy = make_run_policy(config.policy, base, seed, **config.policy_kwargs)
             if restoring and _resume["policy"] is not None:
-                policy.load_state_dict(_resume["policy"])
+                _restore(policy, _resume["policy"], "policy", out_dir)
             if log and logger is None:
                 from bandits.ope import RoundLogger
 
@@ -457,7 +490,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
 
                 recorder = EpisodeRecorder(base.observation_space, base.slate_size)
                 if recorder_state is not None:
-                    recorder.load_state_dict(recorder_state)
+                    _restore(recorder, recorder_state, "recorder", out_dir)
             for episode in range(start_episode if seed_index == start_seed else 0, config.episodes):
                 if mid_episode and restoring:
                     obs = base._observe()
@@ -517,7 +550,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
             from socialenv.offline import EpisodeRecorder
 
             recorder = EpisodeRecorder(base.observation_space, base.slate_size)
-            recorder.load_state_dict(recorder_state)
+            _restore(recorder, recorder_state, "recorder", out_dir)
         if recorder is not None and not (_resume is not None and (Path(config.record) / record_id).exists()):
             recorder.write(config.record, record_id, base, algorithm_name=config.policy,
                            description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")

@@ -102,10 +102,22 @@ def _finished_trials(log: Path, trials: list[Trial]) -> list[dict[str, Any]]:
         if not isinstance(record, dict) or "error" in record or not isinstance(record.get("trial"), dict):
             continue
         trial = wanted.get(trial_identity(record["trial"]))
-        if trial is not None and isinstance(record.get("rows"), list) and isinstance(record.get("summary"), dict):
+        if trial is not None and _plain_record(record):
             record["trial"]["index"] = trial.index
             kept[trial.name] = record
     return list(kept.values())
+
+
+def _plain_record(record: dict[str, Any]) -> bool:
+    """A trial record whose rows are number-valued dicts (what the report aggregates)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    rows = record.get("rows")
+    return (isinstance(rows, list) and bool(rows) and isinstance(record.get("summary"), dict)
+            and number(record.get("seconds"))
+            and all(isinstance(row, dict) and all(isinstance(k, str) and number(v) for k, v in row.items())
+                    for row in rows))
 
 
 def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,

@@ -176,3 +176,31 @@ def test_a_run_killed_before_its_first_checkpoint(tmp_path: Path) -> None:
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["status"] == "failed" and "before its first checkpoint" in summary["error"]
     assert not list(folder.glob(".*.tmp-*"))
+
+
+def _edit_run_checkpoint(path: Path, edit) -> None:
+    out = path.with_name("edited.ckpt")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "meta.json":
+                meta = json.loads(data)
+                edit(meta["tree"])
+                data = json.dumps(meta).encode()
+            dst.writestr(name, data)
+    out.replace(path)
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    (lambda t: t["position"].update(seed_index=99), r"position.seed_index=99 is not allowed: an integer in \[0, 2\)"),
+    (lambda t: t["position"].update(episode_done="yes"), "position.episode_done='yes' is not allowed"),
+    (lambda t: t["rows"].append(["x"]), r"rows\[2\] is not allowed"),
+    (lambda t: t.update(policy={"nonsense": 1}), "the saved policy state does not fit"),
+    (lambda t: t["config"].update(record_id="../../escape-v0"), r"record_id='..' is not allowed"),
+])
+def test_a_tampered_run_checkpoint_is_a_clear_error(tmp_path: Path, edit, why: str) -> None:
+    with pytest.raises(Boom):
+        run(_config(tmp_path, "r"), on_round=_crash_after(2))
+    _edit_run_checkpoint(tmp_path / "runs" / "r" / "checkpoint.ckpt", edit)
+    with pytest.raises(ValueError, match=why):
+        resume(tmp_path / "runs" / "r")
