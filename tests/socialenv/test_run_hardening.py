@@ -154,6 +154,12 @@ def test_a_run_checkpoint_cannot_choose_an_endpoint_or_a_secret(tmp_path: Path) 
     with pytest.raises(CheckpointError, match=r"chooses an endpoint \(llm.base_url=.*chooses a secret's source "
                                               r"\(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\).*chooses a path to write"):
         resume(tmp_path / "runs" / "r")
+    from typer.testing import CliRunner
+
+    from socialenv.cli import app
+
+    cli = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "runs" / "r"), "--no-plots"])
+    assert cli.exit_code == 2 and "llm.base_url" in cli.output and "--llm JSON" in cli.output
     assert not (tmp_path / "w.jsonl").exists()
 
 
