@@ -194,6 +194,8 @@ def _read_file(file: Path) -> list[Any]:
         raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
+    except RecursionError:
+        raise DatasetFormatError(file, None, None, "not valid JSON: nested too deeply") from None
     if not isinstance(data, list):
         raise DatasetFormatError(file, None, None, f"expected a JSON array of users, got {type(data).__name__}")
     return data

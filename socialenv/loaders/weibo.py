@@ -67,7 +67,11 @@ def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
     if not index_file.exists():
         raise FileNotFoundError(f"Weibo index file {index_file} does not exist")
     events: list[tuple[str, int]] = []
-    for lineno, line in enumerate(index_file.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        index_text = index_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(index_file, None, None, f"not UTF-8 text: {exc}") from exc
+    for lineno, line in enumerate(index_text.splitlines(), 1):
         if not line.strip():
             continue
         m = _LINE.match(line.strip())
@@ -141,6 +145,10 @@ def _parse_event(file: Path) -> list[dict[str, Any]]:
         data = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
+    except RecursionError:
+        raise DatasetFormatError(file, None, None, "not valid JSON: nested too deeply") from None
     if not isinstance(data, list) or not data:
         raise DatasetFormatError(file, None, None, "expected a non-empty JSON array of posts")
     posts = []

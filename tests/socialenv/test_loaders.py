@@ -326,3 +326,15 @@ def test_twibot_counts_are_plain_digits(tmp_path, count):
     with pytest.raises(DatasetFormatError, match="expected an integer string") as info:
         read_twibot20(path, config=HASH_LOADER)
     assert info.value.field == "profile.followers_count"
+
+
+def test_weibo_deep_or_non_utf8_files_are_format_errors(tmp_path):
+    root = _copy_weibo(tmp_path)
+    (root / "Weibo" / "E2.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DatasetFormatError, match="nested too deeply") as info:
+        read_weibo(root, config=HASH_LOADER)
+    assert info.value.file.endswith("E2.json")
+    root = _copy_weibo(tmp_path / "b")
+    (root / "Weibo.txt").write_bytes("eid:E1\tlabel:1\t3001 caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(DatasetFormatError, match="not UTF-8 text"):
+        read_weibo(root, config=HASH_LOADER)
