@@ -175,20 +175,38 @@ class EpisodeRecorder:
     def write(self, directory: str | Path, dataset_id: str, env: Any, algorithm_name: str | None = None,
               description: str | None = None) -> Path:
         """Write the recorded episodes as the Minari dataset ``dataset_id`` under
-        ``directory``; returns the dataset's folder. An existing dataset of that id is refused."""
+        ``directory``; returns the dataset's folder. An existing dataset of that id is refused.
+        The dataset is written in a staging folder and moved into place whole, so its folder
+        exists only once complete (a full disk leaves no partial dataset)."""
+        import shutil
+
         minari = require("minari", "rl", "recording a Minari dataset")
         if not self._finished:
             raise ValueError("no finished episode was recorded")
         base = getattr(env, "unwrapped", env)
         check_dataset_free(directory, dataset_id)
-        with datasets_path(directory) as root, warnings.catch_warnings():
-            # Minari asks for author / email / code permalink, which matter when publishing a
-            # dataset; a local recording has none
-            warnings.filterwarnings("ignore", message=r".*is set to None.*")
-            minari.create_dataset_from_buffers(
-                dataset_id, self.episodes, env=base.spec,
-                observation_space=base.observation_space, action_space=base.action_space,
-                algorithm_name=algorithm_name, description=description,
-                data_format=DATA_FORMAT, requirements=["policysim"],
-            )
-        return root / dataset_id
+        final = Path(directory).resolve() / dataset_id
+        staging = Path(directory).resolve() / f".staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            with datasets_path(staging) as root, warnings.catch_warnings():
+                # Minari asks for author / email / code permalink, which matter when publishing a
+                # dataset; a local recording has none
+                warnings.filterwarnings("ignore", message=r".*is set to None.*")
+                minari.create_dataset_from_buffers(
+                    dataset_id, self.episodes, env=base.spec,
+                    observation_space=base.observation_space, action_space=base.action_space,
+                    algorithm_name=algorithm_name, description=description,
+                    data_format=DATA_FORMAT, requirements=["policysim"],
+                )
+            written = root / dataset_id
+            for item in sorted(root.rglob("*")):  # namespace metadata beside the dataset
+                target = Path(directory).resolve() / item.relative_to(root)
+                if item.is_file() and written not in item.parents and not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(item, target)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(written, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final

@@ -210,3 +210,25 @@ def test_a_tampered_run_checkpoint_is_a_clear_error(tmp_path: Path, edit, why: s
     _edit_run_checkpoint(tmp_path / "runs" / "r" / "checkpoint.ckpt", edit)
     with pytest.raises(ValueError, match=why):
         resume(tmp_path / "runs" / "r")
+
+
+def test_a_minari_record_cut_by_a_full_disk_is_not_left_half_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    minari = pytest.importorskip("minari")
+    real = minari.create_dataset_from_buffers
+
+    def disk_full(dataset_id: str, *args: Any, **kwargs: Any) -> None:
+        folder = Path(os.environ["MINARI_DATASETS_PATH"]) / dataset_id
+        folder.mkdir(parents=True)
+        (folder / "partial").write_bytes(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        run(_config(tmp_path, "r", record=str(tmp_path / "ds")))
+    assert not (tmp_path / "ds" / "policysim-rec" / "egreedy-v0").exists()
+    assert json.loads((tmp_path / "runs" / "r" / "summary.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", real)
+    resume(tmp_path / "runs" / "r", record=str(tmp_path / "ds"))
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "ds"))
+    assert minari.load_dataset("policysim-rec/egreedy-v0").total_episodes == 2
