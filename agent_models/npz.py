@@ -98,7 +98,7 @@ class NpzReader:
         arrays = {n[:-4] for n in names if n.endswith(".npy") and n not in extra}
         missing = sorted(required - arrays - {n for n in names if n in extra})
         if missing:
-            raise self.error(f"lacks the member(s) {missing}")
+            raise self.error(f"lacks {', '.join(map(repr, missing))} (a required member)")
         headers: dict[str, Header] = {}
         total = 0
         for info in infos:

@@ -411,7 +411,7 @@ def test_logged_rounds_load_refuses_bad_members_before_reading(tmp_path) -> None
         "extra": (_with_member(path, tmp_path / "extra.npz", "payload", np.zeros(3)),
                   r"unknown member\(s\) \['payload.npy'\]"),
         "missing": (_with_member(path, tmp_path / "missing.npz", "x", drop="rewards"),
-                    r"lacks the member\(s\) \['rewards'\]"),
+                    "lacks 'rewards' \\(a required member\\)"),
         "shape": (_with_member(path, tmp_path / "shape.npz", "rewards", np.zeros((3, 1), np.float32)),
                   r"array 'rewards': shape \(3, 1\) is not allowed"),
         "huge": (_with_member(path, tmp_path / "huge.npz", "contexts", raw=header.getvalue()),
