@@ -307,6 +307,9 @@ def read_checkpoint(path: str | Path, kind: str) -> Any:
             return _Decoder(reader, path).decode(meta.get("tree"))
         except RecursionError:
             raise CheckpointError(f"{path}: the checkpoint tree is nested too deeply") from None
+        except (TypeError, KeyError, IndexError, AttributeError) as err:  # e.g. an unhashable key
+            raise CheckpointError(f"{path} is not a valid PolicySim checkpoint: "
+                                  f"{type(err).__name__}: {err}") from None
 
 
 def fill_placeholders(obj: Any, overrides: dict[str, Any], where: Callable[[str], str]) -> dict[str, Any]:

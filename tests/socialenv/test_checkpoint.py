@@ -292,3 +292,20 @@ def test_array_headers_are_checked_before_reading(tmp_path: Path) -> None:
                 dst.writestr(name, src.read(name))
     with pytest.raises(CheckpointError, match="refused as a zip bomb"):
         load_env(bomb)
+
+
+@pytest.mark.parametrize("tree", [
+    {"__items__": [[[{"a": 1}], 1]]},  # an unhashable key
+    {"__tensor__": "a0"},  # a tensor of text
+])
+def test_odd_trees_are_checkpoint_errors(tmp_path: Path, tree: dict) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "odd.ckpt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("meta.json", json.dumps({"format": "policysim-checkpoint", "version": 2, "kind": "x",
+                                             "tree": tree}))
+        out = io.BytesIO()
+        np.save(out, np.array(["text"]))
+        zf.writestr("a0.npy", out.getvalue())
+    with pytest.raises(CheckpointError, match="odd.ckpt"):
+        read_checkpoint(path, "x")
