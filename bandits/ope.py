@@ -213,23 +213,21 @@ class RoundLogger:
         return len(self._rows)
 
     def state_dict(self) -> dict[str, Any]:
-        """The rounds logged so far (stacked arrays) and the episode counter, for a checkpoint."""
-        rounds = self.rounds() if self._rows else None
-        arrays = None if rounds is None else {k: getattr(rounds, k) for k in (
-            "contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method")}
-        return {"episode": self._episode, "rounds": arrays, "groups": self.groups, "per_group": self.per_group}
+        """The rounds logged so far (``rows``, an append-only list of per-round dicts), the
+        episode counter and the groups, for a checkpoint."""
+        return {"episode": self._episode, "rows": self._rows, "groups": self.groups, "per_group": self.per_group}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (the rounds are checked as a :class:`LoggedRounds`)."""
         self.groups, self.per_group = state["groups"], int(state["per_group"])
         self._episode = int(state["episode"])
-        self._rows = []
-        arrays = state["rounds"]
-        if arrays is not None:
-            rounds = LoggedRounds(**arrays, groups=self.groups, per_group=self.per_group)
-            for t in range(rounds.num_rounds):
-                self._rows.append({k: (getattr(rounds, k)[t] if k != "method" else str(rounds.method[t]))
-                                   for k in arrays})
+        rows = list(state["rows"])
+        fields = {"contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method"}
+        if not all(isinstance(row, dict) and set(row) == fields for row in rows):
+            raise ValueError(f"logged rows must be dicts of {sorted(fields)}")
+        self._rows = rows
+        if rows:
+            self.rounds()  # shapes, propensities, finite values
 
     def rounds(self) -> LoggedRounds:
         if not self._rows:

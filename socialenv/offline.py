@@ -101,6 +101,7 @@ class EpisodeRecorder:
                              "spaces.Graph observation; record without it")
         self.budget = int(budget)
         self._finished: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
         self._metric_keys: tuple[str, ...] | None = None
         self._current: dict[str, Any] | None = None
 
@@ -122,23 +123,34 @@ class EpisodeRecorder:
 
     def reset(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None) -> None:
         """Start an episode from the reset observation (an unfinished one is dropped)."""
-        self._current = {"seed": seed, "observations": [obs], "actions": [], "rewards": [],
-                         "terminations": [], "truncations": [], "infos": [self._info(info, None)]}
+        self._apply({"seed": seed, "obs": obs, "info": self._info(info, None)})
 
     def step(self, action: np.ndarray, obs: dict[str, Any], reward: float, terminated: bool,
              truncated: bool, info: dict[str, Any], propensity: np.ndarray | None = None) -> None:
         """One step; the episode is stored when it terminates or is truncated."""
         if self._current is None:
             raise RuntimeError("call reset() before step()")
+        self._apply({"action": np.asarray(action, np.int64), "obs": obs, "reward": float(reward),
+                     "terminated": bool(terminated), "truncated": bool(truncated),
+                     "info": self._info(info, propensity)})
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        self._events.append(event)
+        if "action" not in event:
+            self._current = {"seed": event["seed"], "observations": [event["obs"]], "actions": [], "rewards": [],
+                             "terminations": [], "truncations": [], "infos": [event["info"]]}
+            return
         episode = self._current
-        episode["actions"].append(np.asarray(action, np.int64))
-        episode["observations"].append(obs)
-        episode["rewards"].append(float(reward))
-        episode["terminations"].append(bool(terminated))
-        episode["truncations"].append(bool(truncated))
-        episode["infos"].append(self._info(info, propensity))
-        if terminated or truncated:
-            episode, self._current = self._current, None
+        if episode is None:
+            raise ValueError("a recorded step comes before any reset")
+        episode["actions"].append(event["action"])
+        episode["observations"].append(event["obs"])
+        episode["rewards"].append(float(event["reward"]))
+        episode["terminations"].append(bool(event["terminated"]))
+        episode["truncations"].append(bool(event["truncated"]))
+        episode["infos"].append(event["info"])
+        if event["terminated"] or event["truncated"]:
+            self._current = None
             for step_info in episode["infos"]:  # the reset info of the first episode came before the keys
                 for key in self._metric_keys or ():
                     step_info.setdefault(f"metric_{key}", np.float64(np.nan))
@@ -162,15 +174,17 @@ class EpisodeRecorder:
         return buffers
 
     def state_dict(self) -> dict[str, Any]:
-        """The episodes recorded so far (data only), for a run checkpoint."""
-        return {"finished": self._finished, "current": self._current,
+        """What was recorded so far, data only: ``events`` (resets and steps, an append-only
+        list) and the metric names."""
+        return {"events": self._events,
                 "metric_keys": None if self._metric_keys is None else list(self._metric_keys)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._finished = list(state["finished"])
-        self._current = state["current"]
         keys = state["metric_keys"]
         self._metric_keys = None if keys is None else tuple(str(k) for k in keys)
+        self._events, self._finished, self._current = [], [], None
+        for event in state["events"]:
+            self._apply(event)
 
     def write(self, directory: str | Path, dataset_id: str, env: Any, algorithm_name: str | None = None,
               description: str | None = None) -> Path:

@@ -291,6 +291,13 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
             if isinstance(value, Placeholder):
                 raise ValueError(f"{run_dir} cannot be resumed: {group}[{key!r}] was a {value.type_name} "
                                  "instance, which a data-only checkpoint does not store")
+    lock = RunLock(run_dir)  # refuses a folder another run is writing
+    try:
+        finished = _finished_run(run_dir, state)
+    finally:
+        lock.release()
+    if finished is not None:
+        return finished
     fields = {**saved, "wandb": None, **changes, "env_kwargs": env_kwargs,
               "out_dir": str(run_dir.parent), "run_name": run_dir.name}
     try:
@@ -298,6 +305,28 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     except TypeError as err:
         raise CheckpointError(f"{path}: the saved run config is not a RunConfig ({err})") from None
     return run(config, on_round=on_round, wandb_run=wandb_run, _resume=state)
+
+
+def _finished_run(run_dir: Path, state: dict[str, Any]) -> RunResult | None:
+    """The result of a run already complete (its files checked), else None. A complete run's
+    propensity log that no longer reads is an error: its journal is gone, run it again."""
+    import json
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(summary, dict) or summary.get("status") != "complete":
+        return None
+    if state.get("logger") is not None:
+        from bandits.ope import LoggedRounds
+
+        try:
+            LoggedRounds.load(run_dir / "logged_rounds.npz")
+        except (ValueError, FileNotFoundError) as err:
+            raise ValueError(f"{run_dir} is complete but its logged_rounds.npz is damaged ({err}); a complete "
+                             "run keeps no journal to rebuild it from: run it again") from None
+    return RunResult(rows=list(state["rows"]), summary=summary, out_dir=run_dir)
 
 
 def _check_run_state(state: Any, path: Path) -> None:
@@ -451,6 +480,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                 start_seed, start_episode = start_seed + 1, 0
     status = "running"
     logger = recorder = base = None
+    journal = _Journal(out_dir)
     log = config.log_propensities and (out_dir is not None or config.record)
     record = config.record
     recorder_state = None
@@ -459,8 +489,9 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
             from bandits.ope import RoundLogger
 
             logger = RoundLogger()
-            _restore(logger, _resume["logger"], "logger", out_dir)
-        recorder_state = _resume.get("recorder")
+            _restore(logger, journal.restore(_resume["logger"], "rows"), "logger", out_dir)
+        if _resume.get("recorder") is not None:
+            recorder_state = journal.restore(_resume["recorder"], "events")
         log = logger is not None
         record = record if recorder_state is not None else None
     try:
@@ -531,7 +562,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                         every = config.checkpoint_every
                         if every and (len(rows) % every == 0 or done):
                             _write_run_checkpoint(out_dir / CHECKPOINT_FILE, config, rows, policy, base,
-                                                  seed_index, episode, done, logger, recorder)
+                                                  seed_index, episode, done, journal, logger, recorder)
                     if wandb_run is not None:
                         wandb_run.log(dict(row), step=len(rows) - 1)
                     if on_round is not None:
@@ -558,6 +589,7 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
         if folder is not None:
             folder.write_json("summary.json", summary)
         status = "complete"
+        journal.remove()
     except BaseException as err:
         status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         if folder is not None:
@@ -614,10 +646,10 @@ def _plot(config: RunConfig, rows: list[dict[str, Any]], out_dir: Path) -> None:
 
 
 def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, Any]], policy: Any,
-                          env: Any, seed_index: int, episode: int, episode_done: bool,
+                          env: Any, seed_index: int, episode: int, episode_done: bool, journal: _Journal,
                           logger: Any = None, recorder: Any = None) -> None:
-    """Everything :func:`resume` needs, in one data-only file (replaced atomically): the
-    propensity log and the Minari record so far included."""
+    """Everything :func:`resume` needs, in one data-only file (replaced atomically); the
+    propensity log and the Minari record so far go to the journal (:class:`_Journal`)."""
     from socialenv.checkpoint import write_checkpoint
 
     write_checkpoint(path, "run", {
@@ -626,6 +658,63 @@ def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, An
         "rows": rows,
         "policy": _policy_state(policy),
         "env": env.checkpoint_state(),
-        "logger": None if logger is None else logger.state_dict(),
-        "recorder": None if recorder is None else recorder.state_dict(),
+        "logger": None if logger is None else journal.save(logger.state_dict(), "rows", "logged"),
+        "recorder": None if recorder is None else journal.save(recorder.state_dict(), "events", "recorded"),
     }, objects="placeholder")
+
+
+class _Journal:
+    """The append-only lists of a run (the logged rounds, the recorded steps) in
+    ``<run folder>/.resume/``: each checkpoint writes only what was added since the previous
+    one (one data-only chunk per list), so checkpoints stay the size of one round whatever
+    the run's length; the checkpoint holds the count. Removed once the run is complete."""
+
+    def __init__(self, out_dir: Path | None) -> None:
+        self.folder = None if out_dir is None else out_dir / ".resume"
+        self.written: dict[str, int] = {}
+
+    def save(self, state: dict[str, Any], key: str, name: str) -> dict[str, Any]:
+        """``state`` with its list ``state[key]`` replaced by ``{"journal": name, "count": n}``."""
+        from socialenv.checkpoint import write_checkpoint
+
+        items = state[key]
+        start = self.written.get(name, 0)
+        if self.folder is not None and len(items) > start:
+            write_checkpoint(self.folder / f"{name}-{start:09d}.ckpt", "journal", items[start:])
+        self.written[name] = len(items)
+        return {**state, key: {"journal": name, "count": len(items)}}
+
+    def restore(self, state: Any, key: str) -> dict[str, Any]:
+        """``state`` with ``state[key]`` read back from the journal (its first ``count`` items)."""
+        from socialenv.checkpoint import CheckpointError, read_checkpoint
+
+        ref = state.get(key) if isinstance(state, dict) else None
+        if not isinstance(ref, dict) or not isinstance(ref.get("journal"), str) \
+                or isinstance(ref.get("count"), bool) or not isinstance(ref.get("count"), int) or ref["count"] < 0:
+            raise CheckpointError(f"{self.folder}: the checkpoint's {key} is not a journal reference")
+        name, count = ref["journal"], ref["count"]
+        if name not in ("logged", "recorded") or self.folder is None:
+            raise CheckpointError(f"{self.folder}: journal {name!r} is not allowed")
+        items: list[Any] = []
+        for path in sorted(self.folder.glob(f"{name}-*.ckpt")):
+            start = int(path.stem.rsplit("-", 1)[1]) if path.stem.rsplit("-", 1)[1].isdigit() else -1
+            if start < 0 or start >= count:  # written after the checkpoint: replaced as the run goes on
+                path.unlink()
+                continue
+            if start > len(items):
+                raise CheckpointError(f"{path}: the journal misses items {len(items)}..{start - 1}")
+            chunk = read_checkpoint(path, "journal")
+            if not isinstance(chunk, list):
+                raise CheckpointError(f"{path} is not a journal chunk (a list)")
+            items = items[:start] + chunk
+        if len(items) < count:
+            raise CheckpointError(f"{self.folder}: the journal holds {len(items)} {name} items, the "
+                                  f"checkpoint needs {count}")
+        self.written[name] = count
+        return {**state, key: items[:count]}
+
+    def remove(self) -> None:
+        import shutil
+
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)

@@ -103,12 +103,12 @@ def test_a_full_disk_never_gives_a_complete_run_and_resume_repairs_the_log(
     resume(folder)
     _same_log(LoggedRounds.load(folder), LoggedRounds.load(full.out_dir))
     assert json.loads((folder / "summary.json").read_text())["status"] == "complete"
-    # a log broken afterwards (say, by a copy on a full disk) is detected and rewritten by --resume
+    assert not (folder / ".resume").exists()  # the journal goes once the run is complete
+    assert resume(folder).rows == full.rows  # resuming a complete run changes nothing
+    # a log broken afterwards (say, by a copy on a full disk) is detected by --resume
     (folder / "logged_rounds.npz").write_bytes((folder / "logged_rounds.npz").read_bytes()[:300])
-    with pytest.raises(ValueError, match="logged_rounds.npz"):
-        LoggedRounds.load(folder)
-    resume(folder)
-    _same_log(LoggedRounds.load(folder), LoggedRounds.load(full.out_dir))
+    with pytest.raises(ValueError, match="is complete but its logged_rounds.npz is damaged"):
+        resume(folder)
 
 
 def test_run_folders_are_never_shared(tmp_path: Path) -> None:
