@@ -232,3 +232,27 @@ def test_a_minari_record_cut_by_a_full_disk_is_not_left_half_written(
     resume(tmp_path / "runs" / "r", record=str(tmp_path / "ds"))
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "ds"))
     assert minari.load_dataset("policysim-rec/egreedy-v0").total_episodes == 2
+
+
+def test_the_journal_is_checked_and_checkpoints_stay_small(tmp_path: Path) -> None:
+    with pytest.raises(Boom):
+        run(_config(tmp_path, "r"), on_round=_crash_after(3))
+    folder = tmp_path / "runs" / "r"
+    chunks = sorted((folder / ".resume").glob("logged-*.ckpt"))
+    assert [c.name for c in chunks] == [f"logged-{i:09d}.ckpt" for i in range(3)]  # one per checkpoint
+    chunks[1].unlink()
+    with pytest.raises(CheckpointError, match=r"the journal misses items 1..1"):
+        resume(folder)
+
+
+def test_checkpoint_size_does_not_grow_with_the_log(tmp_path: Path) -> None:
+    sizes: list[int] = []
+
+    def size(row: dict[str, Any]) -> None:
+        sizes.append((tmp_path / "runs" / "long" / "checkpoint.ckpt").stat().st_size)
+
+    config = _config(tmp_path, "long")
+    config.env_kwargs = {**config.env_kwargs, "rounds": 8}
+    config.seeds = (0,)
+    run(config, on_round=size)
+    assert max(sizes[2:]) < 1.2 * min(sizes[2:])  # the log (~contexts of every round) is not in it
