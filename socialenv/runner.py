@@ -12,6 +12,12 @@ run from its checkpoint to the same result as an uninterrupted one. With ``wandb
 round is also logged to Weights & Biases.
 With ``record=DIR`` the episodes also go to a Minari dataset in DIR
 (:mod:`socialenv.offline`).
+
+A run folder is locked (``.lock``, ``fcntl``) while a run writes it; a named folder that
+already holds a run is refused, a default name is unique (microseconds, then a counter).
+The propensity log and the Minari record so far go to an append-only journal
+(``.resume/``, removed once the run is complete), so :func:`resume` continues them too.
+``summary.json`` says complete only after every file is written.
 """
 
 from __future__ import annotations
