@@ -307,7 +307,8 @@ def test_make_policy_lists_valid_names_and_hyperparameters():
 
 #: What ``bandits`` may use of ``agent_models``: the one validation template and the
 #: optional-dependency helper (both import nothing of the package's env side).
-BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras"}
+#: leaf utilities (standard library and NumPy only): config checks, optional extras, bounded .npz reading
+BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras", "agent_models.npz"}
 
 
 def test_bandits_package_does_not_import_socialenv():
