@@ -305,9 +305,9 @@ def test_make_policy_lists_valid_names_and_hyperparameters():
         assert isinstance(make_policy(name, DIM), cls)
 
 
-#: What ``bandits`` may use of ``agent_models``: the one validation template and the
-#: optional-dependency helper (both import nothing of the package's env side).
-#: leaf utilities (standard library and NumPy only): config checks, optional extras, bounded .npz reading
+#: What ``bandits`` may use of ``agent_models``: the one validation template, the
+#: optional-dependency helper and the bounded ``.npz`` reader (none imports anything of the
+#: package's env side).
 BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras", "agent_models.npz"}
 
 
