@@ -40,9 +40,7 @@ ValueError naming the file and the field.
 from __future__ import annotations
 
 import copy
-import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -159,40 +157,10 @@ def load_events(spec: Any) -> list[dict[str, Any]]:
     return [normalize_event(e, f"events[{i}]") for i, e in enumerate(spec)]
 
 
-class _NoAliasLoader:
-    """Built on first use: a yaml SafeLoader that refuses aliases before composing them."""
-
-    cls: Any = None
-
-    @classmethod
-    def get(cls) -> Any:
-        if cls.cls is None:
-            import yaml
-
-            class Loader(yaml.SafeLoader):
-                def compose_node(self, parent: Any, index: Any) -> Any:
-                    if self.check_event(yaml.AliasEvent):
-                        mark = self.peek_event().start_mark
-                        raise yaml.composer.ComposerError(
-                            None, None, "aliases (*name) are not allowed in an events file", mark)
-                    return super().compose_node(parent, index)
-
-            cls.cls = Loader
-        return cls.cls
-
-
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-
-
-def _json_depth(data: bytes) -> int:
-    """The deepest nesting of ``[``/``{`` in JSON text (strings skipped), without recursion."""
-    code = np.frombuffer(_JSON_STRING.sub(b'""', data), np.uint8)
-    step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
-    return int(np.cumsum(step).max(initial=0))
-
-
 def read_events_file(path: Path) -> list[Any]:
     """The list of raw event dicts in an events file, within the limits of the module doc."""
+    from agent_models.datafile import read_data_file
+
     def fail(why: str) -> ValueError:
         return ValueError(f"events file {path}: {why}")
 
@@ -200,40 +168,7 @@ def read_events_file(path: Path) -> list[Any]:
         raise FileNotFoundError(f"events file {path} does not exist")
     if path.suffix not in (".yaml", ".yml", ".json"):
         _fail("events", "a list of event dicts or a .yaml/.yml/.json file", str(path))
-    size = path.stat().st_size
-    if size > MAX_EVENTS_FILE_BYTES:
-        raise fail(f"{size} bytes is not allowed: at most {MAX_EVENTS_FILE_BYTES}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise fail(f"not UTF-8 text ({err})") from None
-    if path.suffix == ".json":
-        if _json_depth(data) > MAX_EVENTS_DEPTH:
-            raise fail(f"nested more than {MAX_EVENTS_DEPTH} levels deep")
-        try:
-            spec = json.loads(text, parse_constant=lambda c: _fail("number", "a finite number", c))
-        except ValueError as err:
-            raise fail(f"not valid JSON ({err})") from None
-    else:
-        import yaml
-
-        loader = _NoAliasLoader.get()
-        try:
-            depth = deepest = 0
-            for event in yaml.parse(text, Loader=loader):
-                if isinstance(event, yaml.CollectionStartEvent):
-                    depth += 1
-                    deepest = max(deepest, depth)
-                    if deepest > MAX_EVENTS_DEPTH:
-                        raise fail(f"nested more than {MAX_EVENTS_DEPTH} levels deep")
-                elif isinstance(event, yaml.CollectionEndEvent):
-                    depth -= 1
-                elif isinstance(event, yaml.AliasEvent):
-                    raise fail(f"aliases (*{event.anchor}) are not allowed (line {event.start_mark.line + 1})")
-            spec = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
-        except yaml.YAMLError as err:
-            raise fail(f"not valid YAML ({err})") from None
+    spec = read_data_file(path, "events file", max_bytes=MAX_EVENTS_FILE_BYTES, max_depth=MAX_EVENTS_DEPTH)
     if isinstance(spec, dict):
         if set(spec) != {"events"}:
             raise fail(f"top-level keys {sorted(map(str, spec))} are not allowed: a list of events "

@@ -172,3 +172,19 @@ def test_resume_keeps_only_trials_run_under_the_same_configuration(tmp_path: Pat
     again: list[str] = []
     run_sweep(nine, backend="local", resume=True, progress=lambda r, done, total: again.append(r))
     assert again == []  # same configuration: both kept; malformed lines skipped
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+     + "parameters: {policy: {values: *i}}\n", r"aliases \(\*a\) are not allowed"),
+    ("parameters: &p {policy: {value: *p}}\n", r"aliases \(\*p\) are not allowed"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 32 levels deep"),
+    ("parameters: {policy: {values: [random]\n", "not valid YAML"),
+])
+def test_hostile_grid_files_are_refused_before_expansion(tmp_path: Path, text: str, error: str) -> None:
+    """Issue 21 (of the same kind as the event files): a grid file is YAML read from disk."""
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"grid file {path}: {error}"):
+        load_grid(path)
