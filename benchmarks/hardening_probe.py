@@ -175,6 +175,15 @@ def _(tmp: Path) -> None:
     _events(tmp, "[" * 100_000 + "]" * 100_000)
 
 
+@case("grid_billion_laughs")
+def _(tmp: Path) -> None:
+    from socialenv.sweep import load_grid
+
+    path = tmp / "grid.yaml"
+    path.write_text(LAUGHS + "parameters: {policy: {values: *i}}\n")
+    load_grid(path)
+
+
 @case("events_misspelt_key")
 def _(tmp: Path) -> None:
     _events(tmp, "evnts:\n- {kind: news, headline: x, round: 1}\n")
