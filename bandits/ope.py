@@ -35,6 +35,7 @@ The estimators here are a few lines each; ``tests/bandits/test_ope.py`` checks t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,15 @@ import numpy as np
 from bandits.ridge import OnlineRidge
 
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
+#: ``logged_rounds.npz`` members: name -> (ndim, allowed dtype kinds); the first eight are required.
+LOG_MEMBERS: dict[str, tuple[int, str]] = {
+    "contexts": (3, "f"), "mask": (2, "b"), "arms": (2, "iu"), "propensities": (2, "f"),
+    "rewards": (2, "f"), "applied": (2, "b"), "episode": (1, "iu"), "method": (1, "U"),
+    "groups": (1, "iu"), "per_group": (0, "iu"),
+}
+#: Largest total of array bytes :meth:`LoggedRounds.load` reads (a file may also not expand
+#: more than ``agent_models.npz.MAX_EXPANSION`` times its size on disk).
+MAX_LOG_BYTES = 64 * 1024**3
 
 
 @dataclass
@@ -88,6 +98,11 @@ class LoggedRounds:
         p = self.propensities[filled]
         if np.any(~(p > 0) | (p > 1 + 1e-9)):
             raise ValueError("propensities of picked arms must lie in (0, 1]")
+        if np.any(self.arms[filled] >= k):
+            raise ValueError(f"arms must be -1 (empty) or an arm index < K={k}")
+        for name in ("contexts", "rewards"):
+            if not np.isfinite(getattr(self, name)).all():
+                raise ValueError(f"{name} holds NaN or infinite values (the estimates would be NaN)")
 
     @property
     def budget(self) -> int:
@@ -105,7 +120,15 @@ class LoggedRounds:
         if self.groups is not None:
             arrays["groups"] = self.groups
             arrays["per_group"] = np.asarray(self.per_group)
-        np.savez_compressed(path, **arrays)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:  # written whole or not at all (a full disk leaves the previous file)
+            with tmp.open("wb") as fh:
+                np.savez_compressed(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod
@@ -116,9 +139,15 @@ class LoggedRounds:
             path = path / "logged_rounds.npz"
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist (runs log it unless log_propensities=False)")
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        return cls(**arrays)
+        from agent_models.npz import NpzReader
+
+        with NpzReader(path, max_bytes=MAX_LOG_BYTES, members=LOG_MEMBERS, required=list(LOG_MEMBERS)[:8],
+                       check=_check_log_headers, what="logged rounds") as reader:
+            arrays = reader.read_all()
+        try:
+            return cls(**arrays)
+        except ValueError as err:
+            raise ValueError(f"logged rounds {path}: {err}") from None
 
     @classmethod
     def concatenate(cls, logs: list[LoggedRounds]) -> LoggedRounds:
@@ -133,6 +162,24 @@ class LoggedRounds:
                for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "method")}
         return cls(**cat, episode=np.concatenate(episodes), groups=logs[0].groups,
                    per_group=logs[0].per_group)
+
+
+def _check_log_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    """The ``.npy`` headers of a ``logged_rounds.npz`` agree (T rounds, K arms, budget B)."""
+    for name, (shape, dtype) in headers.items():
+        ndim, kinds = LOG_MEMBERS[name]
+        if len(shape) != ndim or dtype.kind not in kinds:
+            raise ValueError(f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
+                             f"of dtype kind {kinds!r}")
+    t, k = headers["mask"][0]
+    b = headers["arms"][0][1]
+    expected = {"contexts": (t, k), "arms": (t, b), "propensities": (t, b), "rewards": (t, b),
+                "applied": (t, b), "episode": (t,), "method": (t,), "groups": (k,)}
+    for name, want in expected.items():
+        if name in headers and headers[name][0][: len(want)] != want:
+            raise ValueError(f"array {name!r}: shape {headers[name][0]} is not allowed: {want}...")
+    if ("groups" in headers) != ("per_group" in headers):
+        raise ValueError("arrays 'groups' and 'per_group' come together")
 
 
 class RoundLogger:
@@ -164,6 +211,23 @@ class RoundLogger:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The rounds logged so far (``rows``, an append-only list of per-round dicts), the
+        episode counter and the groups, for a checkpoint."""
+        return {"episode": self._episode, "rows": self._rows, "groups": self.groups, "per_group": self.per_group}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` (the rounds are checked as a :class:`LoggedRounds`)."""
+        self.groups, self.per_group = state["groups"], int(state["per_group"])
+        self._episode = int(state["episode"])
+        rows = list(state["rows"])
+        fields = {"contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method"}
+        if not all(isinstance(row, dict) and set(row) == fields for row in rows):
+            raise ValueError(f"logged rows must be dicts of {sorted(fields)}")
+        self._rows = rows
+        if rows:
+            self.rounds()  # shapes, propensities, finite values
 
     def rounds(self) -> LoggedRounds:
         if not self._rows:

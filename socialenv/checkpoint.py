@@ -17,10 +17,11 @@ Fields named like a secret (:func:`agent_models.redaction.is_secret_name`) are w
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
+import re
 import zipfile
+import zlib
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.npz import NpzReader
 from agent_models.redaction import is_secret_name
 
 FORMAT = "policysim-checkpoint"
@@ -35,6 +37,11 @@ VERSION = 2
 META = "meta.json"
 #: Largest ``meta.json`` read (bytes): a bigger one is refused before parsing.
 MAX_META_BYTES = 256 * 1024 * 1024
+#: Largest total of array bytes in a checkpoint. Arrays are stored uncompressed, so their
+#: total may also not exceed the file's size on disk (checked from the ``.npy`` headers
+#: before any array is read, :class:`agent_models.npz.NpzReader`).
+MAX_CHECKPOINT_ARRAY_BYTES = 1 << 40
+_ARRAY_MEMBER = re.compile(r"a[0-9]{1,9}")
 _TAGS = ("__array__", "__scalar__", "__tensor__", "__tuple__", "__items__", "__data__",
          "__object__")
 
@@ -155,24 +162,25 @@ class Placeholder:
 
 
 class _Decoder:
-    def __init__(self, zf: zipfile.ZipFile, path: Path) -> None:
-        self.zf = zf
+    def __init__(self, reader: NpzReader, path: Path) -> None:
+        self.reader = reader
         self.path = path
         self.classes = data_classes()
-        self.members = set(zf.namelist())
+        self.used: set[str] = set()
 
     def _fail(self, why: str) -> CheckpointError:
         return CheckpointError(f"{self.path} is not a valid PolicySim checkpoint: {why}")
 
     def _array(self, key: Any) -> np.ndarray:
-        name = f"{key}.npy"
-        if not isinstance(key, str) or name not in self.members:
+        if not isinstance(key, str) or key not in self.reader.headers:
             raise self._fail(f"array {key!r} is missing")
-        with self.zf.open(name) as fh:
-            try:
-                return np.lib.format.read_array(io.BufferedReader(fh), allow_pickle=False)
-            except ValueError as err:
-                raise self._fail(f"array {key!r}: {err}") from err
+        if key in self.used:
+            raise self._fail(f"array {key!r} is referenced twice")
+        self.used.add(key)
+        try:
+            return self.reader.read(key)
+        except ValueError as err:
+            raise self._fail(f"array {key!r}: {err}") from None
 
     def decode(self, value: Any) -> Any:
         if value is None or isinstance(value, bool | int | float | str):
@@ -258,31 +266,50 @@ def read_checkpoint(path: str | Path, kind: str) -> Any:
         )
     if not zipfile.is_zipfile(path):
         raise CheckpointError(f"{path} is not a PolicySim checkpoint (not a zip/npz archive)")
-    with zipfile.ZipFile(path) as zf:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            try:
+                info = zf.getinfo(META)
+            except KeyError:
+                raise CheckpointError(f"{path} is not a PolicySim checkpoint (no {META})") from None
+            if info.file_size > MAX_META_BYTES:
+                raise CheckpointError(f"{path}: {META} is {info.file_size} bytes (limit {MAX_META_BYTES})")
+            meta_bytes = zf.read(META)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
+        raise CheckpointError(f"{path} is a damaged checkpoint ({type(err).__name__}: {err})") from None
+    try:
+        meta = json.loads(meta_bytes)
+    except (ValueError, RecursionError) as err:
+        raise CheckpointError(f"{path}: {META} is not valid JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a PolicySim checkpoint (format {meta.get('format')!r})"
+                              if isinstance(meta, dict) else f"{path} is not a PolicySim checkpoint")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format version {meta.get('version')!r}; this PolicySim "
+            f"reads version {VERSION}"
+        )
+    if meta.get("kind") != kind:
+        raise CheckpointError(f"{path} holds a {meta.get('kind')!r} checkpoint, not {kind!r}")
+
+    def array_names(headers: dict[str, Any]) -> None:
+        odd = sorted(name for name in headers if not _ARRAY_MEMBER.fullmatch(name))
+        if odd:
+            raise ValueError(f"holds unknown member(s) {[f'{n}.npy' for n in odd[:5]]}")
+
+    try:
+        reader = NpzReader(path, max_bytes=MAX_CHECKPOINT_ARRAY_BYTES, extra=(META,), check=array_names,
+                           what="checkpoint", max_expansion=1.0, small_bytes=0)
+    except ValueError as err:
+        raise CheckpointError(f"{err}") from None
+    with reader:
         try:
-            info = zf.getinfo(META)
-        except KeyError:
-            raise CheckpointError(f"{path} is not a PolicySim checkpoint (no {META})") from None
-        if info.file_size > MAX_META_BYTES:
-            raise CheckpointError(f"{path}: {META} is {info.file_size} bytes (limit {MAX_META_BYTES})")
-        try:
-            meta = json.loads(zf.read(META))
-        except (ValueError, RecursionError) as err:
-            raise CheckpointError(f"{path}: {META} is not valid JSON ({err})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise CheckpointError(f"{path} is not a PolicySim checkpoint (format {meta.get('format')!r})"
-                                  if isinstance(meta, dict) else f"{path} is not a PolicySim checkpoint")
-        if meta.get("version") != VERSION:
-            raise CheckpointError(
-                f"{path} has checkpoint format version {meta.get('version')!r}; this PolicySim "
-                f"reads version {VERSION}"
-            )
-        if meta.get("kind") != kind:
-            raise CheckpointError(f"{path} holds a {meta.get('kind')!r} checkpoint, not {kind!r}")
-        try:
-            return _Decoder(zf, path).decode(meta.get("tree"))
+            return _Decoder(reader, path).decode(meta.get("tree"))
         except RecursionError:
             raise CheckpointError(f"{path}: the checkpoint tree is nested too deeply") from None
+        except (TypeError, KeyError, IndexError, AttributeError) as err:  # e.g. an unhashable key
+            raise CheckpointError(f"{path} is not a valid PolicySim checkpoint: "
+                                  f"{type(err).__name__}: {err}") from None
 
 
 def fill_placeholders(obj: Any, overrides: dict[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
@@ -303,20 +330,48 @@ def fill_placeholders(obj: Any, overrides: dict[str, Any], where: Callable[[str]
     return values
 
 
+#: The LLM config's default secret source (not a choice the file made).
+_DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
 def code_references(config: Any) -> list[str]:
-    """Fields of a decoded env config that would make building the env import or run code
-    named by the file: ``llm.toxicity="module:function"`` and ``trust_remote_code`` in
-    ``llm.vllm_engine_kwargs``. :meth:`PolicySimEnv.load` refuses them unless the caller
-    passes ``llm=`` again."""
+    """Fields of a decoded env config (or anything with an ``llm`` attribute) that a file may
+    not choose, each as "what it chooses (field=value)": code to run (``llm.toxicity`` other
+    than the default, ``llm.vllm_engine_kwargs``), an endpoint (``llm.base_url``), a secret's
+    source (``llm.api_key_env`` other than the default), a path to write (``llm.replay`` when
+    ``replay_mode`` records). :meth:`PolicySimEnv.load` refuses them unless the caller passes
+    ``llm=`` again; :func:`socialenv.runner.resume` unless ``llm=`` is passed to it."""
     llm = getattr(config, "llm", None)
-    if llm is None or isinstance(llm, Placeholder):
+    if llm is None or isinstance(llm, Placeholder | str):
         return []
-    get = llm.get if isinstance(llm, dict) else (lambda name, default=None: getattr(llm, name, default))
+    if isinstance(llm, dict):
+        get = llm.get
+    else:
+        def get(name: str, default: Any = None) -> Any:
+            return getattr(llm, name, default)
     found = []
     toxicity = get("toxicity", "profanity_check")
     if toxicity not in (None, "profanity_check"):
-        found.append(f"llm.toxicity={toxicity!r}")
-    engine = get("vllm_engine_kwargs", None) or {}
-    if isinstance(engine, dict) and engine.get("trust_remote_code"):
-        found.append("llm.vllm_engine_kwargs['trust_remote_code']=True")
+        found.append(f"names code to run (llm.toxicity={toxicity!r})")
+    engine = get("vllm_engine_kwargs", None)
+    if engine:
+        keys = sorted(map(str, engine)) if isinstance(engine, dict) else engine
+        found.append(f"names code to run (llm.vllm_engine_kwargs={keys!r}, e.g. trust_remote_code)")
+    base_url = get("base_url", None)
+    if base_url:
+        found.append(f"chooses an endpoint (llm.base_url={base_url!r})")
+    key_env = get("api_key_env", _DEFAULT_KEY_ENV)
+    if key_env not in (None, _DEFAULT_KEY_ENV):
+        found.append(f"chooses a secret's source (llm.api_key_env={key_env!r})")
+    replay, mode = get("replay", None), get("replay_mode", "auto")
+    if replay is not None and mode != "replay":
+        found.append(f"chooses a path to write (llm.replay={replay!r} with replay_mode={mode!r})")
     return found
+
+
+def refusal(path: Any, found: list[str], remedy: str) -> CheckpointError:
+    """The error for a checkpoint whose config chose what only the caller may (``found``
+    from :func:`code_references`)."""
+    return CheckpointError(
+        f"{path}: the saved config {'; '.join(found)}; a checkpoint may not choose code, an "
+        f"endpoint, a secret's source or a path to write: {remedy}")

@@ -109,7 +109,7 @@ def run(
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
     checkpoint_every: Annotated[int, typer.Option(help="Rounds between run checkpoints (0 = none).")] = 1,
-    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored, except --llm, --record and --wandb, which a checkpoint may not choose: give them again).")] = None,
     log_propensities: Annotated[bool, typer.Option(help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation.")] = True,
     record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
     record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
@@ -121,7 +121,10 @@ def run(
 
     if resume is not None:
         try:
-            result = resume_run(resume, plots=plots)
+            again = {"llm": _parse_json(llm, "--llm")} if llm is not None else {}
+            if record is not None:
+                again["record"] = str(record)
+            result = resume_run(resume, plots=plots, wandb=wandb, wandb_project=wandb_project, **again)
         except (ValueError, FileNotFoundError) as err:
             console.print(f"[red]error:[/red] {redact_text(str(err))}")
             raise typer.Exit(code=2) from err

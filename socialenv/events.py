@@ -28,18 +28,36 @@ fires at the start of the next round played.
 Every random draw comes from ``Simulation.rng(t, Stream.EVENTS)``; the schedule's state (the
 pending events, the triggers' state and the log) is plain lists/dicts, part of the
 checkpoint.
+
+Event files (``events="file.yaml"`` / ``.yml`` / ``.json``, UTF-8) hold a list of events or
+``{"events": [...]}`` (no other top-level key). Before anything is expanded, a file is checked
+against :data:`MAX_EVENTS_FILE_BYTES` and :data:`MAX_EVENTS_DEPTH` (nesting, counted without
+recursion), and YAML aliases (``*name``: the "billion laughs" and self-reference) are
+refused. ``when.metric`` must be one of :data:`TRIGGER_METRICS`. Every problem is a
+ValueError naming the file and the field.
 """
 
 from __future__ import annotations
 
 import copy
-import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agent_models.types import NewsEvent
+from socialenv.metrics import METRIC_NAMES
+
+#: Largest events file read (bytes).
+MAX_EVENTS_FILE_BYTES = 1 << 20
+#: Deepest nesting of lists/dicts in an events file (an event chain nests 2 levels per ``then``).
+MAX_EVENTS_DEPTH = 64
+#: Longest chain of ``then`` events.
+MAX_CHAIN_DEPTH = 16
+#: The round metrics a trigger may watch (``when.metric``); the activity ones only with activity.
+TRIGGER_METRICS: tuple[str, ...] = (*METRIC_NAMES, "policy_share", "events_fired",
+                                    "activity_excitation_news", "activity_excitation_notifications")
 
 EVENT_KINDS = ("news", "fact_check", "misinformation")
 _KIND_FIELDS = {
@@ -54,26 +72,31 @@ def _fail(name: str, allowed: str, value: Any) -> None:
     raise ValueError(f"{name}={value!r} is not allowed: {allowed}")
 
 
-def normalize_event(spec: Any, where: str = "event") -> dict[str, Any]:
+def normalize_event(spec: Any, where: str = "event", depth: int = 0) -> dict[str, Any]:
     """A validated copy of one event dict with its kind's defaults filled in."""
     if not isinstance(spec, dict):
         _fail(where, "a dict with at least 'kind' (see socialenv.events)", spec)
+    if depth > MAX_CHAIN_DEPTH:
+        _fail(where, f"event chains at most {MAX_CHAIN_DEPTH} 'then' levels deep", "a deeper chain")
     kind = spec.get("kind", "news")
     if kind not in EVENT_KINDS:
         _fail(f"{where}.kind", f"one of {EVENT_KINDS}", kind)
     allowed = _COMMON_FIELDS | set(_KIND_FIELDS[kind])
     unknown = set(spec) - allowed
     if unknown:
-        _fail(where, f"keys among {sorted(allowed)} for kind {kind!r}", sorted(unknown))
-    event: dict[str, Any] = {"name": str(spec.get("name", kind)), "kind": kind}
+        _fail(where, f"keys among {sorted(allowed)} for kind {kind!r}", sorted(map(str, unknown)))
+    name = spec.get("name", kind)
+    if not isinstance(name, str):
+        _fail(f"{where}.name", "a string", name)
+    event: dict[str, Any] = {"name": name, "kind": kind}
     for key, default in _KIND_FIELDS[kind].items():
         value = spec.get(key, default)
         if isinstance(default, float):
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                _fail(f"{where}.{key}", "a number", value)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+                _fail(f"{where}.{key}", "a finite number", value)
             value = float(value)
-        else:
-            value = str(value)
+        elif not isinstance(value, str):
+            _fail(f"{where}.{key}", "a string", value)
         event[key] = value
     if kind == "news" and not event["headline"]:
         _fail(f"{where}.headline", "a non-empty string for a news event", event["headline"])
@@ -95,9 +118,11 @@ def normalize_event(spec: Any, where: str = "event") -> dict[str, Any]:
                 or set(when) - {"metric", "above", "below"}:
             _fail(f"{where}.when", "{'metric': name, 'above': x} or {'metric': name, 'below': x}", when)
         op = "above" if "above" in when else "below"
-        if not isinstance(when[op], int | float) or isinstance(when[op], bool):
-            _fail(f"{where}.when.{op}", "a number", when[op])
-        event["when"] = {"metric": str(when["metric"]), op: float(when[op])}
+        if not isinstance(when[op], int | float) or isinstance(when[op], bool) or not math.isfinite(when[op]):
+            _fail(f"{where}.when.{op}", "a finite number", when[op])
+        if when["metric"] not in TRIGGER_METRICS:
+            _fail(f"{where}.when.metric", f"one of the round metrics {list(TRIGGER_METRICS)}", when["metric"])
+        event["when"] = {"metric": when["metric"], op: float(when[op])}
         event["repeat"] = bool(spec.get("repeat", False))
     for key in ("after", "delay"):
         if key in spec:
@@ -108,7 +133,7 @@ def normalize_event(spec: Any, where: str = "event") -> dict[str, Any]:
     then = spec.get("then", [])
     if not isinstance(then, list):
         _fail(f"{where}.then", "a list of events", then)
-    event["then"] = [normalize_event(child, f"{where}.then[{i}]") for i, child in enumerate(then)]
+    event["then"] = [normalize_event(child, f"{where}.then[{i}]", depth + 1) for i, child in enumerate(then)]
     for i, child in enumerate(event["then"]):
         if "round" in child or "when" in child:
             _fail(f"{where}.then[{i}]", "a chained event without 'round'/'when' (it fires 'after' rounds)", child)
@@ -117,26 +142,41 @@ def normalize_event(spec: Any, where: str = "event") -> dict[str, Any]:
 
 def load_events(spec: Any) -> list[dict[str, Any]]:
     """Events from a list of dicts, or a path to a YAML/JSON file holding a list or a dict
-    with an ``events`` list."""
+    with an ``events`` list (limits and checks: see the module doc)."""
     if spec is None:
         return []
     if isinstance(spec, str | Path):
         path = Path(spec)
-        if not path.exists():
-            raise FileNotFoundError(f"events file {path} does not exist")
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            spec = yaml.safe_load(path.read_text())
-        elif path.suffix == ".json":
-            spec = json.loads(path.read_text())
-        else:
-            _fail("events", "a list of event dicts or a .yaml/.yml/.json file", str(path))
-        if isinstance(spec, dict):
-            spec = spec.get("events", [])
+        spec = read_events_file(path)
+        try:
+            return [normalize_event(e, f"events[{i}]") for i, e in enumerate(spec)]
+        except ValueError as err:
+            raise ValueError(f"events file {path}: {err}") from None
     if not isinstance(spec, list | tuple):
         _fail("events", "a list of event dicts or a .yaml/.yml/.json file", spec)
     return [normalize_event(e, f"events[{i}]") for i, e in enumerate(spec)]
+
+
+def read_events_file(path: Path) -> list[Any]:
+    """The list of raw event dicts in an events file, within the limits of the module doc."""
+    from agent_models.datafile import read_data_file
+
+    def fail(why: str) -> ValueError:
+        return ValueError(f"events file {path}: {why}")
+
+    if not path.exists():
+        raise FileNotFoundError(f"events file {path} does not exist")
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        _fail("events", "a list of event dicts or a .yaml/.yml/.json file", str(path))
+    spec = read_data_file(path, "events file", max_bytes=MAX_EVENTS_FILE_BYTES, max_depth=MAX_EVENTS_DEPTH)
+    if isinstance(spec, dict):
+        if set(spec) != {"events"}:
+            raise fail(f"top-level keys {sorted(map(str, spec))} are not allowed: a list of events "
+                       "or {'events': [...]}")
+        spec = spec["events"]
+    if not isinstance(spec, list):
+        raise fail(f"events={type(spec).__name__} is not allowed: a list of event dicts")
+    return spec
 
 
 class EventSchedule:
@@ -205,7 +245,7 @@ class EventSchedule:
             if trigger["fired"] and not trigger["event"]["repeat"]:
                 continue
             when = trigger["event"]["when"]
-            if when["metric"] not in metrics:
+            if when["metric"] not in metrics:  # an activity metric on an env without activity
                 raise ValueError(
                     f"event {trigger['event']['name']!r}: when.metric={when['metric']!r} is not a round "
                     f"metric; allowed: {sorted(metrics)}"

@@ -100,7 +100,8 @@ class EpisodeRecorder:
             raise ValueError("graph_observation=True cannot be recorded: Minari cannot store a "
                              "spaces.Graph observation; record without it")
         self.budget = int(budget)
-        self.episodes: list[Any] = []
+        self._finished: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
         self._metric_keys: tuple[str, ...] | None = None
         self._current: dict[str, Any] | None = None
 
@@ -122,58 +123,104 @@ class EpisodeRecorder:
 
     def reset(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None) -> None:
         """Start an episode from the reset observation (an unfinished one is dropped)."""
-        self._current = {"seed": seed, "observations": [obs], "actions": [], "rewards": [],
-                         "terminations": [], "truncations": [], "infos": [info], "propensities": [None]}
+        self._apply({"seed": seed, "obs": obs, "info": self._info(info, None)})
 
     def step(self, action: np.ndarray, obs: dict[str, Any], reward: float, terminated: bool,
              truncated: bool, info: dict[str, Any], propensity: np.ndarray | None = None) -> None:
         """One step; the episode is stored when it terminates or is truncated."""
         if self._current is None:
             raise RuntimeError("call reset() before step()")
-        episode = self._current
-        episode["actions"].append(np.asarray(action, np.int64))
-        episode["observations"].append(obs)
-        episode["rewards"].append(float(reward))
-        episode["terminations"].append(bool(terminated))
-        episode["truncations"].append(bool(truncated))
-        episode["infos"].append(info)
-        episode["propensities"].append(propensity)
-        if terminated or truncated:
-            self._finish()
+        self._apply({"action": np.asarray(action, np.int64), "obs": obs, "reward": float(reward),
+                     "terminated": bool(terminated), "truncated": bool(truncated),
+                     "info": self._info(info, propensity)})
 
-    def _finish(self) -> None:
+    def _apply(self, event: dict[str, Any]) -> None:
+        self._events.append(event)
+        if "action" not in event:
+            self._current = {"seed": event["seed"], "observations": [event["obs"]], "actions": [], "rewards": [],
+                             "terminations": [], "truncations": [], "infos": [event["info"]]}
+            return
+        episode = self._current
+        if episode is None:
+            raise ValueError("a recorded step comes before any reset")
+        episode["actions"].append(event["action"])
+        episode["observations"].append(event["obs"])
+        episode["rewards"].append(float(event["reward"]))
+        episode["terminations"].append(bool(event["terminated"]))
+        episode["truncations"].append(bool(event["truncated"]))
+        episode["infos"].append(event["info"])
+        if event["terminated"] or event["truncated"]:
+            self._current = None
+            for step_info in episode["infos"]:  # the reset info of the first episode came before the keys
+                for key in self._metric_keys or ():
+                    step_info.setdefault(f"metric_{key}", np.float64(np.nan))
+            self._finished.append(episode)
+
+    @property
+    def episodes(self) -> list[Any]:
+        """The finished episodes as Minari ``EpisodeBuffer``\\ s."""
         require("minari", "rl", "recording a Minari dataset")
         from minari.data_collector import EpisodeBuffer
 
-        episode, self._current = self._current, None
-        if self._metric_keys is None and len(episode["infos"]) > 1:
-            self._metric_keys = tuple(sorted(episode["infos"][1].get("metrics", {})))
-        infos = [self._info(i, p) for i, p in zip(episode["infos"], episode["propensities"], strict=True)]
-        observations = {key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]}
-        self.episodes.append(EpisodeBuffer(
-            id=len(self.episodes), seed=episode["seed"], observations=observations,
-            actions=episode["actions"], rewards=episode["rewards"],
-            terminations=episode["terminations"], truncations=episode["truncations"],
-            infos={key: [i[key] for i in infos] for key in infos[0]},
-        ))
+        buffers = []
+        for i, episode in enumerate(self._finished):
+            infos = episode["infos"]
+            observations = {key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]}
+            buffers.append(EpisodeBuffer(
+                id=i, seed=episode["seed"], observations=observations, actions=episode["actions"],
+                rewards=episode["rewards"], terminations=episode["terminations"],
+                truncations=episode["truncations"], infos={key: [s[key] for s in infos] for key in infos[0]},
+            ))
+        return buffers
+
+    def state_dict(self) -> dict[str, Any]:
+        """What was recorded so far, data only: ``events`` (resets and steps, an append-only
+        list) and the metric names."""
+        return {"events": self._events,
+                "metric_keys": None if self._metric_keys is None else list(self._metric_keys)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        keys = state["metric_keys"]
+        self._metric_keys = None if keys is None else tuple(str(k) for k in keys)
+        self._events, self._finished, self._current = [], [], None
+        for event in state["events"]:
+            self._apply(event)
 
     def write(self, directory: str | Path, dataset_id: str, env: Any, algorithm_name: str | None = None,
               description: str | None = None) -> Path:
         """Write the recorded episodes as the Minari dataset ``dataset_id`` under
-        ``directory``; returns the dataset's folder. An existing dataset of that id is refused."""
+        ``directory``; returns the dataset's folder. An existing dataset of that id is refused.
+        The dataset is written in a staging folder and moved into place whole, so its folder
+        exists only once complete (a full disk leaves no partial dataset)."""
+        import shutil
+
         minari = require("minari", "rl", "recording a Minari dataset")
-        if not self.episodes:
+        if not self._finished:
             raise ValueError("no finished episode was recorded")
         base = getattr(env, "unwrapped", env)
         check_dataset_free(directory, dataset_id)
-        with datasets_path(directory) as root, warnings.catch_warnings():
-            # Minari asks for author / email / code permalink, which matter when publishing a
-            # dataset; a local recording has none
-            warnings.filterwarnings("ignore", message=r".*is set to None.*")
-            minari.create_dataset_from_buffers(
-                dataset_id, self.episodes, env=base.spec,
-                observation_space=base.observation_space, action_space=base.action_space,
-                algorithm_name=algorithm_name, description=description,
-                data_format=DATA_FORMAT, requirements=["policysim"],
-            )
-        return root / dataset_id
+        final = Path(directory).resolve() / dataset_id
+        staging = Path(directory).resolve() / f".staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            with datasets_path(staging) as root, warnings.catch_warnings():
+                # Minari asks for author / email / code permalink, which matter when publishing a
+                # dataset; a local recording has none
+                warnings.filterwarnings("ignore", message=r".*is set to None.*")
+                minari.create_dataset_from_buffers(
+                    dataset_id, self.episodes, env=base.spec,
+                    observation_space=base.observation_space, action_space=base.action_space,
+                    algorithm_name=algorithm_name, description=description,
+                    data_format=DATA_FORMAT, requirements=["policysim"],
+                )
+            written = root / dataset_id
+            for item in sorted(root.rglob("*")):  # namespace metadata beside the dataset
+                target = Path(directory).resolve() / item.relative_to(root)
+                if item.is_file() and written not in item.parents and not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(item, target)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(written, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final

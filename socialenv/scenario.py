@@ -280,9 +280,18 @@ class Scenario:
 
     @classmethod
     def _read(cls, path: Path) -> Scenario:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        meta = json.loads(path.with_suffix(".json").read_text())
+        from agent_models.npz import NpzReader
+
+        with NpzReader(path, max_bytes=MAX_SCENARIO_BYTES, members=SCENARIO_MEMBERS, required=SCENARIO_MEMBERS,
+                       check=_check_scenario_headers, what="scenario file") as reader:
+            arrays = reader.read_all()
+        sidecar = path.with_suffix(".json")
+        if sidecar.stat().st_size > MAX_SCENARIO_JSON_BYTES:
+            raise ValueError(f"{sidecar.name} is larger than {MAX_SCENARIO_JSON_BYTES} bytes")
+        try:
+            meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise ValueError(f"{sidecar.name} is nested too deeply") from None
         if not isinstance(meta, dict):
             raise ValueError("the .json sidecar must be a JSON object")
         profiles = Profiles(
@@ -312,6 +321,37 @@ class Scenario:
         )
         scenario.validate()
         return scenario
+
+
+#: ``.npz`` members of a saved scenario: name -> (ndim, dtype kinds, the size its first axis shares).
+SCENARIO_ARRAYS: dict[str, tuple[int, str, str]] = {
+    "latent": (2, "f", "users"), "opinion": (1, "f", "users"), "activity": (1, "f", "users"),
+    "toxicity_propensity": (1, "f", "users"), "susceptibility": (1, "f", "users"),
+    "misinformed": (1, "b", "users"), "follow_src": (1, "iu", "edges"), "follow_dst": (1, "iu", "edges"),
+    "history_author": (1, "iu", "history"), "history_latent": (2, "f", "history"),
+    "history_stance": (1, "f", "history"), "history_toxicity": (1, "f", "history"),
+    "history_misinfo": (1, "b", "history"), "identity": (1, "iu", "users"), "interests": (2, "biu", "users"),
+    "posting_style": (1, "iu", "users"), "interaction_role": (1, "iu", "users"),
+    "post_retweet_ratio": (1, "f", "users"), "reply_frequency": (1, "f", "users"),
+    "follower_following_ratio": (1, "f", "users"),
+}
+SCENARIO_MEMBERS: tuple[str, ...] = tuple(SCENARIO_ARRAYS)
+#: Largest total of array bytes a scenario file may hold (and at most
+#: ``agent_models.npz.MAX_EXPANSION`` times its size on disk); largest ``.json`` sidecar.
+MAX_SCENARIO_BYTES = 64 * 1024**3
+MAX_SCENARIO_JSON_BYTES = 1 << 30
+
+
+def _check_scenario_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    sizes: dict[str, tuple[str, int]] = {}
+    for name, (shape, dtype) in headers.items():
+        ndim, kinds, axis = SCENARIO_ARRAYS[name]
+        if len(shape) != ndim or dtype.kind not in kinds:
+            raise ValueError(f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
+                             f"of dtype kind {kinds!r}")
+        first, size = sizes.setdefault(axis, (name, shape[0]))
+        if shape[0] != size:
+            raise ValueError(f"array {name!r}: {shape[0]} rows is not allowed: {size}, as {first!r}")
 
 
 def _all_finite(arr: np.ndarray) -> bool:

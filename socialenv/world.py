@@ -381,8 +381,15 @@ class UserState:
         return {name: getattr(self, name).copy() for name in self._ARRAYS}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state_dict`; each array must have this population's shape and
+        finite values (ValueError naming the array)."""
         for name in self._ARRAYS:
-            getattr(self, name)[...] = state[name]
+            target, value = getattr(self, name), np.asarray(state[name])
+            if value.shape != target.shape:
+                raise ValueError(f"users.{name}: shape {value.shape} is not allowed: {target.shape}")
+            if value.dtype.kind not in "biuf" or (value.dtype.kind == "f" and not np.isfinite(value).all()):
+                raise ValueError(f"users.{name} is not allowed: finite numbers only (dtype {value.dtype})")
+            target[...] = value
 
 
 def discretize_stance(value: np.ndarray, threshold: float = 1 / 3) -> np.ndarray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent_models.types import Behaviour
 
@@ -86,6 +86,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_CANONICAL_ID = re.compile(r"(?:0|[1-9][0-9]{0,17})")
+
+
+def _id_value(value: Any) -> int:
+    """A post or user id: a JSON integer, or its canonical decimal string ("10"); never a
+    bool (JSON ``true`` is not post 1), a float, or a string Python's int() would bend
+    ("1_0", "+10", " 10")."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"an id must be a JSON integer, not {type(value).__name__}")
+    if isinstance(value, str):
+        if not _CANONICAL_ID.fullmatch(value):
+            raise ValueError(f"an id must be digits only, not {value!r}")
+        return int(value)
+    return value
+
+
+Id = Annotated[int, BeforeValidator(_id_value)]
+
+
 class PostAction(_Strict):
     type: Literal["post"]
     text: str = Field(min_length=1)
@@ -93,33 +112,33 @@ class PostAction(_Strict):
 
 class RetweetAction(_Strict):
     type: Literal["retweet"]
-    post_id: int
+    post_id: Id
 
 
 class ReplyAction(_Strict):
     type: Literal["reply"]
-    post_id: int
+    post_id: Id
     text: str = Field(min_length=1)
 
 
 class LikeAction(_Strict):
     type: Literal["like"]
-    post_id: int
+    post_id: Id
 
 
 class DislikeAction(_Strict):
     type: Literal["dislike"]
-    post_id: int
+    post_id: Id
 
 
 class FollowAction(_Strict):
     type: Literal["follow"]
-    user_id: int
+    user_id: Id
 
 
 class UnfollowAction(_Strict):
     type: Literal["unfollow"]
-    user_id: int
+    user_id: Id
 
 
 Action = Annotated[

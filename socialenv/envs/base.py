@@ -324,6 +324,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self._arms is None:
             raise RuntimeError("call reset() before step()")
         try:
+            if np.iscomplexobj(scores):
+                raise ValueError("complex scores are not allowed (real numbers only)")
             arr = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"action must be {self.num_arms} real scores, one per arm: {err}") from err
@@ -354,6 +356,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._check_open()
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+            raise ValueError(f"seed={seed!r} is not allowed: an integer >= 0 or None")
+        if options is not None and (not isinstance(options, dict) or options):
+            raise ValueError(f"options={options!r} is not allowed: this env takes no reset options "
+                             "(None or {})")
         if seed is None and self._pending_seed is not None:
             seed = self._pending_seed
         self._pending_seed = None
@@ -366,6 +374,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return self._observe(), {"round": 0, "seed": episode_seed}
 
     def step(self, action: Any):
+        self._check_open()
         if self._arms is None:
             raise RuntimeError("call reset() before step()")
         if self.sim.round >= self.config.rounds:
@@ -504,6 +513,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     def close(self) -> None:
         self.brain.close()
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if getattr(self, "_closed", False):
+            raise RuntimeError("the env is closed: make a new one (gym.make) instead of reusing it")
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
@@ -563,7 +577,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
         import importlib
 
-        from socialenv.checkpoint import CheckpointError, code_references, fill_placeholders
+        from socialenv.checkpoint import (
+            CheckpointError,
+            code_references,
+            fill_placeholders,
+            refusal,
+        )
         from socialenv.registration import ENV_IDS
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
@@ -577,11 +596,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise CheckpointError(f"{path}: config is not an EnvConfig")
         risky = code_references(state["config"])
         if risky and "llm" not in overrides:
-            raise CheckpointError(
-                f"{path}: the saved config names code to run ({', '.join(risky)}); a checkpoint "
-                "may not choose code: pass the LLM config again, load_env(path, llm=...)")
+            raise refusal(path, risky, "pass the LLM config again, load_env(path, llm=...)")
         module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
+        if not issubclass(env_cls, cls):
+            raise CheckpointError(f"{path} holds a {env_id} env ({qualname}), not a {cls.__name__}: "
+                                  f"load it with {qualname}.load or load_env")
         kwargs = fill_placeholders(state["config"], overrides,
                                    lambda name: f"load_env(path, {name}=...)")
         env = env_cls(seed=state["default_seed"], **kwargs)
@@ -590,7 +610,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             env.np_random.bit_generator.state = state["np_random_state"]
             env.sim.load_state_dict(state["sim"])
             env._load_env_state(state["env"])
-        except (KeyError, TypeError, ValueError, IndexError) as err:
+            saved_round = env.sim.round
+            if isinstance(saved_round, bool) or not isinstance(saved_round, int | np.integer) \
+                    or not 0 <= saved_round <= env.config.rounds:
+                raise ValueError(f"sim.round={saved_round!r} is not allowed: an integer in "
+                                 f"[0, rounds={env.config.rounds}]")
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise CheckpointError(f"{path}: the saved state does not fit the env: "
                                   f"{type(err).__name__}: {err}") from err
         return env

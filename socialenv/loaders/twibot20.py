@@ -74,22 +74,28 @@ def _files(paths: str | Path | Sequence[str | Path], keep_unlabelled: bool) -> l
     return files
 
 
+#: Largest count read (2^53).
+MAX_COUNT = 2**53
+
+
 def _int_field(value: Any, file: Path, record: str, name: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool):
         raise DatasetFormatError(file, record, name, f"expected an integer string like '123 ', got {value!r}")
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         s = value.strip()
         if s in ("", "None"):
             return 0
-        try:
-            return int(s)
-        except ValueError:
-            pass
-    raise DatasetFormatError(file, record, name, f"expected an integer string like '123 ', got {value!r}")
+        if s.isascii() and s.isdigit() and len(s) <= 16:
+            number = int(s)
+    if number is None or abs(number) > MAX_COUNT:
+        raise DatasetFormatError(file, record, name, f"expected an integer string like '123 ' "
+                                                     f"(at most {MAX_COUNT}), got {value!r}")
+    return number
 
 
 def _str_field(value: Any, file: Path, record: str, name: str) -> str:
@@ -188,6 +194,8 @@ def _read_file(file: Path) -> list[Any]:
         raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
     except UnicodeDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
+    except RecursionError:
+        raise DatasetFormatError(file, None, None, "not valid JSON: nested too deeply") from None
     if not isinstance(data, list):
         raise DatasetFormatError(file, None, None, f"expected a JSON array of users, got {type(data).__name__}")
     return data

@@ -37,6 +37,7 @@ source text of the largest rumour event. Each post's ``event`` is its event's so
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,11 @@ def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
     if not index_file.exists():
         raise FileNotFoundError(f"Weibo index file {index_file} does not exist")
     events: list[tuple[str, int]] = []
-    for lineno, line in enumerate(index_file.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        index_text = index_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(index_file, None, None, f"not UTF-8 text: {exc}") from exc
+    for lineno, line in enumerate(index_text.splitlines(), 1):
         if not line.strip():
             continue
         m = _LINE.match(line.strip())
@@ -98,6 +103,10 @@ def _event_file(index_file: Path, eid: str) -> Path:
                              f"event file not found (looked for Weibo/{eid}.json and {eid}.json in {root})")
 
 
+#: Largest magnitude of a count or timestamp (2^53: every integer up to it is exact in a float).
+MAX_NUMBER = float(2**53)
+
+
 def _num(value: Any, file: Path, rec: str, name: str, *, required: bool = False) -> float:
     if value is None or value == "":
         if required:
@@ -105,14 +114,20 @@ def _num(value: Any, file: Path, rec: str, name: str, *, required: bool = False)
         return 0.0
     if isinstance(value, bool):
         raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    number: float | None = None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        number = float(value) if abs(value) <= MAX_NUMBER else math.inf
+    elif isinstance(value, str):
         try:
-            return float(value.strip())
+            number = float(value.strip())
         except ValueError:
             pass
-    raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    if number is None:
+        raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
+    if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+        raise DatasetFormatError(file, rec, name, f"expected a finite number of at most {MAX_NUMBER:.0e} "
+                                                  f"in size, got {value!r}")
+    return number
 
 
 def _ident(value: Any, file: Path, rec: str, name: str, *, required: bool) -> str | None:
@@ -130,6 +145,10 @@ def _parse_event(file: Path) -> list[dict[str, Any]]:
         data = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
+    except RecursionError:
+        raise DatasetFormatError(file, None, None, "not valid JSON: nested too deeply") from None
     if not isinstance(data, list) or not data:
         raise DatasetFormatError(file, None, None, "expected a non-empty JSON array of posts")
     posts = []

@@ -144,7 +144,8 @@ class PolicySimParallelEnv(ParallelEnv):
         self._feeds.clear()
         if isinstance(self._platform_policy_spec, str):
             self.platform_policy = self._make_platform_policy(self._platform_policy_spec)
-        self._gym_obs, info = self.env.reset(seed=seed, options=options)
+        del options  # PettingZoo's api_test passes arbitrary options; the env takes none
+        self._gym_obs, info = self.env.reset(seed=seed)
         self.agents = list(self.possible_agents)
         obs = self._observe()
         infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}

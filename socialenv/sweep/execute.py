@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,43 @@ def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[
     return startup
 
 
+def trial_identity(trial: dict[str, Any]) -> str:
+    """What makes a recorded trial the same trial: its whole definition (policy, seed,
+    episodes, env and policy keyword arguments), not its position in the sweep."""
+    return json.dumps({k: v for k, v in trial.items() if k != "index"}, sort_keys=True, default=str)
+
+
+def _finished_trials(log: Path, trials: list[Trial]) -> list[dict[str, Any]]:
+    """The successful records of ``log`` whose definition equals one of ``trials`` (a trial
+    run under another configuration, a failed one or a line cut short runs again)."""
+    wanted = {trial_identity(json.loads(to_json(asdict(t)))): t for t in trials}  # as the log holds it
+    kept: dict[str, dict[str, Any]] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # a line cut short when the sweep died
+        if not isinstance(record, dict) or "error" in record or not isinstance(record.get("trial"), dict):
+            continue
+        trial = wanted.get(trial_identity(record["trial"]))
+        if trial is not None and _plain_record(record):
+            record["trial"]["index"] = trial.index
+            kept[trial.name] = record
+    return list(kept.values())
+
+
+def _plain_record(record: dict[str, Any]) -> bool:
+    """A trial record whose rows are number-valued dicts (what the report aggregates)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    rows = record.get("rows")
+    return (isinstance(rows, list) and bool(rows) and isinstance(record.get("summary"), dict)
+            and number(record.get("seconds"))
+            and all(isinstance(row, dict) and all(isinstance(k, str) and number(v) for k, v in row.items())
+                    for row in rows))
+
+
 def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,
               num_cpus: int | None = None, cpus_per_trial: float = 1.0, ship_code: bool = False,
               shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None,
@@ -121,16 +159,12 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
     results: list[dict[str, Any]] = []
     log = out_dir / "trials.jsonl" if out_dir is not None else None
     if resume and log is not None and log.exists():
-        names = {t.name for t in trials}
-        for line in log.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short when the sweep died
-            if "error" not in record and record.get("trial", {}).get("name") in names:
-                names.discard(record["trial"]["name"])
-                results.append(record)
-        trials = [t for t in trials if t.name in names]
+        results = _finished_trials(log, trials)
+        done = {r["trial"]["name"] for r in results}
+        trials = [t for t in trials if t.name not in done]
+        tmp = log.with_name(f".{log.name}.tmp")  # only the kept records stay in the log
+        tmp.write_text("".join(to_json(r) + "\n" for r in results))
+        tmp.replace(log)
     elif log is not None:
         log.write_text("")
     total = len(results) + len(trials)

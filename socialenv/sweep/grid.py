@@ -7,6 +7,11 @@ from typing import Any
 
 from socialenv.sweep.config import SweepConfig
 
+#: Largest grid file read (bytes) and deepest nesting (checked before the YAML is expanded;
+#: aliases are refused, see :mod:`agent_models.datafile`).
+MAX_GRID_FILE_BYTES = 1 << 20
+MAX_GRID_DEPTH = 32
+
 
 def load_grid(path: str | Path) -> SweepConfig:
     """Read a grid file in the W&B sweep format (``method: grid``)::
@@ -27,12 +32,12 @@ def load_grid(path: str | Path) -> SweepConfig:
     same file drives a native W&B sweep (``wandb sweep``), whose agent runs
     ``examples/wandb_sweep.py`` once per combination.
     """
-    import yaml
+    from agent_models.datafile import read_data_file
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"grid file {path} does not exist")
-    spec = yaml.safe_load(path.read_text()) or {}
+    spec = read_data_file(path, "grid file", max_bytes=MAX_GRID_FILE_BYTES, max_depth=MAX_GRID_DEPTH) or {}
     if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
         raise ValueError(f"{path}: a grid file needs a 'parameters' mapping (W&B sweep format)")
     method = spec.get("method", "grid")

@@ -123,3 +123,62 @@ def test_replay_config_errors(tmp_path: Path) -> None:
     cache.write_text(json.dumps({"meta": {"model": "another-model", "system_role": True}}) + "\n")
     with pytest.raises(ValueError, match="recorded with model 'another-model'"):
         make_backend({"model": "/x/m", "replay": str(cache), "replay_mode": "replay"})
+
+
+# ---------------------------------------------------------------- the cache as untrusted input (issue 21)
+def _scripted_cache(tmp_path: Path) -> tuple[Path, list, Sampling]:
+    from tests.support import ScriptedBackend
+
+    cache = tmp_path / "c.jsonl"
+    prompts = [[{"role": "user", "content": f"hello {i}"}] for i in range(3)]
+    sampling = Sampling(temperature=1.0, max_new_tokens=8, seed=5)
+    backend = ReplayBackend(cache, "record", "m", ScriptedBackend(lambda i, m, s: f"answer {i}"))
+    backend.generate(prompts, None, sampling)
+    return cache, prompts, sampling
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (b"[1, 2]", "line 5: a list is not allowed: a JSON object"),
+    (b'{"key": 3}', "line 5: key=3 is not allowed: str"),
+    (b'{"meta": {"model": "m"}}', "line 5: meta is not allowed here"),
+    ('{"key": "k", "text": "caf\u00e9"}'.encode("latin-1"), "line 5: not UTF-8 text"),
+    (b'{"key": "k", "messages": [], "schema_sha256": null, "sampling": {}, "text": "t", '
+     b'"prompt_tokens": -1, "completion_tokens": 0, "finish_reason": "stop"}', "line 5: prompt_tokens=-1 is not allowed"),
+    (b"{not json", "line 5: not JSON"),
+])
+def test_a_malformed_cache_line_is_a_clear_error(tmp_path: Path, line: bytes, why: str) -> None:
+    cache, _, _ = _scripted_cache(tmp_path)
+    cache.write_bytes(cache.read_bytes() + line + b"\n")
+    for mode in ("replay", "auto"):
+        from tests.support import ScriptedBackend
+
+        inner = None if mode == "replay" else ScriptedBackend(lambda i, m, s: "x")
+        with pytest.raises(ValueError, match=f"replay cache {cache}: {why}"):
+            ReplayBackend(cache, mode, "m", inner)
+
+
+def test_a_torn_last_line_is_skipped_and_cut_before_appending(tmp_path: Path) -> None:
+    from tests.support import ScriptedBackend
+
+    cache, prompts, sampling = _scripted_cache(tmp_path)
+    whole = cache.read_bytes()
+    cache.write_bytes(whole + b'{"key": "abc", "messages": [{"role": "us')  # a recording killed mid-line
+    replay = ReplayBackend(cache, "replay", "m")
+    assert replay.generate(prompts, None, sampling).texts == ["answer 0", "answer 1", "answer 2"]
+    auto = ReplayBackend(cache, "auto", "m", ScriptedBackend(lambda i, m, s: "fresh"))
+    assert cache.read_bytes() == whole
+    more = [[{"role": "user", "content": "new"}]]
+    assert auto.generate(prompts + more, None, sampling).texts[-1] == "fresh"
+    assert len(ReplayBackend(cache, "replay", "m").answers) == 4
+
+
+def test_an_entry_must_match_its_key(tmp_path: Path) -> None:
+    cache, prompts, sampling = _scripted_cache(tmp_path)
+    lines = cache.read_text().splitlines()
+    record = json.loads(lines[2])
+    record["messages"] = [{"role": "user", "content": "something else"}]
+    lines[2] = json.dumps(record)
+    cache.write_text("\n".join(lines) + "\n")
+    replay = ReplayBackend(cache, "replay", "m")
+    with pytest.raises(ValueError, match=r"line 3: messages does not match the entry's key"):
+        replay.generate(prompts, None, sampling)

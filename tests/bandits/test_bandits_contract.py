@@ -305,9 +305,10 @@ def test_make_policy_lists_valid_names_and_hyperparameters():
         assert isinstance(make_policy(name, DIM), cls)
 
 
-#: What ``bandits`` may use of ``agent_models``: the one validation template and the
-#: optional-dependency helper (both import nothing of the package's env side).
-BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras"}
+#: What ``bandits`` may use of ``agent_models``: the one validation template, the
+#: optional-dependency helper and the bounded ``.npz`` reader (none imports anything of the
+#: package's env side).
+BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras", "agent_models.npz"}
 
 
 def test_bandits_package_does_not_import_socialenv():

@@ -380,3 +380,54 @@ def test_top_share_inclusion_small_case() -> None:
     allowed = np.array([True] * 7 + [False])
     probs = top_share_inclusion(scores, allowed, group, np.array([2, 1]))
     np.testing.assert_allclose(probs, [1, 1 / 3, 1 / 3, 1 / 3, 0, 0.5, 0.5, 0])
+
+
+def _with_member(path, out, name: str, array: np.ndarray | None = None, raw: bytes | None = None,
+                 drop: str | None = None):
+    """Copy the npz at ``path`` to ``out`` with member ``name`` replaced/added (or ``drop`` removed)."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for member in src.namelist():
+            if member not in (f"{name}.npy", f"{drop}.npy"):
+                dst.writestr(member, src.read(member))
+        if raw is None and array is not None:
+            buf = io.BytesIO()
+            np.save(buf, array)
+            raw = buf.getvalue()
+        if raw is not None:
+            dst.writestr(f"{name}.npy", raw)
+    return out
+
+
+def test_logged_rounds_load_refuses_bad_members_before_reading(tmp_path) -> None:
+    """Issue 21: unknown, missing, huge, bomb, truncated and NaN members are clear ValueErrors."""
+    import io
+
+    log, _, _ = _synthetic_log(0.3, 12, seed=1)
+    path = log.save(tmp_path / "logged_rounds.npz")
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (10**7, 10**6, 1)})
+    cases = {
+        "extra": (_with_member(path, tmp_path / "extra.npz", "payload", np.zeros(3)),
+                  r"unknown member\(s\) \['payload.npy'\]"),
+        "missing": (_with_member(path, tmp_path / "missing.npz", "x", drop="rewards"),
+                    "lacks 'rewards' \\(a required member\\)"),
+        "shape": (_with_member(path, tmp_path / "shape.npz", "rewards", np.zeros((3, 1), np.float32)),
+                  r"array 'rewards': shape \(3, 1\) is not allowed"),
+        "huge": (_with_member(path, tmp_path / "huge.npz", "contexts", raw=header.getvalue()),
+                 r"array 'contexts': its header declares shape \(10000000, 1000000, 1\)"),
+        "bomb": (_with_member(path, tmp_path / "bomb.npz", "contexts",
+                              np.zeros((12, 4_000, 400), np.float32)), "refused as a zip bomb"),
+        "nan": (_with_member(path, tmp_path / "nan.npz", "rewards", np.full(log.rewards.shape, np.nan, np.float32)),
+                "rewards holds NaN"),
+    }
+    for bad, why in cases.values():
+        with pytest.raises(ValueError, match=why):
+            LoggedRounds.load(bad)
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(ValueError, match="truncated.npz"):
+        LoggedRounds.load(truncated)

@@ -160,3 +160,152 @@ def test_a_checkpoint_cannot_choose_code_through_the_llm_config(tmp_path: Path) 
     with pytest.raises(CheckpointError, match=r"names code to run \(llm.toxicity='antigravity:fly'\)"):
         load_env(_rewrite(path, tmp_path / "planted.ckpt", plant))
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- second hardening pass (issue 21)
+def _plant_llm(path: Path, out: Path, **llm: object) -> Path:
+    def plant(name: str, data: bytes) -> bytes:
+        if name != "meta.json":
+            return data
+        meta = json.loads(data)
+        meta["tree"]["config"]["fields"]["llm"] = {"backend": "openai", "model": "m", **llm}
+        meta["tree"]["config"]["fields"]["users"] = "llm"
+        return json.dumps(meta).encode()
+
+    return _rewrite(path, out, plant)
+
+
+@pytest.mark.parametrize(("llm", "named"), [
+    ({"base_url": ["http://elsewhere"]}, r"chooses an endpoint \(llm.base_url=\['http://elsewhere'\]\)"),
+    ({"base_url": ["http://127.0.0.1:1"], "api_key_env": "AWS_SECRET_ACCESS_KEY"},
+     r"chooses a secret's source \(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\)"),
+    ({"backend": "hf", "replay": "{out}", "replay_mode": "record"},
+     r"chooses a path to write \(llm.replay=.*written.jsonl' with replay_mode='record'\)"),
+    ({"backend": "hf", "replay": "{out}"}, r"chooses a path to write .*replay_mode='auto'"),
+    ({"backend": "vllm", "vllm_engine_kwargs": {"trust_remote_code": True}},
+     r"names code to run \(llm.vllm_engine_kwargs=\['trust_remote_code'\]"),
+])
+def test_a_checkpoint_cannot_choose_an_endpoint_a_secret_source_or_a_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm: dict, named: str) -> None:
+    written = tmp_path / "written.jsonl"
+    llm = {k: str(v).replace("{out}", str(written)) if isinstance(v, str) else v for k, v in llm.items()}
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
+    planted = _plant_llm(_saved_env(tmp_path), tmp_path / "planted.ckpt", **llm)
+    with pytest.raises(CheckpointError, match=named) as err:
+        load_env(planted)
+    assert "load_env(path, llm=...)" in str(err.value) and "aws-secret-value" not in str(err.value)
+    assert not written.exists()
+
+
+def test_the_callers_llm_config_replaces_the_files(tmp_path: Path) -> None:
+    """With llm= given again, the file's LLM fields are not used at all (here a surrogate env
+    whose planted LLM config would send requests elsewhere loads, with the caller's None)."""
+    planted = _plant_llm(_saved_env(tmp_path), tmp_path / "planted.ckpt", base_url=["http://elsewhere"])
+    env = load_env(planted, llm=None, users="surrogate")
+    assert env.config.llm is None
+    env.step(np.full(env.slate_size, env.no_op))
+
+
+def test_damaged_checkpoints_are_clear_errors(tmp_path: Path) -> None:
+    path = _saved_env(tmp_path)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("a3.npy")
+    data[info.header_offset + 30 + len(info.filename) + info.file_size - 1] ^= 0xFF  # last data byte
+    flipped = tmp_path / "crc.ckpt"
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"crc.ckpt is damaged at array 'a3' \(BadZipFile: Bad CRC-32"):
+        load_env(flipped)
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(path.read_bytes()[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated.ckpt"):
+        load_env(truncated)
+
+
+def _edit_meta(path: Path, out: Path, edit) -> Path:
+    def apply(name: str, data: bytes) -> bytes:
+        if name != "meta.json":
+            return data
+        meta = json.loads(data)
+        edit(meta["tree"])
+        return json.dumps(meta).encode()
+
+    return _rewrite(path, out, apply)
+
+
+def test_nan_state_negative_round_and_wrong_env_class_are_refused(tmp_path: Path) -> None:
+    from socialenv.envs.exposure import ExposureEnv
+    from socialenv.envs.rec import RecEnv
+
+    path = _saved_env(tmp_path)
+    key = json.loads(zipfile.ZipFile(path).read("meta.json"))["tree"]["sim"]["users"]["stance"]["__array__"]
+
+    def nan(name: str, data: bytes) -> bytes:
+        if name != f"{key}.npy":
+            return data
+        out = io.BytesIO()
+        array = np.load(io.BytesIO(data))
+        np.save(out, np.full_like(array, np.nan))
+        return out.getvalue()
+
+    with pytest.raises(CheckpointError, match=r"users.stance is not allowed: finite numbers only"):
+        load_env(_rewrite(path, tmp_path / "nan.ckpt", nan))
+
+    def minus_five(tree: dict) -> None:
+        tree["sim"]["round"] = -5
+
+    with pytest.raises(CheckpointError, match=r"sim.round=-5 is not allowed: an integer in \[0, rounds=4\]"):
+        load_env(_edit_meta(path, tmp_path / "round.ckpt", minus_five))
+    exposure = gym.make("PolicySim-Exposure-v0", **SMALL)
+    exposure.reset(seed=1)
+    saved = exposure.unwrapped.save(tmp_path / "exposure.ckpt")
+    with pytest.raises(CheckpointError, match="holds a PolicySim-Exposure-v0 env .*not a RecEnv"):
+        RecEnv.load(saved)
+    assert isinstance(ExposureEnv.load(saved), ExposureEnv)
+
+
+def test_array_headers_are_checked_before_reading(tmp_path: Path) -> None:
+    path = _saved_env(tmp_path)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(header, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": (10**7, 10**6)})
+
+    def huge(name: str, data: bytes) -> bytes:
+        return header.getvalue() + b"\0" * 64 if name == "a0.npy" else data
+
+    with pytest.raises(CheckpointError, match=r"array 'a0': its header declares shape \(10000000, 1000000\)"):
+        load_env(_rewrite(path, tmp_path / "huge.ckpt", huge))
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp_path / "extra.ckpt", "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, src.read(name))
+        dst.writestr("payload.pkl", pickle.dumps(1))
+    with pytest.raises(CheckpointError, match=r"unknown member\(s\) \['payload.pkl'\]"):
+        load_env(tmp_path / "extra.ckpt")
+    bomb = tmp_path / "bomb.ckpt"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            if name == "a0.npy":
+                out = io.BytesIO()
+                np.save(out, np.zeros(4_000_000))
+                dst.writestr(name, out.getvalue())
+            else:
+                dst.writestr(name, src.read(name))
+    with pytest.raises(CheckpointError, match="refused as a zip bomb"):
+        load_env(bomb)
+
+
+@pytest.mark.parametrize("tree", [
+    {"__items__": [[[{"a": 1}], 1]]},  # an unhashable key
+    {"__tensor__": "a0"},  # a tensor of text
+])
+def test_odd_trees_are_checkpoint_errors(tmp_path: Path, tree: dict) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "odd.ckpt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("meta.json", json.dumps({"format": "policysim-checkpoint", "version": 2, "kind": "x",
+                                             "tree": tree}))
+        out = io.BytesIO()
+        np.save(out, np.array(["text"]))
+        zf.writestr("a0.npy", out.getvalue())
+    with pytest.raises(CheckpointError, match="odd.ckpt"):
+        read_checkpoint(path, "x")

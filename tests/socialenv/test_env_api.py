@@ -163,3 +163,27 @@ def test_render_ansi() -> None:
     env.reset(seed=0)
     env.step(env.action_space.sample())
     assert "stance" in env.render()
+
+
+def test_gym_api_misuse_is_refused() -> None:
+    """Issue 21: unknown reset options, reset(seed=True), stepping a closed env and complex
+    scores were accepted."""
+    env = gym.make("PolicySim-Rec-v0", **small_env(num_users=60, rounds=2)).unwrapped
+    with pytest.raises(ValueError, match=r"options=\{'nosuch': 1\} is not allowed: this env takes no reset options"):
+        env.reset(seed=0, options={"nosuch": 1})
+    for seed in (True, -1, 1.5, "3"):
+        with pytest.raises(ValueError, match="is not allowed: an integer >= 0 or None"):
+            env.reset(seed=seed)
+    env.reset(seed=0, options={})
+    env.step(np.full(env.slate_size, env.no_op))
+    env.close()
+    with pytest.raises(RuntimeError, match="the env is closed"):
+        env.step(np.full(env.slate_size, env.no_op))
+    with pytest.raises(RuntimeError, match="the env is closed"):
+        env.reset(seed=0)
+    scored = gym.make("PolicySim-Rec-v0", **small_env(num_users=60, rounds=2, action_format="scores"))
+    scored.reset(seed=0)
+    k = scored.unwrapped.num_arms
+    with pytest.raises(ValueError, match="complex scores are not allowed"):
+        scored.step(np.ones(k) + 1j)
+    scored.step(np.ones(k))

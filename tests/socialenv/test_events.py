@@ -141,8 +141,59 @@ def test_bad_events_name_the_field(event: dict, field: str) -> None:
 
 
 def test_unknown_trigger_metric_is_reported() -> None:
-    env = gym.make("PolicySim-Exposure-v0", events=[{"kind": "fact_check", "when": {"metric": "nope", "above": 0}}],
-                   **SMALL)
+    """An unknown metric is refused when the env is built; an activity metric on an env
+    without Hawkes activity when the trigger is first checked."""
+    with pytest.raises(ValueError, match="when.metric='nope' is not allowed"):
+        gym.make("PolicySim-Exposure-v0", events=[{"kind": "fact_check", "when": {"metric": "nope", "above": 0}}],
+                 **SMALL)
+    env = gym.make("PolicySim-Exposure-v0", **SMALL, events=[
+        {"kind": "fact_check", "when": {"metric": "activity_excitation_news", "above": 0}}])
     env.reset(seed=0)
-    with pytest.raises(ValueError, match="when.metric='nope'"):
+    with pytest.raises(ValueError, match="when.metric='activity_excitation_news' is not a round metric"):
         env.step(_noop(env))
+
+
+# ---------------------------------------------------------------- event files as untrusted input (issue 21)
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (LAUGHS + "events: [{kind: news, headline: *i}]\n", r"aliases \(\*a\) are not allowed"),
+    ("events:\n- &e {kind: news, headline: x, then: [*e]}\n", r"aliases \(\*e\) are not allowed"),
+    ("x: &x [*x]\nevents: []\n", r"aliases \(\*x\) are not allowed"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    ("evnts:\n- {kind: news, headline: x, round: 1}\n", r"top-level keys \['evnts'\] are not allowed"),
+    ("- {kind: news, headline: [a, b], round: 1}\n", r"events\[0\].headline=\['a', 'b'\] is not allowed: a string"),
+    ("- {kind: news, headline: x, when: {metric: stance_mean, above: .nan}}\n",
+     r"when.above=nan is not allowed: a finite number"),
+    ("- {kind: news, headline: x, when: {metric: stance_men, above: 0.1}}\n",
+     r"when.metric='stance_men' is not allowed: one of the round metrics"),
+    ("- {kind: news, headline: x, round: 1\n", "not valid YAML"),
+    ("- {kind: news, headline: x, 3: 1}\n", r"is not allowed: keys among"),
+])
+def test_a_hostile_or_malformed_yaml_events_file_is_a_clear_error(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "events.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"events file {path}: .*{why}"):
+        load_events(path)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"[" * 100_000 + b"]" * 100_000, "nested more than 64 levels deep"),
+    (b'{"events": [{"kind": "news", "headline": "x", "when": {"metric": "toxicity", "above": NaN}}]}',
+     "not valid JSON"),
+    ('[{"kind": "news", "headline": "caf\u00e9", "round": 1}]'.encode("latin-1"), "not UTF-8 text"),
+    (b'[{"kind": "news", "headline": "x", "round": 1}]' + b" " * (1 << 20), "bytes is not allowed: at most"),
+])
+def test_a_hostile_or_malformed_json_events_file_is_a_clear_error(tmp_path: Path, data: bytes, why: str) -> None:
+    path = tmp_path / "events.json"
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=f"events file {path}: .*{why}"):
+        load_events(path)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None:
+    path = tmp_path / "events.json"
+    path.write_text('{"events": [{"kind": "news", "headline": "[[[[{{{{\\"' + "[" * 200 + '", "round": 1}]}')
+    assert load_events(path)[0]["headline"].startswith('[[[[{{{{"')

@@ -303,3 +303,38 @@ def test_data_prepare_cli(tmp_path):
     assert len(load_examples(out / "sft_test.jsonl")) == report["sft_test"] == 3
     bad = CliRunner().invoke(data_app, ["prepare", "reddit", str(WEIBO), "--out", str(out)])
     assert bad.exit_code != 0 and "twibot20" in bad.output
+
+
+@pytest.mark.parametrize("count", [1e309, "1e309", "nan", "-inf", 10**400, 1e300])
+def test_weibo_counts_must_be_finite_numbers(tmp_path, count):
+    """Issue 21: ``int(info["followers"])`` crashed on 1e309 (inf) with an OverflowError."""
+    root = _copy_weibo(tmp_path)
+    posts = json.loads((root / "Weibo" / "E2.json").read_text())
+    posts[0]["followers_count"] = count
+    (root / "Weibo" / "E2.json").write_text(json.dumps(posts))
+    with pytest.raises(DatasetFormatError, match="expected a finite number") as info:
+        read_weibo(root, config=HASH_LOADER)
+    assert info.value.field == "followers_count" and info.value.file.endswith("E2.json")
+
+
+@pytest.mark.parametrize("count", ["1_000", "+5", "١٢", "9" * 30])
+def test_twibot_counts_are_plain_digits(tmp_path, count):
+    data = json.loads(TWIBOT.read_text())
+    data[0]["profile"]["followers_count"] = count
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match="expected an integer string") as info:
+        read_twibot20(path, config=HASH_LOADER)
+    assert info.value.field == "profile.followers_count"
+
+
+def test_weibo_deep_or_non_utf8_files_are_format_errors(tmp_path):
+    root = _copy_weibo(tmp_path)
+    (root / "Weibo" / "E2.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DatasetFormatError, match="nested too deeply") as info:
+        read_weibo(root, config=HASH_LOADER)
+    assert info.value.file.endswith("E2.json")
+    root = _copy_weibo(tmp_path / "b")
+    (root / "Weibo.txt").write_bytes("eid:E1\tlabel:1\t3001 caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(DatasetFormatError, match="not UTF-8 text"):
+        read_weibo(root, config=HASH_LOADER)

@@ -133,3 +133,37 @@ def test_from_arrays_and_validation() -> None:
         make_scenario("mars", 10, 0)
     with pytest.raises(FileNotFoundError):
         Scenario.load("/nonexistent/scenario.npz")
+
+
+def test_scenario_arrays_are_checked_before_reading(tmp_path: Path) -> None:
+    """Issue 21: a header declaring a huge array, an unknown member or a compressed bomb is
+    refused before any array is read."""
+    import io
+    import zipfile
+
+    path = make_scenario("abortion", 50, seed=0).save(tmp_path / "s")
+
+    def rewrite(name: str, raw: bytes | None, extra: str | None = None) -> Path:
+        out = tmp_path / f"{name}-{extra}.npz"
+        with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+            for member in src.namelist():
+                dst.writestr(member, raw if member == f"{name}.npy" and raw is not None else src.read(member))
+            if extra is not None:
+                dst.writestr(f"{extra}.npy", src.read("opinion.npy"))
+        out.with_suffix(".json").write_text(path.with_suffix(".json").read_text())
+        return out
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6)})
+    with pytest.raises(ValueError, match=r"array 'latent': its header declares shape \(10000000, 1000000\)"):
+        Scenario.load(rewrite("latent", header.getvalue()))
+    with pytest.raises(ValueError, match=r"unknown member\(s\) \['evil.npy'\]"):
+        Scenario.load(rewrite("latent", None, "evil"))
+    bomb = io.BytesIO()
+    np.save(bomb, np.zeros((50, 400_000), np.float32))
+    with pytest.raises(ValueError, match="refused as a zip bomb"):
+        Scenario.load(rewrite("latent", bomb.getvalue()))
+    rows = io.BytesIO()
+    np.save(rows, np.zeros(7, np.float32))
+    with pytest.raises(ValueError, match=r"array 'activity': 7 rows is not allowed: 50, as 'latent'"):
+        Scenario.load(rewrite("activity", rows.getvalue()))

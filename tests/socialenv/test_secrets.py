@@ -62,8 +62,15 @@ def test_run_sweep_and_checkpoint_write_no_secret(tmp_path: Path, monkeypatch: p
         env.reset(seed=0)
         path = env.unwrapped.save(tmp_path / "ckpt" / "env.ckpt")
         env.close()
-        restored = load_env(path)
-        assert restored.config.llm["api_key"] is None  # not stored: read from the environment again
+        from socialenv.checkpoint import CheckpointError, read_checkpoint
+
+        stored = read_checkpoint(path, "env")["config"].llm
+        assert stored["api_key"] is None  # not stored: read from the environment again
+        assert stored["vllm_engine_kwargs"] == {"hf_token": None, "db_password": None}
+        with pytest.raises(CheckpointError, match=r"chooses an endpoint \(llm.base_url="):
+            load_env(path)  # the file may not choose where requests (and the key) go
+        restored = load_env(path, llm=llm)
+        assert restored.config.llm is llm
         restored.close()
     written = _assert_no_secret(tmp_path)
     names = {p.name for p in _files(tmp_path)}

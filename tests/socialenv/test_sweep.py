@@ -152,3 +152,39 @@ def test_finished_trials_are_kept_when_a_sweep_dies_and_resume_runs_the_rest(tmp
         return [{k: v for k, v in entry.items() if k != "seconds"} for entry in table]
 
     assert timeless(result.table) == timeless(fresh.table)
+
+
+def test_resume_keeps_only_trials_run_under_the_same_configuration(tmp_path: Path) -> None:
+    """Issue 21: ``--rounds 5`` then ``--rounds 9 --resume`` reruns every trial at 9 rounds."""
+    five = _config(tmp_path, policies=("random",), seeds=(0, 1), grid={"budget": [2]})
+    five.env_kwargs = {**five.env_kwargs, "rounds": 2}
+    run_sweep(five, backend="local")
+    nine = _config(tmp_path, policies=("random",), seeds=(0, 1), grid={"budget": [2]})
+    nine.env_kwargs = {**nine.env_kwargs, "rounds": 3}
+    ran: list[str] = []
+    result = run_sweep(nine, backend="local", resume=True,
+                       progress=lambda r, done, total: ran.append(r["trial"]["name"]))
+    assert ran == ["random-c0-s0", "random-c0-s1"]
+    assert all(len(t["rows"]) == 3 and t["trial"]["env_kwargs"]["rounds"] == 3 for t in result.trials)
+    log = (tmp_path / "t" / "trials.jsonl").read_text().splitlines()
+    assert len(log) == 2 and all(json.loads(line)["trial"]["env_kwargs"]["rounds"] == 3 for line in log)
+    (tmp_path / "t" / "trials.jsonl").write_text("\n".join([*log, "[1, 2]", '{"trial": 3}', '{"tri']) + "\n")
+    again: list[str] = []
+    run_sweep(nine, backend="local", resume=True, progress=lambda r, done, total: again.append(r))
+    assert again == []  # same configuration: both kept; malformed lines skipped
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+     + "parameters: {policy: {values: *i}}\n", r"aliases \(\*a\) are not allowed"),
+    ("parameters: &p {policy: {value: *p}}\n", r"aliases \(\*p\) are not allowed"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than 32 levels deep"),
+    ("parameters: {policy: {values: [random]\n", "not valid YAML"),
+])
+def test_hostile_grid_files_are_refused_before_expansion(tmp_path: Path, text: str, error: str) -> None:
+    """Issue 21 (of the same kind as the event files): a grid file is YAML read from disk."""
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"grid file {path}: {error}"):
+        load_grid(path)

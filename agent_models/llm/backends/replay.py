@@ -15,6 +15,13 @@ Modes (``LLMConfig.replay_mode``):
   raises :class:`LLMBackendError`. A run replayed this way is identical bit for bit on any
   machine and thread count, without a GPU.
 
+Reading a cache checks every line before using it: UTF-8 JSON objects, a ``meta`` line first,
+answer lines with the fields above and their types (a ValueError naming the file, the line and
+the field otherwise). A last line cut short without its newline, as a killed recording leaves
+it, is skipped (and cut from the file before anything is appended). A replayed entry must have
+been recorded for the prompt's messages, schema and sampling parameters, the things its key
+hashes (a tampered entry is an error, not an answer).
+
 ``hits`` / ``misses`` count prompts over the backend's life; every :class:`Generation`
 says how many of its answers were replayed (``replayed``), which the brain reports per round
 in ``info["brain"]`` (``replay_hits``, ``replay_hit_rate``).
@@ -31,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.jsonl import read_json_lines
 from agent_models.llm.backends.base import (
     Backend,
     BatchBackend,
@@ -42,6 +48,11 @@ from agent_models.llm.backends.base import (
 )
 
 REPLAY_MODES = ("auto", "record", "replay")
+#: Answer-line fields and their JSON types.
+_ANSWER_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,), "messages": (list,), "schema_sha256": (str, type(None)), "sampling": (dict,),
+    "text": (str,), "prompt_tokens": (int,), "completion_tokens": (int,), "finish_reason": (str,),
+}
 
 
 def _digest(value: Any) -> str:
@@ -105,11 +116,50 @@ class ReplayBackend(BatchBackend):
 
     def _load(self) -> dict[str, Any]:
         meta: dict[str, Any] = {}
-        for _, record in read_json_lines(self.path):
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        torn = b""
+        if lines and lines[-1].strip():  # no newline after the last line: cut short if not JSON
+            try:
+                json.loads(lines[-1].decode("utf-8"))
+            except (ValueError, RecursionError):
+                torn = lines.pop()
+        for lineno, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            where = f"replay cache {self.path}: line {lineno}"
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{where}: not UTF-8 text ({err})") from None
+            except (ValueError, RecursionError) as err:
+                raise ValueError(f"{where}: not JSON ({err})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: a {type(record).__name__} is not allowed: a JSON object")
             if "meta" in record:
+                if lineno != 1 or set(record) != {"meta"} or not isinstance(record["meta"], dict) \
+                        or not isinstance(record["meta"].get("model"), str) \
+                        or not isinstance(record["meta"].get("system_role", True), bool):
+                    raise ValueError(f"{where}: meta is not allowed here or in this form: only line 1 "
+                                     'holds {"meta": {"model": str, "system_role": bool}}')
                 meta = record["meta"]
-            else:
-                self.answers[record["key"]] = record
+                continue
+            for name, types in _ANSWER_FIELDS.items():
+                value = record.get(name)
+                if not isinstance(value, types) or isinstance(value, bool) \
+                        or (name.endswith("_tokens") and value < 0):
+                    allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                    raise ValueError(f"{where}: {name}={value!r} is not allowed: {allowed}"
+                                     + (" >= 0" if name.endswith("_tokens") else ""))
+            if set(record) - set(_ANSWER_FIELDS):
+                raise ValueError(f"{where}: unknown field(s) {sorted(set(record) - set(_ANSWER_FIELDS))}")
+            self.answers[record["key"]] = {**record, "line": lineno}
+        if self.mode != "replay" and torn:
+            with self.path.open("r+b") as f:  # appending after a torn line would spoil the next one
+                f.truncate(len(data) - len(torn))
+        elif self.mode != "replay" and data and not data.endswith(b"\n"):
+            with self.path.open("ab") as f:
+                f.write(b"\n")
         return meta
 
     def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
@@ -147,6 +197,7 @@ class ReplayBackend(BatchBackend):
                 prompt_tokens[i], completion_tokens[i] = fresh.prompt_tokens[j], fresh.completion_tokens[j]
             else:
                 record = self.answers[key]
+                self._check_entry(record, prompts[i], schemas[i], prompt_sampling(sampling, i))
                 texts[i], finish[i] = record["text"], record["finish_reason"]
                 prompt_tokens[i], completion_tokens[i] = record["prompt_tokens"], record["completion_tokens"]
         replayed = n - len(missing)
@@ -154,6 +205,18 @@ class ReplayBackend(BatchBackend):
         self.misses += len(missing)
         return Generation(texts, prompt_tokens, completion_tokens, finish, errors,
                           replayed=replayed)
+
+    def _check_entry(self, record: dict[str, Any], messages: Messages, schema: dict[str, Any] | None,
+                     sampling: dict[str, Any]) -> None:
+        """A replayed entry must hold what its key hashes (else the file was edited)."""
+        wanted = {"messages": json.loads(json.dumps(list(messages))),
+                  "schema_sha256": None if schema is None else _digest(schema),
+                  "sampling": json.loads(json.dumps(sampling))}
+        for name, value in wanted.items():
+            if record[name] != value:
+                raise ValueError(f"replay cache {self.path}: line {record.get('line', '?')}: {name} does not "
+                                 f"match the entry's key {record['key'][:16]}… (the cache was edited); "
+                                 "remove the line or record again")
 
     def _record(self, rows: list[int], keys: list[str], prompts: Sequence[Messages],
                 schemas: list[dict[str, Any] | None], sampling: Sampling, gen: Generation) -> None:
