@@ -341,7 +341,8 @@ def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
         return
     assert "unknown_post" not in out.invalid and len(out.react_user) == 6
     assert out.stats["reask_prompts"] == 6 and out.stats["reask_recovered"] == 6
-    reasks = backend.calls[1]
+    agent_calls = [c for c in backend.calls if any("You are @" in m["content"] for m in c[0])]
+    reasks = agent_calls[1]  # the labeller check (round 0) and the agents' call come first
     assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
     assert "not in [brackets]" in reasks[0][-1]["content"]
 
