@@ -198,6 +198,12 @@ class LLMConfig(BaseModel):
         near_duplicate: a text whose character 4-gram Jaccard similarity with a text another
             agent wrote earlier in the same round is at least this (default 0.8; exact
             duplicates included) is rejected (``invalid["duplicate_text"]``).
+        probe_forms: openai: before the first constrained request, probe each structured-output
+            form until one is enforced (one request per form; see
+            :mod:`~agent_models.llm.backends.openai_compat`); a form answered with HTTP 200
+            off the schema counts as refused.
+        top_logprobs: openai: top tokens asked for when scoring stance labels (at most 20,
+            OpenAI's and vLLM's default limit).
         max_unparsed_share, unparsed_min_answers: once ``unparsed_min_answers`` answers
             were decoded under a schema (constrained), a share of them above
             ``max_unparsed_share`` (default 0.2) that does not parse stops the run with an
@@ -279,6 +285,7 @@ class LLMConfig(BaseModel):
     max_unparsed_share: float = Field(0.2, ge=0, le=1)
     unparsed_min_answers: int = Field(20, ge=1)
     top_logprobs: int = Field(20, ge=1, le=20)
+    probe_forms: bool = True
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     encoder: str | None = None
     encoder_device: str = "cpu"

@@ -4,6 +4,7 @@ backend request building (vLLM / OpenAI kwargs are pure functions shared with th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -369,3 +370,65 @@ def test_bdi_answer_schema_prompt_and_parse() -> None:
     assert parse(json.dumps({"actions": []}), bdi=True) == "schema"  # the state is required
     assert parse(json.dumps({**state, "actions": []})) == "schema"  # and not accepted without bdi
     assert parse(json.dumps({**state, "emotion": "ecstatic", "actions": []}), bdi=True) == "schema"
+
+
+# ----------------------------------------------------------------------------- stance labeller
+class _BiasedScorer:
+    """Scores labels like a model that prefers the label listed first by 2 nats and "favor"
+    by 4 nats whatever the posts say, plus 1 nat for the label the posts express."""
+
+    name = "biased"
+    system_role = True
+
+    def __init__(self) -> None:
+        self.prompts: list = []
+
+    def score_labels(self, prompts, labels):
+        import re
+
+        self.prompts += list(prompts)
+        out = np.zeros((len(prompts), len(labels)))
+        for i, p in enumerate(prompts):
+            listed = re.search(r"one word: (\w+)", p[0]["content"]).group(1)
+            posts = p[-1]["content"]
+            said = "against" if "wrong" in posts else "favor" if "proud" in posts else (
+                "neutral" if "facts" in posts else None)
+            for j, label in enumerate(labels):
+                out[i, j] = 2.0 * (label == listed) + 4.0 * (label == "favor") + 1.0 * (label == said)
+        return out
+
+
+def test_stance_labeller_randomises_order_and_calibrates() -> None:
+    from agent_models.llm.stance import labeller_check, score_stances
+
+    texts = [["this is wrong and must be stopped"], ["proud of this outcome"],
+             ["waiting for more facts"]] * 8
+    names = [f"u{i}" for i in range(24)]
+    raw = score_stances(_BiasedScorer(), "a long enough topic", names, texts,
+                        np.random.default_rng(0), text_chars=200, calibrate=False)
+    scorer = _BiasedScorer()
+    calibrated = score_stances(scorer, "a long enough topic", names, texts,
+                               np.random.default_rng(0), text_chars=200, calibrate=True)
+    truth = [-1, 1, 0] * 8
+    # without calibration the model's prior for "favor" wins everywhere
+    assert raw.value == [1] * 24
+    assert calibrated.value == truth  # the content-free input cancels the prior
+    assert labeller_check(calibrated.value, truth)["stance_check_agreement"] == 1.0
+    firsts = {re.search(r"one word: (\w+)", p[0]["content"]).group(1) for p in scorer.prompts[:24]}
+    assert len(firsts) == 3  # the label listed first varies from prompt to prompt
+    assert all("N/A" in p[-1]["content"] for p in scorer.prompts[24:])  # calibration prompts
+    check = labeller_check([1, 1, None, 0], [-1, 1, 0, 0])
+    assert check["stance_check_agreement"] == 0.5 and check["stance_check_unusable"] == 1
+    assert check["stance_check_against_as_favor"] == 1 and check["stance_check_neutral_as_neutral"] == 1
+
+
+def test_stance_prompt_has_no_double_negative_and_lists_the_given_order() -> None:
+    from agent_models.llm.prompts import stance_messages
+
+    msgs = stance_messages("Anti-abortion legislation in the United States", "u", ["On Anti-abortion "
+                           "legislation in the United States: shameful decision."],
+                           order=["neutral", "favor", "against"], scored=True)
+    system = msgs[0]["content"]
+    assert "supports" not in system and "opposes" not in system
+    assert "Answer with one word: neutral, favor or against." in system
+    assert "- Shameful decision." in msgs[1]["content"]  # the topic is named once, in the system message
