@@ -662,11 +662,12 @@ class LLMBrain(Brain):
         accepted = RoundTexts(cfg.near_duplicate)
         quality = {"text_checked": 0.0, "text_copied_prompt": 0.0, "text_json_debris": 0.0,
                    "text_duplicate_text": 0.0}
-        self._check_texts(results, range(len(results)), active, prompts, accepted, quality)
+        self._check_texts(results, range(len(results)), active, prompts, accepted, quality,
+                          ri.topic)
         if cfg.retry_invalid:
             redo = self._reask(results, decision, prompts.messages, prompts.schemas,
                                prompts.shared_schema, prompts.views, ri.rng, stats)
-            self._check_texts(results, redo, active, prompts, accepted, quality)
+            self._check_texts(results, redo, active, prompts, accepted, quality, ri.topic)
             stats["reask_recovered"] = float(sum(not isinstance(results[b], str) for b in redo))
         stats.update(quality)
         stats["text_rejected"] = float(sum(r in TEXT_INVALID_REASONS for r in results))
@@ -688,7 +689,8 @@ class LLMBrain(Brain):
         return _Actions.collect(active, parsed)
 
     def _check_texts(self, results: list[ParsedAnswer | str], which: Any, active: np.ndarray,
-                     prompts: _Prompts, accepted: RoundTexts, quality: dict[str, float]) -> None:
+                     prompts: _Prompts, accepted: RoundTexts, quality: dict[str, float],
+                     topic: str) -> None:
         """Reject (in place) the answers in ``which`` whose texts copy their prompt, carry JSON
         debris or duplicate a text another agent of the round wrote (:mod:`.text_quality`);
         the texts of the answers kept join ``accepted``."""
@@ -702,7 +704,7 @@ class LLMBrain(Brain):
                 continue
             author = int(active[b])
             check = PromptCopyCheck("\n".join(m["content"] for m in prompts.messages[b]),
-                                    cfg.copy_ngram, cfg.copy_overlap)
+                                    cfg.copy_ngram, cfg.copy_overlap, cfg.copy_run_words, topic)
             problem = None
             for text in texts:
                 quality["text_checked"] += 1

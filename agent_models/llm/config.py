@@ -190,11 +190,12 @@ class LLMConfig(BaseModel):
 
     Texts (checked after parsing; a failing answer is rejected like any invalid one and
     re-asked with its reason under ``retry_invalid``):
-        copy_ngram, copy_overlap: a text whose word ``copy_ngram``-grams are more than
-            ``copy_overlap`` found in its own prompt (default 3-grams, 0.5), or which appears
-            in the prompt whole, is a copy (``invalid["copied_prompt"]``); so is a text
-            starting with a memory or profile prefix (``"@user_3: "``, ``"You posted:"``,
-            ``"Likely identity:"``...).
+        copy_ngram, copy_overlap, copy_run_words: a text whose word ``copy_ngram``-grams
+            are more than ``copy_overlap`` found in its own prompt (default 3-grams, 0.5), which
+            shares a run of ``copy_run_words`` words with it (default 6) or which appears in
+            it whole, is a copy (``invalid["copied_prompt"]``); so is a text starting with a
+            memory or profile prefix (``"@user_3: "``, ``"You posted:"``,
+            ``"Likely identity:"``...). The topic phrase does not count (naming it is fine).
         near_duplicate: a text whose character 4-gram Jaccard similarity with a text another
             agent wrote earlier in the same round is at least this (default 0.8; exact
             duplicates included) is rejected (``invalid["duplicate_text"]``).
@@ -281,6 +282,7 @@ class LLMConfig(BaseModel):
     strict: bool = False
     copy_ngram: int = Field(3, ge=1)
     copy_overlap: float = Field(0.5, gt=0, le=1)
+    copy_run_words: int = Field(6, ge=2)
     near_duplicate: float = Field(0.8, gt=0, le=1)
     max_unparsed_share: float = Field(0.2, ge=0, le=1)
     unparsed_min_answers: int = Field(20, ge=1)

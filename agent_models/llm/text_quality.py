@@ -5,8 +5,10 @@ A text is rejected (its whole answer, like any invalid answer; the reason is cou
 
 - **copies its prompt** (``"copied_prompt"``): it starts with a memory or profile prefix
   of the prompt (``"@user_3: "``, ``"(round 2)"``, ``"You posted"``, ``"Likely identity:"``
-  ...), appears in the prompt whole, or more than ``copy_overlap`` of its word
-  ``copy_ngram``-grams appear in the prompt (``LLMConfig`` defaults: 3-grams, 0.5);
+  ...), appears in the prompt whole, shares a run of ``copy_run_words`` words with it, or
+  more than ``copy_overlap`` of its word ``copy_ngram``-grams appear in the prompt
+  (``LLMConfig`` defaults: 6 words; 3-grams, 0.5). The topic phrase is left out of the
+  prompt for these checks: naming the topic is not copying;
 - **carries JSON debris** (``"json_debris"``): quote-bracket runs such as ``'}]}{``,
   ``{"``, ``"type":`` left over from the answer format;
 - **duplicates another agent's text of the same round** (``"duplicate_text"``): the same
@@ -52,11 +54,16 @@ def char_grams(text: str, n: int = 4) -> set[str]:
 class PromptCopyCheck:
     """The copy and debris checks of the texts of one prompt."""
 
-    def __init__(self, prompt: str, ngram: int, overlap: float) -> None:
+    def __init__(self, prompt: str, ngram: int, overlap: float, run_words: int = 6,
+                 topic: str = "") -> None:
+        if topic:
+            prompt = prompt.replace(topic, " | ")
         self.prompt = normalise(prompt)
         self.ngram = ngram
         self.overlap = overlap
+        self.run_words = run_words
         self.grams = word_ngrams(prompt, ngram)
+        self.runs = word_ngrams(prompt, run_words)
 
     def problem(self, text: str) -> str | None:
         """``"json_debris"``, ``"copied_prompt"`` or None."""
@@ -66,6 +73,8 @@ class PromptCopyCheck:
             return "copied_prompt"
         own = normalise(text)
         if len(own) >= 12 and own in self.prompt:
+            return "copied_prompt"
+        if word_ngrams(text, self.run_words) & self.runs:
             return "copied_prompt"
         grams = word_ngrams(text, self.ngram)
         if grams and len(grams & self.grams) / len(grams) > self.overlap:
