@@ -79,7 +79,8 @@ def llm_config(gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
             "cpu_threads": args.cpu_threads, "batch_size": args.batch_size,
             "max_new_tokens": args.max_new_tokens, "max_text_chars": 160, "max_actions": 3,
             "temperature": 0.8, "top_p": 0.95, "retry_invalid": args.retry_invalid,
-            "stance_check_users": args.stance_check_users}
+            "stance_check_users": args.stance_check_users,
+            **({"memory": {"length_threshold": 100_000}} if args.no_summaries else {})}
 
 
 def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -180,11 +181,11 @@ def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def lever(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
+def lever(name: str, gguf: Path, args: argparse.Namespace,
+          progress: Any = None) -> dict[str, Any]:
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from baselines.compare import mean_ci95
     from socialenv.episodes import play_episode
     from socialenv.policies import make_run_policy
 
@@ -221,7 +222,17 @@ def lever(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "cpu_seconds": time.process_time() - cpu0, "agent_steps": float(sum(steps)),
             })
             print(f"  lever {policy_name} seed {seed}: {per[policy_name][-1]}", flush=True)
+        if progress is not None:
+            progress({"model": MODELS[name][2], "per_policy": per, "complete": False})
     env.close()
+    return lever_summary(name, args, per)
+
+
+def lever_summary(name: str, args: argparse.Namespace,
+                  per: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Per-policy rows and the paired differences random − Origin with 95 % CIs."""
+    from baselines.compare import mean_ci95
+
     paired = {}
     for key in ("reward", "reactions_per_agent_step", "stance_std_end", "cross_interaction_ratio"):
         diffs = [r[key] - o[key] for r, o in zip(per["random"], per["origin"], strict=True)]
@@ -229,7 +240,8 @@ def lever(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
         ci = paired[key]["ci95"]
         paired[key]["moves"] = bool(ci is not None and abs(paired[key]["mean"]) > ci)
     return {"model": MODELS[name][2], "users": args.lever_users, "rounds": args.lever_rounds,
-            "seeds": list(args.lever_seeds), "per_policy": per, "random_minus_origin": paired}
+            "seeds": list(args.lever_seeds), "per_policy": per, "random_minus_origin": paired,
+            "complete": True}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -249,6 +261,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--cpu-threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--retry-invalid", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--no-summaries", action="store_true",
+                        help="store read posts verbatim (no summary calls; saves CPU)")
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
@@ -285,7 +299,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["skipped"].append(f"lever: {args.lever_model} not installed")
         else:
             print(f"lever: {MODELS[args.lever_model][2]}, {args.lever_users} users", flush=True)
-            result["lever"] = lever(args.lever_model, gguf, args)
+            def progress(partial: dict[str, Any]) -> None:
+                result["lever"] = partial
+                save()
+
+            result["lever"] = lever(args.lever_model, gguf, args, progress)
             for key, value in result["lever"]["random_minus_origin"].items():
                 print(f"  random - origin {key}: {value}", flush=True)
     save()
