@@ -363,7 +363,16 @@ class OpenAIBackend(BatchBackend):
         for index, form in enumerate(self.forms):
             if form == "none":
                 break
-            outcome = self._run(self._probe_form(form))
+            try:
+                outcome = self._run(self._probe_form(form))
+            except LLMBackendError as err:
+                if self.config.fail_on_backend_error:
+                    raise
+                # the request failed (not refused): keep the form, count the run's failures
+                self.probe_results[form] = f"failed: {err}"
+                warnings.warn(f"structured-output probe failed, form {form!r} kept unchecked: "
+                              f"{err}", RuntimeWarning, stacklevel=4)
+                return self.probe_results
             self.probe_results[form] = outcome
             if outcome == "enforced":
                 self._form_index = index
