@@ -51,6 +51,7 @@ from agent_models.llm.prompts import (
     interaction_in_words,
     stance_in_words,
     summary_messages,
+    topic_free,
 )
 from agent_models.llm.schema import (
     ConsolidationAnswer,
@@ -133,11 +134,10 @@ def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
 
 
 def without_topic(text: str | None, topic: str) -> str | None:
-    """``text`` with the round's topic phrase shortened to "the topic" (memories and their
-    length budget then carry what the post says, not the topic every prompt already shows)."""
-    if not text or not topic or len(topic) < 12:
-        return text
-    return text.replace(topic, "the topic")
+    """``text`` without the round's topic phrase (:func:`~agent_models.llm.prompts.topic_free`:
+    a leading "On <topic>: " dropped, other mentions shortened to "the topic"), so memories
+    and their length budget carry what the post says, not the topic every prompt names once."""
+    return topic_free(text, topic)
 
 
 def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[ConsolidationAnswer],
