@@ -432,3 +432,104 @@ def test_stance_prompt_has_no_double_negative_and_lists_the_given_order() -> Non
     assert "supports" not in system and "opposes" not in system
     assert "Answer with one word: neutral, favor or against." in system
     assert "- Shameful decision." in msgs[1]["content"]  # the topic is named once, in the system message
+
+
+# ----------------------------------------------------------------------------- own texts
+def test_prompt_copy_and_duplicate_checks() -> None:
+    from agent_models.llm.text_quality import PromptCopyCheck, RoundTexts
+
+    topic = "Anti-abortion legislation in the United States"
+    prompt = (f"Topic on the platform: {topic}\nYou are @user_4.\nLikely identity: Student\n"
+              "[12] @user_3 (id 3) · trending: This is what we fought for, finally.\n"
+              "- (round 1) @user_3: the senate debate has been twisted by the media")
+    check = PromptCopyCheck(prompt, 3, 0.5, 6, topic)
+    copies = ["Likely identity: Student", "@user_3: I agree", "1. You posted. 2. You followed. 3. You followed.",
+              "The last one! This is what we fought for, finally.",  # a 6-word run of a feed post
+              "the senate debate has been twisted by the media",  # whole, from memory
+              "(round 1) whatever"]
+    assert [check.problem(t) for t in copies] == ["copied_prompt"] * len(copies)
+    assert check.problem("this is wrong and must be stopped.'}]}{") == "json_debris"
+    assert check.problem('{"type":"post","text":"hi"}') == "json_debris"
+    # naming the topic, or an opinion in one's own words, is not a copy
+    assert check.problem(f"{topic} will hurt women in my town, I am worried") is None
+    assert check.problem("Honestly I did not expect the court to move this fast.") is None
+    texts = RoundTexts(0.8)
+    texts.add(["The vote today matters for all of us!"], author=1)
+    assert texts.duplicate("the vote today   matters for all of us!", author=2)  # exact, folded
+    assert texts.duplicate("The vote today matters for all of us!!", author=3)  # near
+    assert not texts.duplicate("The vote today matters for all of us!", author=1)  # its own
+    assert not texts.duplicate("A completely different take on the news.", author=2)
+
+
+class _TextBackend:
+    """Agent i posts ``TEXTS[i % len(TEXTS)]``; a re-ask (an assistant turn) posts a fresh,
+    agent-specific text; everything else gets a neutral stance / a short summary."""
+
+    name = "texts"
+    system_role = True
+    TEXTS = ("Likely identity: {identity}", "So proud of my team today.'}]}{",
+             "Same words from everyone here", "Same words from everyone here",
+             None)
+    OWN = ("My own take: we need more facts before we judge.",
+           "Court rulings like this one change lives in my town.")
+    FRESH = ("Rain again, my garden is happy.", "Anyone watching the match tonight?",
+             "Coffee first, opinions later.", "New bike lanes downtown look great.",
+             "My cat ignored me all morning.", "Reading a good book about old maps.",
+             "The bakery on 5th closed, so sad.", "Voting day should be a holiday.",
+             "Just finished a long shift at the clinic.", "Taxes are due soon, do not forget.")
+
+    def __init__(self) -> None:
+        self.reasks: list[str] = []
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        from agent_models.llm.backends.base import Generation
+
+        texts = []
+        for p in prompts:
+            user = next((m["content"] for m in p if "You are @" in m["content"]), None)
+            if user is None:
+                texts.append('{"stance":"neutral"}' if "stands on" in p[0]["content"]
+                             else '{"summary":"A point."}')
+                continue
+            me = int(re.search(r"You are @user_(\d+)\.", user).group(1))
+            if p[-1]["role"] == "user" and "rejected" in p[-1]["content"]:
+                self.reasks.append(p[-1]["content"])
+                text = self.FRESH[me]
+            else:
+                identity = re.search(r"Likely identity: (.*)", user).group(1)
+                text = self.TEXTS[me % 5] or self.OWN[me // 5]
+                text = text.replace("{identity}", identity)
+            texts.append(json.dumps({"actions": [{"type": "post", "text": text}]}))
+        n = len(texts)
+        return Generation(texts, np.full(n, 10), np.full(n, 5), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_copied_debris_and_duplicate_texts_are_rejected_and_reasked(retry: bool) -> None:
+    from agent_models.llm import LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    cfg = LLMConfig(model="texts", retry_invalid=retry, stance_check_users=0,
+                    toxicity=lambda t: np.zeros(len(t)))
+    backend = _TextBackend()
+    brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
+    ri = make_round_input(num_users=10, num_posts=30, feed_size=3, seed=2)
+    brain.reset(ri.users, ri.posts, seed=0)
+    out = brain.act(ri)
+    stats = out.stats
+    assert stats["text_checked"] >= 10
+    assert stats["text_copied_prompt"] == 2 and stats["text_json_debris"] == 2
+    assert stats["text_duplicate_text"] == 2 + 1  # users 3 (of 2), 7 and 8 (of 2)
+    if not retry:
+        assert out.invalid == {"copied_prompt": 2, "json_debris": 2, "duplicate_text": 3}
+        assert sorted(out.post_user.tolist()) == [2, 4, 9]
+        assert stats["text_rejected"] == 7 and stats["texts_accepted"] == 3
+        return
+    assert out.invalid == {} and len(out.post_user) == 10  # every re-ask recovered
+    assert stats["reask_prompts"] == 7 and stats["reask_recovered"] == 7
+    assert any("copied your instructions, profile" in m for m in backend.reasks)
+    assert any("pieces of JSON" in m for m in backend.reasks)
+    assert any("repeated what another user wrote" in m for m in backend.reasks)
