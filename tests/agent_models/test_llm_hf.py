@@ -326,3 +326,23 @@ def test_bdi_module_one_structured_answer(tiny_lm_path: Path, encoder: TextEncod
     for state in brain.last_states.values():
         assert set(state) == {"emotion", "belief", "desire", "intention"}
         assert all(0 < len(state[k]) <= 30 for k in ("belief", "desire", "intention"))
+
+
+def test_score_labels_are_the_label_log_likelihoods(hf_backend: Backend) -> None:
+    """Batched, left-padded scores equal a plain forward pass over prompt + label, one by one."""
+    import torch
+
+    prompts = [[{"role": "system", "content": "Label it."}, {"role": "user", "content": "short"}],
+               [{"role": "system", "content": "Label it."},
+                {"role": "user", "content": "a much longer message " * 5}]]
+    labels = ["against", "neutral", "favor"]
+    scores = hf_backend.score_labels(prompts, labels)
+    assert scores.shape == (2, 3) and np.isfinite(scores).all() and (scores < 0).all()
+    tok, model = hf_backend.tokenizer, hf_backend.model
+    for i, ids in enumerate(hf_backend.encode(prompts)):
+        for j, label in enumerate(labels):
+            tail = tok(label, add_special_tokens=False)["input_ids"]
+            with torch.inference_mode():
+                logp = torch.log_softmax(model(input_ids=torch.tensor([ids + tail])).logits[0].float(), -1)
+            expected = sum(float(logp[len(ids) - 1 + k, t]) for k, t in enumerate(tail))
+            assert abs(scores[i, j] - expected) < 1e-3, (i, j, scores[i, j], expected)
