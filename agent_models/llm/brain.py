@@ -107,11 +107,6 @@ REASK_REASONS: dict[str, str] = {
     "json_debris": "a text held pieces of JSON (quotes and brackets); write plain words",
     "duplicate_text": "a text repeated what another user wrote this round; write your own words",
 }
-#: Answer rejections that mean the answer did not parse (counted by the constrained-decoding
-#: monitor: under an enforced schema they should not happen).
-UNPARSED_REASONS: tuple[str, ...] = ("malformed_json", "schema", "stance_malformed",
-                                     "summary_malformed", "consolidation_malformed",
-                                     "agreement_malformed")
 
 
 def persona(users: UserColumns, i: int) -> dict[str, str]:
