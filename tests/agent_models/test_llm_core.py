@@ -533,3 +533,55 @@ def test_copied_debris_and_duplicate_texts_are_rejected_and_reasked(retry: bool)
     assert any("copied your instructions, profile" in m for m in backend.reasks)
     assert any("pieces of JSON" in m for m in backend.reasks)
     assert any("repeated what another user wrote" in m for m in backend.reasks)
+
+
+class _FavorScorer:
+    """Scores "favor" highest for every prompt; agents do nothing; memory answers are valid."""
+
+    name = "favor"
+    system_role = True
+
+    def score_labels(self, prompts, labels):
+        return np.array([[0.0 if label == "favor" else -5.0 for label in labels] for _ in prompts])
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        from agent_models.llm.backends.base import Generation
+
+        texts = ['{"actions":[]}' if "You are @" in p[-1]["content"] else
+                 '{"summary":"A point."}' if '"summary"' in p[0]["content"] else
+                 '{"memory":"Some memories."}' for p in prompts]
+        n = len(texts)
+        return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+def test_labeller_check_warns_once_and_strict_refuses() -> None:
+    import warnings
+
+    from agent_models.llm import LLMBackendError, LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    ri = make_round_input(num_users=12, num_posts=40, feed_size=3, seed=5)
+    truth = np.where(ri.users.stance > 1 / 3, 1, np.where(ri.users.stance < -1 / 3, -1, 0))
+    cfg = LLMConfig(model="favor", stance_calibration="none", stance_min_agreement=0.99,
+                    toxicity=lambda t: np.zeros(len(t)))
+    encoder = TextEncoder(cfg.resolved_encoder())
+    brain = LLMBrain(cfg, backend=_FavorScorer(), encoder=encoder)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seed in (0, 1):  # two episodes: one warning
+            brain.reset(ri.users, ri.posts, seed=seed)
+            out = brain.act(ri)
+    labeller = [w for w in caught if "stance labeller" in str(w.message)]
+    assert len(labeller) == 1 and "use a larger model" in str(labeller[0].message)
+    checked = np.unique(ri.posts.author[ri.posts.round < 0])
+    stats = out.stats
+    assert stats["stance_check_users"] == len(checked) and stats["stance_check_scored"] == 1
+    assert stats["stance_check_agreement"] == pytest.approx(np.mean(truth[checked] == 1))
+    assert sum(stats[f"stance_check_{t}_as_favor"] for t in ("against", "neutral", "favor")) == len(checked)
+    strict = LLMBrain(cfg.model_copy(update={"strict": True}), backend=_FavorScorer(), encoder=encoder)
+    strict.reset(ri.users, ri.posts, seed=0)
+    with pytest.raises(LLMBackendError, match="strict=True refuses to run"):
+        strict.act(ri)
