@@ -1,7 +1,22 @@
 """Local HTTP servers that answer OpenAI-style chat completions for the LLM tests, bounded
 in requests and time, validating the request body the way the real servers do:
-llama-cpp-python's (pydantic model of ``response_format``; HTTP 500 with the pydantic
-message on a violation) and vLLM's (``json_schema`` needs its ``name``; HTTP 400)."""
+
+- llama-cpp-python's (pydantic model of ``response_format``; HTTP 500 with the pydantic
+  message on a violation; ``json_object`` with a ``schema`` and ``grammar`` are enforced;
+  ``logprobs`` / ``top_logprobs`` answered);
+- vLLM's (``json_schema`` needs its ``name``, HTTP 400; ``top_logprobs`` at most
+  ``max_logprobs`` = 20 and only with ``logprobs: true``, else HTTP 400; ``json_schema`` and
+  ``json_object`` enforced; logprobs answered);
+- ``transformers serve``'s (``transformers/cli/serving/chat_completion.py``): a field that
+  is not an OpenAI chat-completion parameter is HTTP 422 "Unexpected fields in the
+  request"; ``response_format``, ``logprobs`` and ``top_logprobs`` are accepted (HTTP 200)
+  and ignored: answers are free text, without logprobs.
+
+A server that enforces a schema answers the backend's probe (:data:`PROBE_VALUE` in the
+schema) with the one valid answer; one that ignores it answers "Hello! How can I help you
+today?". Label scores (``logprobs``): "against" leads when the prompt's posts say "wrong",
+"cannot accept" or "shameful", "favor" when they say "right call", "fought for" or "proud",
+else "neutral"."""
 
 from __future__ import annotations
 
@@ -14,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_models.llm.backends.openai_compat import PROBE_VALUE
 
 MAX_REQUESTS = 500  # the servers refuse to serve more than this (bounded load)
 SHARED_LOCK = threading.Lock()
@@ -56,8 +73,44 @@ class VLLMRequest(BaseModel):
     response_format: VLLMResponseFormat | None = None
 
 
+#: openai.types.chat.CompletionCreateParams keys, plus the three transformers serve adds
+TRANSFORMERS_SERVE_FIELDS = frozenset({
+    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+    "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
+    "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop",
+    "store", "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs",
+    "top_p", "user", "verbosity", "web_search_options", "generation_config",
+    "chat_template_kwargs",
+})
+#: vLLM's default ``--max-logprobs``
+VLLM_MAX_LOGPROBS = 20
+#: what each server kind enforces and answers
+ENFORCES: dict[str | None, tuple[str, ...]] = {
+    None: ("json_schema", "json_object", "grammar"),
+    "vllm": ("json_schema", "json_object"),
+    "llama_cpp_python": ("json_object", "grammar"),
+    "transformers_serve": (),
+}
+GIVES_LOGPROBS: dict[str | None, bool] = {None: True, "vllm": True, "llama_cpp_python": True,
+                                          "transformers_serve": False}
+
+
 def validation_error(kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     """The error a real server of ``kind`` answers to ``body``, or None when it accepts it."""
+    if kind == "transformers_serve":
+        unexpected = set(body) - TRANSFORMERS_SERVE_FIELDS
+        if unexpected:
+            return 422, {"detail": f"Unexpected fields in the request: {unexpected}"}
+        return None
+    if kind == "vllm" and body.get("top_logprobs") is not None:
+        if not body.get("logprobs"):
+            return 400, {"error": {"message": "when using `top_logprobs`, `logprobs` must be set "
+                                              "to true.", "type": "BadRequestError", "code": 400}}
+        if body["top_logprobs"] > VLLM_MAX_LOGPROBS:
+            return 400, {"error": {"message": f"Requested sample logprobs of {body['top_logprobs']}, "
+                                              f"which is greater than max allowed: {VLLM_MAX_LOGPROBS}",
+                                   "type": "BadRequestError", "code": 400}}
     try:
         if kind == "llama_cpp_python":
             LlamaCppPythonRequest.model_validate(body)
@@ -81,11 +134,14 @@ class FakeLLMServer:
     Agent prompts (``You are @user_N``) get a like of the first post in their feed."""
 
     def __init__(self, slow_seconds: float = 1.0, attempts: Counter[str] | None = None,
-                 validate: str | None = None) -> None:
+                 validate: str | None = None, free_text: bool | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         #: the Authorization header of each request
         self.authorizations: list[str | None] = []
         self.validate = validate
+        #: a schema the server does not enforce gets a free-text answer (default: only
+        #: for transformers serve, which ignores response_format)
+        self.free_text = validate == "transformers_serve" if free_text is None else free_text
         #: attempts per prompt, shared by the servers of one test (retries change server)
         self.attempts: Counter[str] = Counter() if attempts is None else attempts
         self.lock = SHARED_LOCK
@@ -140,6 +196,15 @@ class FakeLLMServer:
             if refused is not None:
                 return refused[0], refused[1], 0.0
         content = body["messages"][-1]["content"]
+        enforced = self.enforced_form(body)
+        if PROBE_VALUE in json.dumps(body.get("response_format")) + str(body.get("grammar")):
+            answer = (json.dumps({"probe": PROBE_VALUE}) if enforced
+                      else "Hello! How can I help you today?")
+            return 200, self.completion(answer), 0.0
+        if body.get("logprobs") and GIVES_LOGPROBS[self.validate]:
+            return 200, self.completion("x", self.label_logprobs(content)), 0.0
+        if self.free_text and body.get("response_format") is not None and not enforced:
+            return 200, self.completion("Sure! I think this is a great post."), 0.0
         key = content
         with self.lock:
             self.attempts[key] += 1
@@ -164,12 +229,34 @@ class FakeLLMServer:
             return 200, self.completion('{"summary":"gist"}'), 0.0
         return 200, self.completion('{"stance":"favor"}'), 0.0
 
+    def enforced_form(self, body: dict[str, Any]) -> bool:
+        """Whether this server kind enforces the structured-output form of ``body``."""
+        fmt = body.get("response_format") or {}
+        form = "grammar" if body.get("grammar") else fmt.get("type")
+        if form == "json_object" and self.validate == "llama_cpp_python" and "schema" not in fmt:
+            return False
+        return form in ENFORCES[self.validate]
+
     @staticmethod
-    def completion(text: str) -> dict[str, Any]:
+    def label_logprobs(content: str) -> dict[str, Any]:
+        """The first answer token's top logprobs for a stance prompt (see the module docstring)."""
+        text = content.lower()
+        lead = ("against" if any(w in text for w in ("wrong", "cannot accept", "shameful"))
+                else "favor" if any(w in text for w in ("right call", "fought for", "proud"))
+                else "neutral")
+        top = [{"token": lead[:3], "logprob": -0.1, "bytes": None}] + [
+            {"token": label[:3], "logprob": -3.0, "bytes": None}
+            for label in ("against", "neutral", "favor") if label != lead] + [
+            {"token": "The", "logprob": -4.0, "bytes": None}]
+        return {"content": [{"token": lead[:3], "logprob": -0.1, "bytes": None,
+                             "top_logprobs": top}]}
+
+    @staticmethod
+    def completion(text: str, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
             "id": "cmpl-test", "object": "chat.completion", "created": 0, "model": "tiny",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
+                         "logprobs": logprobs, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
         }
 

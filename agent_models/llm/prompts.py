@@ -97,6 +97,68 @@ def agent_system_prompt(
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
+def topic_free(text: str | None, topic: str) -> str | None:
+    """``text`` without the round's topic phrase, which the system message names once: a
+    leading ``"On <topic>: "`` is dropped, any other mention becomes "the topic"."""
+    if not text or not topic or len(topic) < 12:
+        return text
+    head = f"On {topic}:"
+    if text.startswith(head):
+        text = text[len(head):].lstrip()
+        return text[:1].upper() + text[1:] if text else text
+    return text.replace(topic, "the topic")
+
+
+#: Stance in words, by the stance value's band (thresholds of :func:`stance_in_words`).
+STANCE_WORDS: tuple[tuple[float, str], ...] = (
+    (-0.6, "you are strongly against it"),
+    (-1 / 3, "you are against it"),
+    (1 / 3, "you are undecided"),
+    (0.6, "you are in favour of it"),
+    (1.01, "you are strongly in favour of it"),
+)
+
+
+def stance_in_words(stance: float) -> str:
+    """The agent's stance on the topic (in [−1, 1]) as the profile states it: below −0.6
+    strongly against, below −1/3 against, up to 1/3 undecided, up to 0.6 in favour, above
+    that strongly in favour (the ±1/3 bands are those of the discrete stance of Eq. 1)."""
+    for bound, words in STANCE_WORDS:
+        if stance < bound:
+            return words
+    return STANCE_WORDS[-1][1]
+
+
+def _share(x: float) -> str:
+    for bound, words in ((0.05, "almost never"), (0.2, "rarely"), (0.4, "sometimes"),
+                         (0.6, "often"), (0.85, "most of the time")):
+        if x < bound:
+            return words
+    return "almost always"
+
+
+def interaction_in_words(role: str, post_retweet_ratio: float, reply_frequency: float,
+                         follower_following_ratio: float, activity: float | None) -> str:
+    """The interaction statistics of a profile in plain language, with the base activity
+    rate (the probability that the user is active in a round)."""
+    if post_retweet_ratio >= 1.5:
+        writes = "you write your own posts more often than you retweet"
+    elif post_retweet_ratio <= 1 / 1.5:
+        writes = "you retweet others more often than you write your own posts"
+    else:
+        writes = "you write your own posts about as often as you retweet"
+    audience = ("more people follow you than you follow" if follower_following_ratio >= 1.5
+                else "you follow more people than follow you" if follower_following_ratio <= 1 / 1.5
+                else "you follow about as many people as follow you")
+    parts = [f"You are a {role}: {writes}; you {_share(reply_frequency)} reply to others "
+             f"({reply_frequency:.0%} of what you do is replies); {audience}."]
+    if activity is not None:
+        parts.append(f"You are on the platform in about {max(1, round(activity * 10))} of "
+                     "10 rounds; when you are, you react to the posts that catch your eye "
+                     "(like, dislike, reply, retweet) as a real user would.")
+    return " ".join(parts)
+
+
 def feed_line(
     post_id: int,
     author: int,
@@ -111,6 +173,7 @@ def feed_line(
     replies: int = 0,
     retweets: int = 0,
     text_chars: int = 200,
+    topic: str = "",
 ) -> str:
     """One feed entry: ``[12] @user_3 (id 3, you follow) · trending, reply to [7]: text (2 likes)``."""
     who = f"@{author_name} (id {author}{', you follow' if followed else ''})"
@@ -122,7 +185,7 @@ def feed_line(
     counts = [f"{n} {label}" for n, label in ((likes, "likes"), (retweets, "retweets"),
                                                (replies, "replies")) if n > 0]
     tail = f" ({', '.join(counts)})" if counts else ""
-    return f"[{post_id}] {who} · {where}: {clip(text, text_chars)}{tail}"
+    return f"[{post_id}] {who} · {where}: {clip(topic_free(text, topic), text_chars)}{tail}"
 
 
 def agent_user_prompt(
@@ -141,6 +204,7 @@ def agent_user_prompt(
         interests=persona.get("interested_areas", "general news"),
         style=persona.get("posting_style", "unknown"),
         interaction=persona.get("interaction_behaviour", "unknown"),
+        stance=persona.get("stance", "you have no settled view"),
         memories="\n".join(f"- {m}" for m in memories) if memories else "- nothing yet",
         feed="\n".join(feed) if feed else "(your feed is empty)",
         round=round_,
@@ -171,15 +235,34 @@ def agent_messages(
     ]
 
 
+#: The stance labels in the order of their values −1, 0, +1.
+STANCE_LABELS: tuple[str, ...] = ("against", "neutral", "favor")
+
+
+def label_list(labels: Sequence[str]) -> str:
+    """``"a, b or c"``."""
+    return ", ".join(labels[:-1]) + f" or {labels[-1]}" if len(labels) > 1 else labels[0]
+
+
 def stance_messages(topic: str, name: str, texts: Sequence[str], text_chars: int = 200,
-                    template_dir: str | None = None) -> Messages:
-    """Eq. 1: classify a user's recent posts into favor / neutral / against."""
+                    template_dir: str | None = None, order: Sequence[str] = STANCE_LABELS,
+                    scored: bool = False) -> Messages:
+    """Eq. 1: where a user stands on the topic, from its recent posts (topic phrase
+    shortened, the topic is named once in the system message). ``order`` is the order the
+    labels are listed in (randomised per prompt by the labeller); ``scored`` asks for one
+    word (the labeller scores each label's likelihood) rather than a JSON object (decoded)."""
+    if scored:
+        answer_format = f"Answer with one word: {label_list(order)}."
+    else:
+        answer_format = ('Answer with one JSON object: {"stance":"<' + label_list(order)
+                         + '>"}.')
     return [
         {"role": "system", "content": _render("stance_system", template_dir,
-                                              topic=topic or "general news")},
+                                              topic=topic or "general news",
+                                              answer_format=answer_format)},
         {"role": "user", "content": _render(
             "stance_user", template_dir, name=name,
-            posts="\n".join(f"- {clip(t, text_chars)}" for t in texts))},
+            posts="\n".join(f"- {clip(topic_free(t, topic), text_chars)}" for t in texts))},
     ]
 
 

@@ -4,6 +4,7 @@ backend request building (vLLM / OpenAI kwargs are pure functions shared with th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -341,7 +342,8 @@ def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
         return
     assert "unknown_post" not in out.invalid and len(out.react_user) == 6
     assert out.stats["reask_prompts"] == 6 and out.stats["reask_recovered"] == 6
-    reasks = backend.calls[1]
+    agent_calls = [c for c in backend.calls if any("You are @" in m["content"] for m in c[0])]
+    reasks = agent_calls[1]  # the labeller check (round 0) and the agents' call come first
     assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
     assert "not in [brackets]" in reasks[0][-1]["content"]
 
@@ -368,3 +370,218 @@ def test_bdi_answer_schema_prompt_and_parse() -> None:
     assert parse(json.dumps({"actions": []}), bdi=True) == "schema"  # the state is required
     assert parse(json.dumps({**state, "actions": []})) == "schema"  # and not accepted without bdi
     assert parse(json.dumps({**state, "emotion": "ecstatic", "actions": []}), bdi=True) == "schema"
+
+
+# ----------------------------------------------------------------------------- stance labeller
+class _BiasedScorer:
+    """Scores labels like a model that prefers the label listed first by 2 nats and "favor"
+    by 4 nats whatever the posts say, plus 1 nat for the label the posts express."""
+
+    name = "biased"
+    system_role = True
+
+    def __init__(self) -> None:
+        self.prompts: list = []
+
+    def score_labels(self, prompts, labels):
+        import re
+
+        self.prompts += list(prompts)
+        out = np.zeros((len(prompts), len(labels)))
+        for i, p in enumerate(prompts):
+            listed = re.search(r"one word: (\w+)", p[0]["content"]).group(1)
+            posts = p[-1]["content"]
+            said = "against" if "wrong" in posts else "favor" if "proud" in posts else (
+                "neutral" if "facts" in posts else None)
+            for j, label in enumerate(labels):
+                out[i, j] = 2.0 * (label == listed) + 4.0 * (label == "favor") + 1.0 * (label == said)
+        return out
+
+
+def test_stance_labeller_randomises_order_and_calibrates() -> None:
+    from agent_models.llm.stance import labeller_check, score_stances
+
+    texts = [["this is wrong and must be stopped"], ["proud of this outcome"],
+             ["waiting for more facts"]] * 8
+    names = [f"u{i}" for i in range(24)]
+    raw = score_stances(_BiasedScorer(), "a long enough topic", names, texts,
+                        np.random.default_rng(0), text_chars=200, calibrate=False)
+    scorer = _BiasedScorer()
+    calibrated = score_stances(scorer, "a long enough topic", names, texts,
+                               np.random.default_rng(0), text_chars=200, calibrate=True)
+    truth = [-1, 1, 0] * 8
+    # without calibration the model's prior for "favor" wins everywhere
+    assert raw.value == [1] * 24
+    assert calibrated.value == truth  # the content-free input cancels the prior
+    assert labeller_check(calibrated.value, truth)["stance_check_agreement"] == 1.0
+    firsts = {re.search(r"one word: (\w+)", p[0]["content"]).group(1) for p in scorer.prompts[:24]}
+    assert len(firsts) == 3  # the label listed first varies from prompt to prompt
+    assert all("N/A" in p[-1]["content"] for p in scorer.prompts[24:])  # calibration prompts
+    check = labeller_check([1, 1, None, 0], [-1, 1, 0, 0])
+    assert check["stance_check_agreement"] == 0.5 and check["stance_check_unusable"] == 1
+    assert check["stance_check_against_as_favor"] == 1 and check["stance_check_neutral_as_neutral"] == 1
+
+
+def test_stance_prompt_has_no_double_negative_and_lists_the_given_order() -> None:
+    from agent_models.llm.prompts import stance_messages
+
+    msgs = stance_messages("Anti-abortion legislation in the United States", "u", ["On Anti-abortion "
+                           "legislation in the United States: shameful decision."],
+                           order=["neutral", "favor", "against"], scored=True)
+    system = msgs[0]["content"]
+    assert "supports" not in system and "opposes" not in system
+    assert "Answer with one word: neutral, favor or against." in system
+    assert "- Shameful decision." in msgs[1]["content"]  # the topic is named once, in the system message
+
+
+# ----------------------------------------------------------------------------- own texts
+def test_prompt_copy_and_duplicate_checks() -> None:
+    from agent_models.llm.text_quality import PromptCopyCheck, RoundTexts
+
+    topic = "Anti-abortion legislation in the United States"
+    prompt = (f"Topic on the platform: {topic}\nYou are @user_4.\nLikely identity: Student\n"
+              "[12] @user_3 (id 3) · trending: This is what we fought for, finally.\n"
+              "- (round 1) @user_3: the senate debate has been twisted by the media")
+    check = PromptCopyCheck(prompt, 3, 0.5, 6, topic)
+    copies = ["Likely identity: Student", "@user_3: I agree", "1. You posted. 2. You followed. 3. You followed.",
+              "The last one! This is what we fought for, finally.",  # a 6-word run of a feed post
+              "the senate debate has been twisted by the media",  # whole, from memory
+              "(round 1) whatever"]
+    assert [check.problem(t) for t in copies] == ["copied_prompt"] * len(copies)
+    assert check.problem("this is wrong and must be stopped.'}]}{") == "json_debris"
+    assert check.problem('{"type":"post","text":"hi"}') == "json_debris"
+    # naming the topic, or an opinion in one's own words, is not a copy
+    assert check.problem(f"{topic} will hurt women in my town, I am worried") is None
+    assert check.problem("Honestly I did not expect the court to move this fast.") is None
+    texts = RoundTexts(0.8)
+    texts.add(["The vote today matters for all of us!"], author=1)
+    assert texts.duplicate("the vote today   matters for all of us!", author=2)  # exact, folded
+    assert texts.duplicate("The vote today matters for all of us!!", author=3)  # near
+    assert not texts.duplicate("The vote today matters for all of us!", author=1)  # its own
+    assert not texts.duplicate("A completely different take on the news.", author=2)
+
+
+class _TextBackend:
+    """Agent i posts ``TEXTS[i % len(TEXTS)]``; a re-ask (an assistant turn) posts a fresh,
+    agent-specific text; everything else gets a neutral stance / a short summary."""
+
+    name = "texts"
+    system_role = True
+    TEXTS = ("Likely identity: {identity}", "So proud of my team today.'}]}{",
+             "Same words from everyone here", "Same words from everyone here",
+             None)
+    OWN = ("My own take: we need more facts before we judge.",
+           "Court rulings like this one change lives in my town.")
+    FRESH = ("Rain again, my garden is happy.", "Anyone watching the match tonight?",
+             "Coffee first, opinions later.", "New bike lanes downtown look great.",
+             "My cat ignored me all morning.", "Reading a good book about old maps.",
+             "The bakery on 5th closed, so sad.", "Voting day should be a holiday.",
+             "Just finished a long shift at the clinic.", "Taxes are due soon, do not forget.")
+
+    def __init__(self) -> None:
+        self.reasks: list[str] = []
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        from agent_models.llm.backends.base import Generation
+
+        texts = []
+        for p in prompts:
+            user = next((m["content"] for m in p if "You are @" in m["content"]), None)
+            if user is None:
+                texts.append('{"stance":"neutral"}' if "stands on" in p[0]["content"]
+                             else '{"summary":"A point."}')
+                continue
+            me = int(re.search(r"You are @user_(\d+)\.", user).group(1))
+            if p[-1]["role"] == "user" and "rejected" in p[-1]["content"]:
+                self.reasks.append(p[-1]["content"])
+                text = self.FRESH[me]
+            else:
+                identity = re.search(r"Likely identity: (.*)", user).group(1)
+                text = self.TEXTS[me % 5] or self.OWN[me // 5]
+                text = text.replace("{identity}", identity)
+            texts.append(json.dumps({"actions": [{"type": "post", "text": text}]}))
+        n = len(texts)
+        return Generation(texts, np.full(n, 10), np.full(n, 5), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_copied_debris_and_duplicate_texts_are_rejected_and_reasked(retry: bool) -> None:
+    from agent_models.llm import LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    cfg = LLMConfig(model="texts", retry_invalid=retry, stance_check_users=0,
+                    toxicity=lambda t: np.zeros(len(t)))
+    backend = _TextBackend()
+    brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
+    ri = make_round_input(num_users=10, num_posts=30, feed_size=3, seed=2)
+    brain.reset(ri.users, ri.posts, seed=0)
+    out = brain.act(ri)
+    stats = out.stats
+    assert stats["text_checked"] >= 10
+    assert stats["text_copied_prompt"] == 2 and stats["text_json_debris"] == 2
+    assert stats["text_duplicate_text"] == 2 + 1  # users 3 (of 2), 7 and 8 (of 2)
+    if not retry:
+        assert out.invalid == {"copied_prompt": 2, "json_debris": 2, "duplicate_text": 3}
+        assert sorted(out.post_user.tolist()) == [2, 4, 9]
+        assert stats["text_rejected"] == 7 and stats["texts_accepted"] == 3
+        return
+    assert out.invalid == {} and len(out.post_user) == 10  # every re-ask recovered
+    assert stats["reask_prompts"] == 7 and stats["reask_recovered"] == 7
+    assert any("copied your instructions, profile" in m for m in backend.reasks)
+    assert any("pieces of JSON" in m for m in backend.reasks)
+    assert any("repeated what another user wrote" in m for m in backend.reasks)
+
+
+class _FavorScorer:
+    """Scores "favor" highest for every prompt; agents do nothing; memory answers are valid."""
+
+    name = "favor"
+    system_role = True
+
+    def score_labels(self, prompts, labels):
+        return np.array([[0.0 if label == "favor" else -5.0 for label in labels] for _ in prompts])
+
+    def generate(self, prompts, schemas=None, sampling=None):
+        from agent_models.llm.backends.base import Generation
+
+        texts = ['{"actions":[]}' if "You are @" in p[-1]["content"] else
+                 '{"summary":"A point."}' if '"summary"' in p[0]["content"] else
+                 '{"memory":"Some memories."}' for p in prompts]
+        n = len(texts)
+        return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
+
+    def close(self) -> None:
+        pass
+
+
+def test_labeller_check_warns_once_and_strict_refuses() -> None:
+    import warnings
+
+    from agent_models.llm import LLMBackendError, LLMBrain, TextEncoder
+    from agent_models.testing import make_round_input
+
+    ri = make_round_input(num_users=12, num_posts=40, feed_size=3, seed=5)
+    truth = np.where(ri.users.stance > 1 / 3, 1, np.where(ri.users.stance < -1 / 3, -1, 0))
+    cfg = LLMConfig(model="favor", stance_calibration="none", stance_min_agreement=0.99,
+                    toxicity=lambda t: np.zeros(len(t)))
+    encoder = TextEncoder(cfg.resolved_encoder())
+    brain = LLMBrain(cfg, backend=_FavorScorer(), encoder=encoder)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seed in (0, 1):  # two episodes: one warning
+            brain.reset(ri.users, ri.posts, seed=seed)
+            out = brain.act(ri)
+    labeller = [w for w in caught if "stance labeller" in str(w.message)]
+    assert len(labeller) == 1 and "use a larger model" in str(labeller[0].message)
+    checked = np.unique(ri.posts.author[ri.posts.round < 0])
+    stats = out.stats
+    assert stats["stance_check_users"] == len(checked) and stats["stance_check_scored"] == 1
+    assert stats["stance_check_agreement"] == pytest.approx(np.mean(truth[checked] == 1))
+    assert sum(stats[f"stance_check_{t}_as_favor"] for t in ("against", "neutral", "favor")) == len(checked)
+    strict = LLMBrain(cfg.model_copy(update={"strict": True}), backend=_FavorScorer(), encoder=encoder)
+    strict.reset(ri.users, ri.posts, seed=0)
+    with pytest.raises(LLMBackendError, match="strict=True refuses to run"):
+        strict.act(ri)

@@ -117,7 +117,8 @@ def test_unconstrained_garbage_is_counted_and_survived(tiny_lm_path: Path, hf_ba
         bad = out.invalid.get("malformed_json", 0) + out.invalid.get("truncated", 0)
         assert bad + out.invalid.get("schema", 0) == 10, out.invalid  # all 10 agents: garbage
         assert len(out.react_user) == len(out.post_user) == len(out.follow_src) == 0
-        assert out.invalid.get("stance_malformed", 0) > 0
+        # only new texts are labelled: nobody wrote one, so nobody gets a stance observation
+        assert len(out.stance_user) == 0 and out.stats["stance_prompts"] == 0
         assert out.stats["valid_answers"] == 0 and out.stats["agent_steps"] == 10
 
 
@@ -155,13 +156,14 @@ class ScriptedBackend(Backend):
     def generate(self, prompts: Sequence[list[dict[str, str]]], schemas: Schemas = None,
                  sampling: Sampling | None = None) -> Generation:
         schema_list(schemas, len(prompts))
-        kind = "agent" if "role-play" in prompts[0][0]["content"] else (
-            "stance" if "stance" in prompts[0][0]["content"] else "memory")
+        system0 = prompts[0][0]["content"]
+        kind = ("agent" if "role-play" in system0 else "stance" if "stands on this topic" in system0
+                else "agreement" if "agrees" in system0 else "memory")
         self.calls.append((kind, len(prompts)))
         texts = []
         for p in prompts:
             system, user = p[0]["content"], p[1]["content"]
-            if kind == "stance" and "agrees" in system:
+            if kind == "agreement":
                 texts.append('{"agrees":%s}' % ("true" if "so true" in user else "false"))
             elif kind == "stance":
                 texts.append('{"stance":"favor"}')
@@ -175,7 +177,8 @@ class ScriptedBackend(Backend):
                 if me == 0:
                     texts.append(f'{{"actions":[{{"type":"like","post_id":{misinfo[0]}}}]}}')
                 elif me == 1:
-                    texts.append(f'{{"actions":[{{"type":"post","text":"{self.message}"}}]}}')
+                    texts.append('{"actions":[{"type":"post","text":"rigged!! the clinics '
+                                 'stole the vote"}]}')  # the message in its own words
                 elif me == 2:
                     texts.append(f'{{"actions":[{{"type":"reply","post_id":{feed[0]},'
                                  f'"text":"you are a stupid idiot"}}]}}')
@@ -213,9 +216,11 @@ def test_brain_bookkeeping_with_scripted_backend(tiny_lm_path: Path, encoder: Te
     assert emb.shape == (12, 384) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
     out = brain.act(ri)
     out.validate(12, len(ri.posts), 384)
-    # one batched call each for the agents, the memories, the stances
-    assert [k for k, _ in backend.calls] == ["agent", "memory", "stance"]
-    assert backend.calls[0][1] == len(ri.active) == 12
+    # the labeller check (round 0 only), then one batched call each for the agents, the
+    # memories, the stances of the users who wrote, the agreement of replies to misinformation
+    assert [k for k, _ in backend.calls] == ["stance", "agent", "memory", "stance", "agreement"]
+    assert backend.calls[1][1] == len(ri.active) == 12
+    assert out.stats["stance_check_users"] == 12 and out.stats["stance_check_scored"] == 0
     assert out.invalid == {"malformed_json": 1, "unknown_post": 1}
     assert {0, 1, 5} <= set(out.misinformed_user.tolist()) and 2 not in out.misinformed_user
     assert out.misinformed_value.all()
@@ -225,10 +230,11 @@ def test_brain_bookkeeping_with_scripted_backend(tiny_lm_path: Path, encoder: Te
     assert out.react_user[reply].tolist() == [2, 5] and out.react_toxicity[reply][0] > 0.5
     assert out.react_text[int(np.flatnonzero(reply)[0])] == "you are a stupid idiot"
     assert (out.react_kind == Behaviour.RETWEET).sum() == 12 - 6
-    assert sorted(out.stance_user.tolist()) == list(range(12)) and (out.stance_discrete == 1).all()
+    # only the users who wrote this round (1 posted, 2 and 5 replied) are labelled
+    assert sorted(out.stance_user.tolist()) == [1, 2, 5] and (out.stance_discrete == 1).all()
     assert out.post_stance.tolist() == [1.0]
     assert out.stats["valid_answers"] == 10 and out.stats["prompt_tokens_per_step"] == 100
-    assert out.stats["stance_prompts"] == 12 + 1  # 12 stances + 1 agreement check (user 5)
+    assert out.stats["stance_prompts"] == 3 and out.stats["agreement_prompts"] == 1  # user 5
     # memories: read posts (summaries / verbatim), own actions; retrieved in the next prompt
     n_mem = len(brain.memory)
     assert n_mem >= 12 * 6
@@ -259,7 +265,9 @@ def test_brain_round_with_tiny_model(tiny_lm_path: Path, hf_backend: Backend,
         out.validate(len(ri.users), len(ri.posts), 384)
         assert not FORMAT_REASONS & set(out.invalid), out.invalid
         assert out.stats["valid_answers"] + sum(out.invalid.get(r, 0) for r in CONTENT_REASONS) == 10
-        assert set(out.stance_discrete.tolist()) <= {-1, 0, 1} and len(out.stance_user) == 10
+        writers = set(out.post_user.tolist()) | set(out.react_user[out.react_kind == Behaviour.REPLY].tolist())
+        assert set(out.stance_discrete.tolist()) <= {-1, 0, 1}
+        assert sorted(out.stance_user.tolist()) == sorted(writers)
         sizes.append(len(brain.memory))
     assert sizes[1] > sizes[0] > 0
     assert out.stats["llm_calls"] >= 2 and out.stats["agent_prompt_tokens"] > 0
@@ -318,3 +326,23 @@ def test_bdi_module_one_structured_answer(tiny_lm_path: Path, encoder: TextEncod
     for state in brain.last_states.values():
         assert set(state) == {"emotion", "belief", "desire", "intention"}
         assert all(0 < len(state[k]) <= 30 for k in ("belief", "desire", "intention"))
+
+
+def test_score_labels_are_the_label_log_likelihoods(hf_backend: Backend) -> None:
+    """Batched, left-padded scores equal a plain forward pass over prompt + label, one by one."""
+    import torch
+
+    prompts = [[{"role": "system", "content": "Label it."}, {"role": "user", "content": "short"}],
+               [{"role": "system", "content": "Label it."},
+                {"role": "user", "content": "a much longer message " * 5}]]
+    labels = ["against", "neutral", "favor"]
+    scores = hf_backend.score_labels(prompts, labels)
+    assert scores.shape == (2, 3) and np.isfinite(scores).all() and (scores < 0).all()
+    tok, model = hf_backend.tokenizer, hf_backend.model
+    for i, ids in enumerate(hf_backend.encode(prompts)):
+        for j, label in enumerate(labels):
+            tail = tok(label, add_special_tokens=False)["input_ids"]
+            with torch.inference_mode():
+                logp = torch.log_softmax(model(input_ids=torch.tensor([ids + tail])).logits[0].float(), -1)
+            expected = sum(float(logp[len(ids) - 1 + k, t]) for k, t in enumerate(tail))
+            assert abs(scores[i, j] - expected) < 1e-3, (i, j, scores[i, j], expected)

@@ -38,10 +38,12 @@ def servers() -> Iterator[list[FakeLLMServer]]:
 
 
 def config(servers: list[FakeLLMServer], **extra: Any) -> LLMConfig:
+    """The request-level tests count requests: the form probe is off unless asked for (its
+    own tests are under "probe")."""
     return LLMConfig.model_validate({
         "backend": "openai", "model": "tiny", "base_url": [s.url for s in servers],
         "request_timeout": 0.4, "max_retries": 3, "retry_initial_wait": 0.01,
-        "retry_max_wait": 0.05, "concurrency": 4, **extra,
+        "retry_max_wait": 0.05, "concurrency": 4, "probe_forms": False, **extra,
     })
 
 
@@ -107,9 +109,12 @@ def test_llm_brain_over_http(servers: list[FakeLLMServer]) -> None:
     out.validate(8, len(ri.posts), brain.embedding_dim)
     assert out.invalid == {}
     assert len(out.react_user) == 8 and (out.react_post == ri.feed[:, 0]).all()
-    # stance is classified for the users with something written (history posts here)
-    assert sorted(out.stance_user.tolist()) == np.unique(ri.posts.author).tolist()
-    assert (out.stance_discrete == -1).all()
+    # only new texts are labelled: likes write none, so nobody gets a stance observation;
+    # the labeller check of round 0 scored the history posts over logprobs
+    assert len(out.stance_user) == 0
+    history_authors = np.unique(ri.posts.author[ri.posts.round < 0])
+    assert out.stats["stance_check_scored"] == 1
+    assert out.stats["stance_check_users"] == len(history_authors)
     assert np.isclose(out.stats["prompt_tokens_per_step"], 11)
 
 
@@ -182,3 +187,85 @@ def test_forms_none_and_grammar_requests() -> None:
             backend.generate([prompt("[ok]", 0)], SCHEMA)
         sent = server.requests[-1]
         assert _form_of(sent) == "grammar" and "root ::=" in sent["grammar"]
+
+
+# ----------------------------------------------------------------------------- probe
+@pytest.mark.parametrize(("kind", "form", "probes"), [
+    (None, "json_schema", ["json_schema"]),
+    ("vllm", "json_schema", ["json_schema"]),
+    ("llama_cpp_python", "json_object", ["json_schema", "json_object"]),
+])
+def test_probe_keeps_the_first_enforced_form(kind: str | None, form: str, probes: list[str]) -> None:
+    with FakeLLMServer(validate=kind) as server:
+        with make_backend(config([server], probe_forms=True)) as backend:
+            gen = backend.generate([prompt("[ok]", 0)], SCHEMA)
+            assert backend.form == form and backend.probe_results[form] == "enforced"
+            assert set(backend.probe_results) == set(probes)  # one probe per form tried
+        assert gen.texts == ['{"stance":"favor"}']
+        probe_requests = [r for r in server.requests if "Say hello." in r["messages"][-1]["content"]]
+        assert [_form_of(r) for r in probe_requests] == probes
+
+
+def test_probe_counts_a_form_answered_off_schema_as_refused() -> None:
+    """transformers serve answers HTTP 200 to json_schema and json_object and ignores both:
+    the probe finds it, ``auto`` warns and decodes free text; strict or an explicit form
+    refuses to run."""
+    with FakeLLMServer(validate="transformers_serve") as server:
+        with make_backend(config([server], probe_forms=True)) as backend:
+            with pytest.warns(RuntimeWarning, match="no structured-output form is enforced"):
+                backend.generate([prompt("[ok]", 0)], SCHEMA)
+            assert backend.form == "none"
+            assert backend.probe_results["json_schema"].startswith("ignored: HTTP 200")
+            assert backend.probe_results["json_object"].startswith("ignored: HTTP 200")
+            assert set(backend.rejected_forms) >= {"json_schema", "json_object"}
+        assert _form_of(server.requests[-1]) == "none"
+        for extra in ({"strict": True}, {"response_format": "json_schema"}):
+            with make_backend(config([server], probe_forms=True, **extra)) as backend:
+                with pytest.raises(LLMBackendError, match=r"(?s)no structured-output form is enforced.*ignored: HTTP 200"):
+                    backend.generate([prompt("[ok]", 0)], SCHEMA)
+
+
+def test_transformers_serve_refuses_unknown_fields_like_the_real_one() -> None:
+    assert validation_error("transformers_serve", {"messages": [], "model": "m"}) is None
+    assert validation_error("transformers_serve", {"messages": [], "response_format": {}}) is None
+    status, body = validation_error("transformers_serve", {"messages": [], "top_k": 5})
+    assert status == 422 and "Unexpected fields" in body["detail"]
+
+
+def test_run_stops_when_constrained_answers_do_not_parse() -> None:
+    """Without the probe, a server that ignores the schema is caught during the run: more
+    than max_unparsed_share of the constrained answers fail to parse -> an error naming it."""
+    with FakeLLMServer(validate="transformers_serve") as server:
+        cfg = config([server], stance_check_users=0)
+        brain = LLMBrain(cfg, encoder=TextEncoder(cfg.resolved_encoder()))
+        ri = make_round_input(num_users=24, num_posts=48, feed_size=3, seed=4)
+        try:
+            brain.reset(ri.users, ri.posts, seed=0)
+            with pytest.raises(LLMBackendError, match=r"(?s)24 of 24 answers.*ignores it"):
+                brain.act(ri)
+        finally:
+            brain.close()
+
+
+# ----------------------------------------------------------------------------- label scores
+def test_stance_labels_scored_over_logprobs() -> None:
+    from agent_models.llm.backends.base import ScoringUnsupported
+    from agent_models.llm.stance import labeller_check, score_stances
+
+    texts = [["On the law: this is wrong and must be stopped."], ["On the law: proud of this outcome."],
+             ["On the law: waiting for more facts."]] * 3
+    for kind in (None, "vllm", "llama_cpp_python"):
+        with FakeLLMServer(validate=kind) as server:
+            with make_backend(config([server])) as backend:
+                labels = score_stances(backend, "the law", [f"u{i}" for i in range(9)], texts,
+                                       np.random.default_rng(0), text_chars=200, calibrate=False)
+            sent = [r for r in server.requests if r.get("logprobs")]
+            assert sent and all(r["top_logprobs"] == 20 and r["max_tokens"] == 1 for r in sent)
+        assert labels.method == "scored" and labels.value == [-1, 1, 0] * 3
+        assert labeller_check(labels.value, [-1, 1, 0] * 3)["stance_check_agreement"] == 1.0
+    with FakeLLMServer(validate="transformers_serve") as server:
+        with make_backend(config([server])) as backend:
+            with pytest.raises(ScoringUnsupported, match="without logprobs"):
+                backend.score_labels([prompt("[ok]", 0)], ["against", "neutral", "favor"])
+    assert validation_error("vllm", {"messages": [], "logprobs": True, "top_logprobs": 21})[0] == 400
+    assert validation_error("vllm", {"messages": [], "top_logprobs": 5})[0] == 400

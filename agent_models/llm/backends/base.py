@@ -19,6 +19,10 @@ class LLMBackendError(RuntimeError):
     """A backend request failed for good (after its retries), or the backend cannot start."""
 
 
+class ScoringUnsupported(LLMBackendError):
+    """The backend (or the server behind it) cannot return label likelihoods."""
+
+
 def fold_system(messages: Messages) -> Messages:
     """The same conversation without a system message: the system content goes at the top
     of the first user message (for chat templates without a system role)."""
@@ -152,6 +156,12 @@ class Backend(ABC):
         """(n,) prompt token counts with the chat template applied, where the backend has a
         local tokenizer; raises ``TypeError`` otherwise."""
         raise TypeError(f"{type(self).__name__} has no local tokenizer to count tokens with")
+
+    def score_labels(self, prompts: Sequence[Messages], labels: Sequence[str]) -> np.ndarray:
+        """(n, L) log-likelihood of each label as the answer to each prompt (the stance
+        labeller scores labels this way); raises :class:`ScoringUnsupported` where the
+        backend cannot."""
+        raise ScoringUnsupported(f"{type(self).__name__} cannot score labels")
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release models, engines and connections."""

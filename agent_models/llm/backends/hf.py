@@ -269,6 +269,37 @@ class HFBackend(BatchBackend):
                     finish[i] = "stop" if has_end[r] else "length"
         return Generation(texts, prompt_tokens, completion_tokens, finish)
 
+    def score_labels(self, prompts: Sequence[Messages], labels: Sequence[str]) -> np.ndarray:
+        """(n, L) summed log-probabilities of each label's tokens as the start of the answer,
+        computed directly: one forward pass per label over the batch, logits kept only at
+        the label's positions."""
+        torch = self._torch
+        ids = self.encode(prompts)
+        label_ids = [self.tokenizer(label, add_special_tokens=False)["input_ids"] for label in labels]
+        out = np.zeros((len(prompts), len(labels)), np.float64)
+        pad = int(self.tokenizer.pad_token_id)
+        order = np.argsort([len(x) for x in ids], kind="stable")
+        with torch.inference_mode():
+            for lo in range(0, len(prompts), self.config.batch_size):
+                rows = order[lo : lo + self.config.batch_size]
+                for j, tail in enumerate(label_ids):
+                    seqs = [ids[i] + tail for i in rows]
+                    width = max(len(s) for s in seqs)
+                    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                    mask = torch.zeros((len(rows), width), dtype=torch.long)
+                    for r, seq in enumerate(seqs):
+                        input_ids[r, width - len(seq):] = torch.tensor(seq)
+                        mask[r, width - len(seq):] = 1
+                    k = len(tail)
+                    logits = self.model(input_ids=input_ids.to(self.device),
+                                        attention_mask=mask.to(self.device),
+                                        logits_to_keep=k + 1).logits[:, :k].float()
+                    logp = torch.log_softmax(logits, dim=-1)
+                    target = torch.tensor(tail, device=logp.device).expand(len(rows), k)
+                    picked = logp.gather(2, target.unsqueeze(-1)).squeeze(-1).sum(dim=1)
+                    out[rows, j] = picked.cpu().numpy()
+        return out
+
     def close(self) -> None:
         self.model = None
         if self.device.startswith("cuda"):

@@ -26,6 +26,24 @@ Constrained decoding (``config.response_format``), because servers disagree on t
 whose message names the response format) is asked again at once with the next form, without
 the retry backoff, and the working form is kept for the rest of the run (``self.form``).
 Rejections are never retried with the same form: they cannot succeed.
+
+**Probe.** A server may accept a form and ignore it (``transformers serve`` answers HTTP 200
+to ``json_schema`` and ``json_object`` and logs "Ignoring unsupported fields:
+response_format"). Before its first constrained request the backend therefore sends one
+probe per form, in order, until one is enforced: "Say hello." under a schema whose only
+valid answer is ``{"probe": "policysim-probe-7f3a"}``. A form whose answer does not
+validate counts as refused (``rejected_forms``, ``probe_results``), even under HTTP 200.
+When no form is enforced, ``"auto"`` warns and decodes free text (``"none"``, answers
+validated after); an explicit form, or ``strict=True``, raises :class:`LLMBackendError`.
+During the run the brain stops once too many constrained answers fail to parse
+(``LLMConfig.max_unparsed_share``).
+
+**Label scores.** :meth:`OpenAIBackend.score_labels` asks for one answer token with
+``logprobs`` / ``top_logprobs`` (vLLM, llama.cpp and OpenAI return them) and scores each
+label by the best top token that starts it; a server that returns no logprobs (``transformers
+serve`` ignores the fields) makes it raise
+:class:`~agent_models.llm.backends.base.ScoringUnsupported` (the stance labeller then
+decodes).
 """
 
 from __future__ import annotations
@@ -35,9 +53,12 @@ import itertools
 import json
 import threading
 import time
+import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from agent_models.extras import require
 from agent_models.llm.backends.base import (
@@ -46,6 +67,7 @@ from agent_models.llm.backends.base import (
     LLMBackendError,
     Messages,
     Sampling,
+    ScoringUnsupported,
 )
 from agent_models.llm.config import RESPONSE_FORMS, LLMConfig
 from agent_models.redaction import redact_text
@@ -113,6 +135,57 @@ def retry_after_seconds(err: BaseException | None) -> float | None:
     if seconds is None or seconds != seconds:
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+#: The probe of a structured-output form: under the schema the only valid answer to
+#: :data:`PROBE_MESSAGES` is ``{"probe": PROBE_VALUE}``; a free answer never is.
+PROBE_VALUE = "policysim-probe-7f3a"
+PROBE_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"probe": {"type": "string", "enum": [PROBE_VALUE]}},
+    "required": ["probe"], "additionalProperties": False,
+}
+PROBE_MESSAGES: Messages = [{"role": "user", "content": "Say hello."}]
+
+
+def probe_answer_valid(text: str) -> bool:
+    """Whether a probe answer follows :data:`PROBE_SCHEMA`."""
+    try:
+        return json.loads(text) == {"probe": PROBE_VALUE}
+    except (ValueError, TypeError):
+        return False
+
+
+def top_logprobs_of(response: Any) -> tuple[str, int, int, str]:
+    """Like :func:`parse_response`, but the text is the first answer token's
+    ``top_logprobs`` as JSON ``[[token, logprob], ...]``, or ``"null"`` when the server
+    returned none."""
+    text, prompt_tokens, completion_tokens, finish = parse_response(response)
+    logprobs = getattr(response.choices[0], "logprobs", None)
+    content = getattr(logprobs, "content", None) if logprobs is not None else None
+    if not content:
+        return "null", prompt_tokens, completion_tokens, finish
+    top = getattr(content[0], "top_logprobs", None) or []
+    pairs = [[str(getattr(t, "token", "")), float(getattr(t, "logprob", float("-inf")))]
+             for t in top]
+    return json.dumps(pairs), prompt_tokens, completion_tokens, finish
+
+
+def label_logprobs(top: Sequence[Sequence[Any]], labels: Sequence[str]) -> np.ndarray:
+    """(L,) each label's log-probability read from the first answer token's top list: the
+    best token that starts the label (case and spaces folded); a label no top token starts
+    gets the lowest top log-probability minus 1 (it is less likely than all of them); all
+    -inf when no label is started by any top token."""
+    out = np.full(len(labels), -np.inf)
+    if not top:
+        return out
+    for j, label in enumerate(labels):
+        starts = [float(lp) for tok, lp in top
+                  if (word := str(tok).strip().lower()) and label.lower().startswith(word)]
+        if starts:
+            out[j] = max(starts)
+    if np.isfinite(out).any():
+        out[~np.isfinite(out)] = min(float(lp) for _, lp in top) - 1.0
+    return out
 
 
 #: words in a server's error message that say the structured-output request was refused
@@ -228,8 +301,13 @@ class OpenAIBackend(BatchBackend):
                 schema_to_gbnf({"type": "object"})  # fails now, with the install hint
         self._form_index = 0
         self._gbnf: dict[str, str] = {}
-        #: forms the server refused, with its message (reported by the brain)
+        #: forms the server refused, with its message (reported by the brain); a form the
+        #: probe found ignored (HTTP 200, answer off the schema) counts as refused
         self.rejected_forms: dict[str, str] = {}
+        #: form → "enforced", "refused: ..." or "ignored: ..." (see the module docstring)
+        self.probe_results: dict[str, str] = {}
+        self._probed = not (config.constrained and config.probe_forms)
+        self._logprobs: bool | None = None
         self.system_role = config.system_role != "fold"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="policysim-openai",
@@ -277,8 +355,100 @@ class OpenAIBackend(BatchBackend):
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    # ------------------------------------------------------------------ probe
+    def probe(self) -> dict[str, str]:
+        """Probe the forms in order until one is enforced (see the module docstring); sets
+        :attr:`form` and returns :attr:`probe_results`."""
+        self._probed = True
+        for index, form in enumerate(self.forms):
+            if form == "none":
+                break
+            try:
+                outcome = self._run(self._probe_form(form))
+            except LLMBackendError as err:
+                if self.config.fail_on_backend_error:
+                    raise
+                # the request failed (not refused): keep the form, count the run's failures
+                self.probe_results[form] = f"failed: {err}"
+                warnings.warn(f"structured-output probe failed, form {form!r} kept unchecked: "
+                              f"{err}", RuntimeWarning, stacklevel=4)
+                return self.probe_results
+            self.probe_results[form] = outcome
+            if outcome == "enforced":
+                self._form_index = index
+                return self.probe_results
+            self.rejected_forms[form] = outcome
+        message = (f"no structured-output form is enforced by the server at {', '.join(self.urls)}: "
+                   + "; ".join(f"{f}: {o}" for f, o in self.probe_results.items()))
+        if "none" not in self.forms or self.config.strict:
+            raise LLMBackendError(message + ". Use a server that enforces JSON schemas (vLLM, "
+                                  "llama.cpp, SGLang) or response_format='none' / constrained=False.")
+        self._form_index = self.forms.index("none")
+        warnings.warn(message + "; answers are decoded free and validated after "
+                      "(response_format='none')", RuntimeWarning, stacklevel=4)
+        return self.probe_results
+
+    async def _probe_form(self, form: str) -> str:
+        import openai
+
+        grammar = self._grammar(PROBE_SCHEMA) if form == "grammar" else None
+        kwargs = request_kwargs(self.config.model, PROBE_MESSAGES, PROBE_SCHEMA,
+                                Sampling(temperature=0.0, max_new_tokens=24), 0, form, grammar)
+        try:
+            response = await self._clients[0].chat.completions.create(**kwargs)
+            text = parse_response(response)[0]
+        except openai.APIStatusError as err:
+            if is_form_rejection(err) or err.status_code in (400, 415, 422):
+                return f"refused: HTTP {err.status_code}: {redact_text(str(err))[:200]}"
+            raise LLMBackendError(redact_text(
+                f"probe of response_format {form!r} at {self.urls[0]} failed: "
+                f"{type(err).__name__} (HTTP {err.status_code}): {err}")) from err
+        except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as err:
+            raise LLMBackendError(redact_text(
+                f"probe of response_format {form!r} at {self.urls[0]} failed: "
+                f"{type(err).__name__}: {err}")) from err
+        if probe_answer_valid(text):
+            return "enforced"
+        return f"ignored: HTTP 200 but the answer {text[:80]!r} does not follow the schema"
+
+    # ------------------------------------------------------------------ label scores
+    def score_labels(self, prompts: Sequence[Messages], labels: Sequence[str]) -> np.ndarray:
+        """(n, L) label log-probabilities from the first answer token's ``top_logprobs``
+        (see :func:`label_logprobs`); rows of a failed request are -inf. Raises
+        :class:`ScoringUnsupported` when the server returns no logprobs or refuses them."""
+        if self._logprobs is False:
+            raise ScoringUnsupported("the server returns no logprobs")
+        extra = {"logprobs": True, "top_logprobs": self.config.top_logprobs}
+        sampling = Sampling(temperature=0.0, max_new_tokens=1)
+        try:
+            rows = self._run(self._all(prompts, [None] * len(prompts), sampling, extra=extra,
+                                       parse=top_logprobs_of))
+        except LLMBackendError as err:
+            cause = err.__cause__
+            import openai
+
+            if isinstance(cause, openai.APIStatusError) and cause.status_code in (400, 422):
+                self._logprobs = False
+                raise ScoringUnsupported(f"the server refuses logprobs: {err}") from err
+            raise
+        out = np.full((len(prompts), len(labels)), -np.inf)
+        for i, (text, _, _, finish, _) in enumerate(rows):
+            if finish == "error":
+                continue
+            if text == "null":
+                self._logprobs = False
+                raise ScoringUnsupported(
+                    f"the server at {', '.join(self.urls)} answered without logprobs (it "
+                    "ignores logprobs/top_logprobs, as `transformers serve` does)")
+            out[i] = label_logprobs(json.loads(text), labels)
+        self._logprobs = True
+        return out
+
     async def _one(self, index: int, messages: Messages, schema: dict[str, Any] | None,
-                   sampling: Sampling, semaphore: asyncio.Semaphore) -> tuple[str, int, int, str, str | None]:
+                   sampling: Sampling, semaphore: asyncio.Semaphore,
+                   extra: dict[str, Any] | None = None,
+                   parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
+                   ) -> tuple[str, int, int, str, str | None]:
         import openai
         from tenacity import (
             AsyncRetrying,
@@ -306,6 +476,7 @@ class OpenAIBackend(BatchBackend):
             try:
                 while True:
                     form, kwargs = self._kwargs(messages, schema, sampling, index)
+                    kwargs.update(extra or {})
                     try:
                         async for attempt in AsyncRetrying(
                             stop=stop_after_attempt(cfg.max_retries + 1)
@@ -322,7 +493,7 @@ class OpenAIBackend(BatchBackend):
                                 except (openai.APIResponseValidationError, ValueError) as err:
                                     raise MalformedResponse("malformed_response",
                                                             f"unparseable body: {err}") from err
-                                result = parse_response(response)
+                                result = parse(response)
                         break
                     except Exception as err:
                         if (schema is None or form == "none" or not is_form_rejection(err)
@@ -349,9 +520,11 @@ class OpenAIBackend(BatchBackend):
         return (*result, None)
 
     async def _all(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                   sampling: Sampling) -> list[tuple[str, int, int, str, str | None]]:
+                   sampling: Sampling, extra: dict[str, Any] | None = None,
+                   parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
+                   ) -> list[tuple[str, int, int, str, str | None]]:
         semaphore = asyncio.Semaphore(self.config.concurrency)
-        tasks = [asyncio.ensure_future(self._one(i, list(p), s, sampling, semaphore))
+        tasks = [asyncio.ensure_future(self._one(i, list(p), s, sampling, semaphore, extra, parse))
                  for i, (p, s) in enumerate(zip(prompts, schemas, strict=True))]
         try:
             return list(await asyncio.gather(*tasks))
@@ -363,6 +536,8 @@ class OpenAIBackend(BatchBackend):
 
     def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
                   sampling: Sampling) -> Generation:
+        if not self._probed and any(s is not None for s in schemas):
+            self.probe()
         return Generation.from_rows(self._run(self._all(prompts, schemas, sampling)))
 
     def close(self) -> None:

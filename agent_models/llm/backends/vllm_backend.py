@@ -4,7 +4,8 @@
 - LoRA: ``lora_path`` → ``enable_lora=True`` and a ``LoRARequest`` on every call;
 - prefix caching on by default (the agent prompts share their system message);
 - structured outputs: ``SamplingParams(structured_outputs=StructuredOutputsParams(json=...))``
-  (vLLM ≥ 0.11; engine option ``structured_outputs_config={"backend": "guidance"}``);
+  (API of vLLM ≥ 0.11; the ``vllm`` extra asks for ≥ 0.20, the first release that accepts
+  transformers 5; engine option ``structured_outputs_config={"backend": "guidance"}``);
 - chat templates without a system role (Gemma): the brain folds the system message into
   the first user message (``system_role``), checked on the engine's tokenizer.
 
@@ -84,7 +85,8 @@ class VLLMBackend(BatchBackend):
 
         if not hasattr(sp, "StructuredOutputsParams"):
             raise ImportError(f"backend='vllm' needs vLLM >= 0.11 (structured outputs API); "
-                              f"found {getattr(vllm, '__version__', '?')}: `pip install -U vllm`")
+                              f"found {getattr(vllm, '__version__', '?')}: "
+                              '`pip install -U "policysim[vllm]"` (vLLM >= 0.20)')
         self.config = config
         self._structured = sp.StructuredOutputsParams
         self.llm = vllm.LLM(**engine_kwargs(config))
