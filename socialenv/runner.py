@@ -11,7 +11,8 @@ the slot rewards; :class:`bandits.ope.LoggedRounds`). :func:`resume` (``policysi
 run from its checkpoint to the same result as an uninterrupted one. With ``wandb=`` each
 round is also logged to Weights & Biases.
 With ``record=DIR`` the episodes also go to a Minari dataset in DIR
-(:mod:`socialenv.offline`).
+(:mod:`socialenv.offline`); with ``trace=DIR`` their behaviour trace goes to the folder DIR
+(:mod:`socialenv.trace`, read by ``policysim fit``).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class RunConfig:
     #: a directory: record the episodes there as a Minari dataset (:mod:`socialenv.offline`)
     record: str | None = None
     record_id: str | None = None
+    #: a folder: write the behaviour trace of every episode there (:mod:`socialenv.trace`)
+    trace: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, "", RUN_LIMITS)
@@ -269,6 +272,11 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
     # the propensity log and the Minari record cover runs played from their start
     log = config.log_propensities and (out_dir is not None or config.record) and _resume is None
     record = config.record if _resume is None else None
+    tracer = None
+    if config.trace and _resume is None:
+        from socialenv.trace import TraceRecorder
+
+        tracer = TraceRecorder(config.trace, meta={"policy": config.policy, "run_seeds": list(config.seeds)})
     try:
         for seed_index in range(start_seed, len(config.seeds)):
             seed = config.seeds[seed_index]
@@ -280,6 +288,8 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             else:
                 env = gym.make(config.env_id, **config.env_kwargs)
             base = env.unwrapped
+            if tracer is not None:
+                base.trace(recorder=tracer)
             if bar.total is None:
                 bar.total = total * base.config.rounds
                 bar.refresh()

@@ -404,13 +404,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return float(slot_rewards.sum() / self.slate_size)
 
     # ------------------------------------------------------------------ researcher tools
-    def trace(self, path: str | Path | None = None, format: str = "parquet") -> Any:
+    def trace(self, path: str | Path | None = None, format: str = "parquet", recorder: Any = None) -> Any:
         """Record a behaviour trace of the coming rounds (:mod:`socialenv.trace`): returns the
-        :class:`~socialenv.trace.TraceRecorder`; with ``path`` the trace folder is written at the
-        end of every episode, else call ``recorder.write(path, env.trace_meta())``."""
+        :class:`~socialenv.trace.TraceRecorder` (``recorder``: one to continue, e.g. across the
+        envs of several seeds); with ``path`` the trace folder is (re)written at the end of every
+        episode, else call ``recorder.write(path, env.trace_meta())``."""
         from socialenv.trace import TraceRecorder
 
-        self._tracer = TraceRecorder(path, format)
+        self._tracer = recorder if recorder is not None else TraceRecorder(path, format)
         if self._arms is not None and self.sim.round == 0:
             self._tracer.start_episode(self.sim)
         return self._tracer
