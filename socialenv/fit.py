@@ -346,7 +346,6 @@ def fit_trace(trace: Trace, start: SurrogateConfig | None = None, seed: int = 0,
         data = reaction_data(trace, lookup)
         est, info["reactions"] = _fit_reactions(data, s)
         estimates.update(est)
-        findings += _reaction_findings(trace, data)
 
     reply_rows = (react["kind"] == int(Behaviour.REPLY)) & (react["impression"] >= 0)
     if "posting" in wanted:
@@ -380,19 +379,6 @@ def fit_trace(trace: Trace, start: SurrogateConfig | None = None, seed: int = 0,
     provenance = {"trace": str(trace.path) if trace.path else None, "trace_meta": trace.meta,
                   "seed": seed, "start": s, "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return FitResult(estimates, info, findings, provenance, cpu_seconds=time.process_time() - began)
-
-
-def _reaction_findings(trace: Trace, data: ReactionData) -> list[str]:
-    notes = []
-    imp = trace["impressions"]
-    per_user_round = np.zeros(0)
-    if len(data):
-        key = imp["episode"].astype(np.int64) * 1_000_000_000 + imp["round"].astype(np.int64) * 10_000_000 + imp["user"]
-        _, inverse = np.unique(key, return_inverse=True)
-        per_user_round = np.bincount(inverse, weights=data.outcome.sum(axis=1).astype(np.float64))
-    if len(per_user_round) and np.mean(per_user_round == 0) > 0:
-        notes.append(f"users reacting to nothing in a round they were shown posts: {np.mean(per_user_round == 0):.1%}")
-    return notes
 
 
 def _fit_posting(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any]]:
