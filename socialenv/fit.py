@@ -121,9 +121,10 @@ def _torch():
 
 
 def _ml(nll: Any, x0: np.ndarray, bounds: list[tuple[float | None, float | None]]
-        ) -> tuple[np.ndarray, np.ndarray, float]:
+        ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Minimize ``nll`` (a torch function of a float64 vector) with L-BFGS-B; returns the
-    optimum, the inverse Hessian (observed Fisher information) and the minimum."""
+    optimum, the inverse Hessian (of the observed Fisher information), the minimum and the
+    Hessian."""
     from scipy.optimize import minimize
 
     torch = _torch()
@@ -138,7 +139,7 @@ def _ml(nll: Any, x0: np.ndarray, bounds: list[tuple[float | None, float | None]
                    options={"maxiter": 500, "ftol": 1e-14, "gtol": 1e-9})
     x = res.x
     hess = torch.autograd.functional.hessian(nll, torch.tensor(x, dtype=torch.float64)).numpy()
-    return x, _inverse(hess), float(res.fun)
+    return x, _inverse(hess), float(res.fun), hess
 
 
 def _inverse(h: np.ndarray) -> np.ndarray:
@@ -146,6 +147,17 @@ def _inverse(h: np.ndarray) -> np.ndarray:
         return np.linalg.inv(h)
     except np.linalg.LinAlgError:
         return np.full_like(h, np.nan)
+
+
+def _weak_directions(hessian: np.ndarray, tolerance: float = 1e-9) -> list[int]:
+    """Indices of the parameters that load on a (near-)null direction of ``hessian``."""
+    if not np.all(np.isfinite(hessian)):
+        return list(range(len(hessian)))
+    values, vectors = np.linalg.eigh((hessian + hessian.T) / 2)
+    null = values <= tolerance * max(values.max(initial=0.0), 1e-300)
+    if not null.any():
+        return []
+    return sorted({int(i) for i in np.flatnonzero((np.abs(vectors[:, null]) > 0.1).any(axis=1))})
 
 
 def _se(cov: np.ndarray, i: int) -> float | None:
@@ -256,6 +268,9 @@ def _fit_reactions(data: ReactionData, start: dict[str, float]) -> tuple[dict[st
                "retweet_agreement_weight": data.agree, "interest_weight": data.similarity}
     free = [name for name in REACTION_PARAMS
             if name not in columns or (len(data) and np.ptp(columns[name]) > 0)]
+    confounded = "promoted_attention" in free and np.array_equal(data.recommended, data.injected)
+    if confounded:  # every recommended slot was policy-filled: only their sum is identified
+        free.remove("promoted_attention")
     fixed = {name: start[name] for name in REACTION_PARAMS if name not in free}
     y = torch.as_tensor(data.outcome.astype(np.float64))
 
@@ -269,11 +284,19 @@ def _fit_reactions(data: ReactionData, start: dict[str, float]) -> tuple[dict[st
         return (torch.nn.functional.softplus(z) - y * z).sum()
 
     x0 = np.array([start[name] for name in free])
-    x, cov, value = _ml(nll, x0, [(None, None) if name != "interest_weight" else (0.0, None) for name in free])
+    x, cov, value, hessian = _ml(nll, x0, [(None, None) if name != "interest_weight" else (0.0, None) for name in free])
+    weak = _weak_directions(hessian)
     estimates = {name: Estimate(float(x[i]), _se(cov, i), "fitted", "reactions") for i, name in enumerate(free)}
+    for i in weak:
+        estimates[free[i]].status = "not identified"
+        estimates[free[i]].note = "the information matrix is singular along it (confounded with another parameter)"
     for name in fixed:
         estimates[name] = Estimate(fixed[name], None, "not identified", "reactions",
                                    "its feature never varies in this trace (e.g. no policy-filled slots)")
+    if confounded:
+        estimates["promoted_attention"].note = (
+            "every recommended slot was filled by the policy: only recommended_attention + promoted_attention "
+            "is identified (held at its starting value; recommended_attention carries the sum)")
     return estimates, {"impressions": len(data), "nll": value, "reactions": int(data.outcome.sum())}
 
 
@@ -399,7 +422,7 @@ def _fit_posting(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[di
 
     if not len(y):
         return {"post_rate": Estimate(s["post_rate"], None, "not identified", "posting", "no active user")}, {}
-    x, cov, value = _ml(nll, np.array([min(max(s["post_rate"], 1e-3), 0.999)]), [(1e-6, 1.0)])
+    x, cov, value, _ = _ml(nll, np.array([min(max(s["post_rate"], 1e-3), 0.999)]), [(1e-6, 1.0)])
     counts = np.bincount(np.unique(lookup.key(posts["episode"], posts["round"], posts["user"]), return_counts=True)[1])
     info = {"active_user_rounds": int(len(y)), "posted": int(y.sum()), "nll": value}
     est = {"post_rate": Estimate(float(x[0]), _se(cov, 0), "fitted", "posting")}
@@ -420,7 +443,7 @@ def _fit_stance_noise(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tup
     if not len(value):
         return {"stance_noise": Estimate(s["stance_noise"], None, "not identified", "stance", "no stance observed")}, {}
     vt, mt = torch.as_tensor(value), torch.as_tensor(mean)
-    x, cov, nll = _ml(lambda t: _tobit_nll(t[0], vt, mt), np.array([max(s["stance_noise"], 0.05)]), [(1e-4, None)])
+    x, cov, nll, _ = _ml(lambda t: _tobit_nll(t[0], vt, mt), np.array([max(s["stance_noise"], 0.05)]), [(1e-4, None)])
     return ({"stance_noise": Estimate(float(x[0]), _se(cov, 0), "fitted", "stance")},
             {"observations": int(len(value)), "nll": nll})
 
@@ -559,7 +582,7 @@ def _fit_misinformation(trace: Trace, lookup: _Lookup, s: dict[str, float]
             return -(yt * torch.log(p) + (1 - yt) * torch.log(1 - p)).sum()
 
         x0 = np.array([min(max(s["misinfo_adoption"], 0.05), 0.95), max(s["misinfo_steepness"], 0.1), s["misinfo_threshold"]])
-        x, cov, value = _ml(nll, x0, [(1e-4, 1.0), (1e-3, 50.0), (-10.0, 20.0)])
+        x, cov, value, _ = _ml(nll, x0, [(1e-4, 1.0), (1e-3, 50.0), (-10.0, 20.0)])
         for i, name in enumerate(names):
             est[name] = Estimate(float(x[i]), _se(cov, i), "fitted", "misinformation")
         info["nll"] = value
