@@ -49,7 +49,9 @@ class RecommenderConfig:
             content; 0 = pure semantic similarity).
         candidates_per_slot: the personalized channel scores this many candidates per slot,
             drawn from the user's interest cluster (an IVF-style approximate nearest-neighbour
-            search; exact search over all posts is O(users × posts)).
+            search; exact search over all posts is O(users × posts)). The default 4 (20
+            candidates for 5 slots) leaves the stance term room to filter (with the earlier
+            2, ranking by stance agreement changed the final stance std by −0.005 ± 0.005).
         num_clusters: clusters of the IVF index, fitted by k-means on user embeddings.
         headline_pool: the headline channel samples from the top ``headline_pool`` posts.
         popular_pool: PolicySim-Rec-v0's "popular" candidate source samples from the
@@ -63,7 +65,7 @@ class RecommenderConfig:
     headline: int = 2
     window: int = 2
     personalized_stance_weight: float = 1.0
-    candidates_per_slot: int = 2
+    candidates_per_slot: int = 4
     num_clusters: int = 16
     headline_pool: int = 20
     popular_pool: int = 100

@@ -58,7 +58,11 @@ class PopulationConfig:
         mean_following: mean out-degree of the follow graph.
         homophily: probability that a follow edge stays within the user's stance camp.
         popularity_shape: Pareto shape of account popularity (smaller = heavier tail).
-        camp_share: share of users in each of the two opinion camps (rest neutral).
+        camp_share: share of users in each of the two opinion camps (rest neutral). With
+            0.2, about 62% of the users start neutral (|opinion| < 1/3): most people hold no
+            absolute position (Pew, March 2022: 19% say abortion should be legal in all
+            cases, 8% illegal in all cases, 71% something in between), and the news and the
+            platform polarize some of the rest during the episode.
         camp_opinion: mean |opinion| of camp members; camp_spread: their std.
         activity_beta: Beta(a, b) of per-round activity probability (mean a / (a + b)).
         toxicity_beta: Beta(a, b) of toxicity propensity.
@@ -70,7 +74,7 @@ class PopulationConfig:
     mean_following: float = 15.0
     homophily: float = 0.8
     popularity_shape: float = 1.5
-    camp_share: float = 0.3
+    camp_share: float = 0.2
     camp_opinion: float = 0.55
     camp_spread: float = 0.25
     activity_beta: tuple[float, float] = (1.2, 2.5)
