@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,11 @@ def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
     t_rounds = np.unique(rounds_table["round"])
     observed = {m: np.array([np.nanmean(rounds_table[m][rounds_table["round"] == r]) for r in t_rounds])
                 for m in MACRO_METRICS}
-    kwargs = {"num_users": int(meta["num_users"]), "rounds": int(len(t_rounds))}
+    from socialenv.config import EnvConfig
+
+    known = {f.name for f in dataclass_fields(EnvConfig)}
+    kwargs = {**{k: v for k, v in (meta.get("env_kwargs") or {}).items() if k in known},
+              "num_users": int(meta["num_users"]), "rounds": int(len(t_rounds))}
     if isinstance(meta.get("scenario"), str) and meta["scenario"] not in ("Scenario",):
         kwargs["scenario"] = meta["scenario"]
     policy_name = meta.get("policy", "origin")

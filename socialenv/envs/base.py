@@ -43,7 +43,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
     | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
     | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |
-    | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields |
+    | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields, or the path of a fitted file (``policysim fit``) |
     | classifier | ClassifierConfig() | the platform's misinformation classifier: ``recall``, ``false_positive_rate`` |
     | recommender | RecommenderConfig() | the built-in feed: channel sizes, window, candidate retrieval |
     | reward | RewardConfig() | weights of the rewards (Eq. 9, Eq. 10) |
@@ -431,6 +431,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "scenario": scenario if isinstance(scenario, str) else type(scenario).__name__,
             "num_users": int(len(self.sim.users.opinion)),
             "rounds": int(self.config.rounds),
+            # the lever's size, so that a fitted surrogate can replay the trace's platform
+            "env_kwargs": {name: getattr(self.config, name) for name in
+                           ("budget", "candidate_users", "candidates", "exposure_users")
+                           if isinstance(getattr(self.config, name, None), int | dict)},
         }
         if type(self.brain) is SurrogateBrain:
             meta["surrogate"] = asdict(self.brain.config)

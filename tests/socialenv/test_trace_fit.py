@@ -66,6 +66,17 @@ def test_both_storages_hold_the_same_trace(tmp_path: Path) -> None:
             np.testing.assert_array_equal(values, copy[table][column], err_msg=f"{table}.{column}")
 
 
+def test_the_format_doc_lists_every_column() -> None:
+    from tests.support import ROOT
+
+    doc = (ROOT / "docs" / "trace_format.md").read_text()
+    for table, schema in SCHEMA.items():
+        section = doc.split(f"### `{table}`")[1].split("###")[0]
+        for column in schema:
+            assert f"| `{column}` |" in section, (table, column)
+    assert f"format version {TRACE_VERSION}" in doc
+
+
 def _corrupt(path: Path, table: str, change) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
