@@ -582,9 +582,30 @@ def _fit_misinformation(trace: Trace, lookup: _Lookup, s: dict[str, float]
             return -(yt * torch.log(p) + (1 - yt) * torch.log(1 - p)).sum()
 
         x0 = np.array([min(max(s["misinfo_adoption"], 0.05), 0.95), max(s["misinfo_steepness"], 0.1), s["misinfo_threshold"]])
-        x, cov, value, _ = _ml(nll, x0, [(1e-4, 1.0), (1e-3, 50.0), (-10.0, 20.0)])
+        bounds = [(1e-4, 1.0), (1e-3, 50.0), (-10.0, 20.0)]
+        x, cov, value, hessian = _ml(nll, x0, bounds)
+        at_bound = np.array([min(abs(x[i] - lo), abs(x[i] - hi)) < 1e-6 * max(1.0, abs(x[i]))
+                             for i, (lo, hi) in enumerate(bounds)])
+        # a standard error beyond the parameter's own scale: the curve is flat along it (e.g. a
+        # step between two exposure counts fits as well as any steeper curve)
+        for i in (1, 2):
+            se_i = _se(cov, i)
+            if se_i is None or se_i > max(abs(x[i]), 1.0):
+                at_bound[i] = True
+        if at_bound[1] or at_bound[2]:  # only adoption·σ(steepness·(k − threshold)) per count k is pinned
+            at_bound[:] = True
+        free = np.flatnonzero(~at_bound)
+        cov = np.full((3, 3), np.nan)
+        if len(free):
+            cov[np.ix_(free, free)] = _inverse(hessian[np.ix_(free, free)])
+        weak = set(free[_weak_directions(hessian[np.ix_(free, free)])].tolist()) if len(free) else set()
         for i, name in enumerate(names):
             est[name] = Estimate(float(x[i]), _se(cov, i), "fitted", "misinformation")
+            if at_bound[i] or i in weak:
+                est[name].status = "not identified"
+                est[name].se = None
+                est[name].note = ("the adoption curve is not pinned by the trace: only adoption·σ(steepness·(k − "
+                                  "threshold)) at the few exposure counts k seen is identified")
         info["nll"] = value
         if info["distinct_counts_seen"] <= 3:
             for name in names:

@@ -94,7 +94,8 @@ def _sse(d: dict[str, np.ndarray], cb: float, bg: float, x: np.ndarray) -> float
 def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, x: np.ndarray,
                     mask: np.ndarray) -> tuple[float, tuple[float, float]]:
     """The threshold (``cb`` or ``bg``) minimizing the SSE over a grid and then over the
-    breakpoints |delta|/2 near the grid's best; returns it and the interval of equal fit."""
+    breakpoints |delta|/2 near the grid's best; returns it and the interval of thresholds
+    that fit as well (walking over neighbouring breakpoints while the SSE does not rise)."""
     def sse(v: float) -> float:
         return _sse(d, v, bg, x) if which == "cb" else _sse(d, cb, v, x)
 
@@ -103,19 +104,30 @@ def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, 
     best = grid[int(np.argmin(values))]
     points = np.unique(np.abs(d["delta"][mask]) / 2)
     near = points[(points >= best - 0.02) & (points <= best + 0.02)]
-    # candidate thresholds: each breakpoint itself (the set changes just past it) and just below
-    candidates = np.concatenate([[best], near, np.maximum(near - 1e-9, 0.0)])
+    # a threshold at a breakpoint includes it (cb: p <= cb; bg: p >= bg); just past it excludes it
+    step = -1e-9 if which == "cb" else 1e-9
+    candidates = np.clip(np.concatenate([[best], near, near + step]), 0.0, 1.0)
     scores = np.array([sse(v) for v in candidates])
     chosen = float(candidates[int(np.argmin(scores))])
-    # the interval of thresholds giving the same partition of the observed gaps
-    if which == "cb":
-        below = points[points <= chosen]
-        above = points[points > chosen]
-    else:
-        below = points[points < chosen]
-        above = points[points >= chosen]
-    lo = float(below.max()) if len(below) else 0.0
-    hi = float(above.min()) if len(above) else 1.0
+    floor = float(scores.min()) + 1e-9
+    # the partition of the observed gaps the chosen threshold makes, and how far it can move
+    inside = points <= chosen if which == "cb" else points >= chosen
+    k_in = np.flatnonzero(inside)
+    k_out = np.flatnonzero(~inside)
+    below, above = (k_in, k_out) if which == "cb" else (k_out, k_in)
+    lo_index = int(below.max()) if len(below) else -1
+    hi_index = int(above.min()) if len(above) else len(points)
+    # walk down while moving the threshold past the next breakpoint leaves the fit unchanged
+    for _ in range(200):
+        if lo_index < 0 or sse(float(points[lo_index]) + (step if which == "cb" else 0.0)) > floor:
+            break
+        lo_index -= 1
+    for _ in range(200):
+        if hi_index >= len(points) or sse(float(points[hi_index]) + (0.0 if which == "cb" else step)) > floor:
+            break
+        hi_index += 1
+    lo = float(points[lo_index]) if lo_index >= 0 else 0.0
+    hi = float(points[hi_index]) if hi_index < len(points) else 1.0
     return chosen, (lo, min(hi, 1.0))
 
 
@@ -131,10 +143,13 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
     cb, bg = s["confidence_bound"], s["backfire_gap"]
     x, _ = _fit_rates(d, _sums(d, cb, bg), x)
     intervals: dict[str, tuple[float, float]] = {}
-    for _ in range(2):
+    for _ in range(4):  # alternate until the thresholds' partition no longer changes
+        previous = (cb, bg)
         cb, intervals["confidence_bound"] = _best_threshold(d, "cb", cb, bg, x, d["civil"])
         bg, intervals["backfire_gap"] = _best_threshold(d, "bg", cb, bg, x, d["hostile"])
         x, res = _fit_rates(d, _sums(d, cb, bg), x)
+        if (cb, bg) == previous:
+            break
     residual = res.fun
     rms = float(np.sqrt(np.mean(residual**2)))
     exact = rms < EXACT_RMS
