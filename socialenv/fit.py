@@ -40,7 +40,14 @@ import numpy as np
 
 from agent_models.surrogate import SurrogateConfig
 from agent_models.types import Behaviour, FeedChannel
-from socialenv.trace import Trace, TraceError
+from socialenv.fit_common import (
+    Estimate,
+    Lookup,
+    hostile_mask,
+    inverse,
+    population_column,
+)
+from socialenv.trace import Trace
 
 FIT_FORMAT = "policysim-surrogate-fit"
 FIT_VERSION = 1
@@ -48,8 +55,6 @@ FIT_VERSION = 1
 REACTION_PARAMS = ("like_bias", "dislike_bias", "retweet_bias", "reply_bias", "interest_weight",
                    "agreement_weight", "retweet_agreement_weight", "reply_gap_weight",
                    "recommended_attention", "promoted_attention")
-OPINION_RATES = ("assimilation_rate", "backfire_rate", "reinforcement_rate", "exposure_assimilation",
-                 "anchor_rate")
 #: Parameters no block of the likelihood reaches (the trace holds no embeddings / no hidden shock).
 NOT_IN_TRACE = {
     "post_noise": "the trace keeps no post embeddings",
@@ -57,27 +62,6 @@ NOT_IN_TRACE = {
     "news_decay": "news shocks are hidden state",
     "toxic_threshold": "a structural threshold (defines hostile replies); held at its starting value",
 }
-
-
-@dataclass
-class Estimate:
-    """One fitted parameter."""
-
-    value: float
-    se: float | None
-    status: str  # "fitted", "deterministic", "interval", "not identified"
-    block: str
-    note: str = ""
-    interval: tuple[float, float] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": float(self.value), "se": None if self.se is None else float(self.se),
-                               "status": self.status, "block": self.block}
-        if self.note:
-            out["note"] = self.note
-        if self.interval is not None:
-            out["interval"] = [float(self.interval[0]), float(self.interval[1])]
-        return out
 
 
 @dataclass
@@ -139,14 +123,7 @@ def _ml(nll: Any, x0: np.ndarray, bounds: list[tuple[float | None, float | None]
                    options={"maxiter": 500, "ftol": 1e-14, "gtol": 1e-9})
     x = res.x
     hess = torch.autograd.functional.hessian(nll, torch.tensor(x, dtype=torch.float64)).numpy()
-    return x, _inverse(hess), float(res.fun), hess
-
-
-def _inverse(h: np.ndarray) -> np.ndarray:
-    try:
-        return np.linalg.inv(h)
-    except np.linalg.LinAlgError:
-        return np.full_like(h, np.nan)
+    return x, inverse(hess), float(res.fun), hess
 
 
 def _weak_directions(hessian: np.ndarray, tolerance: float = 1e-9) -> list[int]:
@@ -163,43 +140,6 @@ def _weak_directions(hessian: np.ndarray, tolerance: float = 1e-9) -> list[int]:
 def _se(cov: np.ndarray, i: int) -> float | None:
     v = cov[i, i]
     return float(np.sqrt(v)) if np.isfinite(v) and v > 0 else None
-
-
-class _Lookup:
-    """Per (episode, round, user) values of the trace's ``users`` table."""
-
-    def __init__(self, trace: Trace) -> None:
-        users = trace["users"]
-        self.n = int(trace.meta["num_users"])
-        self.rounds = int(max(int(users["round"].max()) + 2, 1)) if len(users["round"]) else 1
-        key = self.key(users["episode"], users["round"], users["user"])
-        self.order = np.argsort(key, kind="stable")
-        self.sorted_key = key[self.order]
-        self.users = users
-
-    def key(self, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
-        return (episode.astype(np.int64) * self.rounds + round_.astype(np.int64) + 1) * self.n + user.astype(np.int64)
-
-    def rows(self, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
-        k = self.key(episode, round_, user)
-        pos = np.searchsorted(self.sorted_key, k)
-        ok = (pos < len(k) + len(self.sorted_key)) & (pos < len(self.sorted_key))
-        ok &= self.sorted_key[np.minimum(pos, len(self.sorted_key) - 1)] == k
-        if not ok.all():
-            raise TraceError("the users table lacks a (episode, round, user) row that another table names")
-        return self.order[pos]
-
-    def column(self, name: str, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
-        return self.users[name][self.rows(episode, round_, user)]
-
-
-def _population(trace: Trace, column: str, episode: np.ndarray, user: np.ndarray) -> np.ndarray:
-    pop = trace["population"]
-    n = int(trace.meta["num_users"])
-    table = np.zeros(int(pop["episode"].max(initial=0)) + 1, dtype=object)
-    values = np.zeros((len(table), n), np.float64)
-    values[pop["episode"].astype(np.int64), pop["user"].astype(np.int64)] = pop[column]
-    return values[episode.astype(np.int64), user.astype(np.int64)]
 
 
 # ---------------------------------------------------------------------- data of each block
@@ -222,12 +162,12 @@ class ReactionData:
 KIND_ORDER = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
 
 
-def reaction_data(trace: Trace, lookup: _Lookup) -> ReactionData:
+def reaction_data(trace: Trace, lookup: Lookup) -> ReactionData:
     imp = trace["impressions"]
     attitude = lookup.column("attitude", imp["episode"], imp["round"], imp["user"]).astype(np.float64)
     stance = imp["post_stance"].astype(np.float64)
     channel = imp["channel"]
-    reply_frequency = _population(trace, "reply_frequency", imp["episode"], imp["user"])
+    reply_frequency = population_column(trace, "reply_frequency", imp["episode"], imp["user"])
     outcome = np.zeros((len(stance), 4), bool)
     react = trace["reactions"]
     linked = react["impression"] >= 0
@@ -337,7 +277,7 @@ def _least_squares(residual: Any, x0: np.ndarray, bounds: tuple[list[float], lis
     res = least_squares(r, x0, jac=jac, bounds=bounds, xtol=1e-12, ftol=1e-12, gtol=1e-12)
     j = jac(res.x)
     e = r(res.x)
-    bread = _inverse(j.T @ j)
+    bread = inverse(j.T @ j)
     meat = (j * (e**2)[:, None]).T @ j
     return res.x, bread @ meat @ bread, float((e**2).sum())
 
@@ -354,7 +294,7 @@ def fit_trace(trace: Trace, start: SurrogateConfig | None = None, seed: int = 0,
     torch.set_num_threads(1)
     start = start or SurrogateConfig()
     s = asdict(start)
-    lookup = _Lookup(trace)
+    lookup = Lookup(trace)
     estimates: dict[str, Estimate] = {}
     info: dict[str, dict[str, Any]] = {}
     findings: list[str] = []
@@ -374,6 +314,8 @@ def fit_trace(trace: Trace, start: SurrogateConfig | None = None, seed: int = 0,
     if "posting" in wanted:
         est, info["posting"] = _fit_posting(trace, lookup, s)
         estimates.update(est)
+        if "finding" in info["posting"]:
+            findings.append(info["posting"]["finding"])
     if "stance" in wanted:
         est, info["stance"] = _fit_stance_noise(trace, lookup, s)
         estimates.update(est)
@@ -404,7 +346,7 @@ def fit_trace(trace: Trace, start: SurrogateConfig | None = None, seed: int = 0,
     return FitResult(estimates, info, findings, provenance, cpu_seconds=time.process_time() - began)
 
 
-def _fit_posting(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any]]:
+def _fit_posting(trace: Trace, lookup: Lookup, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any]]:
     torch = _torch()
     users = trace["users"]
     act = users["active"]
@@ -412,7 +354,7 @@ def _fit_posting(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[di
     posts = trace["posts"]
     posted_key = set(lookup.key(posts["episode"], posts["round"], posts["user"]).tolist())
     y = np.isin(lookup.key(ep, rd, who), np.fromiter(posted_key, np.int64, len(posted_key)))
-    ratio = _population(trace, "post_retweet_ratio", ep, who)
+    ratio = population_column(trace, "post_retweet_ratio", ep, who)
     q = 2 * ratio / (1 + ratio)
     yt, qt = torch.as_tensor(y.astype(np.float64)), torch.as_tensor(q)
 
@@ -427,12 +369,13 @@ def _fit_posting(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[di
     info = {"active_user_rounds": int(len(y)), "posted": int(y.sum()), "nll": value}
     est = {"post_rate": Estimate(float(x[0]), _se(cov, 0), "fitted", "posting")}
     if len(counts) > 2:
-        est["post_rate"].note = (f"{int(counts[2:].sum())} user-rounds with more than one post: the surrogate "
-                                 "writes at most one post per round")
+        info["finding"] = (f"{int(counts[2:].sum())} user-rounds with more than one post: the surrogate "
+                           "writes at most one post per round (each counts as one posting decision)")
+        est["post_rate"].note = info["finding"]
     return est, info
 
 
-def _fit_stance_noise(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any]]:
+def _fit_stance_noise(trace: Trace, lookup: Lookup, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any]]:
     torch = _torch()
     react, posts = trace["reactions"], trace["posts"]
     keep = react["kind"] != int(Behaviour.RETWEET)
@@ -448,14 +391,14 @@ def _fit_stance_noise(trace: Trace, lookup: _Lookup, s: dict[str, float]) -> tup
             {"observations": int(len(value)), "nll": nll})
 
 
-def _fit_toxicity(trace: Trace, lookup: _Lookup, s: dict[str, float], reply_rows: np.ndarray
+def _fit_toxicity(trace: Trace, lookup: Lookup, s: dict[str, float], reply_rows: np.ndarray
                   ) -> tuple[dict[str, Estimate], dict[str, Any]]:
     torch = _torch()
     react, imp = trace["reactions"], trace["impressions"]
     ep, rd, who = react["episode"][reply_rows], react["round"][reply_rows], react["user"][reply_rows]
     attitude = lookup.column("attitude", ep, rd, who).astype(np.float64)
     gap = np.abs(attitude - imp["post_stance"][react["impression"][reply_rows]].astype(np.float64)) / 2
-    prop = _population(trace, "toxicity_propensity", ep, who)
+    prop = population_column(trace, "toxicity_propensity", ep, who)
     tox = react["toxicity"][reply_rows].astype(np.float64)
     est: dict[str, Estimate] = {}
     info: dict[str, Any] = {"replies": int(len(tox))}
@@ -483,7 +426,7 @@ def _fit_toxicity(trace: Trace, lookup: _Lookup, s: dict[str, float], reply_rows
             est[name] = Estimate(s[name], None, "not identified", "toxicity", "fewer than 10 replies")
     posts = trace["posts"]
     ptox = posts["toxicity"].astype(np.float64)
-    pprop = _population(trace, "toxicity_propensity", posts["episode"], posts["user"])
+    pprop = population_column(trace, "toxicity_propensity", posts["episode"], posts["user"])
     if len(ptox) > 10 and np.ptp(pprop) > 0:
         at, bt = torch.as_tensor(pprop), torch.as_tensor(ptox)
         x, cov, sse = _least_squares(lambda t: bt - _clipped_uniform_mean(at * t[0], torch),
@@ -495,14 +438,6 @@ def _fit_toxicity(trace: Trace, lookup: _Lookup, s: dict[str, float], reply_rows
         est["post_toxicity_scale"] = Estimate(s["post_toxicity_scale"], None, "not identified", "toxicity",
                                               "fewer than 10 posts")
     return est, info
-
-
-def hostile_mask(trace: Trace, toxic_threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """(R,) positive and hostile reactions, as the surrogate defines them."""
-    kind, tox = trace["reactions"]["kind"], trace["reactions"]["toxicity"]
-    positive = (kind == int(Behaviour.LIKE)) | (kind == int(Behaviour.RETWEET))
-    hostile = (kind == int(Behaviour.DISLIKE)) | ((kind == int(Behaviour.REPLY)) & (tox > toxic_threshold))
-    return positive, hostile
 
 
 def _binomial(k: int, n: int, name: str, block: str, fallback: float, what: str) -> Estimate:
@@ -545,7 +480,7 @@ def _edge_keys(ep: np.ndarray, rd: np.ndarray, src: np.ndarray, dst: np.ndarray)
     return ((ep.astype(np.int64) * 1000 + rd.astype(np.int64) + 1) * 2**21 + src.astype(np.int64)) * 2**21 + dst.astype(np.int64)
 
 
-def _fit_misinformation(trace: Trace, lookup: _Lookup, s: dict[str, float]
+def _fit_misinformation(trace: Trace, lookup: Lookup, s: dict[str, float]
                         ) -> tuple[dict[str, Estimate], dict[str, Any], list[str]]:
     torch = _torch()
     users, imp = trace["users"], trace["impressions"]
@@ -559,7 +494,7 @@ def _fit_misinformation(trace: Trace, lookup: _Lookup, s: dict[str, float]
     seen = np.where(hit, counts[np.minimum(pos, max(len(keys) - 1, 0))] if len(keys) else 0, 0).astype(np.float64)
     before = users["misinformed_before"][act]
     after = users["misinformed_after"][act]
-    susceptibility = _population(trace, "susceptibility", ep, who)
+    susceptibility = population_column(trace, "susceptibility", ep, who)
     est: dict[str, Estimate] = {}
     notes: list[str] = []
     believers = before
@@ -597,7 +532,7 @@ def _fit_misinformation(trace: Trace, lookup: _Lookup, s: dict[str, float]
         free = np.flatnonzero(~at_bound)
         cov = np.full((3, 3), np.nan)
         if len(free):
-            cov[np.ix_(free, free)] = _inverse(hessian[np.ix_(free, free)])
+            cov[np.ix_(free, free)] = inverse(hessian[np.ix_(free, free)])
         weak = set(free[_weak_directions(hessian[np.ix_(free, free)])].tolist()) if len(free) else set()
         for i, name in enumerate(names):
             est[name] = Estimate(float(x[i]), _se(cov, i), "fitted", "misinformation")

@@ -29,7 +29,7 @@ EXACT_RMS = 1e-5
 
 
 def _prepare(trace: Any, lookup: Any, toxic_threshold: float) -> dict[str, np.ndarray] | None:
-    from socialenv.fit import _population, hostile_mask
+    from socialenv.fit_common import hostile_mask, population_column
 
     react, imp, users = trace["reactions"], trace["impressions"], trace["users"]
     linked = react["impression"] >= 0
@@ -49,7 +49,7 @@ def _prepare(trace: Any, lookup: Any, toxic_threshold: float) -> dict[str, np.nd
         "civil": civil, "hostile": hostile[linked],
         "before": users["opinion_before"].astype(np.float64),
         "after": users["opinion_after"].astype(np.float64),
-        "anchor": _population(trace, "opinion_initial", users["episode"], users["user"]),
+        "anchor": population_column(trace, "opinion_initial", users["episode"], users["user"]),
         "active": users["active"].astype(bool),
         "mean_seen": seen / np.maximum(count, 1), "has_feed": count > 0,
     }
@@ -132,7 +132,7 @@ def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, 
 
 
 def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    from socialenv.fit import OPINION_RATES, Estimate
+    from socialenv.fit_common import OPINION_RATES, Estimate
 
     d = _prepare(trace, lookup, s["toxic_threshold"])
     notes: list[str] = []
@@ -159,9 +159,9 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
     est: dict[str, Any] = {}
     cov = None
     if not exact:
-        from socialenv.fit import _inverse
+        from socialenv.fit_common import inverse
 
-        bread = _inverse(j.T @ j)
+        bread = inverse(j.T @ j)
         cov = bread @ ((j * (residual**2)[:, None]).T @ j) @ bread
         notes.append(
             f"opinion trajectories: the surrogate's update leaves an RMS residual of {rms:.4f} (opinion changes "

@@ -32,13 +32,13 @@ ACTIONS = ("like", "dislike", "retweet", "reply", "post", "follow", "unfollow")
 
 def posting_data(trace: Trace, lookup: Any) -> tuple[np.ndarray, np.ndarray]:
     """(y, q): per active user-round whether it posted, and 2r/(1+r) of its post/retweet ratio."""
-    from socialenv.fit import _population
+    from socialenv.fit_common import population_column
 
     users, posts = trace["users"], trace["posts"]
     act = users["active"]
     ep, rd, who = users["episode"][act], users["round"][act], users["user"][act]
     y = np.isin(lookup.key(ep, rd, who), lookup.key(posts["episode"], posts["round"], posts["user"]))
-    ratio = _population(trace, "post_retweet_ratio", ep, who)
+    ratio = population_column(trace, "post_retweet_ratio", ep, who)
     return y, 2 * ratio / (1 + ratio)
 
 
@@ -50,9 +50,10 @@ def _bernoulli_ll(y: np.ndarray, p: np.ndarray) -> np.ndarray:
 def model_scores(trace: Trace, config: SurrogateConfig | None) -> dict[str, Any]:
     """Log-likelihood and expected action counts of ``config`` on ``trace`` (None: the null
     model's frequencies are filled in by the caller)."""
-    from socialenv.fit import REACTION_PARAMS, _Lookup, _population, reaction_data, reaction_logits
+    from socialenv.fit import REACTION_PARAMS, reaction_data, reaction_logits
+    from socialenv.fit_common import Lookup, population_column
 
-    lookup = _Lookup(trace)
+    lookup = Lookup(trace)
     data = reaction_data(trace, lookup)
     y_post, q = posting_data(trace, lookup)
     cfg = asdict(config)
@@ -63,7 +64,7 @@ def model_scores(trace: Trace, config: SurrogateConfig | None) -> dict[str, Any]
     ll_post = _bernoulli_ll(y_post, post_p).sum()
     # expected unfollows: dislikes and toxic replies (P(clip(μU) > thr) = clip(1.5 − thr/μ, 0, 1))
     imp = trace["impressions"]
-    prop = _population(trace, "toxicity_propensity", imp["episode"], imp["user"])
+    prop = population_column(trace, "toxicity_propensity", imp["episode"], imp["user"])
     mu = np.clip(prop * cfg["reply_toxicity_base"] + cfg["reply_toxicity_gap"] * data.gap
                  * np.maximum(prop - cfg["civility_threshold"], 0), 0, 1)
     toxic = np.clip(1.5 - cfg["toxic_threshold"] / np.maximum(mu, 1e-12), 0, 1)
@@ -148,9 +149,10 @@ def held_out(trace: Trace, seed: int = 0, start: SurrogateConfig | None = None,
 def _paired_difference(test: Trace, fitted: SurrogateConfig) -> dict[str, float]:
     """Mean ± 95% CI (over users, a cluster bootstrap-free normal interval) of the held-out
     log-likelihood per action, fitted minus default."""
-    from socialenv.fit import REACTION_PARAMS, _Lookup, reaction_data, reaction_loglik
+    from socialenv.fit import REACTION_PARAMS, reaction_data, reaction_loglik
+    from socialenv.fit_common import Lookup
 
-    lookup = _Lookup(test)
+    lookup = Lookup(test)
     data = reaction_data(test, lookup)
     if not len(data):
         return {"mean": float("nan"), "ci95": float("nan")}
