@@ -11,7 +11,7 @@ rates (deterministic given the reactions) are checked to 1e-3 and the thresholds
 for containing the truth. Fit CPU seconds (one thread) per size. With ``--formats`` it also
 writes one 1,000-user × 30-round trace as Parquet and as .npz and times loading each.
 
-    OMP_NUM_THREADS=1 python benchmarks/fit.py --out benchmarks/results/fit --draws 20
+    OMP_NUM_THREADS=1 python benchmarks/fit.py --out benchmarks/results/fit --draws 20 --formats --held-out
 
 Writes ``draws.jsonl`` (one line per fit, appended as they finish) and ``summary.json``.
 """
@@ -128,12 +128,28 @@ def formats(folder: Path) -> dict:
     return report
 
 
+def held_out_draw(users: int, rounds: int, draw: int = 0) -> dict:
+    """Held-out log-likelihood and action-mix JSD of the fitted, default and null models on a
+    trace of draw ``draw`` (parameters away from the defaults)."""
+    from socialenv.fit_synthetic import random_surrogate, synthetic_trace
+    from socialenv.fit_validation import held_out
+
+    trace = synthetic_trace(random_surrogate(np.random.default_rng(1000 + draw)), users, rounds, seed=draw,
+                            env_kwargs={"candidate_users": max(users // 10, 10)})
+    report = held_out(trace, seed=0)
+    return {"num_users": users, "num_rounds": rounds, "draw": draw,
+            **{f"split_{split}": {k: v for k, v in report[split].items() if k != "observed_mix"}
+               for split in ("users", "rounds")}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path, help="results folder")
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--sizes", default="300x10,300x30,1000x10,1000x30", help="users x rounds, comma-separated")
     parser.add_argument("--formats", action="store_true", help="also compare Parquet and .npz")
+    parser.add_argument("--held-out", action="store_true",
+                        help="also the held-out validation (user and round splits) of draw 0 at the largest size")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -154,10 +170,12 @@ def main() -> None:
             print(f"{users}x{rounds} draw {draw}: fit {row['fit_cpu_s']:.1f} s CPU", flush=True)
     summary = {"command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python benchmarks/fit.py "
                           f"--out {args.out} --draws {args.draws} --sizes {args.sizes}"
-                          + (" --formats" if args.formats else ""),
+                          + (" --formats" if args.formats else "") + (" --held-out" if args.held_out else ""),
                "sizes": summarize([r for r in rows if (r["users"], r["rounds"]) in sizes and r["draw"] < args.draws])}
     if args.formats:
         summary["formats"] = formats(args.out)
+    if args.held_out:
+        summary["held_out"] = held_out_draw(*max(sizes))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     for size, entry in summary["sizes"].items():
         print(f"{size}: pooled coverage {entry['pooled_coverage95']:.3f}, fit CPU median {entry['fit_cpu_s']['median']:.1f} s "
