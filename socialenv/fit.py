@@ -30,7 +30,6 @@ reported as not identified.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -558,7 +557,3 @@ def _fit_misinformation(trace: Trace, lookup: Lookup, s: dict[str, float]
     if stray:
         notes.append(f"{stray} misinformation posts by users not misinformed: the surrogate cannot express them")
     return est, info, notes
-
-
-def fit_file_json(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())

@@ -74,8 +74,7 @@ class Lookup:
 def population_column(trace: Trace, column: str, episode: np.ndarray, user: np.ndarray) -> np.ndarray:
     pop = trace["population"]
     n = int(trace.meta["num_users"])
-    table = np.zeros(int(pop["episode"].max(initial=0)) + 1, dtype=object)
-    values = np.zeros((len(table), n), np.float64)
+    values = np.zeros((int(pop["episode"].max(initial=0)) + 1, n), np.float64)
     values[pop["episode"].astype(np.int64), pop["user"].astype(np.int64)] = pop[column]
     return values[episode.astype(np.int64), user.astype(np.int64)]
 

@@ -175,7 +175,6 @@ def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
     import socialenv  # noqa: F401 - registers the envs
     from socialenv.episodes import play_episode
     from socialenv.policies import make_run_policy
-    from socialenv.summary import _ci95
 
     meta = trace.meta
     rounds_table = trace["rounds"]
@@ -208,12 +207,21 @@ def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
             series = runs[label][m]
             mae = np.abs(series - observed[m][None, :]).mean(axis=1)
             entry[label] = {"per_round_mean": series.mean(axis=0).tolist(), "mae": float(mae.mean()),
-                            "mae_ci95": _ci95(mae.tolist())}
+                            "mae_ci95": _t_interval(mae)}
         report["metrics"][m] = entry
     if png is not None:
         _plot(report, t_rounds, runs, observed, Path(png))
         report["png"] = str(png)
     return report
+
+
+def _t_interval(values: np.ndarray) -> float | None:
+    """Half-width of the 95% t-interval of the mean (None below two values)."""
+    if len(values) < 2:
+        return None
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
 
 
 def _plot(report: dict[str, Any], rounds: np.ndarray, runs: dict[str, dict[str, np.ndarray]],

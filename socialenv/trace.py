@@ -38,8 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.types import Behaviour, FeedChannel
-
 TRACE_FORMAT = "policysim-trace"
 TRACE_VERSION = 1
 TRACE_SUFFIXES = {"parquet": ".parquet", "npz": ".npz"}
@@ -261,13 +259,13 @@ class TraceRecorder:
         }, t)
         # the impression each reaction answers: (user, post) is unique within a round's feeds
         key = who * (len(posts) + 1) + post
-        order = np.argsort(key, kind="stable")
-        react_key = out.react_user * (len(posts) + 1) + out.react_post
-        pos = np.searchsorted(key[order], react_key)
-        found = (pos < len(key)) & (key[order][np.minimum(pos, max(len(key) - 1, 0))] == react_key) \
-            if len(key) else np.zeros(len(react_key), bool)
-        impression = np.where(found, order[np.minimum(pos, max(len(key) - 1, 0))] + self._impression_rows, -1) \
-            if len(key) else np.full(len(react_key), -1)
+        react_key = out.react_user.astype(np.int64) * (len(posts) + 1) + out.react_post
+        impression = np.full(len(react_key), -1, np.int64)
+        if len(key):
+            order = np.argsort(key, kind="stable")
+            pos = np.minimum(np.searchsorted(key[order], react_key), len(key) - 1)
+            found = key[order][pos] == react_key
+            impression[found] = order[pos[found]] + self._impression_rows
         self._impression_rows += len(who)
         self._add("reactions", {
             "user": out.react_user.astype(np.int64), "post": out.react_post.astype(np.int64) + dropped,
@@ -436,6 +434,3 @@ def load_trace(path: str | Path, scenario: str | None = None, tables: tuple[str,
                              "points past the impressions table")
     return Trace(meta, loaded, folder)
 
-
-REACTION_KINDS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
-RECOMMENDED_CHANNELS = (FeedChannel.PERSONALIZED, FeedChannel.INJECTED)
