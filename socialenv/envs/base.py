@@ -433,8 +433,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "rounds": int(self.config.rounds),
             # the lever's size, so that a fitted surrogate can replay the trace's platform
             "env_kwargs": {name: getattr(self.config, name) for name in
-                           ("budget", "candidate_users", "candidates", "exposure_users")
-                           if isinstance(getattr(self.config, name, None), int | dict)},
+                           ("budget", "candidate_users", "candidates", "exposure_users", "lever_share")
+                           if isinstance(getattr(self.config, name, None), int | float | dict)},
         }
         if type(self.brain) is SurrogateBrain:
             meta["surrogate"] = asdict(self.brain.config)
