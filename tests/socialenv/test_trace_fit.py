@@ -66,6 +66,19 @@ def test_both_storages_hold_the_same_trace(tmp_path: Path) -> None:
             np.testing.assert_array_equal(values, copy[table][column], err_msg=f"{table}.{column}")
 
 
+def test_a_split_keeps_reactions_pointing_at_their_impressions(tmp_path: Path) -> None:
+    path, _ = _record(tmp_path, episodes=2)
+    trace = load_trace(path)
+    users = np.arange(0, 150, 3)
+    for part in (trace.select(users=users), trace.select(rounds=np.array([1, 2])),
+                 trace.select(users=users, rounds=np.array([0]))):
+        react, imp = part["reactions"], part["impressions"]
+        assert len(react["user"]) > 0 and (react["impression"] >= 0).all()
+        for column in ("user", "post", "episode", "round"):
+            assert np.array_equal(imp[column][react["impression"]], react[column]), column
+    assert set(np.unique(trace.select(users=users)["users"]["user"])) == set(users)
+
+
 def test_the_format_doc_lists_every_column() -> None:
     from tests.support import ROOT
 
