@@ -443,8 +443,11 @@ def _binomial(k: int, n: int, name: str, block: str, fallback: float, what: str)
     if n == 0:
         return Estimate(fallback, None, "not identified", block, f"no {what} in the trace")
     p = k / n
-    se = np.sqrt(max(p * (1 - p), 1e-12) / n)
-    return Estimate(p, float(se), "fitted", block)
+    if k in (0, n):  # the Wald interval degenerates: give the exact one-sided 95% bound instead
+        bound = 1 - 0.05 ** (1 / n)
+        return Estimate(p, None, "fitted", block, f"{k} of {n}: no standard error; 95% upper bound on "
+                        f"{'the probability' if k == 0 else '1 − the probability'} {bound:.3g}")
+    return Estimate(p, float(np.sqrt(p * (1 - p) / n)), "fitted", block)
 
 
 def _fit_follow(trace: Trace, s: dict[str, float]) -> tuple[dict[str, Estimate], dict[str, Any], list[str]]:

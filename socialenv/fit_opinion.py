@@ -167,10 +167,14 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
             f"opinion trajectories: the surrogate's update leaves an RMS residual of {rms:.4f} (opinion changes "
             f"RMS {info['opinion_change_rms']:.4f}): the population's opinion dynamics are not the surrogate's; "
             "the opinion rates are its best least-squares approximation")
+    static = info["opinion_change_rms"] == 0.0
+    if static:
+        notes.append("the population's persistent opinions never changed in this trace: the opinion-update "
+                     "parameters are not identified (the surrogate's opinions move with every engagement)")
     for i, name in enumerate(OPINION_RATES):
-        column_used = np.abs(j[:, i]).max() > 0 if len(j) else False
+        column_used = bool(len(j)) and np.abs(j[:, i]).max() > 1e-8 and not static
         if not column_used:
-            est[name] = Estimate(float(x[i]), None, "not identified", "opinion",
+            est[name] = Estimate(s[name], None, "not identified", "opinion",
                                  "no observation depends on it in this trace")
         elif exact:
             est[name] = Estimate(float(x[i]), None, "deterministic", "opinion",
@@ -180,6 +184,9 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
             est[name] = Estimate(float(x[i]), se, "fitted", "opinion", "least squares, misspecified model")
     for name, value in (("confidence_bound", cb), ("backfire_gap", bg)):
         lo, hi = intervals[name]
+        if static:
+            est[name] = Estimate(s[name], None, "not identified", "opinion", "the opinions never changed")
+            continue
         est[name] = Estimate(float((lo + hi) / 2) if hi > lo else value, None, "interval", "opinion",
                              "identified only up to the interval between neighbouring observed stance gaps",
                              interval=(lo, hi))
