@@ -80,7 +80,7 @@ def summarize(rows: list[dict]) -> dict:
                 entry.update({"draws_deterministic": len(deterministic), "max_abs_error": float(err.max()),
                               "within_tolerance": float(np.mean(err <= DETERMINISTIC_TOLERANCE)),
                               "tolerance": DETERMINISTIC_TOLERANCE})
-            intervals = [e for e in entries if e["status"] == "interval"]
+            intervals = [e for e in entries if e["status"] in ("interval", "boundary")]
             if intervals:
                 inside = [e["interval"][0] - 1e-9 <= e["truth"] <= e["interval"][1] + 1e-9 for e in intervals]
                 entry.update({"interval_contains_truth": float(np.mean(inside)),

@@ -443,10 +443,10 @@ def _binomial(k: int, n: int, name: str, block: str, fallback: float, what: str)
     if n == 0:
         return Estimate(fallback, None, "not identified", block, f"no {what} in the trace")
     p = k / n
-    if k in (0, n):  # the Wald interval degenerates: give the exact one-sided 95% bound instead
+    if k in (0, n):  # the Wald interval degenerates: the exact one-sided 95% interval instead
         bound = 1 - 0.05 ** (1 / n)
-        return Estimate(p, None, "fitted", block, f"{k} of {n}: no standard error; 95% upper bound on "
-                        f"{'the probability' if k == 0 else '1 − the probability'} {bound:.3g}")
+        return Estimate(p, None, "boundary", block, f"{k} of {n}: no standard error; the exact one-sided "
+                        "95% interval is given", interval=(0.0, bound) if k == 0 else (1.0 - bound, 1.0))
     return Estimate(p, float(np.sqrt(p * (1 - p) / n)), "fitted", block)
 
 
