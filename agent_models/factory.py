@@ -19,16 +19,23 @@ _POPULATIONS: dict[str, Callable[..., Brain]] = {}
 
 
 def surrogate_config(surrogate: Any) -> Any:
-    """The env's ``surrogate=`` argument as a ``SurrogateConfig`` (None = defaults)."""
+    """The env's ``surrogate=`` argument as a ``SurrogateConfig`` (None = defaults; a path:
+    a fitted file, :func:`agent_models.surrogate_file.load_surrogate_file`)."""
     from dataclasses import fields
+    from os import PathLike
 
     from agent_models.surrogate import SurrogateConfig
     from agent_models.validation import check
 
     if isinstance(surrogate, SurrogateConfig):
         return surrogate
+    if isinstance(surrogate, str | PathLike):
+        from agent_models.surrogate_file import load_surrogate_file
+
+        return load_surrogate_file(surrogate)
     check(surrogate is None or isinstance(surrogate, dict), "surrogate",
-          "None, a dict of SurrogateConfig fields or a SurrogateConfig", surrogate)
+          "None, a fitted JSON file (policysim fit), a dict of SurrogateConfig fields or a SurrogateConfig",
+          surrogate)
     allowed = {f.name for f in fields(SurrogateConfig)}
     unknown = sorted(set(surrogate or {}) - allowed)
     check(not unknown, "surrogate", f"keys among {sorted(allowed)}", unknown)

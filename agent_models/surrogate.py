@@ -191,6 +191,7 @@ class SurrogateBrain(Brain):
         self.config = config or SurrogateConfig()
         self.anchor: np.ndarray | None = None
         self.shock: np.ndarray | None = None
+        self.round_attitude: np.ndarray | None = None
 
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> None:
         self.anchor = users.opinion.copy()
@@ -274,6 +275,8 @@ class SurrogateBrain(Brain):
         for event in round_input.news:
             self.shock += (self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)).astype(np.float32)
         attitude = self.attitude(users)
+        #: the attitudes this round's behaviour used (read by socialenv.trace)
+        self.round_attitude = attitude
         reactions = self._react(round_input, attitude, rng)
         posts = self._write_posts(round_input, attitude, rng)
         follow, unfollow = self._follow(round_input, reactions, rng)

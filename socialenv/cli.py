@@ -23,7 +23,7 @@ console = Console()
 
 @app.callback()
 def _root() -> None:
-    """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`."""
+    """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`, `policysim fit`."""
 
 SUMMARY_ROWS = (
     ("reward", "mean arm reward"),
@@ -113,6 +113,8 @@ def run(
     log_propensities: Annotated[bool, typer.Option(help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation.")] = True,
     record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
     record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Write the behaviour trace of every episode to this folder (read by `policysim fit`).")] = None,
+    surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
@@ -143,6 +145,8 @@ def run(
         kwargs["scenario"] = scenario
     if llm is not None:
         kwargs["llm"] = _parse_json(llm, "--llm")
+    if surrogate is not None:
+        kwargs["surrogate"] = str(surrogate)
     try:
         config = RunConfig(
             env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
@@ -150,6 +154,7 @@ def run(
             run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
             checkpoint_every=checkpoint_every, log_propensities=log_propensities,
             record=str(record) if record is not None else None, record_id=record_id,
+            trace=str(trace) if trace is not None else None,
         )
         result = run_policy(config)
     except (ValueError, FileNotFoundError) as err:
@@ -162,6 +167,8 @@ def run(
         from socialenv.offline import default_dataset_id
 
         console.print(f"Minari dataset {record_id or default_dataset_id(env, policy)} in {record}")
+    if trace is not None:
+        console.print(f"behaviour trace in {trace} (fit it: policysim fit {trace} --out fitted.json)")
 
 
 @app.command()
@@ -186,6 +193,7 @@ def sweep(
     out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path("runs/sweeps"),
     name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
     resume: Annotated[bool, typer.Option(help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest.")] = False,
+    surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
     from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
@@ -200,6 +208,8 @@ def sweep(
             overrides["users"] = users
         if rounds is not None:
             overrides["rounds"] = rounds
+        if surrogate is not None:
+            overrides["surrogate"] = str(surrogate)
         grid_values = _parse_json(vary, "--vary")
         config = SweepConfig(
             name=name or config.name, env_id=env or config.env_id,
@@ -268,6 +278,10 @@ from socialenv.loaders.cli import data_app  # noqa: E402
 app.add_typer(train_app, name="train", help="Train user agents: SFT, then DPO (trl + peft).")
 app.add_typer(eval_app, name="eval", help="Micro-level evaluation of user agents (Table 2).")
 app.add_typer(data_app, name="data", help="Turn TwiBot-20 / Weibo files into a scenario and SFT data.")
+
+from socialenv.fit_cli import fit  # noqa: E402
+
+app.command(help="Fit the surrogate's parameters to a behaviour trace (maximum likelihood, held-out validation).")(fit)
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ the slot rewards; :class:`bandits.ope.LoggedRounds`). :func:`resume` (``policysi
 run from its checkpoint to the same result as an uninterrupted one. With ``wandb=`` each
 round is also logged to Weights & Biases.
 With ``record=DIR`` the episodes also go to a Minari dataset in DIR
-(:mod:`socialenv.offline`).
+(:mod:`socialenv.offline`); with ``trace=DIR`` their behaviour trace goes to the folder DIR
+(:mod:`socialenv.trace`, read by ``policysim fit``).
 
 A run folder is locked (``.lock``, ``fcntl``) while a run writes it; a named folder that
 already holds a run is refused, a default name is unique (microseconds, then a counter).
@@ -96,6 +97,8 @@ class RunConfig:
     #: a directory: record the episodes there as a Minari dataset (:mod:`socialenv.offline`)
     record: str | None = None
     record_id: str | None = None
+    #: a folder: write the behaviour trace of every episode there (:mod:`socialenv.trace`)
+    trace: str | None = None
 
     def __post_init__(self) -> None:
         check_fields(self, "", RUN_LIMITS)
@@ -500,6 +503,11 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
             recorder_state = journal.restore(_resume["recorder"], "events")
         log = logger is not None
         record = record if recorder_state is not None else None
+    tracer = None
+    if config.trace and _resume is None:  # a trace covers runs played from their start
+        from socialenv.trace import TraceRecorder
+
+        tracer = TraceRecorder(config.trace, meta={"policy": config.policy, "run_seeds": list(config.seeds)})
     try:
         for seed_index in range(start_seed, len(config.seeds)):
             seed = config.seeds[seed_index]
@@ -512,6 +520,8 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
             else:
                 env = gym.make(config.env_id, **config.env_kwargs)
             base = env.unwrapped
+            if tracer is not None:
+                base.trace(recorder=tracer)
             if bar.total is None:
                 bar.total = total * base.config.rounds
                 bar.refresh()

@@ -44,7 +44,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
     | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
     | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |
-    | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields |
+    | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields, or the path of a fitted file (``policysim fit``) |
     | classifier | ClassifierConfig() | the platform's misinformation classifier: ``recall``, ``false_positive_rate`` |
     | recommender | RecommenderConfig() | the built-in feed: channel sizes, window, candidate retrieval |
     | reward | RewardConfig() | the reward's form ("objective" or the paper's Eq. 9 / Eq. 10) and weights |
@@ -115,6 +115,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._last_result: RoundResult | None = None
         self._last_reward: float | None = None
         self._response = empty_response(self.slate_size)
+        self._tracer = None
 
     @property
     def spec(self) -> EnvSpec | None:
@@ -368,6 +369,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         super().reset(seed=seed)
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.sim.reset(episode_seed)
+        if self._tracer is not None:
+            self._tracer.start_episode(self.sim)
         self._last_result = None
         self._last_reward = None
         self._response = empty_response(self.slate_size)
@@ -390,7 +393,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         over_cap = self._over_cap(slate, candidate)
         candidate &= ~over_cap
         applied_arms, injected = self._apply_action(slate[candidate])
+        if self._tracer is not None:
+            self._tracer.before_round(self.sim)
         result = self.sim.run_round(*injected)
+        if self._tracer is not None:
+            self._tracer.after_round(self.sim, result)
+            if self.sim.round >= self.config.rounds and self._tracer.path is not None:
+                self._tracer.write(env_meta=self.trace_meta())
         self._last_result = result
         rewards, extra = self._arm_rewards(applied_arms, result)
         applied = np.zeros(len(slate), bool)
@@ -442,6 +451,42 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return float(slot_rewards.sum() / self.slate_size)
 
     # ------------------------------------------------------------------ researcher tools
+    def trace(self, path: str | Path | None = None, format: str = "parquet", recorder: Any = None) -> Any:
+        """Record a behaviour trace of the coming rounds (:mod:`socialenv.trace`): returns the
+        :class:`~socialenv.trace.TraceRecorder` (``recorder``: one to continue, e.g. across the
+        envs of several seeds); with ``path`` the trace folder is (re)written at the end of every
+        episode, else call ``recorder.write(path, env.trace_meta())``."""
+        from socialenv.trace import TraceRecorder
+
+        self._tracer = recorder if recorder is not None else TraceRecorder(path, format)
+        if self._arms is not None and self.sim.round == 0:
+            self._tracer.start_episode(self.sim)
+        return self._tracer
+
+    def trace_meta(self) -> dict[str, Any]:
+        """What a trace records about the env it came from (its provenance)."""
+        from dataclasses import asdict
+
+        from agent_models.surrogate import SurrogateBrain
+
+        users = self.config.users
+        scenario = self.config.scenario
+        meta: dict[str, Any] = {
+            "env_id": self._registered_id(),
+            "population": users if isinstance(users, str) else type(users).__name__,
+            "brain": type(self.brain).__name__,
+            "scenario": scenario if isinstance(scenario, str) else type(scenario).__name__,
+            "num_users": int(len(self.sim.users.opinion)),
+            "rounds": int(self.config.rounds),
+            # the lever's size, so that a fitted surrogate can replay the trace's platform
+            "env_kwargs": {name: getattr(self.config, name) for name in
+                           ("budget", "candidate_users", "candidates", "exposure_users", "lever_share")
+                           if isinstance(getattr(self.config, name, None), int | float | dict)},
+        }
+        if type(self.brain) is SurrogateBrain:
+            meta["surrogate"] = asdict(self.brain.config)
+        return meta
+
     def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
         """Add a scenario event mid-run (a dict as in :mod:`socialenv.events`); without
         ``round`` / ``when`` it fires in the next round played. Returns the normalized event."""
