@@ -145,6 +145,18 @@ class ModerationEnv(PolicySimEnv):
 
     num_arm_features = len(MODERATION_FEATURES)
 
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # engagement counters are int32 (likes + 2 retweets + replies); a post is at most
+        # rounds + 1 old (history posts count as round -1); followers are other users
+        log_engagement = float(np.log1p(4.0 * np.iinfo(np.int32).max))
+        bounds = {name: (0.0, 1.0) for name in MODERATION_FEATURES}
+        bounds["log_engagement"] = bounds["flagged_x_log_engagement"] = (0.0, log_engagement)
+        bounds["post_age"] = (0.0, float(self.config.rounds + 1))
+        bounds["log_author_followers"] = (0.0, float(np.log1p(self._num_users())))
+        bounds["post_stance"] = (-1.0, 1.0)
+        low, high = zip(*(bounds[name] for name in MODERATION_FEATURES), strict=True)
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
+
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
         return {"scenario": "misinformation", "budget": 10}
