@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.validation import did_you_mean
 from bandits.ridge import OnlineRidge
 
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
@@ -281,7 +282,8 @@ def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
         reward_model: (T, K) q̂ for DR; default :func:`cross_fitted_rewards`.
     """
     if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}")
+        raise ValueError(f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}"
+                         f"{did_you_mean(estimator, ESTIMATORS)}")
     target = np.asarray(target, np.float64)
     if target.shape != logged.mask.shape:
         raise ValueError(f"target must have shape (T, K) = {logged.mask.shape}; got {target.shape}")

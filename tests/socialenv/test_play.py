@@ -19,7 +19,7 @@ def _spawn(*args: str):
 
 
 def test_play_session_in_a_terminal() -> None:
-    child = _spawn("--user", "3", "--users", "120", "--rounds", "3", "--seed", "1")
+    child = _spawn("--user", "3", "--num-users", "120", "--rounds", "3", "--seed", "1")
     child.expect(r"You control user 3 of 120")
     child.expect(r"=== Round 1 of 3 — you are user_3 ===")
     child.expect(r"Your feed:")
