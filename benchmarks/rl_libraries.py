@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=LIBRARIES)
-    parser.add_argument("--envs", nargs="+", default=list(ENV_IDS), choices=ENV_IDS,
+    parser.add_argument("--envs", nargs="*", default=list(ENV_IDS), choices=ENV_IDS,
                         help="env ids run with their default kwargs")
     parser.add_argument("--kwargs", action="append", default=[], metavar="ID=JSON",
                         help="run ID with these kwargs instead of its defaults (repeatable)")
