@@ -36,6 +36,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 ENV_IDS = ("PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0")
 LIBRARIES = ("sb3", "cleanrl", "maskable")
 GIB = 1024**3
@@ -266,17 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--rss-limit-gib", type=float, default=4.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(parser)
     args = parser.parse_args(argv)
     configs = parse_kwargs(args.kwargs)
     given = {env_id for env_id, _ in configs}
     configs = [(env_id, {}) for env_id in args.envs if env_id not in given] + configs
     runs = [(lib, env_id, kw) for env_id, kw in configs for lib in args.libraries]
     args.out.mkdir(parents=True, exist_ok=True)
-    from tqdm import tqdm
-
     records = []
-    bar = tqdm(runs, unit="run", disable=args.quiet or not sys.stderr.isatty())
+    bar = progress_bar(runs, unit="run", quiet=args.quiet)
     for library, env_id, kwargs in bar:
         bar.set_description(f"{library} {env_id.removeprefix('PolicySim-')}")
         records.append(run_one(library, env_id, kwargs, args.steps, args.n_envs,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,8 +76,9 @@ def _deprecated(spelling: str, use: str) -> None:
 
 
 def _show_progress(quiet: bool) -> bool:
-    """Progress bars only for a person watching: not under --quiet, not into a pipe or file."""
-    return not quiet and sys.stderr.isatty()
+    from socialenv.progress import show_progress
+
+    return show_progress(quiet)
 
 
 @app.callback()
