@@ -64,8 +64,8 @@ class ModerationEnv(PolicySimEnv):
     deleted or already-labelled post, a currently downranked post, a currently suspended
     author). Each arm's context is the author's propagated context (2d: profile ⊕ memory
     embedding, Eq. 7–8) followed by the features of :data:`MODERATION_FEATURES` (column
-    2d + idx); padding arms are all zeros. The min and max are the features' ranges (the
-    ``Box`` leaves these columns unbounded):
+    2d + idx); padding arms are all zeros. The min and max are the features' ranges and the
+    ``Box``'s bounds (engagement counters are int32):
 
     | idx | feature | meaning | min | max |
     |---|---|---|---|---|
@@ -78,13 +78,13 @@ class ModerationEnv(PolicySimEnv):
     | 6 | flagged_x_suspend | flag × action one-hot: suspend | 0 | 1 |
     | 7 | flagged_x_label | flag × action one-hot: label | 0 | 1 |
     | 8 | flagged_x_downrank | flag × action one-hot: downrank | 0 | 1 |
-    | 9 | log_engagement | log(1 + likes + 2·retweets + replies) | 0 | inf |
+    | 9 | log_engagement | log(1 + likes + 2·retweets + replies) | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
     | 10 | post_age | rounds since the post was written | 0 | rounds + 1 |
     | 11 | author_flagged_share | share of the author's recent posts flagged | 0 | 1 |
     | 12 | log_author_followers | log(1 + the author's followers) | 0 | log1p(N) |
     | 13 | post_stance | stance of the post | -1 | 1 |
     | 14 | is_retweet | the post is a retweet | 0 | 1 |
-    | 15 | flagged_x_log_engagement | flag × log engagement | 0 | inf |
+    | 15 | flagged_x_log_engagement | flag × log engagement | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
 
     ## Rewards
 
