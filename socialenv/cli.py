@@ -75,6 +75,16 @@ def _deprecated(spelling: str, use: str) -> None:
         console.print(f"[yellow]warning:[/yellow] {spelling} is deprecated: use {use}")
 
 
+def _without_deep_rl_sizing_advice() -> None:
+    """run, sweep and play act with bandits and baselines, which score arms one by one: the
+    env's advice for flat deep-RL policies (LargeActionSpaceWarning) does not concern them."""
+    import warnings
+
+    from socialenv.envs.sizing import LargeActionSpaceWarning
+
+    warnings.filterwarnings("ignore", category=LargeActionSpaceWarning)
+
+
 def _show_progress(quiet: bool) -> bool:
     from socialenv.progress import show_progress
 
@@ -188,6 +198,8 @@ def run(
     from socialenv.runner import resume as resume_run
     from socialenv.runner import run as run_policy
 
+    _without_deep_rl_sizing_advice()
+
     if resume is not None:
         try:
             result = resume_run(resume, plots=plots, progress=_show_progress(quiet))
@@ -260,6 +272,8 @@ def sweep(
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
     from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
 
+    _without_deep_rl_sizing_advice()
+
     try:
         config = load_grid(grid) if grid is not None else SweepConfig(name=name or "sweep")
         overrides = {**_parse_json(env_kwargs, "--env-kwargs")}
@@ -330,6 +344,8 @@ def play(
 ) -> None:
     """Take over one user in the terminal: see its feed and memories each round and type its actions."""
     from socialenv.play import play as run_play
+
+    _without_deep_rl_sizing_advice()
 
     count, population = _population_options(num_users, users, brain)
     if platform_policy is not None:
