@@ -267,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2048)
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--rss-limit-gib", type=float, default=4.0)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time (each on one thread; CPU time and peak RSS are per run)")
     add_quiet_option(parser)
     args = parser.parse_args(argv)
     configs = parse_kwargs(args.kwargs)
@@ -275,16 +277,38 @@ def main(argv: list[str] | None = None) -> int:
     configs = [(env_id, {}) for env_id in args.envs if env_id not in given] + configs
     runs = [(lib, env_id, kw) for env_id, kw in configs for lib in args.libraries]
     args.out.mkdir(parents=True, exist_ok=True)
-    records = []
-    bar = progress_bar(runs, unit="run", quiet=args.quiet)
-    for library, env_id, kwargs in bar:
-        bar.set_description(f"{library} {env_id.removeprefix('PolicySim-')}")
-        records.append(run_one(library, env_id, kwargs, args.steps, args.n_envs,
-                               args.rss_limit_gib * GIB, args.timeout))
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+    done: dict[int, dict[str, Any]] = {}
+    bar = progress_bar(total=len(runs), unit="run", quiet=args.quiet)
+    start = time.perf_counter()
+
+    def one(index: int) -> None:
+        library, env_id, kwargs = runs[index]
+        record = run_one(library, env_id, kwargs, args.steps, args.n_envs, args.rss_limit_gib * GIB, args.timeout)
+        with lock:
+            write(index, record, library, env_id)
+
+    def write(index: int, record: dict[str, Any], library: str, env_id: str) -> None:
+        done[index] = record
+        bar.set_description(f"{library} {env_id.removeprefix('PolicySim-')}: {done[index]['status']}")
+        bar.update()
         (args.out / "rl_libraries.json").write_text(json.dumps({
-            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-            "rss_limit_gib": args.rss_limit_gib, "records": records}, indent=1))
-    table = _table(records, args.rss_limit_gib)
+            "command": " ".join(["python benchmarks/rl_libraries.py", *(argv if argv is not None else sys.argv[1:])]),
+            "rss_limit_gib": args.rss_limit_gib, "jobs": args.jobs,
+            "total_wall_s": time.perf_counter() - start,
+            "total_cpu_s": sum(r.get("cpu_s", 0.0) for r in done.values()),
+            "records": [done[i] for i in sorted(done)]}, indent=1))
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, range(len(runs))))
+    bar.close()
+    records = [done[i] for i in sorted(done)]
+    table = _table(records, args.rss_limit_gib) + (
+        f"\n{len(records)} runs: {sum(r.get('cpu_s', 0.0) for r in records) / 60:.1f} CPU minutes in the "
+        f"finished runs, {(time.perf_counter() - start) / 60:.1f} minutes wall ({args.jobs} at a time)\n")
     (args.out / "rl_libraries.md").write_text(table)
     print(table)
     return 0 if all(r["status"] == "ok" for r in records) else 1
