@@ -31,8 +31,8 @@ ROLLOUT_STEPS = 2048
 #: Python, torch, the two envs and the libraries before any buffer (measured: 0.5-0.7 GiB).
 BASE_BYTES = int(0.7 * GIB)
 #: Float32 copies of a minibatch's logits alive during an update (logits, normalised
-#: logits, probabilities, entropy terms and their gradients).
-LOGIT_COPIES = 8
+#: logits, probabilities, entropy terms and their gradients; 6 fits the measured peaks).
+LOGIT_COPIES = 6
 #: The lever's size arguments of each env, as the message names them.
 LEVER_KWARGS = {
     "RecEnv": ("lever_share", "candidate_users", "candidates", "budget"),
@@ -67,6 +67,10 @@ def flat_ppo_memory(observation_space: spaces.Space, action_space: spaces.Space,
         logits = int(np.sum(action_space.nvec))
     else:
         logits = 2 * _flat_size(action_space)   # Gaussian mean and log-std
+    return _estimate(obs, logits, steps)
+
+
+def _estimate(obs: int, logits: int, steps: int = ROLLOUT_STEPS) -> dict[str, int]:
     params = obs * 64 * 2 + 64 * logits          # the two first layers and the action head
     weights = params * 4 * 4                     # float32 weights, gradients, Adam's two moments
     # SB3 swaps and flattens its buffers into a copy before the update
@@ -87,6 +91,25 @@ def _env_id(env: Any) -> str:
     return cls.__name__
 
 
+def _fitting_scale(env: Any, budget: int) -> float:
+    """The largest share s of the lever (K and the slate both times s) at which every recipe
+    fits ``budget``; the arms' part of the observation scales with K, the rest does not."""
+    arms = env.num_arms * (env.context_dim + 1)
+    other = _flat_size(env.observation_space) - arms
+    slate = getattr(env.action_space, "shape", (env.num_arms,))[0]
+    multi = isinstance(env.action_space, spaces.MultiDiscrete)
+
+    def fits(share: float) -> bool:
+        logits = slate * share * (env.num_arms * share + 1) if multi else 2 * env.num_arms * share
+        return max(_estimate(int(other + arms * share), int(logits)).values()) <= budget
+
+    low, high = 0.0, 1.0
+    for _ in range(30):
+        middle = (low + high) / 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
 def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     """The message for an env (unwrapped PolicySim env) some flat recipe will not fit, or None."""
     estimate = flat_ppo_memory(env.observation_space, env.action_space)
@@ -100,12 +123,20 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     form = (f"the slate action MultiDiscrete([{env.num_arms + 1}] * {env.slate_size})"
             if isinstance(env.action_space, spaces.MultiDiscrete) else f"the scores action Box({env.num_arms},)")
     needs = ", ".join(f"{names[n]} ≈ {size / GIB:.1f} GiB" for n, size in over.items())
+    share = _fitting_scale(env, budget)
+    example = next(((k, getattr(env.config, k)) for k in lever
+                    if isinstance(getattr(env.config, k, None), int | float)
+                    and not isinstance(getattr(env.config, k), bool)), None)
+    target = f"K ≈ {int(env.num_arms * share)} arms"
+    if example is not None:
+        value = example[1] * share
+        target += f", e.g. {example[0]}={int(value) if isinstance(example[1], int) else round(value, 3)}"
     per_arm = ("action_format='scores' or baselines.per_arm (PerUserChoice + PerArmPolicy: one shared "
                "network scores each arm from its context, so neither the head nor the rollout grows with K)")
     return (f"{_env_id(env)}: K = {env.num_arms} arms × {env.context_dim} "
             f"features and {form}; a flat deep-RL policy over a {ROLLOUT_STEPS}-step PPO rollout needs more than "
             f"{budget / GIB:.0f} GiB ({needs}). Use {per_arm}, or shrink the lever "
-            f"({', '.join(lever) or 'its size arguments'}) until K × slate size is smaller. "
+            f"({', '.join(lever) or 'its size arguments'}) to about {share:.0%} ({target}). "
             "Bandits (policysim run --policy ...) are not affected. "
             "BENCHMARKS.md, 'RL libraries', gives the sizes that fit.")
 
