@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -52,9 +53,12 @@ def test_sizing_warning_names_the_form_and_the_kwargs() -> None:
     for needed in ("PolicySim-Rec-v0", f"K = {k}", f"MultiDiscrete([{k + 1}] * {slate})", "action_format='scores'",
                    "baselines.per_arm", "candidate_users", "MaskablePPO"):
         assert needed in text, needed
+    advised = int(re.search(r"e\.g\. candidate_users=(\d+)", text)[1])
+    assert 0 < advised < 320
     with warnings.catch_warnings():
         warnings.simplefilter("error", LargeActionSpaceWarning)
-        gym.make(REC, **small_rec())                      # small enough: no message
+        gym.make(REC, candidate_users=advised)            # the advised size fits: no message
+        gym.make(REC, **small_rec())
         gym.make("PolicySim-Moderation-v0")
 
 
