@@ -55,7 +55,10 @@ def test_cli_run_with_a_baseline_policy_and_an_abm_population(tmp_path: Path) ->
     assert config["policy"] == "mmr" and config["env_kwargs"]["users"] == "lorenz"
 
 
-def test_deprecated_spellings_still_work(tmp_path: Path) -> None:
+def test_deprecated_spellings_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socialenv.cli as cli
+
+    monkeypatch.setattr(cli, "_warned", set())  # warned once per process: start afresh
     result = CliRunner().invoke(app, ["run", "--brain", "surrogate", "--users", "60", "--rounds", "1",
                                       "--out", str(tmp_path), "--name", "old", "--no-plots"])
     assert result.exit_code == 0, result.output
