@@ -34,9 +34,10 @@ BASE_BYTES = int(0.7 * GIB)
 #: logits, probabilities, entropy terms and their gradients; 6 fits the measured peaks).
 LOGIT_COPIES = 6
 #: The lever's size arguments of each env, as the message names them.
+#: A fixed size (when set) comes before the share of active users, for the message's example.
 LEVER_KWARGS = {
-    "RecEnv": ("lever_share", "candidate_users", "candidates", "budget"),
-    "ExposureEnv": ("lever_share", "exposure_users", "exposure_levels"),
+    "RecEnv": ("candidate_users", "lever_share", "candidates", "budget"),
+    "ExposureEnv": ("exposure_users", "lever_share", "exposure_levels"),
     "ModerationEnv": ('moderation={"targets": ...}', "budget"),
 }
 
