@@ -196,22 +196,32 @@ def _rss_bytes(pid: int) -> tuple[int, int]:
     return kib["VmRSS"] * 1024, kib["VmHWM"] * 1024
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (from /proc), 0 when it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_one(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int,
             rss_limit: float, timeout: float) -> dict[str, Any]:
-    """One (library, env, kwargs) in a fresh subprocess, stopped past the RSS limit."""
+    """One (library, env, kwargs) in a fresh subprocess, stopped past the RSS limit or after
+    ``timeout`` CPU seconds (CPU, not wall: a busy machine slows a run, it does not stop it)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "PYTHONWARNINGS": "ignore"}
     command = [sys.executable, __file__, "--child", library, env_id, json.dumps(kwargs),
                str(steps), str(n_envs)]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak, status = 0, None
+    peak, status, cpu = 0, None, 0.0
     while proc.poll() is None:
         rss, hwm = _rss_bytes(proc.pid)
-        peak = max(peak, hwm, rss)
+        peak, cpu = max(peak, hwm, rss), max(cpu, _cpu_seconds(proc.pid))
         if rss > rss_limit:
             status = "over_rss"
-        elif time.perf_counter() - start > timeout:
+        elif cpu > timeout:
             status = "timeout"
         if status:
             proc.kill()
@@ -226,7 +236,7 @@ def run_one(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_env
         record["status"] = "ok" if record["peak_rss_gib"] * GIB <= rss_limit else "over_rss"
     else:
         record.update(status=status or "error", peak_rss_gib=peak / GIB,
-                      wall_s=time.perf_counter() - start,
+                      wall_s=time.perf_counter() - start, cpu_s_at_stop=cpu,
                       error=stderr.strip().splitlines()[-1] if stderr.strip() else None)
     return record
 
@@ -267,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2048)
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--rss-limit-gib", type=float, default=4.0)
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="CPU seconds per run")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at a time (each on one thread; CPU time and peak RSS are per run)")
     add_quiet_option(parser)
