@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_models.base import Brain
+from agent_models.validation import did_you_mean
 
 BRAIN_KINDS = ("surrogate", "llm")
 #: name -> factory(llm=..., surrogate=...) returning a fresh Brain (filled by plugins).
@@ -87,4 +88,5 @@ def make_brain(
     names = population_names()
     if isinstance(users, str) and users in _POPULATIONS:
         return _POPULATIONS[users](llm=llm, surrogate=surrogate_config(surrogate))
-    raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance")
+    hint = did_you_mean(users, ("surrogate", "llm", *names)) if isinstance(users, str) else ""
+    raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance{hint}")

@@ -23,6 +23,7 @@ line options) raises through the same template with :func:`config_error`, :func:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import types
@@ -49,14 +50,40 @@ def check(condition: bool, name: str, allowed: str, value: Any) -> None:
         raise config_error(name, value, allowed)
 
 
-def check_keys(given: Iterable[str], allowed: Iterable[str], name: str, what: str) -> None:
+class UnknownKeywordError(ValueError, TypeError):
+    """Unknown keyword arguments. A ``ValueError`` in the package's template that is also the
+    ``TypeError`` Python raises for a function call, worded as Python words it ("unexpected
+    keyword argument 'x'"): wrappers that retry without an argument the env does not take
+    (TorchRL's ``GymEnv`` drops ``frameskip`` that way) recognise it."""
+
+
+def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
+    """``"; did you mean 'x'?"`` when ``choices`` holds names close to ``name`` (difflib),
+    else ``""``: appended to the error for a misspelt name of any kind."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def check_keys(given: Iterable[str], allowed: Iterable[str], name: str, what: str,
+               keyword: bool = False) -> None:
     """Refuse keys of ``given`` outside ``allowed`` (keyword arguments, dict keys), in the
     one template, e.g. ``hyperparameters=['alhpa'] is not allowed: unknown hyper-parameter(s)
-    of policy 'linucb'; allowed: alpha, fit_intercept``."""
+    of policy 'linucb'; allowed: alpha, fit_intercept; did you mean 'alpha'?``. With
+    ``keyword=True`` (the keys are a call's keyword arguments) the error is an
+    :class:`UnknownKeywordError`, also a ``TypeError`` that names the unexpected keyword."""
     allowed = list(allowed)
     unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        raise config_error(name, unknown, f"unknown {what}; allowed: {', '.join(allowed) or '(none)'}")
+    if not unknown:
+        return
+    hints = "".join(did_you_mean(key, allowed).replace("did you mean", f"{key!r}: did you mean")
+                    if len(unknown) > 1 else did_you_mean(key, allowed) for key in unknown)
+    error = config_error(name, unknown, f"unknown {what}; allowed: {', '.join(allowed) or '(none)'}{hints}")
+    if keyword:
+        raise UnknownKeywordError(
+            f"{error} (got an unexpected keyword argument {', '.join(repr(k) for k in unknown)})")
+    raise error
 
 
 @dataclass(frozen=True)

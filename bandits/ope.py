@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.validation import did_you_mean
 from bandits.ridge import OnlineRidge
 
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
@@ -271,12 +272,18 @@ def target_inclusion_and_methods(policy: Any, logged: LoggedRounds) -> tuple[np.
 
 @dataclass
 class OPEEstimate:
-    """An estimate of a policy's value (mean step reward) and its 95% CI over episodes."""
+    """An estimate of a policy's value (mean step reward) and the half-width of its 95%
+    t-interval over episodes: ``ci95`` is None (printed "n/a") with fewer than two episodes,
+    where no interval can be computed."""
 
     estimator: str
     value: float
-    ci95: float
+    ci95: float | None
     per_episode: np.ndarray = field(repr=False)
+
+    def __str__(self) -> str:
+        interval = "(95% CI n/a: fewer than two episodes)" if self.ci95 is None else f"± {self.ci95:.4f}"
+        return f"{self.estimator}: {self.value:.4f} {interval}"
 
 
 def _per_episode(contrib: np.ndarray, episode: np.ndarray) -> np.ndarray:
@@ -284,9 +291,9 @@ def _per_episode(contrib: np.ndarray, episode: np.ndarray) -> np.ndarray:
     return np.bincount(inverse, weights=contrib, minlength=len(ids)) / np.bincount(inverse, minlength=len(ids))
 
 
-def _ci95(values: np.ndarray) -> float:
+def _ci95(values: np.ndarray) -> float | None:
     if len(values) < 2:
-        return 0.0
+        return None
     from scipy import stats
 
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
@@ -339,7 +346,8 @@ def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
         reward_model: (T, K) q̂ for DR; default :func:`cross_fitted_rewards`.
     """
     if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}")
+        raise ValueError(f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}"
+                         f"{did_you_mean(estimator, ESTIMATORS)}")
     target = np.asarray(target, np.float64)
     if target.shape != logged.mask.shape:
         raise ValueError(f"target must have shape (T, K) = {logged.mask.shape}; got {target.shape}")

@@ -35,7 +35,7 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.surrogate import SurrogateBrain, SurrogateConfig
 from agent_models.types import PostColumns, RoundInput, RoundOutput, UserColumns
-from agent_models.validation import check_keys
+from agent_models.validation import check_keys, did_you_mean
 from socialenv.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
 
 
@@ -139,7 +139,8 @@ INTERACTIONS = ("reactions", "feed")
 def make_opinion_model(name: str, **params: Any) -> OpinionModel:
     """Build the ABM rule ``name`` (one of :data:`OPINION_MODELS`) with its parameters."""
     if name not in OPINION_MODELS:
-        raise ValueError(f"opinion model {name!r} is not allowed: use one of {sorted(OPINION_MODELS)}")
+        raise ValueError(f"opinion model {name!r} is not allowed: use one of {sorted(OPINION_MODELS)}"
+                         f"{did_you_mean(name, OPINION_MODELS)}")
     cls = OPINION_MODELS[name]
     check_keys(params, sorted(f.name for f in fields(cls)), "params", f"parameter(s) of opinion model {name!r}")
     return cls(**params)

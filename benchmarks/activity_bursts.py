@@ -31,6 +31,7 @@ import numpy as np
 
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
+from socialenv.progress import add_quiet_option, progress_bar
 
 MODELS: dict[str, object] = {
     "bernoulli (default)": None,
@@ -101,13 +102,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
 
     results: dict[str, dict] = {}
     start = time.perf_counter()
+    bar = progress_bar(total=len(MODELS) * args.seeds, unit="episode", quiet=args.quiet)
     for name, spec in MODELS.items():
         per_seed = []
         for seed in range(args.seeds):
+            bar.set_description(f"{name} seed {seed}")
+            bar.update()
             rec_active, rec_metrics = activity_matrix(RecEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed)
             _, mis_metrics = activity_matrix(ExposureEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed)
             row = burst_statistics(rec_active)

@@ -71,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
     parser.add_argument("--worker", type=str, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress (there is no bar when the output is not a terminal either)")
     return parser.parse_args(argv)
 
 
@@ -169,9 +171,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     load_before = os.getloadavg()
+    from socialenv.progress import progress_bar
+
     rows: list[dict[str, Any]] = []
+    bar = progress_bar(total=len(CONFIGURATIONS) * len(args.arms), unit="measurement", quiet=args.quiet)
     for label, policy, method in CONFIGURATIONS:
         for n_arms in args.arms:
+            bar.set_description(f"{label} K={n_arms}")
+            bar.update()
             row: dict[str, Any] = {
                 "label": label,
                 "policy": policy,
@@ -193,9 +200,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             }
             row.update(measure(spec))
             rows.append(row)
-            print(
-                f"  measured {label} K={n_arms}: select {row['select_ms']:.1f} ms", file=sys.stderr
-            )
+            if not args.quiet:
+                bar.write(f"  measured {label} K={n_arms}: select {row['select_ms']:.1f} ms", file=sys.stderr)
 
     fast = {r["arms"]: r for r in rows if r["label"] == "eenet" and not r.get("skipped")}
     for row in rows:

@@ -333,6 +333,8 @@ def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dic
 
 
 def main() -> None:
+    from socialenv.progress import add_quiet_option, progress_bar
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))
     parser.add_argument("--steps", type=int, nargs="+", default=None,
@@ -348,6 +350,7 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=None,
                         help="measure the package of another source tree (e.g. an older commit's "
                              "`git archive`) with this script's measurements")
+    add_quiet_option(parser)
     args = parser.parse_args()
     if args.repeats < 1:
         raise ValueError(f"--repeats={args.repeats} is not allowed: an integer >= 1")
@@ -361,13 +364,19 @@ def main() -> None:
     code = None if args.code is None else str(args.code.resolve())
     rows: list[dict[str, Any]] = []
     long_runs: list[dict[str, Any]] = []
+    bar = progress_bar(total=args.repeats * (len(args.users) + bool(args.long_rounds)), unit="measurement",
+                       quiet=args.quiet)
     for repeat in range(args.repeats):
         for n, s in zip(args.users, steps, strict=True):
+            bar.set_description(f"{n:,} users")
+            bar.update()
             row = _run(measure_size, n, s, args.seed, args.threads, code)
             row["repeat"] = repeat
             rows.append(row)
             _print_row(row)
         if args.long_rounds:
+            bar.set_description("long run")
+            bar.update()
             long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code)
             long_run["repeat"] = repeat
             long_runs.append(long_run)

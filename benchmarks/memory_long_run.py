@@ -21,13 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 
 def rss_mib() -> float:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def run(users: int, rounds: int, compaction: bool, seed: int, checkpoints: list[int]) -> dict:
+def run(users: int, rounds: int, compaction: bool, seed: int, checkpoints: list[int], quiet: bool = False) -> dict:
     import gymnasium as gym
 
     import socialenv  # noqa: F401 - registers the env ids
@@ -39,7 +41,7 @@ def run(users: int, rounds: int, compaction: bool, seed: int, checkpoints: list[
     rng = np.random.default_rng(seed)
     points = []
     start = time.perf_counter()
-    for t in range(1, rounds + 1):
+    for t in progress_bar(range(1, rounds + 1), desc=f"{users} users", unit="round", quiet=quiet):
         env.step(rng.integers(0, env.unwrapped.num_arms, env.unwrapped.slate_size))
         if t in checkpoints:
             points.append({"round": t, "rss_mib": rss_mib(), "posts_held": len(sim.posts),
@@ -56,9 +58,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compaction", action="store_true", help="keep every post (the behaviour before)")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/memory_long_run.json"))
+    add_quiet_option(parser)
     args = parser.parse_args()
     checkpoints = sorted({t for t in (1, 10, 100, 250, 500, 750, 1000, args.rounds) if t <= args.rounds})
-    result = run(args.users, args.rounds, not args.no_compaction, args.seed, checkpoints)
+    result = run(args.users, args.rounds, not args.no_compaction, args.seed, checkpoints, quiet=args.quiet)
     result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
     base = next((p for p in result["points"] if p["round"] == 100), None)
     last = result["points"][-1]

@@ -31,6 +31,7 @@ from baselines.episodes import play_episode
 from baselines.moderation import SuppressFlagged
 from socialenv.moderation import MODERATION_ACTIONS
 from socialenv.policies import OriginPolicy, make_run_policy
+from socialenv.progress import add_quiet_option, progress_bar
 
 POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb")
 METRICS = ("reward", "misinformation_ratio_final", "misinformation_impression_share", "toxic_impression_share",
@@ -74,15 +75,19 @@ def main() -> None:
     parser.add_argument("--recall", type=float, default=0.7)
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
 
     kwargs = {"num_users": args.users, "rounds": args.rounds,
               "moderation": {"precision": args.precision, "recall": args.recall}}
     start = time.perf_counter()
     per_policy: dict[str, list[dict[str, float]]] = {}
+    bar = progress_bar(total=len(args.policies) * args.seeds, unit="seed", quiet=args.quiet)
     for name in args.policies:
         per_policy[name] = []
         for seed in range(args.seeds):
+            bar.set_description(f"{name} seed {seed}")
+            bar.update()
             env = gym.make("PolicySim-Moderation-v0", **kwargs)
             policy = make(name, env, seed)
             for episode in range(args.episodes):

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, show_progress
+
 ENVS = {"rec": "PolicySim-Rec-v0", "exposure": "PolicySim-Exposure-v0"}
 TARGETS = {"rec": ("random", "popularity", "mmr"), "exposure": ("random", "suppress_flagged")}
 
@@ -45,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--epsilon", type=float, default=0.3, help="logging ε-greedy's ε")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-ope"))
+    add_quiet_option(parser)
     return parser.parse_args(argv)
 
 
@@ -118,7 +121,7 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     seeds = tuple(range(args.seeds))
     env_kwargs = {"num_users": args.users, "rounds": args.rounds}
     common = {"env_id": env_id, "seeds": seeds, "env_kwargs": env_kwargs, "plots": False,
-              "progress": False, "out_dir": str(args.out / "runs")}
+              "progress": show_progress(args.quiet), "out_dir": str(args.out / "runs")}
     start, cpu = time.perf_counter(), time.process_time()
     logging_run = run(RunConfig(policy="egreedy", policy_kwargs={"epsilon": args.epsilon},
                                 run_name=f"{kind}-log-egreedy", **common))

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, show_progress
+
 ENVS: dict[str, tuple[str, dict[str, Any]]] = {
     "rec": ("PolicySim-Rec-v0", {"num_users": 300}),
     "exposure": ("PolicySim-Exposure-v0", {"num_users": 300}),
@@ -117,9 +119,13 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
     for item in args.ppo:
         key, _, value = item.partition("=")
         ppo_kwargs[key] = None if value == "None" else type(PER_ARM_PPO_KWARGS.get(key, 0.0))(value)
+    callback = held_out_callback(env_id, env_kwargs, seeds, args.eval_every, curve)
+    if show_progress(args.quiet):
+        from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
+
+        callback = CallbackList([callback, ProgressBarCallback()])
     result = train_per_arm_ppo(env_id, env_kwargs, total_timesteps=args.timesteps, seed=args.seed,
-                               n_envs=args.n_envs, ppo_kwargs=ppo_kwargs,
-                               callback=held_out_callback(env_id, env_kwargs, seeds, args.eval_every, curve))
+                               n_envs=args.n_envs, ppo_kwargs=ppo_kwargs, callback=callback)
     print(f"{name}: trained {result.model.num_timesteps} steps in {result.seconds:.0f} s", flush=True)
     results = {"ppo": evaluate_model(result.model, env_id, env_kwargs, seeds),
                **evaluate(env_id, REFERENCES, seeds, env_kwargs)}
@@ -163,6 +169,7 @@ def main() -> None:
                         help="PPO overrides of baselines.per_arm.PER_ARM_PPO_KWARGS, e.g. learning_rate=3e-3")
     parser.add_argument("--smoke", action="store_true", help="tiny envs, a few hundred steps")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
     if args.smoke:
         args.timesteps, args.eval_every, args.eval_seeds, args.rounds, args.n_envs = 128, 64, (100, 2), 2, 2

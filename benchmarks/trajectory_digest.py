@@ -25,6 +25,8 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+
 #: (name, env class, users, rounds, policy) of each case.
 CASES: tuple[tuple[str, str, int, int, str], ...] = (
     ("rec_1k_noop", "rec", 1_000, 10, "noop"),
@@ -86,9 +88,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--check", type=Path, default=None, help="compare with a saved digest file")
     parser.add_argument("--cases", nargs="+", default=None, help="subset of case names")
+    add_quiet_option(parser)
     args = parser.parse_args()
     result: dict[str, list[str]] = {}
-    for name, env_name, users, rounds, policy in CASES:
+    for name, env_name, users, rounds, policy in progress_bar(CASES, unit="case", quiet=args.quiet):
         if args.cases and name not in args.cases:
             continue
         result[name] = episode_digest(env_name, users, rounds, policy)

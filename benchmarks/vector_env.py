@@ -42,6 +42,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers the env ids)
+from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
 
 
 def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int) -> tuple[float, float]:
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "vector_env.json")
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    add_quiet_option(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.users, args.num_envs, args.vector_steps, args.warmup, args.repeats = 150, [2], 3, 1, 1
@@ -107,8 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
     single_cpu: list[float] = []
+    bar = progress_bar(total=args.repeats * len(args.num_envs), unit="measurement", quiet=args.quiet)
     for _ in range(args.repeats):
         for n in args.num_envs:
+            bar.update()
             samples.setdefault("single", [])
             wall, cpu = time_single(env_kwargs, args.vector_steps * n, args.warmup, args.seed)
             samples["single"].append(wall)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer._click import _textwrap
+from typer.core import TyperCommand
 
 from agent_models.redaction import redact_text
 from agent_models.validation import config_error
@@ -17,8 +19,76 @@ app = typer.Typer(
     help="PolicySim: learn a social platform's intervention policy against simulated users.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 console = Console()
+
+
+class _WholeWordWrapper(_textwrap.TextWrapper):
+    """Click's help wrapper, breaking lines at spaces only: env ids such as
+    PolicySim-Exposure-v0 stay whole (and can be copied)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, break_on_hyphens=False, **kwargs)
+
+
+# help is plain click text (rich_markup_mode=None), wrapped at the terminal's width, never cut
+_textwrap.TextWrapper = _WholeWordWrapper  # typer's click imports it at each wrap_text call
+
+#: Placeholders in option help, filled from the registries when help is shown.
+ENV_IDS_HELP, POLICIES_HELP, POPULATIONS_HELP = "<env ids>", "<policy names>", "<population names>"
+
+
+def _registry_help() -> dict[str, str]:
+    import socialenv
+    from agent_models.factory import population_names
+    from socialenv.policies import policy_names
+
+    return {ENV_IDS_HELP: ", ".join(socialenv.ENV_IDS), POLICIES_HELP: ", ".join(policy_names()),
+            POPULATIONS_HELP: ", ".join(population_names())}
+
+
+class RegistryHelpCommand(TyperCommand):
+    """A command whose option help names env ids, policies and populations from their
+    registries (filled in when help is shown, so the lists cannot go stale and importing
+    the CLI stays light)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        names: dict[str, str] | None = None
+        for param in self.params:
+            text = getattr(param, "help", None)
+            if text and any(key in text for key in (ENV_IDS_HELP, POLICIES_HELP, POPULATIONS_HELP)):
+                names = names or _registry_help()
+                for key, value in names.items():
+                    text = text.replace(key, value)
+                param.help = text
+        super().format_help(ctx, formatter)
+
+
+_warned: set[str] = set()
+
+
+def _deprecated(spelling: str, use: str) -> None:
+    """Warn once per process that ``spelling`` is deprecated in favour of ``use``."""
+    if spelling not in _warned:
+        _warned.add(spelling)
+        console.print(f"[yellow]warning:[/yellow] {spelling} is deprecated: use {use}")
+
+
+def _without_deep_rl_sizing_advice() -> None:
+    """run, sweep and play act with bandits and baselines, which score arms one by one: the
+    env's advice for flat deep-RL policies (LargeActionSpaceWarning) does not concern them."""
+    import warnings
+
+    from socialenv.envs.sizing import LargeActionSpaceWarning
+
+    warnings.filterwarnings("ignore", category=LargeActionSpaceWarning)
+
+
+def _show_progress(quiet: bool) -> bool:
+    from socialenv.progress import show_progress
+
+    return show_progress(quiet)
 
 
 @app.callback()
@@ -58,13 +128,14 @@ def _parse_json(value: str | None, option: str) -> dict:
 def _population_options(num_users: int | None, users: str | None, brain: str | None
                         ) -> tuple[int | None, str | None]:
     """(num_users, users) from ``--num-users``, ``--users`` and the deprecated spellings:
-    ``--brain X`` (now ``--users X``) and ``--users N`` with a number (now ``--num-users N``)."""
+    ``--brain X`` (now ``--users X``) and ``--users N`` with a number (now ``--num-users N``),
+    the same in run, sweep and play."""
     if users is not None and users.isdigit():
-        console.print(f"[yellow]warning:[/yellow] --users {users} as a number of users is deprecated: "
-                      f"use --num-users {users} (--users now names the population, as the env's users=)")
-        num_users, users = int(users), "surrogate"
+        _deprecated(f"--users {users} as a number of users",
+                    f"--num-users {users} (--users names the population, as the env's users=)")
+        num_users, users = int(users), None
     if brain is not None:
-        console.print("[yellow]warning:[/yellow] --brain is deprecated: use --users (the env's users= keyword)")
+        _deprecated("--brain", "--users (the env's users= keyword)")
         users = brain
     return num_users, users
 
@@ -87,12 +158,19 @@ def print_summary(summary: dict, title: str) -> None:
         console.print("CI n/a: one seed gives no interval (repeat --seed for several).")
 
 
-@app.command()
+ENV_HELP = f"Env id: {ENV_IDS_HELP}."
+POLICY_HELP = f"The platform's policy: {POLICIES_HELP} (origin = no intervention)."
+POPULATION_HELP = f"The population (env users=): {POPULATIONS_HELP}."
+NUM_USERS_HELP = "Number of simulated users (env num_users)."
+QUIET_HELP = "No progress bar (there is none when output is not a terminal either)."
+
+
+@app.command(cls=RegistryHelpCommand)
 def run(
-    env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0 or PolicySim-Exposure-v0.")] = "PolicySim-Rec-v0",
-    policy: Annotated[str, typer.Option(help="origin (no intervention), a bandit (eenet, eenet_gnn, neural_ucb, linucb, lints, egreedy, egreedy_neural, random) or a baseline (popularity, mmr, suppress_flagged).")] = "random",
-    num_users: Annotated[int, typer.Option(help="Number of simulated users (env num_users).")] = 1000,
-    users: Annotated[str, typer.Option(help="The population (env users=): surrogate, llm, or an ABM: bounded_confidence, lorenz, relative_agreement.")] = "surrogate",
+    env: Annotated[str, typer.Option(help=ENV_HELP)] = "PolicySim-Rec-v0",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
+    num_users: Annotated[int, typer.Option(help=NUM_USERS_HELP)] = 1000,
+    users: Annotated[str, typer.Option(help=POPULATION_HELP)] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
     budget: Annotated[int | None, typer.Option(help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1.")] = None,
     candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's lever_share, 0.25 of the active users).")] = None,
@@ -115,18 +193,22 @@ def run(
     record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
     trace: Annotated[Path | None, typer.Option(help="Write the behaviour trace of every episode to this folder (read by `policysim fit`).")] = None,
     surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
     from socialenv.runner import RunConfig
     from socialenv.runner import resume as resume_run
     from socialenv.runner import run as run_policy
 
+    _without_deep_rl_sizing_advice()
+
     if resume is not None:
         try:
             again = {"llm": _parse_json(llm, "--llm")} if llm is not None else {}
             if record is not None:
                 again["record"] = str(record)
-            result = resume_run(resume, plots=plots, wandb=wandb, wandb_project=wandb_project, **again)
+            result = resume_run(resume, plots=plots, wandb=wandb, wandb_project=wandb_project,
+                                progress=_show_progress(quiet), **again)
         except (ValueError, FileNotFoundError) as err:
             console.print(f"[red]error:[/red] {redact_text(str(err))}")
             raise typer.Exit(code=2) from err
@@ -135,6 +217,7 @@ def run(
         return
 
     num_users, users = _population_options(num_users, users, brain)
+    users = users or "surrogate"
     kwargs = {"num_users": num_users, "rounds": rounds, "users": users,
               **_parse_json(env_kwargs, "--env-kwargs")}
     if budget is not None:
@@ -155,6 +238,7 @@ def run(
             checkpoint_every=checkpoint_every, log_propensities=log_propensities,
             record=str(record) if record is not None else None, record_id=record_id,
             trace=str(trace) if trace is not None else None,
+            progress=_show_progress(quiet),
         )
         result = run_policy(config)
     except (ValueError, FileNotFoundError) as err:
@@ -171,14 +255,14 @@ def run(
         console.print(f"behaviour trace in {trace} (fit it: policysim fit {trace} --out fitted.json)")
 
 
-@app.command()
+@app.command(cls=RegistryHelpCommand)
 def sweep(
     grid: Annotated[Path | None, typer.Option(help="Grid file in the W&B sweep format (see examples/sweep.yaml).")] = None,
-    policy: Annotated[list[str] | None, typer.Option(help="Policy (repeat for several); overrides the grid file's.")] = None,
-    seed: Annotated[list[int] | None, typer.Option(help="Seed (repeat for several); overrides the grid file's.")] = None,
-    env: Annotated[str | None, typer.Option(help="Env id (default: the grid file's, else PolicySim-Rec-v0).")] = None,
-    num_users: Annotated[int | None, typer.Option(help="Number of simulated users (env num_users).")] = None,
-    users: Annotated[str | None, typer.Option(help="The population (env users=): surrogate, llm, bounded_confidence, lorenz, relative_agreement.")] = None,
+    policy: Annotated[list[str] | None, typer.Option(help=f"{POLICY_HELP} Repeat for several; overrides the grid file's.")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Seed(s); repeat the option for several; overrides the grid file's.")] = None,
+    env: Annotated[str | None, typer.Option(help=f"{ENV_HELP} Default: the grid file's, else PolicySim-Rec-v0.")] = None,
+    num_users: Annotated[int | None, typer.Option(help=NUM_USERS_HELP)] = None,
+    users: Annotated[str | None, typer.Option(help=POPULATION_HELP)] = None,
     rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
@@ -194,14 +278,18 @@ def sweep(
     name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
     resume: Annotated[bool, typer.Option(help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest.")] = False,
     surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
+    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
     from socialenv.sweep import SweepConfig, load_grid, print_table, run_sweep
 
+    _without_deep_rl_sizing_advice()
+
     try:
         config = load_grid(grid) if grid is not None else SweepConfig(name=name or "sweep")
         overrides = {**_parse_json(env_kwargs, "--env-kwargs")}
-        num_users, users = _population_options(num_users, users, None)
+        num_users, users = _population_options(num_users, users, brain)
         if num_users is not None:
             overrides["num_users"] = num_users
         if users is not None:
@@ -225,13 +313,22 @@ def sweep(
         console.print(f"sweep {config.name}: {total} trials ({len(config.policies)} policies × "
                       f"{len(config.configs())} configs × {len(config.seeds)} seeds) on {backend}")
 
-        def progress(result: dict, done: int, total: int) -> None:
-            status = "[red]failed[/red]" if "error" in result else f"{result['seconds']:.1f} s"
-            console.print(f"  [{done}/{total}] {result['trial']['name']}: {status}")
+        from tqdm.auto import tqdm
 
-        result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
-                           cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
-                           resume=resume)
+        bar = tqdm(total=total, unit="trial", desc=config.name, disable=not _show_progress(quiet))
+
+        def progress(result: dict, done: int, total: int) -> None:
+            bar.n = done
+            bar.set_postfix_str(result["trial"]["name"], refresh=True)
+            if "error" in result:  # failures are reported whatever the progress display
+                bar.write(f"  [{done}/{total}] {result['trial']['name']}: failed: {redact_text(str(result['error']))}")
+
+        try:
+            result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
+                               cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
+                               resume=resume)
+        finally:
+            bar.close()
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
@@ -244,30 +341,39 @@ def sweep(
         raise typer.Exit(code=1)
 
 
-@app.command()
+@app.command(cls=RegistryHelpCommand)
 def play(
     user: Annotated[int, typer.Option(help="The user id you take over.")] = 0,
-    env: Annotated[str, typer.Option(help="Env id: PolicySim-Rec-v0, PolicySim-Exposure-v0 or PolicySim-Moderation-v0.")] = "PolicySim-Rec-v0",
-    users: Annotated[int, typer.Option(help="Number of simulated users.")] = 200,
-    rounds: Annotated[int, typer.Option(help="Rounds to play.")] = 5,
+    env: Annotated[str, typer.Option(help=ENV_HELP)] = "PolicySim-Rec-v0",
+    num_users: Annotated[int, typer.Option(help=NUM_USERS_HELP)] = 200,
+    users: Annotated[str, typer.Option(help=f"{POPULATION_HELP} Everyone but you.")] = "surrogate",
+    rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 5,
     seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
     every_round: Annotated[bool, typer.Option(help="Act every round (else only when the activity model makes you active).")] = True,
-    platform_policy: Annotated[str | None, typer.Option(help="The platform's policy (e.g. linucb); default none.")] = None,
-    brain: Annotated[str, typer.Option(help="Everyone else's brain: surrogate or llm.")] = "surrogate",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "origin",
     llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
     env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
+    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
+    platform_policy: Annotated[str | None, typer.Option("--platform-policy", hidden=True, help="Deprecated alias of --policy.")] = None,
 ) -> None:
     """Take over one user in the terminal: see its feed and memories each round and type its actions."""
     from socialenv.play import play as run_play
 
-    extra = _parse_json(env_kwargs, "--env-kwargs")
+    _without_deep_rl_sizing_advice()
+
+    count, population = _population_options(num_users, users, brain)
+    if platform_policy is not None:
+        _deprecated("--platform-policy", "--policy (the platform's policy, as in run and sweep)")
+        policy = platform_policy
+    extra: dict[str, Any] = _parse_json(env_kwargs, "--env-kwargs")
     if llm:
         extra["llm"] = _parse_json(llm, "--llm")
     try:
-        run_play(env, user, seed=seed, every_round=every_round, platform_policy=platform_policy,
-                 num_users=users, rounds=rounds, users=brain, **extra)
+        run_play(env, user, seed=seed, every_round=every_round,
+                 platform_policy=None if policy == "origin" else policy,
+                 num_users=count, rounds=rounds, users=population or "surrogate", **extra)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise typer.BadParameter(redact_text(str(err))) from err
 
 
 # sub-commands; their modules import only typer at the top, heavy libraries inside commands

@@ -357,7 +357,7 @@ class EnvConfig:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EnvConfig:
-        check_keys(kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)")
+        check_keys(kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)", keyword=True)
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> EnvConfig:

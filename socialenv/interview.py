@@ -11,9 +11,17 @@ susceptibility: how readily they take up what their feed claims), the platform's
 level for them, followers, and their **recent exposure** — what the last round's feed showed
 them (posts seen, agreeing / opposing their stance, carrying misinformation, toxic).
 
-- **Surrogate users** answer from that state: a first-person text assembled from it and,
-  for a question with a ``scale`` and a ``measure`` (stance, opinion, misinformed, trust,
-  exposure), the scale point that the measure maps to.
+- **Surrogate users** answer from that state. A question declares what it measures
+  (``measure=``, one of :data:`MEASURES`: stance, opinion, misinformed, trust, exposure,
+  toxicity, feed_agreement, feed_opposing, feed_misinformation, feed_toxicity); the answer
+  is then the first-person sentence about that measure and, with a ``scale``, the scale
+  point the measure's value maps to (:func:`measure_value`, linear from the measure's range
+  onto 1..scale). A question without a measure gets a summary of the whole state.
+
+A question is a string or a dict ``{"id", "text", "scale", "measure"}`` (only ``text`` is
+required); a survey's table has one row per (user, question) with ``question_id``,
+``question`` (the text), ``measure``, ``scale``, ``value``, ``answer`` and the user's state.
+Stances are labelled by :func:`socialenv.world.stance_label`, as in ``policysim play``.
 - **LLM users** are prompted with their profile, the memories the brain would retrieve, the
   recent news and their stance, then the question, all users in **one batched backend call**
   (greedy decoding by default, so an interview repeated gives the same answers). With a
@@ -33,10 +41,22 @@ from typing import Any
 import numpy as np
 
 from agent_models.extras import require
-from socialenv.world import discretize_stance
+from agent_models.validation import config_error, did_you_mean
+from socialenv.world import discretize_stance, stance_label
 
-MEASURES = ("stance", "opinion", "misinformed", "trust", "exposure")
-_STANCE_LABELS = {-1: "against", 0: "undecided", 1: "in favour"}
+#: What a question can measure: the state entry it reads and that entry's range.
+MEASURES: dict[str, tuple[str, tuple[float, float]]] = {
+    "stance": ("stance", (-1.0, 1.0)),                   # smoothed stance (Eq. 2)
+    "opinion": ("opinion", (-1.0, 1.0)),                 # latent opinion
+    "misinformed": ("misinformed", (0.0, 1.0)),          # believes the circulating claim
+    "trust": ("trust", (0.0, 1.0)),                      # susceptibility to what the feed claims
+    "exposure": ("exposure", (0.0, 1.0)),                # the platform's exposure level for the user
+    "toxicity": ("toxicity", (0.0, 1.0)),                # toxicity of what the user wrote lately
+    "feed_agreement": ("feed_agreement", (0.0, 1.0)),    # shares of last round's feed
+    "feed_opposing": ("feed_opposing", (0.0, 1.0)),
+    "feed_misinformation": ("feed_misinformation", (0.0, 1.0)),
+    "feed_toxicity": ("feed_toxicity", (0.0, 1.0)),
+}
 
 
 def _base(env: Any) -> Any:
@@ -80,33 +100,67 @@ def user_state(env: Any, user_ids: Any) -> list[dict[str, Any]]:
     followers_indptr, _ = sim.graph.followers_csr()
     out = []
     for i, u in enumerate(ids.tolist()):
-        label = _STANCE_LABELS[int(users.discrete_stance[u])]
+        shown = max(int(seen["posts"][i]), 1)
         out.append({
             "user": u, "round": int(sim.round),
-            "stance": float(users.stance[u]), "stance_label": label, "opinion": float(users.opinion[u]),
+            "stance": float(users.stance[u]), "stance_label": stance_label(float(users.stance[u])),
+            "opinion": float(users.opinion[u]),
             "misinformed": bool(users.misinformed[u]), "trust": float(users.susceptibility[u]),
-            "exposure": float(users.exposure[u]),
+            "exposure": float(users.exposure[u]), "toxicity": float(sim.recent_toxicity[u]),
             "followers": int(followers_indptr[u + 1] - followers_indptr[u]),
             **{f"seen_{k}": int(v[i]) for k, v in seen.items()},
+            "feed_agreement": int(seen["agreeing"][i]) / shown, "feed_opposing": int(seen["opposing"][i]) / shown,
+            "feed_misinformation": int(seen["misinformation"][i]) / shown,
+            "feed_toxicity": int(seen["toxic"][i]) / shown,
         })
     return out
 
 
 def _surrogate_text(state: dict[str, Any], topic: str) -> str:
-    belief = ("I believe the claim that is going around." if state["misinformed"]
-              else "I don't buy the claims going around.")
-    exposure = (f"Last round my feed showed me {state['seen_posts']} posts: {state['seen_agreeing']} agreeing "
-                f"with me, {state['seen_opposing']} against, {state['seen_misinformation']} with the "
-                f"circulating claim and {state['seen_toxic']} hostile ones." if state["seen_posts"]
-                else "I didn't read my feed last round.")
-    trust = "I mostly trust what I read here." if state["trust"] >= 0.5 else "I'm sceptical of what I read here."
-    return f"On {topic or 'this issue'} I'm {state['stance_label']} (stance {state['stance']:+.2f}). {exposure} {belief} {trust}"
+    """A summary of the whole state (a question that declares no measure)."""
+    parts = [_MEASURE_TEXT[m](state, topic) for m in ("stance", "exposure_feed", "misinformed", "trust")]
+    return " ".join(parts)
 
 
-def _scale_point(state: dict[str, Any], measure: str, scale: int) -> int:
-    """Map a state variable onto 1..scale (stance/opinion from [-1, 1]; others from [0, 1])."""
-    value = state[measure]
-    unit = (value + 1) / 2 if measure in ("stance", "opinion") else float(value)
+def _feed_text(state: dict[str, Any], topic: str) -> str:
+    if not state["seen_posts"]:
+        return "I didn't read my feed last round."
+    return (f"Last round my feed showed me {state['seen_posts']} posts: {state['seen_agreeing']} agreeing "
+            f"with me, {state['seen_opposing']} against, {state['seen_misinformation']} with the "
+            f"circulating claim and {state['seen_toxic']} hostile ones.")
+
+
+def _share(state: dict[str, Any], key: str, what: str) -> str:
+    if not state["seen_posts"]:
+        return "I didn't read my feed last round."
+    return f"{state[key]:.0%} of the {state['seen_posts']} posts in my feed last round {what}."
+
+
+_MEASURE_TEXT = {
+    "stance": lambda s, topic: f"On {topic or 'this issue'} I'm {s['stance_label']} (stance {s['stance']:+.2f}).",
+    "opinion": lambda s, topic: (f"Deep down I'm {stance_label(s['opinion'])} on {topic or 'this issue'} "
+                                 f"(opinion {s['opinion']:+.2f})."),
+    "misinformed": lambda s, topic: ("I believe the claim that is going around." if s["misinformed"]
+                                     else "I don't buy the claims going around."),
+    "trust": lambda s, topic: (f"I mostly trust what I read here (trust {s['trust']:.2f})." if s["trust"] >= 0.5
+                               else f"I'm sceptical of what I read here (trust {s['trust']:.2f})."),
+    "exposure": lambda s, topic: (f"The platform shows my posts at {s['exposure']:.0%} of their usual reach."
+                                  if s["exposure"] < 1 else "The platform shows my posts to everyone as usual."),
+    "toxicity": lambda s, topic: (f"I've been {'hostile' if s['toxicity'] >= 0.15 else 'civil'} in what I "
+                                  f"wrote lately (toxicity {s['toxicity']:.2f})."),
+    "exposure_feed": _feed_text,
+    "feed_agreement": lambda s, topic: _share(s, "feed_agreement", "agreed with me"),
+    "feed_opposing": lambda s, topic: _share(s, "feed_opposing", "were against my side"),
+    "feed_misinformation": lambda s, topic: _share(s, "feed_misinformation", "carried the circulating claim"),
+    "feed_toxicity": lambda s, topic: _share(s, "feed_toxicity", "were hostile"),
+}
+
+
+def measure_value(state: dict[str, Any], measure: str, scale: int) -> int:
+    """The point of 1..scale that ``measure``'s value maps to, linearly from its range
+    (:data:`MEASURES`; stance and opinion from [-1, 1], the others from [0, 1])."""
+    key, (low, high) = MEASURES[measure]
+    unit = (float(state[key]) - low) / (high - low)
     return int(np.clip(1 + round(unit * (scale - 1)), 1, scale))
 
 
@@ -175,8 +229,9 @@ def interview(env: Any, user_ids: Any, question: str, *, scale: int | None = Non
         user_ids: user ids to ask.
         question: the question text.
         scale: ask for a 1..scale answer (Likert); None = free text.
-        measure: surrogate users: the state variable (one of ``MEASURES``) the scale answer
-            reports; LLM users answer the scale themselves.
+        measure: what the question measures (a key of :data:`MEASURES`): surrogate users
+            answer about it (text and, with ``scale``, the scale point); LLM users answer the
+            question themselves (the measure is only recorded).
         temperature, max_new_tokens: LLM sampling (greedy by default).
     """
     base = _base(env)
@@ -187,15 +242,15 @@ def interview(env: Any, user_ids: Any, question: str, *, scale: int | None = Non
     if scale is not None and (not isinstance(scale, int) or isinstance(scale, bool) or not 2 <= scale <= 11):
         raise ValueError(f"scale={scale!r} is not allowed: None or an integer in [2, 11]")
     if measure is not None and measure not in MEASURES:
-        raise ValueError(f"measure={measure!r} is not allowed: None or one of {MEASURES}")
+        raise config_error("measure", measure, f"None or one of {', '.join(MEASURES)}{did_you_mean(measure, MEASURES)}")
     ids = _user_ids(env, user_ids)
     states = user_state(env, ids)
     brain = _llm_brain(base.sim.brain)
     topic = base.sim.scenario.topic if base.sim.scenario else ""
     if brain is None:
         for state in states:
-            state["answer"] = _surrogate_text(state, topic)
-            state["value"] = _scale_point(state, measure, scale) if scale is not None and measure else None
+            state["answer"] = _MEASURE_TEXT[measure](state, topic) if measure else _surrogate_text(state, topic)
+            state["value"] = measure_value(state, measure, scale) if scale is not None and measure else None
             state["source"] = "state"
         return states
     texts, stats = _llm_answers(base, brain, ids, states, question, scale, temperature, max_new_tokens)
@@ -220,7 +275,8 @@ def survey(env: Any, questions: Any, sample: Any = 20, seed: int = 0, as_frame: 
 
     Args:
         questions: strings, or dicts ``{"id", "text", "scale", "measure"}`` (see
-            :func:`interview`; ``id`` defaults to ``q<i>``).
+            :func:`interview`; ``id`` defaults to ``q<i>``). Each row holds ``question_id``,
+            ``question`` (the text), ``measure`` and ``scale`` beside the answer.
         sample: how many users (drawn without replacement with ``seed``, not from the env's
             random streams) or an explicit sequence of user ids.
         as_frame: return a ``pandas.DataFrame`` (needs pandas) or a list of row dicts.
@@ -244,7 +300,8 @@ def survey(env: Any, questions: Any, sample: Any = 20, seed: int = 0, as_frame: 
                              "'id', 'scale', 'measure'")
         qid = str(spec.get("id", f"q{i}"))
         for answer in interview(env, ids, spec["text"], scale=spec.get("scale"), measure=spec.get("measure")):
-            rows.append({"question": qid, **answer})
+            rows.append({"question_id": qid, "question": spec["text"], "measure": spec.get("measure"),
+                         "scale": spec.get("scale"), **answer})
     if not as_frame:
         return rows
     pd = require("pandas", None, "survey(as_frame=True)", hint="or pass as_frame=False")

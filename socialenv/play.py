@@ -1,7 +1,7 @@
 """``policysim play``: a person takes over one user in a terminal.
 
-    policysim play --user 3 --users 200 --rounds 5
-    policysim play --env PolicySim-Exposure-v0 --user 12 --platform-policy suppress_flagged
+    policysim play --user 3 --num-users 200 --rounds 5
+    policysim play --env PolicySim-Exposure-v0 --user 12 --policy suppress_flagged
 
 Built on the PettingZoo view (:class:`socialenv.pettingzoo_env.PolicySimParallelEnv`) with
 that one user controlled: every round the person sees the user's state, what the user
@@ -31,6 +31,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from agent_models.types import FeedChannel, PostKind
+from agent_models.validation import did_you_mean
+from socialenv.world import stance_label
 
 HELP = (
     "Commands (comma-separated): <behaviour> <slot> with behaviour in like, dislike, retweet, reply, follow, "
@@ -45,12 +47,20 @@ class QuitSession(Exception):
     """The person typed ``quit``."""
 
 
-def parse_command(line: str, feed_size: int) -> tuple[np.ndarray, bool]:
-    """(F, 6) behaviours (``USER_BEHAVIOURS`` order) and the post flag from a command line;
-    ``ValueError`` with a message for the person on anything else."""
+def shown_slots(feed: np.ndarray) -> np.ndarray:
+    """The feed slots that hold a post, in the order the screen numbers them 1, 2, ..."""
+    return np.flatnonzero(np.asarray(feed) >= 0)
+
+
+def parse_command(line: str, feed: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(F, 6) behaviours (``USER_BEHAVIOURS`` order) and the post flag from a command line
+    whose numbers are the posts as the screen numbers them (:func:`shown_slots` of ``feed``,
+    the (F,) post ids with -1 for an empty slot); ``ValueError`` with a message for the
+    person on anything else."""
     from socialenv.pettingzoo_env import USER_BEHAVIOURS
 
-    behaviours = np.zeros((feed_size, len(USER_BEHAVIOURS)), bool)
+    slots = shown_slots(feed)
+    behaviours = np.zeros((len(feed), len(USER_BEHAVIOURS)), bool)
     post = False
     for part in [p.strip().lower() for p in line.split(",")]:
         if part in ("", "pass", "nothing"):
@@ -62,10 +72,13 @@ def parse_command(line: str, feed_size: int) -> tuple[np.ndarray, bool]:
             continue
         words = part.split()
         if len(words) != 2 or words[0] not in USER_BEHAVIOURS:
-            raise ValueError(f"unknown command {part!r}. {HELP}")
-        if not words[1].isdigit() or not 1 <= int(words[1]) <= feed_size:
-            raise ValueError(f"slot {words[1]!r} is not in your feed: use a number from 1 to {feed_size}")
-        behaviours[int(words[1]) - 1, USER_BEHAVIOURS.index(words[0])] = True
+            hint = did_you_mean(words[0], (*USER_BEHAVIOURS, "post", "pass", "help", "quit")) if words else ""
+            raise ValueError(f"unknown command {part!r}{hint}. {HELP}")
+        if not len(slots):
+            raise ValueError("your feed is empty: type post, pass or quit")
+        if not words[1].isdigit() or not 1 <= int(words[1]) <= len(slots):
+            raise ValueError(f"slot {words[1]!r} is not in your feed: use a number from 1 to {len(slots)}")
+        behaviours[slots[int(words[1]) - 1], USER_BEHAVIOURS.index(words[0])] = True
     return behaviours, post
 
 
@@ -94,7 +107,7 @@ def _describe_post(base: Any, p: int) -> str:
     if posts.text is not None and posts.text[p]:
         return str(posts.text[p])
     stance = float(posts.stance[p])
-    side = "in favour" if stance > 1 / 3 else "against" if stance < -1 / 3 else "undecided"
+    side = stance_label(stance)
     claim = " Repeats the circulating claim." if posts.misinfo[p] else ""
     tone = " Hostile tone." if posts.toxicity[p] >= 0.15 else ""
     return f"[{side}, stance {stance:+.2f}]{claim}{tone}"
@@ -106,13 +119,13 @@ def render_round(pz: Any, user: int, feed: np.ndarray, channel: np.ndarray, acti
     sim = base.sim
     users, posts = sim.users, sim.posts
     names = users.profiles
-    label = {-1: "against", 0: "undecided", 1: "in favour"}[int(users.discrete_stance[user])]
+    stance = float(users.stance[user])
     followers_indptr, _ = sim.graph.followers_csr()
     topic = sim.scenario.topic if sim.scenario else ""
     lines = [
         f"=== Round {sim.round + 1} of {base.config.rounds} — you are {names.name(user)} ===",
         *([f"Topic: {topic}"] if topic else []),
-        f"Your stance: {label} ({float(users.stance[user]):+.2f}); followers: "
+        f"Your stance: {stance_label(stance)} ({stance:+.2f}); followers: "
         f"{int(followers_indptr[user + 1] - followers_indptr[user])}; "
         f"{'you believe the circulating claim' if users.misinformed[user] else 'you do not believe the circulating claim'}.",
     ]
@@ -128,15 +141,13 @@ def render_round(pz: Any, user: int, feed: np.ndarray, channel: np.ndarray, acti
         lines.append("You are suspended by the platform this round." if suspended else "You are not active this round.")
         return "\n".join(lines)
     lines.append("Your feed:")
-    shown = 0
-    for slot, p in enumerate(feed.tolist()):
-        if p < 0:
-            continue
-        shown += 1
+    slots = shown_slots(feed)
+    for number, slot in enumerate(slots.tolist(), start=1):
+        p = int(feed[slot])
         engagement = f"{int(posts.likes[p])} likes, {int(posts.retweets[p])} retweets, {int(posts.replies[p])} replies"
-        lines.append(f"  [{slot + 1}] {names.name(int(posts.author[p]))} ({_CHANNEL.get(int(channel[slot]), '?')}, "
+        lines.append(f"  [{number}] {names.name(int(posts.author[p]))} ({_CHANNEL.get(int(channel[slot]), '?')}, "
                      f"{_KIND[int(posts.kind[p])]} #{p}, {engagement}): {_describe_post(base, p)}")
-    if not shown:
+    if not len(slots):
         lines.append("  (empty)")
     return "\n".join(lines)
 
@@ -185,9 +196,7 @@ def play(env_id: str, user: int, seed: int = 0, every_round: bool = True, platfo
                         say(HELP)
                         continue
                     try:
-                        behaviours, post = parse_command(line, len(feed))
-                        if (behaviours.any(axis=1) & (feed < 0)).any():
-                            raise ValueError("that slot is empty")
+                        behaviours, post = parse_command(line, feed)
                         actions[agent] = encode_user_action(behaviours, post)
                         break
                     except ValueError as err:

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.validation import did_you_mean
+
 #: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
 #: the bandit names come from ``bandits.POLICIES``.
 BUILTIN_POLICIES = ("origin",)
@@ -74,7 +76,7 @@ def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
     if name not in _PLUGIN_POLICIES:
         allowed = policy_names()  # loads the plugins, which register their policies
         if name not in allowed:
-            raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
+            raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}{did_you_mean(name, allowed)}")
     if name in _PLUGIN_POLICIES:
         return _PLUGIN_POLICIES[name](env, seed, **kwargs)
     if name in GRAPH_POLICIES:

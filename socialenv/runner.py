@@ -34,7 +34,7 @@ import numpy as np
 
 from agent_models.extras import require
 from agent_models.redaction import to_json, to_json_data
-from agent_models.validation import Limit, check_fields, check_path_segment
+from agent_models.validation import Limit, check_fields, check_path_segment, did_you_mean
 from socialenv.policies import (
     BUILTIN_POLICIES,
     GRAPH_POLICIES,
@@ -244,7 +244,8 @@ def check_population(users: Any, name: str) -> None:
 
         names = population_names()
         if users not in names:
-            raise ValueError(f"{name}={users!r} is not allowed: use one of {names} or a Brain instance")
+            raise ValueError(f"{name}={users!r} is not allowed: use one of {names} or a Brain instance"
+                             f"{did_you_mean(users, names)}")
 
 
 def _policy_state(policy: Any) -> Any:
@@ -417,11 +418,13 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
 
     allowed = policy_names()
     if config.policy not in allowed:
-        raise ValueError(f"policy={config.policy!r} is not allowed: use one of {allowed}")
+        raise ValueError(f"policy={config.policy!r} is not allowed: use one of {allowed}"
+                         f"{did_you_mean(config.policy, allowed)}")
     from socialenv.registration import ENV_IDS
 
     if config.env_id not in ENV_IDS:
-        raise ValueError(f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
+        raise ValueError(f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
+                         f"{did_you_mean(config.env_id, ENV_IDS)}")
     check_population(config.env_kwargs.get("users", "surrogate"), "users")
     rows: list[dict[str, Any]] = [] if _resume is None else list(_resume["rows"])
     running = RunningSummary()

@@ -15,7 +15,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from agent_models.types import NewsEvent
-from agent_models.validation import Limit, check, check_fields, config_error
+from agent_models.validation import Limit, check, check_fields, config_error, did_you_mean
 from socialenv import kernels
 from socialenv.pages import small_pages
 from socialenv.scenario import Scenario, seed_history
@@ -283,7 +283,7 @@ def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = Fal
     if name.endswith(".npz"):
         return Scenario.load(name)
     raise config_error("scenario", name, f"one of {sorted(BUILTIN_SCENARIOS)}, a path to a saved "
-                       "scenario (.npz), or a Scenario instance")
+                       f"scenario (.npz), or a Scenario instance{did_you_mean(name, BUILTIN_SCENARIOS)}")
 
 
 #: Also the profile vocabularies, ``default_profiles`` and ``synthetic_text``

@@ -397,4 +397,16 @@ def discretize_stance(value: np.ndarray, threshold: float = 1 / 3) -> np.ndarray
     return np.where(value > threshold, 1, np.where(value < -threshold, -1, 0)).astype(np.int8)
 
 
-__all__ = ["FollowGraph", "PostKind", "PostTable", "UserState", "discretize_stance"]
+#: The words for the discrete stances of :func:`discretize_stance`.
+STANCE_LABELS = {-1: "against", 0: "undecided", 1: "in favour"}
+
+
+def stance_label(value: float) -> str:
+    """"against", "undecided" or "in favour": the word for a stance in [-1, 1], cut where
+    :func:`discretize_stance` (and so the cross-stance metrics) cut it. ``play``, interviews
+    and surveys label every stance with it."""
+    return STANCE_LABELS[int(discretize_stance(np.asarray(value)))]
+
+
+__all__ = ["STANCE_LABELS", "FollowGraph", "PostKind", "PostTable", "UserState", "discretize_stance",
+           "stance_label"]

@@ -15,6 +15,7 @@ from gymnasium.envs.registration import EnvSpec
 from agent_models.factory import make_brain
 from socialenv import kernels
 from socialenv.config import EnvConfig
+from socialenv.envs.sizing import warn_if_too_large
 from socialenv.simulation import RoundResult, Simulation, Stream
 
 
@@ -111,6 +112,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             self.action_space = spaces.MultiDiscrete(np.full(self.slate_size, self.num_arms + 1, np.int64))
         else:
             self.action_space = spaces.Box(-1.0, 1.0, (self.num_arms,), np.float32)
+        warn_if_too_large(self)
         self._arms: dict[str, np.ndarray] | None = None
         self._last_result: RoundResult | None = None
         self._last_reward: float | None = None

@@ -64,8 +64,8 @@ class ModerationEnv(PolicySimEnv):
     deleted or already-labelled post, a currently downranked post, a currently suspended
     author). Each arm's context is the author's propagated context (2d: profile ⊕ memory
     embedding, Eq. 7–8) followed by the features of :data:`MODERATION_FEATURES` (column
-    2d + idx); padding arms are all zeros. The min and max are the features' ranges (the
-    ``Box`` leaves these columns unbounded):
+    2d + idx); padding arms are all zeros. The min and max are the features' ranges and the
+    ``Box``'s bounds (engagement counters are int32):
 
     | idx | feature | meaning | min | max |
     |---|---|---|---|---|
@@ -78,13 +78,13 @@ class ModerationEnv(PolicySimEnv):
     | 6 | flagged_x_suspend | flag × action one-hot: suspend | 0 | 1 |
     | 7 | flagged_x_label | flag × action one-hot: label | 0 | 1 |
     | 8 | flagged_x_downrank | flag × action one-hot: downrank | 0 | 1 |
-    | 9 | log_engagement | log(1 + likes + 2·retweets + replies) | 0 | inf |
+    | 9 | log_engagement | log(1 + likes + 2·retweets + replies) | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
     | 10 | post_age | rounds since the post was written | 0 | rounds + 1 |
     | 11 | author_flagged_share | share of the author's recent posts flagged | 0 | 1 |
     | 12 | log_author_followers | log(1 + the author's followers) | 0 | log1p(N) |
     | 13 | post_stance | stance of the post | -1 | 1 |
     | 14 | is_retweet | the post is a retweet | 0 | 1 |
-    | 15 | flagged_x_log_engagement | flag × log engagement | 0 | inf |
+    | 15 | flagged_x_log_engagement | flag × log engagement | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
 
     ## Rewards
 
@@ -156,6 +156,18 @@ class ModerationEnv(PolicySimEnv):
     """
 
     num_arm_features = len(MODERATION_FEATURES)
+
+    def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # engagement counters are int32 (likes + 2 retweets + replies); a post is at most
+        # rounds + 1 old (history posts count as round -1); followers are other users
+        log_engagement = float(np.log1p(4.0 * np.iinfo(np.int32).max))
+        bounds = {name: (0.0, 1.0) for name in MODERATION_FEATURES}
+        bounds["log_engagement"] = bounds["flagged_x_log_engagement"] = (0.0, log_engagement)
+        bounds["post_age"] = (0.0, float(self.config.rounds + 1))
+        bounds["log_author_followers"] = (0.0, float(np.log1p(self._num_users())))
+        bounds["post_stance"] = (-1.0, 1.0)
+        low, high = zip(*(bounds[name] for name in MODERATION_FEATURES), strict=True)
+        return np.asarray(low, np.float64), np.asarray(high, np.float64)
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from agent_models.factory import make_brain
+from agent_models.validation import check
 from socialenv.episodes import slate_for
 from socialenv.pettingzoo_env.actions import decode_user_actions, user_action_space
 from socialenv.pettingzoo_env.agents import (
@@ -48,6 +49,8 @@ class PolicySimParallelEnv(ParallelEnv):
         user_reward_weights: reaction kind -> weight of the user's reward.
         reply_toxicity, post_toxicity: toxicity of the texts controlled users write.
         render_mode: None, "ansi" or "rgb_array" (the gym env's frames).
+        max_cycles: PettingZoo's name for ``rounds`` (the rounds of an episode; agents are
+            truncated after them); give one or the other, or both equal.
         **env_kwargs: the gym env's arguments (``num_users``, ``rounds``, ``users`` — a
             brain, "surrogate", "llm" or an ABM name —, ``scenario``, ...).
     """
@@ -58,7 +61,12 @@ class PolicySimParallelEnv(ParallelEnv):
                  platform_agent: bool = True, platform_policy: Any = None,
                  feed_slots: int | None = None, user_reward_weights: dict[str, float] | None = None,
                  reply_toxicity: float = 0.0, post_toxicity: float = 0.0,
-                 render_mode: str | None = None, **env_kwargs: Any) -> None:
+                 render_mode: str | None = None, max_cycles: int | None = None,
+                 **env_kwargs: Any) -> None:
+        if max_cycles is not None:
+            rounds = env_kwargs.setdefault("rounds", max_cycles)
+            check(rounds == max_cycles, "max_cycles", f"PettingZoo's name for rounds: equal to rounds={rounds!r} "
+                  "when both are given", max_cycles)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None")
         self.render_mode = render_mode

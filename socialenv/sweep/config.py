@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_models.validation import Limit, check_fields, check_path_segment
+from agent_models.validation import Limit, check_fields, check_path_segment, did_you_mean
 
 WANDB_MODES = ("online", "offline", "disabled")
 #: Grid-file parameters that are not env arguments.
@@ -75,7 +75,8 @@ class SweepConfig:
         from socialenv.registration import ENV_IDS
 
         if self.env_id not in ENV_IDS:
-            raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}")
+            raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
+                             f"{did_you_mean(self.env_id, ENV_IDS)}")
         allowed = policy_names()
         bad = [p for p in self.policies if p not in allowed]
         if bad:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_models.extras import require
 from agent_models.redaction import to_json
+from agent_models.validation import did_you_mean
 from socialenv.sweep.config import SweepConfig, Trial
 from socialenv.sweep.report import SweepResult, aggregate, write_sweep
 from socialenv.sweep.trial import run_trial, trial_failure
@@ -144,7 +145,8 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
     as it ends (a failed one with its error and traceback), so a sweep that dies keeps them.
     """
     if backend not in SWEEP_BACKENDS:
-        raise ValueError(f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}")
+        raise ValueError(f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}"
+                         f"{did_you_mean(backend, SWEEP_BACKENDS)}")
     if cpus_per_trial <= 0:
         raise ValueError(f"cpus_per_trial={cpus_per_trial!r} is not allowed: a number > 0")
     config.validate()

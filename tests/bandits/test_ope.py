@@ -184,6 +184,18 @@ def test_estimators_on_the_logging_policy_itself_give_the_logged_mean() -> None:
         assert estimate(weights_one, log, name).value == pytest.approx(logged_mean)
 
 
+def test_one_episode_reports_no_interval() -> None:
+    log, _, _ = _synthetic_log(epsilon=0.3, rounds=20, seed=4)  # 20 rounds: one episode
+    assert len(np.unique(log.episode)) == 1
+    results = evaluate(make_policy("random", context_dim=D, seed=0), log)
+    for est in results.values():
+        assert est.ci95 is None and np.isfinite(est.value)
+        assert "n/a" in str(est)
+    two, _, _ = _synthetic_log(epsilon=0.3, rounds=40, seed=4)
+    assert all(est.ci95 is not None and est.ci95 > 0 for est in evaluate(
+        make_policy("random", context_dim=D, seed=0), two).values())
+
+
 def test_logged_rounds_round_trip_and_validation(tmp_path) -> None:
     log, _, _ = _synthetic_log(epsilon=0.2, rounds=30, seed=2)
     path = log.save(tmp_path / "logged_rounds.npz")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401
+from socialenv.interview import MEASURES
+from socialenv.world import STANCE_LABELS, discretize_stance, stance_label
 from tests.support import assert_same, small_env
 
 SMALL = small_env(num_users=200, rounds=4)
@@ -62,10 +64,38 @@ def test_survey_table() -> None:
     table = env.unwrapped.survey(
         ["How was your feed?", {"id": "belief", "text": "Is the claim true?", "scale": 2, "measure": "misinformed"}],
         sample=30, seed=4)
-    assert len(table) == 60 and set(table["question"]) == {"q0", "belief"}
-    belief = table[table["question"] == "belief"]
+    assert len(table) == 60 and set(table["question_id"]) == {"q0", "belief"}
+    assert set(table["question"]) == {"How was your feed?", "Is the claim true?"}
+    belief = table[table["question_id"] == "belief"]
     np.testing.assert_array_equal(belief["value"].to_numpy(), np.where(belief["misinformed"], 2, 1))
     assert table["user"].nunique() == 30
+
+
+def test_surrogate_answers_depend_on_the_declared_measure() -> None:
+    env = gym.make("PolicySim-Exposure-v0", **SMALL)
+    env.reset(seed=2)
+    for _ in range(2):
+        env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
+    sim = env.unwrapped.sim
+    users = np.arange(0, 200, 7)
+    answers = {m: env.unwrapped.interview(users, "Tell us.", scale=7, measure=m) for m in MEASURES}
+    texts = {m: [a["answer"] for a in rows] for m, rows in answers.items()}
+    assert len({tuple(t) for t in texts.values()}) == len(MEASURES)  # each measure its own answer
+    trust = np.array([a["value"] for a in answers["trust"]])
+    np.testing.assert_array_equal(trust, np.clip(1 + np.round(sim.users.susceptibility[users] * 6), 1, 7))
+    toxicity = np.array([a["value"] for a in answers["toxicity"]])
+    np.testing.assert_array_equal(toxicity, np.clip(1 + np.round(sim.recent_toxicity[users] * 6), 1, 7))
+    for row in answers["stance"]:
+        assert row["stance_label"] == stance_label(row["stance"]) and row["stance_label"] in row["answer"]
+    assert all("trust" in t for t in texts["trust"]) and all("hostile" in t or "civil" in t for t in texts["toxicity"])
+    with pytest.raises(ValueError, match="did you mean 'trust'"):
+        env.unwrapped.interview([1], "q", scale=5, measure="trusst")
+
+
+def test_stance_labels_follow_the_metrics_cut() -> None:
+    values = np.array([-0.9, -1 / 3, -0.3, 0.0, 0.34, 0.8])
+    assert [stance_label(v) for v in values] == [STANCE_LABELS[int(d)] for d in discretize_stance(values)]
+    assert [stance_label(v) for v in (-0.9, 0.0, 0.8)] == ["against", "undecided", "in favour"]
 
 
 @pytest.mark.parametrize(("call", "message"), [

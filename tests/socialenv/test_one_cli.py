@@ -55,7 +55,10 @@ def test_cli_run_with_a_baseline_policy_and_an_abm_population(tmp_path: Path) ->
     assert config["policy"] == "mmr" and config["env_kwargs"]["users"] == "lorenz"
 
 
-def test_deprecated_spellings_still_work(tmp_path: Path) -> None:
+def test_deprecated_spellings_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socialenv.cli as cli
+
+    monkeypatch.setattr(cli, "_warned", set())  # warned once per process: start afresh
     result = CliRunner().invoke(app, ["run", "--brain", "surrogate", "--users", "60", "--rounds", "1",
                                       "--out", str(tmp_path), "--name", "old", "--no-plots"])
     assert result.exit_code == 0, result.output
@@ -125,3 +128,52 @@ def test_unknown_population_is_refused_before_any_trial_or_folder(tmp_path: Path
     with pytest.raises(ValueError, match=r"grid\['users'\]\[1\]='martians' is not allowed"):
         SweepConfig(grid={"users": ["lorenz", "martians"]}, out_dir=str(tmp_path)).validate()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "play"])
+def test_help_names_the_registries_and_reads_at_80_columns(command: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    text = subprocess.run([sys.executable, "-m", "socialenv.cli", command, "--help"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    words = set(text.replace(",", " ").replace(".", " ").split())
+    assert set(socialenv.ENV_IDS) <= words                    # whole, from gym's registry
+    assert set(run_policy_names()) <= words and set(population_names()) <= words
+    for option in ("--env", "--policy", "--num-users", "--users", "--rounds", "--seed"):
+        assert option in words, option                       # one vocabulary in run, sweep and play
+    assert "…" not in text
+
+
+def test_misspelt_names_get_did_you_mean(tmp_path: Path) -> None:
+    for args, hint in ((["--policy", "linucbb"], "did you mean 'linucb'"),
+                       (["--users", "lorentz"], "did you mean 'lorenz'"),
+                       (["--env-kwargs", '{"num_user": 50}'], "did you mean 'num_users'")):
+        result = CliRunner().invoke(app, ["run", "--rounds", "1", "--num-users", "60", "--out", str(tmp_path),
+                                          "--no-plots", *args])
+        assert result.exit_code == 2 and hint in " ".join(result.output.split()), (args, result.output)
+
+
+def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socialenv.cli as cli
+    import socialenv.play
+
+    calls = []
+    monkeypatch.setattr(socialenv.play, "play", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setattr(cli, "_warned", set())
+    runner = CliRunner()
+    result = runner.invoke(app, ["play", "--num-users", "80", "--users", "lorenz", "--policy", "linucb"])
+    assert result.exit_code == 0, result.output
+    assert calls[-1][1]["num_users"] == 80 and calls[-1][1]["users"] == "lorenz"
+    assert calls[-1][1]["platform_policy"] == "linucb" and "deprecated" not in result.output
+    old = ["play", "--users", "90", "--brain", "lorenz", "--platform-policy", "mmr"]
+    first, second = runner.invoke(app, old), runner.invoke(app, old)
+    assert calls[-1][1]["num_users"] == 90 and calls[-1][1]["users"] == "lorenz"
+    assert calls[-1][1]["platform_policy"] == "mmr"
+    for spelling in ("--users 90 as a number", "--brain is deprecated", "--platform-policy is deprecated"):
+        assert first.output.count(spelling) == 1 and spelling not in second.output, first.output

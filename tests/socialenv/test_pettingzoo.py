@@ -167,3 +167,12 @@ def test_bad_arguments_name_the_field() -> None:
         env.step({"user_0": np.zeros(3)})
     with pytest.raises(ValueError, match="unknown agent"):
         env.step({"user_99": np.zeros(3)})
+
+
+def test_max_cycles_is_pettingzoos_name_for_rounds() -> None:
+    from pettingzoo.test import max_cycles_test
+
+    max_cycles_test(socialenv)  # parallel_env(max_cycles=4) and env(max_cycles=4), default sizes
+    assert socialenv.parallel_env(max_cycles=3, **small_env()).base.config.rounds == 3
+    with pytest.raises(ValueError, match="max_cycles=3 is not allowed"):
+        socialenv.parallel_env(max_cycles=3, **small_env(rounds=5))

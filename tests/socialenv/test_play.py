@@ -19,7 +19,7 @@ def _spawn(*args: str):
 
 
 def test_play_session_in_a_terminal() -> None:
-    child = _spawn("--user", "3", "--users", "120", "--rounds", "3", "--seed", "1")
+    child = _spawn("--user", "3", "--num-users", "120", "--rounds", "3", "--seed", "1")
     child.expect(r"You control user 3 of 120")
     child.expect(r"=== Round 1 of 3 — you are user_3 ===")
     child.expect(r"Your feed:")
@@ -86,3 +86,17 @@ def test_play_function_matches_the_pettingzoo_view() -> None:
     assert [{k: h[k] for k in ("reactions", "dropped_reactions", "posted")} for h in history] == \
            [{k: r[k] for k in ("reactions", "dropped_reactions", "posted")} for r in replay]
     assert "Episode over." in out.getvalue()
+
+
+def test_play_numbers_the_posts_it_shows() -> None:
+    """An empty feed slot is not shown, so the numbers a person types skip it."""
+    from socialenv.play import parse_command, shown_slots
+
+    feed = np.array([11, -1, 12, 13, -1])
+    assert shown_slots(feed).tolist() == [0, 2, 3]
+    behaviours, post = parse_command("like 2, retweet 3", feed)
+    assert not post and np.flatnonzero(behaviours.any(axis=1)).tolist() == [2, 3]
+    with pytest.raises(ValueError, match="use a number from 1 to 3"):
+        parse_command("like 4", feed)
+    with pytest.raises(ValueError, match="did you mean 'like'"):
+        parse_command("lke 1", feed)

@@ -26,6 +26,7 @@ from agent_models.llm.backends.base import (
     schema_list,
 )
 from agent_models.llm.config import LLMConfig
+from agent_models.validation import did_you_mean
 
 BACKENDS = ("vllm", "hf", "openai", "llamacpp")
 
@@ -72,7 +73,8 @@ def _make_model_backend(config: LLMConfig) -> Backend:
         from agent_models.llm.backends.llamacpp import LlamaCppBackend
 
         return LlamaCppBackend(config)
-    raise ValueError(f"backend={config.backend!r} is not allowed: use one of {BACKENDS}")
+    raise ValueError(f"backend={config.backend!r} is not allowed: use one of {BACKENDS}"
+                     f"{did_you_mean(config.backend, BACKENDS)}")
 
 
 __all__ = [
