@@ -16,7 +16,7 @@ from tests.support import HASH_LOADER, TWIBOT, ScriptedBackend
 
 def _answer(index: int, prompt: Messages, schema: dict | None) -> str:
     system, user = prompt[0]["content"], prompt[-1]["content"]
-    if "label the stance" in system:
+    if "where the user stands" in system:
         return json.dumps({"stance": "against" if "STOLEN" in user or "disgrace" in user else "favor"})
     if "Screen name: cal_ref" in user:
         return "not json at all"
