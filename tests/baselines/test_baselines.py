@@ -247,8 +247,8 @@ def test_ppo_trains_and_acts() -> None:
     env = gym.make("PolicySim-Rec-v0", **small)
     rows = play_episode(env, SB3Actor(result.model), seed=7)
     assert len(rows) == 2
-    # the default lever at 1,000 users (95 users x 5 slots of 761 values) is refused with advice
+    # the default lever at 3,000 users (160 users x 5 slots of 1,281 values) is refused with advice
     with pytest.raises(ValueError, match="candidate_users"):
-        train_ppo(env_kwargs={"num_users": 1000}, total_timesteps=8, n_envs=1)
+        train_ppo(env_kwargs={"num_users": 3000}, total_timesteps=8, n_envs=1)
     steps, smooth = smooth_curve(result.curve, window=3)
     assert steps.shape == smooth.shape == (len(result.curve),)
