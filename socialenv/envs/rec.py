@@ -74,7 +74,7 @@ class RecEnv(PolicySimEnv):
     ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
     the rest and serves every other user (85% of the active users at the
     default). ``info["metrics"]["policy_share"]`` is the share of the round's impressions
-    in slots the policy filled (≈ 0.13 at the defaults).
+    in slots the policy filled (≈ 0.08 at the defaults).
 
     **Why a share of 0.15 and 8 candidates.** The lever means the same at 300, 1,000 and
     30,000 users, and the observation has a fixed size: it holds room for the lever's
