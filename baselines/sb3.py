@@ -8,7 +8,8 @@ it has no action masking (a masked, repeated or over-cap arm just scores 0), whi
 what makes this a hard, honest baseline for the bandits.
 
 The policy head has slate_size · (K + 1) logits: at the env defaults at 1,000 users (room for
-95 users × 5 slots, K = 760) that is 361,000, beyond a CPU PPO. Train on a smaller lever
+57 users × 5 slots, K = 456) that is 130,245: it fits 4 GiB over a 2,048-step rollout
+(:mod:`socialenv.envs.sizing`) but is slow to train on a CPU. Train on a smaller lever
 (:data:`PPO_ENV_KWARGS`: 20 users × 2 slots, K = 160, 6,440 logits); :func:`train_ppo` refuses
 heads above ``max_action_logits``.
 

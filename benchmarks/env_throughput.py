@@ -9,7 +9,7 @@
 Each population size runs in a fresh process (so its peak memory is its own) with NumPy's
 BLAS, OpenMP and torch on ``--threads`` threads (default 1: the target is one core). The
 process resets the default env (``RecEnv(num_users=N)``; v0: 320 sampled users × 10
-candidates, budget 5; since issue 20: 0.25 of the active users × 8 candidates) and steps it, alternating two policies round by round so both see the same
+candidates, budget 5; since issue 20: ``lever_share`` of the active users × 8 candidates, 0.25 then 0.15 since issue 26) and steps it, alternating two policies round by round so both see the same
 platform: ``noop`` (every slot = ``env.no_op``, i.e. Origin) and ``random`` (uniform arm
 indices over K + 1, the no-op included). Per step it records the process CPU time
 (``time.process_time``: what this process used, whatever else runs on the machine) and the

@@ -26,7 +26,7 @@ import numpy as np
 
 from baselines.compare import evaluate, levels, paired_deltas
 
-SHARES = (0.1, 0.25, 0.5)
+SHARES = (0.1, 0.15, 0.25, 0.5)
 SETTINGS = (
     ("PolicySim-Rec-v0", "oracle_objective", "cross_interaction_ratio"),
     ("PolicySim-Exposure-v0", "oracle_mute", "misinformation_ratio"),
@@ -128,7 +128,7 @@ def plot(report: dict, path: Path) -> None:
             ci = [r["delta"][policy]["ci95"] for r in rows]
             ax.errorbar(share, mean, yerr=ci, fmt=style, capsize=3, label=policy)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("share of impressions the policy governs (lever shares 0.1, 0.25, 0.5)")
+        ax.set_xlabel("share of impressions the policy governs (lever shares 0.1, 0.15, 0.25, 0.5)")
         ax.set_ylabel("Δ objective vs Origin (paired, 95% CI)")
         ax.set_title(env_id)
         ax.legend(fontsize=8)

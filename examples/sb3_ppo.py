@@ -13,7 +13,7 @@ from each arm's reward. Everyone is evaluated on the same held-out seeds:
 The env's lever is sized for PPO (``baselines.sb3.PPO_ENV_KWARGS``: the policy recommends to
 20 sampled users per round, 2 slots each; ``--candidate-users`` / ``--budget`` change it):
 PPO's MultiDiscrete head has one (K + 1)-way categorical per slate slot, which at the env
-defaults at 1,000 users (room for 95 users × 5 slots, K = 760) is 361,000 logits.
+defaults at 1,000 users (room for 57 users × 5 slots, K = 456) is 130,245 logits.
 
 Writes a learning-curve PNG (mean step reward per episode vs env steps) and a JSON.
 

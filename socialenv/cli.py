@@ -173,7 +173,7 @@ def run(
     users: Annotated[str, typer.Option(help=POPULATION_HELP)] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
     budget: Annotated[int | None, typer.Option(help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1.")] = None,
-    candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's lever_share, 0.25 of the active users).")] = None,
+    candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's lever_share, 0.15 of the active users).")] = None,
     seed: Annotated[list[int], typer.Option(help="Seed(s); repeat the option for several.")] = [0],  # noqa: B006
     episodes: Annotated[int, typer.Option(help="Episodes per seed (the policy keeps learning).")] = 1,
     scenario: Annotated[str | None, typer.Option(help="abortion, misinformation, or a saved scenario .npz (default: the env's).")] = None,

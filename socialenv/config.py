@@ -105,8 +105,10 @@ CANDIDATE_SOURCES: tuple[str, ...] = ("interest", "opposite", "popular", "fresh"
 #: (see :mod:`socialenv.candidates`).
 DEFAULT_CANDIDATE_MIX: dict[str, int] = {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1}
 #: Default share of a round's active users whose recommended slots (Rec) or exposure level
-#: (Exposure) the policy sets: Origin keeps serving the other three quarters.
-DEFAULT_LEVER_SHARE = 0.25
+#: (Exposure) the policy sets: Origin keeps serving the other 85%. 0.15 rather than 0.25 so that
+#: a flat deep-RL policy (SB3 PPO, CleanRL-style PPO, MaskablePPO) on the default ids fits 4 GiB
+#: over a 2,048-step rollout (issue 26; :mod:`socialenv.envs.sizing`).
+DEFAULT_LEVER_SHARE = 0.15
 
 
 @dataclass(frozen=True)

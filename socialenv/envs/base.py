@@ -41,7 +41,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | seed | None | seeds the first ``reset()`` that names no seed |
     | num_users | 1000 | population size of a built-in scenario, in [10, 10⁶] |
     | rounds | 10 | rounds per episode (one ``step`` = one round) |
-    | lever_share | 0.25 | the policy's lever as a share of the round's active users (Rec: users it recommends to; Exposure: authors whose level it sets), in (0, 1] |
+    | lever_share | 0.15 | the policy's lever as a share of the round's active users (Rec: users it recommends to; Exposure: authors whose level it sets), in (0, 1] |
     | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
     | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
     | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |

@@ -26,7 +26,7 @@ class ExposureEnv(PolicySimEnv):
 
     ## Description
 
-    Each round the env samples ``lever_share`` × the round's active users (default 0.25;
+    Each round the env samples ``lever_share`` × the round's active users (default 0.15;
     ``exposure_users`` fixes a number instead) among the authors of recent posts (padded
     with other users if there are fewer); every (user, level) pair over
     ``exposure_levels`` (default 0, .25, .5, .75, 1) is an arm. A chosen arm sets that
@@ -35,7 +35,7 @@ class ExposureEnv(PolicySimEnv):
     is then *governed* for the rest of the episode. The platform sees misinformation only
     through its classifier (``classifier``: recall 0.7, false-positive rate 0.05 by
     default), never the hidden labels. The observation holds room for the lever's capacity,
-    ``lever_share`` × (E + 3·√E) users (E the expected active users: 95 users, K = 475
+    ``lever_share`` × (E + 3·√E) users (E the expected active users: 57 users, K = 285
     arms at 1,000 users), so its size is fixed; see ``PolicySim-Rec-v0`` for why.
 
     ## Action Space
@@ -152,7 +152,8 @@ class ExposureEnv(PolicySimEnv):
     * v0: initial version (the paper's exposure-control setting, §2.2 objective 2).
     * v0, issue 20 (the id is kept; the package is pre-release): the declared objective
       and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
-      lever is ``lever_share`` = 0.25 of the active users (was 300 authors); an honest
+      lever is ``lever_share`` = 0.15 of the active users (was 300 authors; 0.25 until issue
+      26's memory budget); an honest
       ``policy_share`` (was: share of impressions of governed authors, level 1 included);
       scaled features 3, 4, 7, 8 and ``norm_pad``.
     """

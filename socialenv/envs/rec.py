@@ -66,26 +66,28 @@ class RecEnv(PolicySimEnv):
     ## Description
 
     Each round the env samples the policy's users U among those active this round:
-    ``lever_share`` of them (default 0.25; ``candidate_users`` fixes a number instead) and,
+    ``lever_share`` of them (default 0.15; ``candidate_users`` fixes a number instead) and,
     for each, C candidate posts of the last ``recommender.window`` rounds from four sources
     (``candidates``, default 2 nearest the user's interests, 3 of the opposite stance, 2
     popular, 1 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
     The policy *is* the recommender for U: its arms fill up to ``budget`` of each user's
     ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
-    the rest and serves every other user (three quarters of the active users at the
+    the rest and serves every other user (85% of the active users at the
     default). ``info["metrics"]["policy_share"]`` is the share of the round's impressions
-    in slots the policy filled (≈ 0.13 at the defaults).
+    in slots the policy filled (≈ 0.08 at the defaults).
 
-    **Why a share of 0.25 and 8 candidates.** The lever means the same at 300, 1,000 and
+    **Why a share of 0.15 and 8 candidates.** The lever means the same at 300, 1,000 and
     30,000 users, and the observation has a fixed size: it holds room for the lever's
     capacity, ``lever_share`` × (E + 3·√E) users, E the expected active users
     (:meth:`~socialenv.envs.base.PolicySimEnv.lever_capacity`; unused rows are padding).
-    At the default 1,000 users E ≈ 324, the capacity is 95 users and K = 760 arms of
-    D = 120 columns (v0: 3,200 × 114): Stable-Baselines3's PPO with two envs stores 2,048
-    steps of observations in ≈ 1.5 GB. Measured: ``PPO("MultiInputPolicy",
-    make_vec_env(id, n_envs=2))`` peaks at 4.6 GiB RSS over its first 2,048 steps (the
-    rollout buffer is copied when it is flattened for training), PolicySim-Exposure-v0's
-    (K·D = 475 × 76) at 1.8 GiB; with ``lever_share=0.2`` (K = 608) Rec peaks at 3.6 GiB.
+    At the default 1,000 users E ≈ 324, the capacity is 57 users and K = 456 arms of
+    D = 120 columns (v0: 3,200 × 114) with a 285-slot slate. The share is 0.15 (not 0.25)
+    so that a flat deep-RL policy on the default id fits a 4 GiB laptop over a 2,048-step
+    rollout on two envs (issue 26): estimated SB3 ``PPO("MultiInputPolicy")`` 2.0 GiB, a
+    CleanRL-style PPO 2.9 GiB, MaskablePPO 3.4 GiB
+    (:func:`socialenv.envs.sizing.flat_ppo_memory`, calibrated on measured peaks; at 0.25,
+    K = 760: SB3 measured 4.6 GiB RSS, CleanRL / MaskablePPO estimated 6.2 / 7.3 GiB).
+    PolicySim-Exposure-v0 (K·D = 285 × 76): 1.1 / 1.2 / 1.3 GiB.
 
     ## Action Space
 
@@ -226,7 +228,8 @@ class RecEnv(PolicySimEnv):
     * v0: initial version (the paper's recommendation setting, §2.2 objective 1).
     * v0, issue 20 (the id is kept; the package is pre-release): the declared objective
       and the objective-form reward (the v0 reward is ``reward={"form": "paper"}``); the
-      lever is ``lever_share`` = 0.25 of the active users (was 320 users ≈ 99% of the
+      lever is ``lever_share`` = 0.15 of the active users (0.25 until issue 26's memory
+      budget; was 320 users ≈ 99% of the
       active at 1,000 users); 8 candidates per user (was 10); scaled features 5, 6, 13 and
       the new features 18–23. Numbers published before this change used the v0 settings.
     """

@@ -213,13 +213,16 @@ def test_suppress_flagged_removes_misinformation_rather_than_clean_posts() -> No
         return {"removed_misinfo": float(posts.misinfo[result.impression_post[removed]].sum()),
                 "removed_total": float(removed.sum())}
 
-    env = gym.make("PolicySim-Exposure-v0", num_users=300, rounds=4)
+    # 1,000 users: at the default share 300 users give 20 authors a round, too few for one
+    # episode's precision to say much (seed 1 there: 0.03 vs 0.10, seeds 2-4: 1.2-1.8x random)
+    env = gym.make("PolicySim-Exposure-v0", num_users=1000, rounds=4)
     precision = {}
     for name in ("random", "suppress_flagged"):
-        rows = play_episode(env, make_policy(name, env, seed=0), seed=1, extra_metrics=removed_misinformation)
+        rows = [row for seed in (1, 2, 3) for row in play_episode(
+            env, make_policy(name, env, seed=0), seed=seed, extra_metrics=removed_misinformation)]
         precision[name] = (sum(r["removed_misinfo"] for r in rows) / max(sum(r["removed_total"] for r in rows), 1))
     # the objective charges every clean impression removed: acting on the flags removes more
-    # misinformation per removed impression than random levels (seed 1: 0.22 vs 0.11)
+    # misinformation per removed impression than random levels (seeds 1-3 pooled: 0.22 vs 0.10)
     assert precision["suppress_flagged"] > 1.5 * precision["random"]
 
 
@@ -247,8 +250,8 @@ def test_ppo_trains_and_acts() -> None:
     env = gym.make("PolicySim-Rec-v0", **small)
     rows = play_episode(env, SB3Actor(result.model), seed=7)
     assert len(rows) == 2
-    # the default lever at 1,000 users (95 users x 5 slots of 761 values) is refused with advice
+    # the default lever at 3,000 users (160 users x 5 slots of 1,281 values) is refused with advice
     with pytest.raises(ValueError, match="candidate_users"):
-        train_ppo(env_kwargs={"num_users": 1000}, total_timesteps=8, n_envs=1)
+        train_ppo(env_kwargs={"num_users": 3000}, total_timesteps=8, n_envs=1)
     steps, smooth = smooth_curve(result.curve, window=3)
     assert steps.shape == smooth.shape == (len(result.curve),)

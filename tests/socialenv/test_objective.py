@@ -11,6 +11,7 @@ import pytest
 import socialenv  # noqa: F401
 from agent_models.types import Behaviour, FeedChannel, RoundInput, RoundOutput
 from baselines.policies import ArmLayout, make_policy
+from socialenv.config import DEFAULT_LEVER_SHARE
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
 from socialenv.policies import make_run_policy, select_action
@@ -103,7 +104,7 @@ def test_default_lever_fits_the_memory_budget_and_serves_a_share(env_id: str) ->
     obs, _ = env.reset(seed=0)
     assert obs["arms"].shape == (env.num_arms, env.context_dim)
     governed = len(np.unique(env._arms["user"][env._arms["mask"]]))
-    assert governed == round(0.25 * len(env.sim.active))
+    assert governed == round(DEFAULT_LEVER_SHARE * len(env.sim.active))
 
 
 @pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
@@ -115,7 +116,7 @@ def test_lever_share_means_the_same_at_every_population_size(env_id: str) -> Non
         governed = len(np.unique(env._arms["user"][env._arms["mask"]]))
         shares.append(governed / len(env.sim.active))
         assert env._capacity >= governed    # the fixed-size observation holds the round's lever
-    np.testing.assert_allclose(shares, 0.25, atol=0.02)
+    np.testing.assert_allclose(shares, DEFAULT_LEVER_SHARE, atol=0.02)
 
 
 def test_rec_policy_share_counts_the_slots_the_policy_filled() -> None:
