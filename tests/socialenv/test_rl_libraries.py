@@ -94,7 +94,7 @@ def test_rl_libraries_benchmark_measures_each_library(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.rllib") is None,
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("ray", "tree", "ray.rllib")),
                     reason="RLlib is not installed (its own environment: pip install -e '.[rllib]')")
 @pytest.mark.parametrize("env_id", socialenv.ENV_IDS)
 def test_rllib_ppo_trains_one_iteration(env_id: str) -> None:
