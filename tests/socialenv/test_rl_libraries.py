@@ -94,11 +94,12 @@ def test_rl_libraries_benchmark_measures_each_library(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("ray", "tree", "ray.rllib")),
-                    reason="RLlib is not installed (its own environment: pip install -e '.[rllib]')")
 @pytest.mark.parametrize("env_id", socialenv.ENV_IDS)
 def test_rllib_ppo_trains_one_iteration(env_id: str) -> None:
     """RLlib's PPO, one iteration on each id through RLlib's Gymnasium path (small sizes)."""
+    # ray without its rllib extra has the ray.rllib package but not its dependencies
+    pytest.importorskip("ray.rllib.algorithms.ppo",
+                        reason="RLlib is not installed (its own environment: pip install -e '.[rllib]')")
     spec = importlib.util.spec_from_file_location("rllib_ppo", ROOT / "examples/rllib_ppo.py")
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
