@@ -27,6 +27,7 @@ from agent_models.types import Behaviour, NewsEvent
 from baselines.compare import mean_ci95
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
+from socialenv.progress import add_quiet_option, progress_bar
 from socialenv.scenarios import abortion
 
 RESULTS = Path("runs/benchmarks/calibration.json")
@@ -106,8 +107,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    add_quiet_option(parser)
     args = parser.parse_args()
 
+    recommenders = {"personalized_5": {"personalized": 5}, "personalized_0": {"personalized": 0},
+                    "personalized_5_stance_weight_0": {"personalized_stance_weight": 0.0}}
+    # The seeds of the Origin table, one step per recommender, then ablation, shock, long run, toxicity.
+    bar = progress_bar(total=args.seeds + len(recommenders) + 4, unit="step", quiet=args.quiet)
     per_seed = []
     print(f"Origin, {args.users} users, {args.rounds} rounds "
           f"(paper: cross {PAPER_ORIGIN['cross_interaction_ratio']}, toxicity "
@@ -125,6 +131,7 @@ def main() -> None:
             "misinformation_ratio": mis[-1]["misinformation_ratio"],
         }
         per_seed.append(row)
+        bar.update()
         print(f"{seed:>4} {row['cross_interaction_ratio']:7.3f} {row['toxicity']:9.4f} "
               f"{row['stance_mean']:+7.3f} ± {row['stance_std']:.3f} {row['misinformation_ratio']:12.1%}")
     means = {k: float(np.mean([r[k] for r in per_seed])) for k in per_seed[0] if k != "seed"}
@@ -132,8 +139,6 @@ def main() -> None:
           f"{means['stance_mean']:+7.3f} ± {means['stance_std']:.3f} {means['misinformation_ratio']:12.1%}")
 
     macro = {}
-    recommenders = {"personalized_5": {"personalized": 5}, "personalized_0": {"personalized": 0},
-                    "personalized_5_stance_weight_0": {"personalized_stance_weight": 0.0}}
     for name, recommender in recommenders.items():
         # Origin's dynamics do not depend on the env's arms; the exposure env is used because
         # a recommendation env needs recommended slots to act on.
@@ -144,28 +149,34 @@ def main() -> None:
             key: np.mean([[r[key] for r in path] for path in paths], axis=0).round(4).tolist()
             for key in ("stance_mean", "stance_std")
         }
+        bar.update()
     print("\nFig. 3 dynamics (abortion, news at rounds 0, 4, 7; column t = after round t-1):")
     for name, series in macro.items():
         for key, values in series.items():
             print(f"{name:>30} {key:>11}: " + " ".join(f"{v:+.3f}" for v in values))
     ablation = mechanisms(args.users, args.seeds)
+    bar.update()
     print("\nMechanisms switched off (paired Δ at round 10, mean ± 95% CI):")
     for name, d in ablation.items():
         print(f"{name:>24}: stance std {d['stance_std']['mean']:+.4f} ± {d['stance_std']['ci95']:.4f}, "
               f"stance mean {d['stance_mean']['mean']:+.4f} ± {d['stance_mean']['ci95']:.4f}")
     shock = shock_response(args.users, args.seeds)
+    bar.update()
     print("\nOne news shock at round 2, stance mean per round: " + " ".join(f"{v:+.3f}" for v in shock))
     long = [origin_episode(RecEnv(num_users=args.users, rounds=30), seed)
             for seed in range(args.seeds)]
+    bar.update()
     engagement = np.mean([[r["engagement"] for r in path[1:]] for path in long], axis=0)
     band = engagement[4:30]
     deviation = float(np.abs(band / band.mean() - 1).max())
     print(f"\nEngagement per active user, rounds 5-30: {band.min():.2f}..{band.max():.2f} "
           f"(max deviation from their mean {deviation:.1%})")
     tox = toxicity_by_pair(args.users, args.seeds)
+    bar.update()
+    bar.close()
     print("\nReply toxicity by pair: " + ", ".join(f"{k}: {v:.3f}" for k, v in tox.items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items()},
+    args.out.write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items() if k != "quiet"},
                                     "paper_origin": PAPER_ORIGIN, "per_seed": per_seed,
                                     "mean": means, "macro": macro, "ablation": ablation,
                                     "shock_response": shock,

@@ -34,6 +34,7 @@ import numpy as np
 
 from baselines.compare import mean_ci95
 from socialenv.envs.rec import RecEnv
+from socialenv.progress import add_quiet_option, progress_bar
 
 PAPER_DESCRIPTION = (
     "Paper (§4.2.2, Fig. 3): with trigger news at rounds 0, 4 and 7, the mean stance shows a rapid "
@@ -150,12 +151,19 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--surrogate", type=json.loads, default={},
                         help="surrogate config overrides (JSON), for exploring; default none")
+    add_quiet_option(parser)
     args = parser.parse_args()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     start = time.process_time()
     news = news_rounds(args.users, seeds[0])
-    runs = {name: [origin_curves(s, args.users, args.rounds, recommender, args.surrogate) for s in seeds]
-            for name, recommender in (("default", {}), ("unfiltered", UNFILTERED))}
+    bar = progress_bar(total=2 * len(seeds), unit="episode", quiet=args.quiet)
+    runs: dict[str, list[dict[str, list[float]]]] = {}
+    for name, recommender in (("default", {}), ("unfiltered", UNFILTERED)):
+        runs[name] = []
+        for s in seeds:
+            runs[name].append(origin_curves(s, args.users, args.rounds, recommender, args.surrogate))
+            bar.update()
+    bar.close()
     curves = {name: {key: np.array([run[key] for run in paths])
                      for key in ("stance_mean", "stance_std", "opinion_std")}
               for name, paths in runs.items()}
@@ -163,7 +171,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "command": "python benchmarks/fig3.py " + " ".join(
             f"--{k.replace('_', '-')} {json.dumps(v) if isinstance(v, dict) else v}"
-            for k, v in vars(args).items()),
+            for k, v in vars(args).items() if k != "quiet"),
         "seeds": seeds, "news_rounds": news, "paper": PAPER_DESCRIPTION, "paper_origin": PAPER_ORIGIN,
         "curves": {name: {key: {"mean": v.mean(axis=0).round(4).tolist(),
                                 "ci95": [round(mean_ci95(v[:, j].tolist())["ci95"], 4)

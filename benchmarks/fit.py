@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 #: |estimate − truth| allowed at 1,000 users × 30 rounds (stochastic parameters).
 TOLERANCE = {
     "like_bias": 0.2, "dislike_bias": 0.2, "retweet_bias": 0.2, "reply_bias": 0.2,
@@ -150,6 +152,7 @@ def main() -> None:
     parser.add_argument("--formats", action="store_true", help="also compare Parquet and .npz")
     parser.add_argument("--held-out", action="store_true",
                         help="also the held-out validation (user and round splits) of draw 0 at the largest size")
+    add_quiet_option(parser)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -159,15 +162,14 @@ def main() -> None:
     lines = args.out / "draws.jsonl"
     rows = [json.loads(line) for line in lines.read_text().splitlines()] if lines.exists() else []
     done = {(r["users"], r["rounds"], r["draw"]) for r in rows}
-    for draw in range(args.draws):
-        for users, rounds in sizes:
-            if (users, rounds, draw) in done:
-                continue
-            row = one_fit(users, rounds, draw)
-            rows.append(row)
-            with lines.open("a") as f:
-                f.write(json.dumps(row) + "\n")
-            print(f"{users}x{rounds} draw {draw}: fit {row['fit_cpu_s']:.1f} s CPU", flush=True)
+    todo = [(draw, users, rounds) for draw in range(args.draws) for users, rounds in sizes
+            if (users, rounds, draw) not in done]
+    for draw, users, rounds in progress_bar(todo, unit="fit", quiet=args.quiet):
+        row = one_fit(users, rounds, draw)
+        rows.append(row)
+        with lines.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{users}x{rounds} draw {draw}: fit {row['fit_cpu_s']:.1f} s CPU", flush=True)
     summary = {"command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python benchmarks/fit.py "
                           f"--out {args.out} --draws {args.draws} --sizes {args.sizes}"
                           + (" --formats" if args.formats else "") + (" --held-out" if args.held_out else ""),

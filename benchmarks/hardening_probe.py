@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 CASES: dict[str, tuple[Callable[[Path], Any], str]] = {}
 
 
@@ -532,12 +534,14 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=60, help="seconds per case")
     parser.add_argument("--memory-gib", type=float, default=4.0, help="address-space limit of the probe")
     parser.add_argument("--only", nargs="*", help="case names to run (default: all)")
+    add_quiet_option(parser)
     args = parser.parse_args()
+    chosen = [(name, fn, expect) for name, (fn, expect) in CASES.items() if not args.only or name in args.only]
+    bar = progress_bar(chosen, unit="case", quiet=args.quiet)
     limit = int(args.memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    results = [classify(name, fn, expect, args.timeout) for name, (fn, expect) in CASES.items()
-               if not args.only or name in args.only]
+    results = [classify(name, fn, expect, args.timeout) for name, fn, expect in bar]
     columns = ("clear_error", "tolerated", "accepted", "crash", "timeout", "memory")
     totals = {c: sum(r["outcome"] == c for r in results) for c in columns}
     totals["file_written"] = sum(bool(r["file_written"]) for r in results)

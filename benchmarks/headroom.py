@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from baselines.compare import evaluate, levels, paired_deltas
+from socialenv.progress import add_quiet_option, progress_bar
 
 SHARES = (0.1, 0.15, 0.25, 0.5)
 SETTINGS = (
@@ -39,10 +40,12 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
     seeds = range(args.seeds)
     report: dict = {"config": {"seeds": args.seeds, "users": args.users, "rounds": args.rounds}}
     start = time.perf_counter()
+    bar = progress_bar(total=len(SETTINGS) * len(SHARES), unit="share", quiet=args.quiet)
     for env_id, oracle, paper_metric in SETTINGS:
         common = {"num_users": args.users, "rounds": args.rounds}
         origin = evaluate(env_id, ["origin"], seeds, common)["origin"]
@@ -61,7 +64,9 @@ def main() -> None:
                   f"{oracle} Δobjective {d['mean']:+.4f} ± {d['ci95']:.4f} (Δ{paper_metric} "
                   f"{m['mean']:+.3f} ± {m['ci95']:.3f}), random {delta['random']['objective']['mean']:+.4f} "
                   f"± {delta['random']['objective']['ci95']:.4f}", flush=True)
+            bar.update()
         report[env_id] = {"metric": "objective", "paper_metric": paper_metric, "oracle": oracle, "rows": rows}
+    bar.close()
     report["reward_alignment"] = reward_alignment(args.seeds, args.users, args.rounds)
     a = report["reward_alignment"]
     print(f"Rec reward alignment: {a['top_decile_share']:.2f} of the top-decile arms by expected "

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 
 class RecordingBackend:
     """Records decision prompts; answers every prompt with an empty, valid answer."""
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="results folder")
+    add_quiet_option(parser)
     args = parser.parse_args(argv)
     import gymnasium as gym
     from transformers import AutoTokenizer
@@ -84,9 +87,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env.reset(seed=args.seed)
     topic = env.unwrapped.sim.scenario.topic if hasattr(env.unwrapped.sim, "scenario") else ""
     done = False
+    bar = progress_bar(total=args.rounds, unit="round", quiet=args.quiet)
     while not done:
         _, _, terminated, truncated, _ = env.step(rng.integers(0, env.action_space.nvec))
         done = terminated or truncated
+        bar.update()
+    bar.close()
     env.close()
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

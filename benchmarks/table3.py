@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines.compare import evaluate, levels, paired_deltas
+from socialenv.progress import add_quiet_option, progress_bar
 
 PAPER = {
     "origin": {"stance_mean": 0.014, "stance_std": 0.47, "toxicity": 0.0556,
@@ -126,12 +127,13 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=POLICY:JSON",
                         help="an extra row: POLICY built with the JSON hyper-parameters")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     console = Console(width=max(Console().width, 200))
-    report: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "out"}}
+    report: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k not in ("out", "quiet")}}
     start = time.perf_counter()
     for env_id in args.envs:
         policies = list(dict.fromkeys(["origin", *args.policies]))
@@ -143,10 +145,12 @@ def main() -> None:
             policy, _, hyper = rest.partition(":")
             aliases[name], kwargs[name] = policy, json.loads(hyper or "{}")
             policies.append(name)
+        bar = progress_bar(total=len(policies) * args.seeds, desc=env_id, unit="episode", quiet=args.quiet)
         results = evaluate(env_id, policies, range(args.seeds),
                            {"num_users": args.users, "rounds": args.rounds, **args.env_kwargs},
-                           progress=lambda name, seed: console.print(f"  {name} seed {seed}", end="\r"),
+                           progress=lambda name, seed, bar=bar: bar.update(),
                            aliases=aliases, policy_kwargs=kwargs)
+        bar.close()
         report[env_id] = {"per_seed": results, "levels": levels(results),
                           "vs_origin": paired_deltas(results, "origin"),
                           "vs_random": paired_deltas(results, "random") if "random" in results else {}}

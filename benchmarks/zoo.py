@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.progress import add_quiet_option, progress_bar
+
 ZOO: dict[str, dict[str, Any]] = {
     "PolicySim-Rec-v0": {
         "learners": ("egreedy", "linucb", "lints", "eenet", "neural_ucb"),
@@ -61,7 +63,7 @@ GRID_USERS = (300, 1000, 3000)
 GRID_SHARES = (0.1, 0.25, 0.5)
 
 
-def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[str, Any]
+def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[str, Any], quiet: bool = True
          ) -> dict[str, list[dict[str, float]]]:
     """policy -> per seed: mean reward, objective and audit metric over the episode, final
     misinformation, round-0 reward (the episode seed is ``seed * 1000``, the runner's)."""
@@ -72,6 +74,7 @@ def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[st
     from socialenv.episodes import play_episode
 
     out: dict[str, list[dict[str, float]]] = {}
+    bar = progress_bar(total=len(policies) * len(seeds), desc=env_id, unit="episode", quiet=quiet)
     for name in policies:
         out[name] = []
         for seed in seeds:
@@ -85,6 +88,8 @@ def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[st
             mean["misinformation_ratio"] = float(rows[-1]["misinformation_ratio"])
             mean["reward_round0"] = float(rows[0]["reward"])
             out[name].append(mean)
+            bar.update()
+    bar.close()
     return out
 
 
@@ -148,9 +153,10 @@ def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str
     return report
 
 
-def grid(env_id: str, seeds: list[int], rounds: int, form: str) -> list[dict[str, Any]]:
+def grid(env_id: str, seeds: list[int], rounds: int, form: str, quiet: bool = True) -> list[dict[str, Any]]:
     rows = []
     oracle = ZOO[env_id]["oracle"]
+    bar = progress_bar(total=len(GRID_USERS) * len(GRID_SHARES), desc=env_id, unit="cell", quiet=quiet)
     for users in GRID_USERS:
         for share in GRID_SHARES:
             kwargs = {"num_users": users, "rounds": rounds, "lever_share": share, "reward": {"form": form}}
@@ -167,6 +173,8 @@ def grid(env_id: str, seeds: list[int], rounds: int, form: str) -> list[dict[str
             print(f"{env_id} {users} users share {share}: policy share {row['policy_share']:.2f}, "
                   f"oracle {fmt(row['oracle_vs_origin'])}, linucb {fmt(row['linucb_vs_origin'])}, "
                   f"linucb-random {fmt(row['linucb_vs_random'])}", flush=True)
+            bar.update()
+    bar.close()
     return rows
 
 
@@ -186,6 +194,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(ZOO), choices=list(ZOO))
     parser.add_argument("--grid", action="store_true", help="sizes × lever shares instead of the zoo")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    add_quiet_option(parser)
     args = parser.parse_args()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     start = time.process_time()
@@ -193,12 +202,12 @@ def main() -> None:
                                          "reward_form": args.reward_form, "grid": args.grid}}
     for env_id in args.envs:
         if args.grid:
-            report[env_id] = grid(env_id, seeds, args.rounds, args.reward_form)
+            report[env_id] = grid(env_id, seeds, args.rounds, args.reward_form, args.quiet)
             continue
         spec = ZOO[env_id]
         policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
         kwargs = {"num_users": args.users, "rounds": args.rounds, "reward": {"form": args.reward_form}}
-        results = play(env_id, policies, seeds, kwargs)
+        results = play(env_id, policies, seeds, kwargs, args.quiet)
         a = analyse(env_id, results)
         report[env_id] = {"per_seed": results, **a}
         audit = spec["audit"][0]

@@ -17,6 +17,7 @@ def fit(
     validate: Annotated[bool, typer.Option(help="Held-out validation (user and round splits) and the macro-metric replay.")] = True,
     sim_seeds: Annotated[int, typer.Option(help="Seeds of the macro-metric replay of the fitted and default surrogates.")] = 3,
     png: Annotated[Path | None, typer.Option(help="The macro-metric PNG (default: next to --out, <out>.macro.png).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (there is none when output is not a terminal either).")] = False,
 ) -> None:
     """Fit the surrogate's parameters to a behaviour trace by maximum likelihood; write them
     with standard errors, the trace's provenance and the held-out validation."""
@@ -26,23 +27,33 @@ def fit(
     from agent_models.redaction import redact_text
     from agent_models.surrogate_file import load_surrogate_file
     from socialenv.fit import fit_trace
+    from socialenv.progress import progress_bar
     from socialenv.trace import load_trace
 
     console = Console()
+    # Stages: the fit, then (with --validate) the held-out splits and the macro-metric replay.
+    bar = progress_bar(total=3 if validate else 1, desc="fit", unit="stage", quiet=quiet)
     try:
         loaded = load_trace(trace, scenario=scenario)
         start_config = load_surrogate_file(start) if start is not None else None
         result = fit_trace(loaded, start=start_config, seed=seed)
+        bar.update()
         payload_extra = {}
         if validate:
             from socialenv.fit_validation import held_out, macro_comparison
 
+            bar.set_description("held-out validation")
             payload_extra["held_out"] = held_out(loaded, seed=seed, start=start_config)
+            bar.update()
+            bar.set_description("macro-metric replay")
             image = png if png is not None else out.with_suffix(".macro.png")
             payload_extra["macro"] = macro_comparison(loaded, result.config(), sim_seeds=sim_seeds, png=image)
+            bar.update()
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
+    finally:
+        bar.close()
     result.blocks["validation"] = payload_extra
     result.write(out)
     table = Table(title=f"surrogate fitted to {trace} ({result.cpu_seconds:.1f} s CPU)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -58,6 +59,8 @@ class TrainOptions:
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0
     logging_steps: Annotated[int, typer.Option(help="Log every N steps.")] = 10
     report_to: Annotated[str, typer.Option(help="Experiment tracker: 'none', 'wandb', ...")] = "none"
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=(
+        "No progress bar (there is none when output is not a terminal either)."))] = False
 
 
 def with_train_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -79,11 +82,11 @@ def with_train_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _config(**kwargs: object) -> object:
+def _config(quiet: bool = False, **kwargs: object) -> object:
     from agent_models.training.train import TrainConfig
 
     try:
-        return TrainConfig(**kwargs)  # type: ignore[arg-type]
+        return TrainConfig(**kwargs, progress=not quiet and sys.stderr.isatty())  # type: ignore[arg-type]
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
 

@@ -63,6 +63,7 @@ class TrainConfig:
             the adapter is written at the end).
         seed: seeds data order and LoRA init.
         report_to: experiment trackers ("none", "wandb", ...).
+        progress: draw the trainer's progress bar (the CLI: on a terminal, unless ``--quiet``).
         extra: further keyword arguments for ``SFTConfig`` / ``DPOConfig``.
     """
 
@@ -88,6 +89,7 @@ class TrainConfig:
     save_strategy: str = "no"
     seed: int = 0
     report_to: str | list[str] = "none"
+    progress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -200,7 +202,7 @@ def _common_args(config: TrainConfig, output_dir: Path, device: str, n: int, lr:
         seed=config.seed,
         data_seed=config.seed,
         report_to=config.report_to,
-        disable_tqdm=True,
+        disable_tqdm=not config.progress,
         **extra,
     )
 

@@ -15,6 +15,7 @@ from socialenv.progress import progress_bar, show_progress
 from tests.support import ROOT
 
 BAR = re.compile(r"\d+%\|.*(round/s|s/round)")
+BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
 RUN = ["-m", "socialenv.cli", "run", "--num-users", "60", "--rounds", "3", "--no-plots"]
 
 
@@ -46,3 +47,29 @@ def test_progress_bar_is_disabled_when_quiet_or_not_a_terminal() -> None:
     assert not show_progress(quiet=True)
     assert show_progress() == sys.stderr.isatty()
     assert progress_bar(range(3), quiet=True).disable
+
+
+@pytest.mark.parametrize("script", BENCHMARKS)
+def test_every_benchmark_takes_quiet(script: str) -> None:
+    shown = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--help"], env=_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "--quiet" in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize("command", [["fit"], ["train", "sft"], ["train", "dpo"], ["run"], ["sweep"]])
+def test_long_commands_take_quiet(command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from socialenv.cli import app
+
+    shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "--quiet" in shown.output, shown.output
+
+
+def test_train_shows_the_trainer_bar_only_when_asked() -> None:
+    from agent_models.training.cli import _config
+
+    assert _config(quiet=True).progress is False                          # type: ignore[attr-defined]
+    assert _config().progress is sys.stderr.isatty()                      # type: ignore[attr-defined]
