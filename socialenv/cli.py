@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -83,6 +83,15 @@ def _without_deep_rl_sizing_advice() -> None:
     from socialenv.envs.sizing import LargeActionSpaceWarning
 
     warnings.filterwarnings("ignore", category=LargeActionSpaceWarning)
+
+
+def _write_failed(err: OSError) -> NoReturn:
+    """A file could not be written (a full disk, no permission): what was finished is kept, a
+    run's summary.json says failed with the error, and ``--resume`` continues."""
+    console.print(f"[red]error:[/red] could not write: {redact_text(str(err))}. What was finished "
+                  "is kept (a run's summary.json says failed); free space or fix the folder, then "
+                  "continue with --resume.")
+    raise typer.Exit(code=2) from err
 
 
 def _show_progress(quiet: bool) -> bool:
@@ -212,6 +221,8 @@ def run(
         except (ValueError, FileNotFoundError) as err:
             console.print(f"[red]error:[/red] {redact_text(str(err))}")
             raise typer.Exit(code=2) from err
+        except OSError as err:
+            _write_failed(err)
         print_summary(result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)")
         console.print(f"run folder: {result.out_dir}")
         return
@@ -244,6 +255,8 @@ def run(
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
+    except OSError as err:  # a full disk, a folder that cannot be written: the run says failed
+        _write_failed(err)
     print_summary(result.summary, f"{policy} on {env}: {num_users} {users} users, {rounds} rounds")
     if result.out_dir is not None:
         console.print(f"run folder: {result.out_dir}")
@@ -332,6 +345,8 @@ def sweep(
     except (ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {redact_text(str(err))}")
         raise typer.Exit(code=2) from err
+    except OSError as err:  # a full disk, a folder that cannot be written: the run says failed
+        _write_failed(err)
     startup = f", Ray start {result.startup_seconds:.1f} s" if result.backend == "ray" else ""
     print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "
                               f"({result.backend}, {result.seconds:.1f} s{startup})")

@@ -72,3 +72,31 @@ def test_runner_logs_to_wandb_offline(tmp_path: Path, monkeypatch: pytest.Monkey
     offline_runs = list((tmp_path / "wb").rglob("offline-run-*"))
     assert offline_runs, "wandb wrote no offline run"
     assert any(p.suffix == ".wandb" for p in offline_runs[0].rglob("*"))
+
+
+def test_policysim_run_that_cannot_write_says_so_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk mid-run: a clear error (exit 2, no traceback), summary.json says failed, and
+    ``--resume`` completes the run to the rows of an uninterrupted one."""
+    import socialenv.runner as runner
+
+    args = ["run", "--num-users", "120", "--rounds", "4", "--no-plots", "--quiet"]
+    reference = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--name", "ref"])
+    assert reference.exit_code == 0, reference.output
+    real_save, calls = runner._write_run_checkpoint, []
+
+    def disk_full_at_round_3(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_write_run_checkpoint", disk_full_at_round_3)
+    failed = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--name", "full", "--checkpoint-every", "1"])
+    assert failed.exit_code == 2, failed.output
+    assert "could not write" in failed.output and "No space left on device" in failed.output
+    assert "Traceback" not in failed.output
+    assert json.loads((tmp_path / "full" / "summary.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(runner, "_write_run_checkpoint", real_save)
+    resumed = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "full"), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (tmp_path / "full" / "rounds.csv").read_text() == (tmp_path / "ref" / "rounds.csv").read_text()
