@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.validation import did_you_mean
+from bandits.base import PROPENSITY_METHODS
 from bandits.ridge import OnlineRidge
 
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
@@ -104,6 +105,10 @@ class LoggedRounds:
         for name in ("contexts", "rewards"):
             if not np.isfinite(getattr(self, name)).all():
                 raise ValueError(f"{name} holds NaN or infinite values (the estimates would be NaN)")
+        unknown = sorted(set(np.unique(self.method).tolist()) - set(PROPENSITY_METHODS) - {""})
+        if unknown:
+            raise ValueError(f"method holds {unknown[:3]}: not allowed: one of {PROPENSITY_METHODS} "
+                             "(or '' for a round with nothing picked)")
 
     @property
     def budget(self) -> int:

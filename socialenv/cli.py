@@ -129,6 +129,8 @@ def _parse_json(value: str | None, option: str) -> dict:
         parsed = json.loads(value)
     except json.JSONDecodeError as err:
         raise typer.BadParameter(str(config_error(option, value, f"a JSON object ({err})"))) from err
+    except RecursionError as err:
+        raise typer.BadParameter(str(config_error(option, value[:40] + "...", "a JSON object nested less deeply"))) from err
     if not isinstance(parsed, dict):
         raise typer.BadParameter(str(config_error(option, value, f"a JSON object, not a {type(parsed).__name__}")))
     return parsed

@@ -182,3 +182,16 @@ def test_an_entry_must_match_its_key(tmp_path: Path) -> None:
     replay = ReplayBackend(cache, "replay", "m")
     with pytest.raises(ValueError, match=r"line 3: messages does not match the entry's key"):
         replay.generate(prompts, None, sampling)
+
+
+def test_an_oversized_cache_or_line_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_models.llm.backends import replay
+
+    cache, _, _ = _scripted_cache(tmp_path)
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 64)
+    with pytest.raises(ValueError, match=r"line 2: \d+ bytes is not allowed: at most 64"):
+        ReplayBackend(cache, "replay", "m")
+    monkeypatch.setattr(replay, "MAX_CACHE_BYTES", cache.stat().st_size - 1)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("read before the size check"))
+    with pytest.raises(ValueError, match=f"replay cache {cache}: {cache.stat().st_size} bytes is not allowed"):
+        ReplayBackend(cache, "replay", "m")

@@ -435,6 +435,8 @@ def test_logged_rounds_load_refuses_bad_members_before_reading(tmp_path) -> None
                               np.zeros((12, 4_000, 400), np.float32)), "refused as a zip bomb"),
         "nan": (_with_member(path, tmp_path / "nan.npz", "rewards", np.full(log.rewards.shape, np.nan, np.float32)),
                 "rewards holds NaN"),
+        "method": (_with_member(path, tmp_path / "method.npz", "method", np.full(log.method.shape, "guess")),
+                   r"method holds \['guess'\]: not allowed: one of"),
     }
     for bad, why in cases.values():
         with pytest.raises(ValueError, match=why):

@@ -52,6 +52,7 @@ def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
         (["--policy", "magic"], "policy='magic' is not allowed"),
         (["--env-kwargs", "[1, 2]"], "JSON object"),
         (["--num-users", "2"], "num_users=2 is not allowed"),
+        (["--env-kwargs", "[" * 100_000 + "]" * 100_000], "a JSON object nested less deeply"),
     ],
 )
 def test_policysim_run_rejects_bad_input(tmp_path: Path, args: list[str], message: str) -> None:

@@ -55,6 +55,12 @@ _ANSWER_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+#: Largest replay cache read (the whole file is held in memory) and largest line (one recorded
+#: answer: its text is bounded by the model's ``max_new_tokens``).
+MAX_CACHE_BYTES = 1024**3
+MAX_LINE_BYTES = 1024**2
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -116,6 +122,11 @@ class ReplayBackend(BatchBackend):
 
     def _load(self) -> dict[str, Any]:
         meta: dict[str, Any] = {}
+        size = self.path.stat().st_size
+        if size > MAX_CACHE_BYTES:
+            raise ValueError(f"replay cache {self.path}: {size} bytes is not allowed: at most "
+                             f"{MAX_CACHE_BYTES} (agent_models.llm.backends.replay.MAX_CACHE_BYTES); "
+                             "split the recording")
         data = self.path.read_bytes()
         lines = data.split(b"\n")
         torn = b""
@@ -128,6 +139,9 @@ class ReplayBackend(BatchBackend):
             if not raw.strip():
                 continue
             where = f"replay cache {self.path}: line {lineno}"
+            if len(raw) > MAX_LINE_BYTES:
+                raise ValueError(f"{where}: {len(raw)} bytes is not allowed: at most {MAX_LINE_BYTES} "
+                                 "per recorded answer")
             try:
                 record = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as err:
