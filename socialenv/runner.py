@@ -507,6 +507,12 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
         log = logger is not None
         record = record if recorder_state is not None else None
     tracer = None
+    if config.trace and _resume is not None:  # nor may a file choose where a resumed run writes
+        import warnings
+
+        warnings.warn(f"trace={config.trace!r}: a resumed run writes no behaviour trace (a trace "
+                      "covers a run played from its start); run it again with --trace for one",
+                      RuntimeWarning, stacklevel=2)
     if config.trace and _resume is None:  # a trace covers runs played from their start
         from socialenv.trace import TraceRecorder
 

@@ -277,3 +277,29 @@ def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
     assert trace.rows("posts") > 0 and trace.rows("impressions") > 0
     result = fit_trace(trace, blocks=("posting",))
     assert result.estimates["post_rate"].status == "fitted"
+
+
+def test_a_resumed_run_warns_that_it_writes_no_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace covers a run played from its start; a resumed run says it writes none (and the
+    trace folder named in its config.json is never written by the resume)."""
+    import socialenv.runner as runner_module
+    from socialenv.runner import RunConfig, resume, run
+
+    real, calls = runner_module._write_run_checkpoint, []
+
+    def fail_at_round_2(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "_write_run_checkpoint", fail_at_round_2)
+    trace = tmp_path / "run.trace"
+    config = RunConfig(env_kwargs={"num_users": 120, "rounds": 3}, out_dir=str(tmp_path), run_name="t",
+                       plots=False, progress=False, origin_reference=False, trace=str(trace))
+    with pytest.raises(OSError):
+        run(config)
+    monkeypatch.setattr(runner_module, "_write_run_checkpoint", real)
+    with pytest.warns(RuntimeWarning, match="a resumed run writes no behaviour trace"):
+        resume(tmp_path / "t")
+    assert not trace.exists()
