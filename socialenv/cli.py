@@ -105,7 +105,8 @@ def _root() -> None:
     """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`, `policysim fit`."""
 
 SUMMARY_ROWS = (
-    ("reward", "mean arm reward"),
+    ("objective", "objective (per active user)"),
+    ("reward", "step reward"),
     ("stance_mean", "stance mean"),
     ("stance_std", "stance std"),
     ("toxicity", "toxicity"),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 OBJECTIVE_METRICS = (
-    ("reward", "mean arm reward"),
+    ("reward", "step reward"),
     ("cross_interaction_ratio", "cross-stance interaction ratio"),
     ("toxicity", "toxicity"),
     ("misinformation_ratio", "misinformation ratio"),
