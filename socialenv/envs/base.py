@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,20 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return rewards > 0
 
     # ------------------------------------------------------------------ helpers
+    def _pad_to_constant_norm(self, names: Sequence[str], bounds: dict[str, tuple[float, float]],
+                              unit_blocks: int) -> tuple[np.ndarray, np.ndarray]:
+        """(F,) bounds of the feature columns ``names`` from ``bounds``; the ``norm_pad``
+        column's upper bound is the arm contexts' common norm (``unit_blocks`` unit-norm
+        embedding blocks plus every other column at its largest square), kept in
+        ``self._context_norm``."""
+        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in names), strict=True))
+        pad = list(names).index("norm_pad")
+        others = np.maximum(low ** 2, high ** 2)
+        others[pad] = 0.0
+        self._context_norm = float(np.sqrt(unit_blocks + others.sum()))
+        high[pad] = self._context_norm
+        return low, high
+
     def _context_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(D,) bounds of an arm context: unit-norm embeddings and their graph averages lie in
         [-1, 1]; the scalar features have the subclass's :meth:`_feature_bounds`."""

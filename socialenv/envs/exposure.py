@@ -170,13 +170,7 @@ class ExposureEnv(PolicySimEnv):
         bounds = {name: (0.0, 1.0) for name in EXPOSURE_ARM_FEATURES}
         bounds["stance"] = (-1.0, 1.0)
         bounds["log_recent_posts"] = bounds["level_x_log_recent_posts"] = (0.0, log_posts)
-        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in EXPOSURE_ARM_FEATURES), strict=True))
-        pad = EXPOSURE_ARM_FEATURES.index("norm_pad")
-        others = np.maximum(low ** 2, high ** 2)
-        others[pad] = 0.0
-        self._context_norm = float(np.sqrt(2.0 + others.sum()))
-        high[pad] = self._context_norm
-        return low, high
+        return self._pad_to_constant_norm(EXPOSURE_ARM_FEATURES, bounds, unit_blocks=2)
 
     def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
         """Whether each applied arm's user had at least one impression this round (the level

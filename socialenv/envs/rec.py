@@ -245,14 +245,8 @@ class RecEnv(PolicySimEnv):
         bounds["log_engagement"] = (0.0, float(np.log1p(4.0 * np.iinfo(np.int32).max) / _LOG_ENGAGEMENT_SCALE))
         bounds["receiver_reply_propensity"] = (-1.0, float(np.log(4.0) / _REPLY_PROPENSITY_SCALE))
         bounds["norm_pad"] = (0.0, 1.0)
-        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in REC_ARM_FEATURES), strict=True))
-        pad = REC_ARM_FEATURES.index("norm_pad")
-        others = np.maximum(low ** 2, high ** 2)
-        others[pad] = 0.0
         # unit-norm embeddings and their graph averages: 2 user blocks + 1 post block
-        self._context_norm = float(np.sqrt(3.0 + others.sum()))
-        high[pad] = self._context_norm
-        return low, high
+        return self._pad_to_constant_norm(REC_ARM_FEATURES, bounds, unit_blocks=3)
 
     def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
         """Whether each applied arm's receiver reacted to the injected post this round."""
