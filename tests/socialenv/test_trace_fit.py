@@ -265,8 +265,18 @@ def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
     from tests.support import ScriptedBackend
 
     cfg = LLMConfig(model="scripted", toxicity=lambda texts: np.zeros(len(texts)))
-    backend = ScriptedBackend(lambda i, messages, schema: '{"actions":[{"type":"post","text":"I have a view."}]}'
-                              if i % 2 else '{"actions":[]}')
+    def answer(i: int, messages: list, schema: dict | None) -> str:
+        """A valid answer to each kind of request (decision, stance, summary, memory)."""
+        wanted = set((schema or {}).get("properties", {}))
+        if "stance" in wanted:
+            return '{"stance":"neutral"}'
+        if "summary" in wanted:
+            return '{"summary":"A post about the topic"}'
+        if "memory" in wanted:
+            return '{"memory":"Posts about the topic"}'
+        return '{"actions":[{"type":"post","text":"I have a view."}]}' if i % 2 else '{"actions":[]}'
+
+    backend = ScriptedBackend(answer)
     brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
     env = gym.make(REC, **small_rec(num_users=20, rounds=2, candidate_users=4), users=brain)
     recorder = env.unwrapped.trace()
