@@ -281,27 +281,32 @@ class SuppressFlaggedPolicy(_LayoutPolicy, ScoredPolicy):
 
 
 @dataclass(eq=False)
-class OppositeStancePolicy(_LayoutPolicy, ScoredPolicy):
+class _FeatureRule(_LayoutPolicy, ScoredPolicy):
+    """A one-line Rec rule: score each arm by one feature column of its context."""
+
+    feature: ClassVar[str]
+    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
+
+    def _scores(self, contexts: np.ndarray) -> np.ndarray:
+        return contexts[:, self.layout.feature(self.feature)].astype(np.float64)
+
+
+@dataclass(eq=False)
+class OppositeStancePolicy(_FeatureRule):
     """Rec rule: fill every slot with a post whose author holds the opposite discrete stance
     (score = ``cross_stance``, ties at random)."""
 
     name: ClassVar[str] = "opposite"
-    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
-
-    def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        return contexts[:, self.layout.feature("cross_stance")].astype(np.float64)
+    feature: ClassVar[str] = "cross_stance"
 
 
 @dataclass(eq=False)
-class AgreeingPolicy(_LayoutPolicy, ScoredPolicy):
+class AgreeingPolicy(_FeatureRule):
     """Rec rule: fill every slot with the post the receiver agrees with most (score =
     ``agreement`` = S_v · s_p)."""
 
     name: ClassVar[str] = "agreeing"
-    env_kinds: ClassVar[tuple[str, ...]] = ("rec",)
-
-    def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        return contexts[:, self.layout.feature("agreement")].astype(np.float64)
+    feature: ClassVar[str] = "agreement"
 
 
 @dataclass(eq=False)
