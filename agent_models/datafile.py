@@ -30,7 +30,9 @@ def _no_alias_loader() -> Any:
             def compose_node(self, parent: Any, index: Any) -> Any:
                 if self.check_event(yaml.AliasEvent):
                     mark = self.peek_event().start_mark
-                    raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+                    raise yaml.composer.ComposerError(
+                        None, None, "aliases (*name) are not allowed", mark
+                    )
                 return super().compose_node(parent, index)
 
         _LOADER = NoAliasLoader
@@ -40,7 +42,9 @@ def _no_alias_loader() -> Any:
 def json_depth(data: bytes) -> int:
     """The deepest nesting of ``[``/``{`` in JSON text (strings skipped), without recursion."""
     code = np.frombuffer(_JSON_STRING.sub(b'""', data), np.uint8)
-    step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
+    step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(
+        code, (ord("]"), ord("}"))
+    )
     return int(np.cumsum(step).max(initial=0))
 
 
@@ -83,7 +87,9 @@ def read_data_file(path: str | Path, what: str, *, max_bytes: int, max_depth: in
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
             elif isinstance(event, yaml.AliasEvent):
-                raise fail(f"aliases (*{event.anchor}) are not allowed (line {event.start_mark.line + 1})")
+                raise fail(
+                    f"aliases (*{event.anchor}) are not allowed (line {event.start_mark.line + 1})"
+                )
         return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         raise fail(f"not valid YAML ({err})") from None

@@ -84,13 +84,17 @@ class SentenceEncoder:
     """A sentence-transformers model from a local path (no hub access), unit-norm output."""
 
     def __init__(self, path: str, *, device: str = "cpu", batch_size: int = 64) -> None:
-        SentenceTransformer = require("sentence_transformers", "llm", "SentenceEncoder").SentenceTransformer
+        SentenceTransformer = require(
+            "sentence_transformers", "llm", "SentenceEncoder"
+        ).SentenceTransformer
         self.path = str(path)
         self.batch_size = batch_size
         self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
-        dim = self.model.get_embedding_dimension() if hasattr(
-            self.model, "get_embedding_dimension"
-        ) else self.model.get_sentence_embedding_dimension()
+        dim = (
+            self.model.get_embedding_dimension()
+            if hasattr(self.model, "get_embedding_dimension")
+            else self.model.get_sentence_embedding_dimension()
+        )
         self.dim = int(dim)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -132,7 +136,9 @@ def load_encoder(spec: str | TextEncoder | None = "auto", *, device: str = "cpu"
     """
     if spec is not None and not isinstance(spec, str):
         if not isinstance(spec, TextEncoder):
-            raise TypeError(f"encoder must be a spec string or a TextEncoder, got {type(spec).__name__}")
+            raise TypeError(
+                f"encoder must be a spec string or a TextEncoder, got {type(spec).__name__}"
+            )
         return spec
     spec = spec or "auto"
     if spec == "hash" or spec.startswith("hash:"):

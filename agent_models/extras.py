@@ -27,12 +27,16 @@ DISTRIBUTIONS: dict[str, str] = {
 class DependencyNotInstalled(ImportError):
     """An optional dependency is missing; the message says which ``pip install`` brings it."""
 
-    def __init__(self, module: str, extra: str | None, feature: str, hint: str | None = None) -> None:
+    def __init__(
+        self, module: str, extra: str | None, feature: str, hint: str | None = None
+    ) -> None:
         self.module = module
         self.extra = extra
         top = module.partition(".")[0]
         self.distribution = DISTRIBUTIONS.get(top, top)
-        command = f'pip install "policysim[{extra}]"' if extra else f"pip install {self.distribution}"
+        command = (
+            f'pip install "policysim[{extra}]"' if extra else f"pip install {self.distribution}"
+        )
         text = f"{feature} needs {self.distribution}, which is not installed: {command}"
         super().__init__(text + (f" ({hint})" if hint else ""), name=top)
 

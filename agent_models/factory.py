@@ -34,9 +34,12 @@ def surrogate_config(surrogate: Any) -> Any:
         from agent_models.surrogate_file import load_surrogate_file
 
         return load_surrogate_file(surrogate)
-    check(surrogate is None or isinstance(surrogate, dict), "surrogate",
-          "None, a fitted JSON file (policysim fit), a dict of SurrogateConfig fields or a SurrogateConfig",
-          surrogate)
+    check(
+        surrogate is None or isinstance(surrogate, dict),
+        "surrogate",
+        "None, a fitted JSON file (policysim fit), a dict of SurrogateConfig fields or a SurrogateConfig",
+        surrogate,
+    )
     allowed = {f.name for f in fields(SurrogateConfig)}
     unknown = sorted(set(surrogate or {}) - allowed)
     check(not unknown, "surrogate", f"keys among {sorted(allowed)}", unknown)
@@ -89,4 +92,6 @@ def make_brain(
     if isinstance(users, str) and users in _POPULATIONS:
         return _POPULATIONS[users](llm=llm, surrogate=surrogate_config(surrogate))
     hint = did_you_mean(users, ("surrogate", "llm", *names)) if isinstance(users, str) else ""
-    raise ValueError(f"users={users!r} is not allowed: use one of {names} or a Brain instance{hint}")
+    raise ValueError(
+        f"users={users!r} is not allowed: use one of {names} or a Brain instance{hint}"
+    )

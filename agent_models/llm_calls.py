@@ -41,7 +41,9 @@ def generate_json(
 
     if not prompts:
         return []
-    sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+    sampling = Sampling(
+        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
+    )
     generation = backend.generate(list(prompts), schema, sampling)
     return [
         None if reason == "error" else text

@@ -54,10 +54,20 @@ class NpzReader:
     read (raise ValueError to refuse); ``max_expansion``, ``small_bytes``: the zip-bomb rule
     (arrays beyond ``small_bytes`` may take at most ``max_expansion`` times the file's size)."""
 
-    def __init__(self, path: str | Path, *, max_bytes: int, members: Collection[str] | None = None,
-                 extra: Collection[str] = (), required: Collection[str] = (), kinds: str = DATA_KINDS,
-                 check: Callable[[dict[str, Header]], None] | None = None, what: str = "file",
-                 max_expansion: float = MAX_EXPANSION, small_bytes: int = SMALL_ARRAYS_BYTES) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_bytes: int,
+        members: Collection[str] | None = None,
+        extra: Collection[str] = (),
+        required: Collection[str] = (),
+        kinds: str = DATA_KINDS,
+        check: Callable[[dict[str, Header]], None] | None = None,
+        what: str = "file",
+        max_expansion: float = MAX_EXPANSION,
+        small_bytes: int = SMALL_ARRAYS_BYTES,
+    ) -> None:
         self.path = Path(path)
         self.max_expansion, self.small_bytes = max_expansion, small_bytes
         self.what = what
@@ -83,18 +93,30 @@ class NpzReader:
     def error(self, why: str) -> ArrayFileError:
         return ArrayFileError(f"{self.what} {self.path} {why}")
 
-    def _check_headers(self, members: Collection[str] | None, extra: set[str], required: set[str],
-                       max_bytes: int, kinds: str) -> dict[str, Header]:
+    def _check_headers(
+        self,
+        members: Collection[str] | None,
+        extra: set[str],
+        required: set[str],
+        max_bytes: int,
+        kinds: str,
+    ) -> dict[str, Header]:
         infos = self.zf.infolist()
         names = [info.filename for info in infos]
         if len(set(names)) != len(names):
             raise self.error("holds the same member twice")
-        unknown = [n for n in names if n not in extra and not (
-            n.endswith(".npy") and (members is None or n[:-4] in members))]
+        unknown = [
+            n
+            for n in names
+            if n not in extra
+            and not (n.endswith(".npy") and (members is None or n[:-4] in members))
+        ]
         if unknown:
             allowed = sorted(extra | {f"{m}.npy" for m in members or ()})
-            raise self.error(f"holds unknown member(s) {sorted(unknown)[:5]} (allowed: "
-                             f"{allowed if members is not None else 'any *.npy'})")
+            raise self.error(
+                f"holds unknown member(s) {sorted(unknown)[:5]} (allowed: "
+                f"{allowed if members is not None else 'any *.npy'})"
+            )
         arrays = {n[:-4] for n in names if n.endswith(".npy") and n not in extra}
         missing = sorted(required - arrays - {n for n in names if n in extra})
         if missing:
@@ -107,22 +129,30 @@ class NpzReader:
             name = info.filename[:-4]
             shape, dtype, offset = self._header(info)
             if dtype.hasobject or dtype.kind not in kinds:
-                raise self.error(f"array {name!r}: dtype {dtype} is not allowed (data only: "
-                                 f"kinds {kinds!r}, no objects)")
+                raise self.error(
+                    f"array {name!r}: dtype {dtype} is not allowed (data only: "
+                    f"kinds {kinds!r}, no objects)"
+                )
             if any(not isinstance(d, int) or d < 0 for d in shape):
                 raise self.error(f"array {name!r}: shape {shape} is not a valid shape")
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes + offset > info.file_size:
-                raise self.error(f"array {name!r}: its header declares shape {shape} of {dtype} "
-                                 f"({nbytes} bytes) but the member holds {info.file_size} bytes")
+                raise self.error(
+                    f"array {name!r}: its header declares shape {shape} of {dtype} "
+                    f"({nbytes} bytes) but the member holds {info.file_size} bytes"
+                )
             total += nbytes
             if total > max_bytes:
-                raise self.error(f"array {name!r}: the arrays exceed the limit of {max_bytes} bytes")
+                raise self.error(
+                    f"array {name!r}: the arrays exceed the limit of {max_bytes} bytes"
+                )
             headers[name] = (shape, dtype)
         on_disk = self.path.stat().st_size
         if total > self.small_bytes and total > self.max_expansion * on_disk:
-            raise self.error(f"would expand from {on_disk} bytes on disk to {total} bytes of arrays "
-                             f"(more than {self.max_expansion:g}x): refused as a zip bomb")
+            raise self.error(
+                f"would expand from {on_disk} bytes on disk to {total} bytes of arrays "
+                f"(more than {self.max_expansion:g}x): refused as a zip bomb"
+            )
         return headers
 
     def _header(self, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -131,16 +161,22 @@ class NpzReader:
             with self.zf.open(info) as fh:
                 version = np.lib.format.read_magic(fh)
                 if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(fh, max_header_size=MAX_HEADER_BYTES)
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(
+                        fh, max_header_size=MAX_HEADER_BYTES
+                    )
                 elif version in ((2, 0), (3, 0)):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(fh, max_header_size=MAX_HEADER_BYTES)
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(
+                        fh, max_header_size=MAX_HEADER_BYTES
+                    )
                 else:
                     raise ValueError(f"unsupported .npy version {version}")
                 return tuple(shape), dtype, fh.tell()
         except (ValueError, TypeError, SyntaxError) as err:
             raise self.error(f"array {name!r}: not a valid .npy header ({err})") from None
         except _DAMAGED as err:
-            raise self.error(f"is damaged at array {name!r} ({type(err).__name__}: {err})") from None
+            raise self.error(
+                f"is damaged at array {name!r} ({type(err).__name__}: {err})"
+            ) from None
 
     def read(self, name: str) -> np.ndarray:
         """The array ``name`` (its header was checked when the file was opened)."""
@@ -148,13 +184,17 @@ class NpzReader:
             raise self.error(f"lacks the array {name!r}")
         try:
             with self.zf.open(f"{name}.npy") as fh, io.BufferedReader(fh) as buffered:
-                array = np.lib.format.read_array(buffered, allow_pickle=False, max_header_size=MAX_HEADER_BYTES)
+                array = np.lib.format.read_array(
+                    buffered, allow_pickle=False, max_header_size=MAX_HEADER_BYTES
+                )
                 if buffered.read(1):
                     raise ValueError("bytes after the array")
         except ValueError as err:
             raise self.error(f"array {name!r}: {err}") from None
         except _DAMAGED as err:
-            raise self.error(f"is damaged at array {name!r} ({type(err).__name__}: {err})") from None
+            raise self.error(
+                f"is damaged at array {name!r} ({type(err).__name__}: {err})"
+            ) from None
         return array
 
     def read_all(self) -> dict[str, np.ndarray]:
@@ -170,7 +210,9 @@ class NpzReader:
         self.close()
 
 
-def nonfinite_arrays(arrays: dict[str, np.ndarray], names: Collection[str] | None = None) -> list[str]:
+def nonfinite_arrays(
+    arrays: dict[str, np.ndarray], names: Collection[str] | None = None
+) -> list[str]:
     """The names of the float arrays among ``names`` (default all) that hold NaN or ±inf."""
     bad = []
     for name, array in arrays.items():

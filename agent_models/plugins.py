@@ -43,7 +43,13 @@ def load_plugins() -> None:
         try:
             importlib.import_module(module)
         except Exception as err:  # noqa: BLE001 - any failure of the plugin's code is reported
-            source = "shipped with PolicySim" if module in SHIPPED_PLUGINS else f"named in ${PLUGINS_ENV_VAR}"
-            raise PluginError(f"plugin {module!r} ({source}) failed to import: {type(err).__name__}: {err}; "
-                              f"fix it or remove it from {PLUGINS_ENV_VAR}") from err
+            source = (
+                "shipped with PolicySim"
+                if module in SHIPPED_PLUGINS
+                else f"named in ${PLUGINS_ENV_VAR}"
+            )
+            raise PluginError(
+                f"plugin {module!r} ({source}) failed to import: {type(err).__name__}: {err}; "
+                f"fix it or remove it from {PLUGINS_ENV_VAR}"
+            ) from err
         _loaded.add(module)

@@ -54,80 +54,310 @@ ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurk
 
 #: Interest areas (the same names as the synthetic scenarios use).
 TOPICS: tuple[str, ...] = (
-    "politics", "healthcare", "religion", "economy", "law and courts", "education",
-    "family", "technology", "sports", "entertainment", "science", "local news",
+    "politics",
+    "healthcare",
+    "religion",
+    "economy",
+    "law and courts",
+    "education",
+    "family",
+    "technology",
+    "sports",
+    "entertainment",
+    "science",
+    "local news",
 )
 
 #: Keyword lexicons of :data:`TOPICS` (lower case; a keyword matches a word prefix, so
 #: "elect" matches "election"; Chinese keywords match anywhere).
 TOPIC_KEYWORDS: dict[str, tuple[str, ...]] = {
     "politics": (
-        "politic", "elect", "vote", "voting", "congress", "senat", "democrat", "republican",
-        "gop", "president", "trump", "biden", "obama", "government", "campaign", "policy",
-        "parliament", "maga", "liberal", "conservative", "政府", "政治", "选举", "官员",
+        "politic",
+        "elect",
+        "vote",
+        "voting",
+        "congress",
+        "senat",
+        "democrat",
+        "republican",
+        "gop",
+        "president",
+        "trump",
+        "biden",
+        "obama",
+        "government",
+        "campaign",
+        "policy",
+        "parliament",
+        "maga",
+        "liberal",
+        "conservative",
+        "政府",
+        "政治",
+        "选举",
+        "官员",
     ),
     "healthcare": (
-        "health", "hospital", "doctor", "nurse", "vaccine", "covid", "medic", "patient",
-        "pandemic", "obamacare", "insurance", "abortion", "医院", "医生", "疫苗", "健康",
+        "health",
+        "hospital",
+        "doctor",
+        "nurse",
+        "vaccine",
+        "covid",
+        "medic",
+        "patient",
+        "pandemic",
+        "obamacare",
+        "insurance",
+        "abortion",
+        "医院",
+        "医生",
+        "疫苗",
+        "健康",
     ),
     "religion": (
-        "god", "church", "faith", "pray", "jesus", "christ", "bible", "muslim", "islam",
-        "jewish", "religio", "pastor", "blessed", "宗教", "佛",
+        "god",
+        "church",
+        "faith",
+        "pray",
+        "jesus",
+        "christ",
+        "bible",
+        "muslim",
+        "islam",
+        "jewish",
+        "religio",
+        "pastor",
+        "blessed",
+        "宗教",
+        "佛",
     ),
     "economy": (
-        "econom", "market", "stock", "tax", "job", "inflation", "business", "trade",
-        "money", "bank", "price", "wage", "invest", "经济", "股市", "房价", "工资",
+        "econom",
+        "market",
+        "stock",
+        "tax",
+        "job",
+        "inflation",
+        "business",
+        "trade",
+        "money",
+        "bank",
+        "price",
+        "wage",
+        "invest",
+        "经济",
+        "股市",
+        "房价",
+        "工资",
     ),
     "law and courts": (
-        "court", "judge", "law", "legal", "justice", "supreme", "lawsuit", "police", "crime",
-        "attorney", "ruling", "法院", "法律", "警察", "律师",
+        "court",
+        "judge",
+        "law",
+        "legal",
+        "justice",
+        "supreme",
+        "lawsuit",
+        "police",
+        "crime",
+        "attorney",
+        "ruling",
+        "法院",
+        "法律",
+        "警察",
+        "律师",
     ),
     "education": (
-        "school", "student", "teacher", "universit", "college", "educat", "campus", "class",
-        "学校", "学生", "教育", "老师", "高考",
+        "school",
+        "student",
+        "teacher",
+        "universit",
+        "college",
+        "educat",
+        "campus",
+        "class",
+        "学校",
+        "学生",
+        "教育",
+        "老师",
+        "高考",
     ),
     "family": (
-        "family", "kid", "child", "mom", "dad", "parent", "wife", "husband", "baby",
-        "daughter", "son", "家庭", "孩子", "父母", "妈妈",
+        "family",
+        "kid",
+        "child",
+        "mom",
+        "dad",
+        "parent",
+        "wife",
+        "husband",
+        "baby",
+        "daughter",
+        "son",
+        "家庭",
+        "孩子",
+        "父母",
+        "妈妈",
     ),
     "technology": (
-        "tech", "artificial intelligence", "software", "app", "google", "apple", "iphone", "internet", "data",
-        "crypto", "bitcoin", "startup", "robot", "科技", "手机", "互联网",
+        "tech",
+        "artificial intelligence",
+        "software",
+        "app",
+        "google",
+        "apple",
+        "iphone",
+        "internet",
+        "data",
+        "crypto",
+        "bitcoin",
+        "startup",
+        "robot",
+        "科技",
+        "手机",
+        "互联网",
     ),
     "sports": (
-        "game", "team", "nba", "nfl", "football", "soccer", "basketball", "baseball", "win",
-        "season", "coach", "olympic", "体育", "足球", "篮球", "比赛",
+        "game",
+        "team",
+        "nba",
+        "nfl",
+        "football",
+        "soccer",
+        "basketball",
+        "baseball",
+        "win",
+        "season",
+        "coach",
+        "olympic",
+        "体育",
+        "足球",
+        "篮球",
+        "比赛",
     ),
     "entertainment": (
-        "movie", "film", "music", "song", "album", "tv", "show", "celebrit", "concert",
-        "netflix", "star", "电影", "音乐", "明星", "娱乐",
+        "movie",
+        "film",
+        "music",
+        "song",
+        "album",
+        "tv",
+        "show",
+        "celebrit",
+        "concert",
+        "netflix",
+        "star",
+        "电影",
+        "音乐",
+        "明星",
+        "娱乐",
     ),
     "science": (
-        "science", "scien", "research", "climate", "space", "nasa", "study", "physic",
-        "biolog", "科学", "研究", "气候",
+        "science",
+        "scien",
+        "research",
+        "climate",
+        "space",
+        "nasa",
+        "study",
+        "physic",
+        "biolog",
+        "科学",
+        "研究",
+        "气候",
     ),
     "local news": (
-        "local", "city", "county", "town", "community", "weather", "traffic", "mayor",
-        "neighborhood", "本地", "城市", "天气", "交通",
+        "local",
+        "city",
+        "county",
+        "town",
+        "community",
+        "weather",
+        "traffic",
+        "mayor",
+        "neighborhood",
+        "本地",
+        "城市",
+        "天气",
+        "交通",
     ),
 }
 
 #: Bio keyword rules for the likely identity, first match wins.
 IDENTITY_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("journalist", ("journalist", "reporter", "editor", "correspondent", "news anchor", "记者", "编辑", "媒体")),
-    ("politician", ("senator", "congressman", "congresswoman", "mayor", "governor", "mp for",
-                    "representative", "candidate for", "councilmember", "议员", "官员")),
-    ("activist", ("activist", "advocate", "organizer", "organiser", "#resist", "campaigner", "维权")),
-    ("academic", ("professor", "phd", "researcher", "scientist", "lecturer", "postdoc", "教授", "博士", "研究员")),
+    (
+        "journalist",
+        (
+            "journalist",
+            "reporter",
+            "editor",
+            "correspondent",
+            "news anchor",
+            "记者",
+            "编辑",
+            "媒体",
+        ),
+    ),
+    (
+        "politician",
+        (
+            "senator",
+            "congressman",
+            "congresswoman",
+            "mayor",
+            "governor",
+            "mp for",
+            "representative",
+            "candidate for",
+            "councilmember",
+            "议员",
+            "官员",
+        ),
+    ),
+    (
+        "activist",
+        ("activist", "advocate", "organizer", "organiser", "#resist", "campaigner", "维权"),
+    ),
+    (
+        "academic",
+        (
+            "professor",
+            "phd",
+            "researcher",
+            "scientist",
+            "lecturer",
+            "postdoc",
+            "教授",
+            "博士",
+            "研究员",
+        ),
+    ),
     ("lawyer", ("lawyer", "attorney", "law firm", "律师")),
     ("healthcare worker", ("nurse", "physician", "doctor", " md", "医生", "护士")),
     ("teacher", ("teacher", "educator", "教师", "老师")),
     ("student", ("student", "undergrad", "class of", "学生")),
-    ("business professional", ("ceo", "founder", "entrepreneur", "marketing", "consultant", "investor", "创始人", "总裁")),
+    (
+        "business professional",
+        ("ceo", "founder", "entrepreneur", "marketing", "consultant", "investor", "创始人", "总裁"),
+    ),
     ("religious person", ("pastor", "christian", "catholic", "god first", "blessed", "牧师")),
     ("veteran", ("veteran", "usmc", "army", "navy", "air force", "退伍")),
     ("parent", ("mom of", "dad of", "mother of", "father of", "wife and mother", "妈妈", "爸爸")),
-    ("artist", ("artist", "musician", "writer", "author", "photographer", "designer", "作家", "歌手", "摄影")),
+    (
+        "artist",
+        (
+            "artist",
+            "musician",
+            "writer",
+            "author",
+            "photographer",
+            "designer",
+            "作家",
+            "歌手",
+            "摄影",
+        ),
+    ),
     ("tech worker", ("engineer", "developer", "programmer", "software", "工程师", "程序员")),
 )
 
@@ -212,7 +442,9 @@ class InteractionStats:
     role: np.ndarray
 
 
-def interaction_stats(records: Sequence[UserRecord], rules: RoleRules | None = None) -> InteractionStats:
+def interaction_stats(
+    records: Sequence[UserRecord], rules: RoleRules | None = None
+) -> InteractionStats:
     """Interaction statistics and roles of ``records`` (formulas in the module docstring)."""
     rules = rules or RoleRules()
     n = len(records)
@@ -239,8 +471,11 @@ def interaction_stats(records: Sequence[UserRecord], rules: RoleRules | None = N
         ("lurker", (total < rules.lurker_max_posts) & (statuses < rules.lurker_max_statuses)),
         ("amplifier", retweets / share >= rules.amplifier_min_retweet_share),
         ("conversationalist", reply >= rules.conversationalist_min_reply_share),
-        ("broadcaster", (ffr >= rules.broadcaster_min_follower_ratio)
-         & (originals / share >= rules.broadcaster_min_original_share)),
+        (
+            "broadcaster",
+            (ffr >= rules.broadcaster_min_follower_ratio)
+            & (originals / share >= rules.broadcaster_min_original_share),
+        ),
     ):
         pick = undecided & hit
         role[pick] = ROLES.index(name)
@@ -320,7 +555,9 @@ class HeuristicProfiler:
     ) -> None:
         self.topics = tuple(topics)
         lexicon = dict(TOPIC_KEYWORDS) if topic_keywords is None else dict(topic_keywords)
-        self.keywords = {t: tuple(k.lower() for k in lexicon.get(t, (t.lower(),))) for t in self.topics}
+        self.keywords = {
+            t: tuple(k.lower() for k in lexicon.get(t, (t.lower(),))) for t in self.topics
+        }
         self._patterns = {t: keyword_pattern(kw) for t, kw in self.keywords.items()}
         self.min_topic_share = min_topic_share
         self.max_interests = max_interests
@@ -356,13 +593,23 @@ class HeuristicProfiler:
         s = self.style
         n = len(posts)
         length = float(np.mean([len(p) for p in posts]))
-        parts = ["short posts" if length < s.short_chars else "long posts" if length > s.long_chars
-                 else "medium-length posts"]
+        parts = [
+            "short posts"
+            if length < s.short_chars
+            else "long posts"
+            if length > s.long_chars
+            else "medium-length posts"
+        ]
         if tone is None and self.use_sentiment:
             tone = float(sentiment_scores(posts).mean())
         if tone is not None:
-            parts.append("positive tone" if tone > s.positive_tone else
-                         "negative tone" if tone < s.negative_tone else "neutral tone")
+            parts.append(
+                "positive tone"
+                if tone > s.positive_tone
+                else "negative tone"
+                if tone < s.negative_tone
+                else "neutral tone"
+            )
         hashtags = sum(len(_HASHTAG.findall(p)) + len(_WEIBO_TAG.findall(p)) for p in posts) / n
         if hashtags >= s.many_hashtags:
             parts.append("many hashtags")
@@ -386,8 +633,11 @@ class HeuristicProfiler:
 
 
 _DOMAIN_TO_TOPIC = {
-    "politics": "politics", "business": "economy", "entertainment": "entertainment",
-    "sports": "sports", "sport": "sports",
+    "politics": "politics",
+    "business": "economy",
+    "entertainment": "entertainment",
+    "sports": "sports",
+    "sport": "sports",
 }
 
 #: Prompt of the LLM profiler; ``{topics}`` is the allowed interest list.
@@ -407,8 +657,10 @@ def profile_answer_schema(topics: Sequence[str]) -> dict[str, Any]:
         "properties": {
             "likely_identity": {"type": "string", "maxLength": 60},
             "interested_areas": {
-                "type": "array", "items": {"type": "string", "enum": list(topics)},
-                "minItems": 1, "maxItems": 3,
+                "type": "array",
+                "items": {"type": "string", "enum": list(topics)},
+                "minItems": 1,
+                "maxItems": 3,
             },
             "posting_style": {"type": "string", "maxLength": 100},
         },
@@ -417,8 +669,9 @@ def profile_answer_schema(topics: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def profile_messages(rec: UserRecord, topics: Sequence[str], max_posts: int = 10,
-                     max_chars: int = 280) -> list[dict[str, str]]:
+def profile_messages(
+    rec: UserRecord, topics: Sequence[str], max_posts: int = 10, max_chars: int = 280
+) -> list[dict[str, str]]:
     """Chat messages asking an LLM for one user's profile attributes."""
     posts = "\n".join(f"- {p[:max_chars]}" for p in rec.posts[:max_posts]) or "(no posts)"
     user = (
@@ -440,8 +693,15 @@ class LLMProfiler:
     fall back to the :class:`HeuristicProfiler` for that user; ``self.failures`` counts them.
     """
 
-    def __init__(self, backend: Any, topics: Sequence[str] = TOPICS, *, max_posts: int = 10,
-                 max_new_tokens: int = 96, fallback: HeuristicProfiler | None = None) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        topics: Sequence[str] = TOPICS,
+        *,
+        max_posts: int = 10,
+        max_new_tokens: int = 96,
+        fallback: HeuristicProfiler | None = None,
+    ) -> None:
         self.backend = backend
         self.topics = tuple(topics)
         self.max_posts = max_posts
@@ -456,7 +716,9 @@ class LLMProfiler:
             return []
         prompts = [profile_messages(r, self.topics, self.max_posts) for r in records]
         answers = generate_json(
-            self.backend, prompts, profile_answer_schema(self.topics),
+            self.backend,
+            prompts,
+            profile_answer_schema(self.topics),
             max_new_tokens=self.max_new_tokens,
         )
         out: list[ProfileAttributes] = []
@@ -482,8 +744,13 @@ def _parse_profile_answer(answer: str | None, topics: Sequence[str]) -> ProfileA
     identity = data.get("likely_identity")
     areas = data.get("interested_areas")
     style = data.get("posting_style")
-    if not (isinstance(identity, str) and identity.strip() and isinstance(style, str) and style.strip()
-            and isinstance(areas, list)):
+    if not (
+        isinstance(identity, str)
+        and identity.strip()
+        and isinstance(style, str)
+        and style.strip()
+        and isinstance(areas, list)
+    ):
         return None
     interests = [a for a in areas if isinstance(a, str) and a in topics]
     return ProfileAttributes(identity.strip()[:60], interests, style.strip()[:100])
@@ -515,7 +782,9 @@ def extract_profiles(
     """
     topics = tuple(topics)
     if profiler is None:
-        profiler = LLMProfiler(backend, topics) if backend is not None else HeuristicProfiler(topics)
+        profiler = (
+            LLMProfiler(backend, topics) if backend is not None else HeuristicProfiler(topics)
+        )
     attributes = profiler.extract(records)
     stats = interaction_stats(records, rules)
     interests = np.zeros((len(records), len(topics)), dtype=bool)

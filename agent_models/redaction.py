@@ -17,8 +17,21 @@ import re
 from typing import Any
 
 #: Word parts that make a field name secret.
-SECRET_WORDS = ("apikey", "api_key", "secret", "password", "passwd", "token", "credential",
-                "credentials", "authorization", "auth", "private_key", "access_key", "session_key")
+SECRET_WORDS = (
+    "apikey",
+    "api_key",
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "credentials",
+    "authorization",
+    "auth",
+    "private_key",
+    "access_key",
+    "session_key",
+)
 REDACTED = "<redacted>"
 #: Suffixes of fields that name where a secret is read from (``api_key_env``), not secrets.
 _NAMES_A_VARIABLE = ("_env", "_var", "_variable")
@@ -72,13 +85,18 @@ def redact(value: Any, *, _depth: int = 0) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {k: (REDACTED if value[k] is not None else None) if is_secret_name(k)
-                else redact(v, _depth=_depth + 1) for k, v in value.items()}
+        return {
+            k: (REDACTED if value[k] is not None else None)
+            if is_secret_name(k)
+            else redact(v, _depth=_depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return type(value)(redact(v, _depth=_depth + 1) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return redact({f.name: getattr(value, f.name) for f in dataclasses.fields(value)},
-                      _depth=_depth + 1)
+        return redact(
+            {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, _depth=_depth + 1
+        )
     if hasattr(type(value), "model_fields") and hasattr(value, "model_dump"):
         return redact({f: getattr(value, f) for f in type(value).model_fields}, _depth=_depth + 1)
     return value

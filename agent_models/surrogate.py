@@ -128,17 +128,36 @@ class SurrogateConfig:
     def __post_init__(self) -> None:
         check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools
         probabilities = (
-            "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
-            "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption",
-            "misinfo_post_share", "misinfo_recovery", "exposure_assimilation", "toxic_threshold",
-            "civility_threshold", "confidence_bound", "backfire_gap",
+            "post_rate",
+            "follow_prob",
+            "unfollow_prob",
+            "assimilation_rate",
+            "backfire_rate",
+            "anchor_rate",
+            "reinforcement_rate",
+            "news_decay",
+            "misinfo_adoption",
+            "misinfo_post_share",
+            "misinfo_recovery",
+            "exposure_assimilation",
+            "toxic_threshold",
+            "civility_threshold",
+            "confidence_bound",
+            "backfire_gap",
         )
         for name in probabilities:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"surrogate.{name}={value!r} is not allowed: a number in [0, 1]")
-        for name in ("post_noise", "stance_noise", "misinfo_steepness", "reply_toxicity_base",
-                     "reply_toxicity_gap", "post_toxicity_scale", "interest_weight"):
+        for name in (
+            "post_noise",
+            "stance_noise",
+            "misinfo_steepness",
+            "reply_toxicity_base",
+            "reply_toxicity_gap",
+            "post_toxicity_scale",
+            "interest_weight",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"surrogate.{name}={getattr(self, name)!r} is not allowed: >= 0")
 
@@ -199,23 +218,32 @@ class SurrogateBrain(Brain):
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"anchor": None if self.anchor is None else self.anchor.copy(),
-                "shock": None if self.shock is None else self.shock.copy(),
-                "config": asdict(self.config)}
+        return {
+            "anchor": None if self.anchor is None else self.anchor.copy(),
+            "shock": None if self.shock is None else self.shock.copy(),
+            "config": asdict(self.config),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.anchor = None if state["anchor"] is None else state["anchor"].copy()
         self.shock = None if state["shock"] is None else state["shock"].copy()
-        self.config = SurrogateConfig(**{f.name: state["config"][f.name] for f in fields(SurrogateConfig)})
+        self.config = SurrogateConfig(
+            **{f.name: state["config"][f.name] for f in fields(SurrogateConfig)}
+        )
 
     # ------------------------------------------------------------------ the reaction model
     def attitude(self, users: UserColumns) -> np.ndarray:
         """(N,) expressed attitudes a_u = clip(o_u + shock_u, −1, 1)."""
         return np.clip(users.opinion + self.shock, -1, 1)
 
-    def reaction_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
-                               post: np.ndarray, attention: np.ndarray | float | None = None
-                               ) -> dict[str, np.ndarray]:
+    def reaction_probabilities(
+        self,
+        users: UserColumns,
+        posts: PostColumns,
+        user: np.ndarray,
+        post: np.ndarray,
+        attention: np.ndarray | float | None = None,
+    ) -> dict[str, np.ndarray]:
         """Reaction probabilities of users ``user`` to posts ``post`` (same shape, any shape).
 
         ``attention`` is the slot's extra log-odds (default: a recommended slot's,
@@ -226,46 +254,76 @@ class SurrogateBrain(Brain):
         """
         return self._probabilities(users, posts, user, post, attention, self.attitude(users))
 
-    def _probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray, post: np.ndarray,
-                       attention: np.ndarray | float | None, attitudes: np.ndarray) -> dict[str, np.ndarray]:
+    def _probabilities(
+        self,
+        users: UserColumns,
+        posts: PostColumns,
+        user: np.ndarray,
+        post: np.ndarray,
+        attention: np.ndarray | float | None,
+        attitudes: np.ndarray,
+    ) -> dict[str, np.ndarray]:
         """:meth:`reaction_probabilities` given every user's attitude (N,)."""
         cfg = self.config
         attitude = _per_user(attitudes, user)
         stance = posts.stance[post]
-        sim = np.einsum("...d,...d->...", _per_user(users.latent, user), posts.latent.take(post, axis=0))
+        sim = np.einsum(
+            "...d,...d->...", _per_user(users.latent, user), posts.latent.take(post, axis=0)
+        )
         agree = attitude * stance
         gap = np.abs(attitude - stance) / 2
         if attention is None:
             attention = cfg.recommended_attention
         interest = cfg.interest_weight * sim + attention
-        reply_propensity = np.log(np.maximum(_per_user(users.profiles.reply_frequency, user), 1e-3) / 0.25)
+        reply_propensity = np.log(
+            np.maximum(_per_user(users.profiles.reply_frequency, user), 1e-3) / 0.25
+        )
         propensity = _per_user(users.toxicity_propensity, user)
         return {
             "like": _sigmoid(cfg.like_bias + interest + cfg.agreement_weight * agree),
             "dislike": _sigmoid(cfg.dislike_bias + interest - cfg.agreement_weight * agree),
             "retweet": _sigmoid(cfg.retweet_bias + interest + cfg.retweet_agreement_weight * agree),
-            "reply": _sigmoid(cfg.reply_bias + interest + cfg.reply_gap_weight * gap + reply_propensity),
+            "reply": _sigmoid(
+                cfg.reply_bias + interest + cfg.reply_gap_weight * gap + reply_propensity
+            ),
             "gap": gap,
             "reply_toxicity": self._reply_toxicity(propensity, gap),
         }
 
-    def _blocked_probabilities(self, users: UserColumns, posts: PostColumns, user: np.ndarray,
-                               post: np.ndarray, attention: np.ndarray, attitudes: np.ndarray,
-                               block: int = 8192) -> dict[str, np.ndarray]:
+    def _blocked_probabilities(
+        self,
+        users: UserColumns,
+        posts: PostColumns,
+        user: np.ndarray,
+        post: np.ndarray,
+        attention: np.ndarray,
+        attitudes: np.ndarray,
+        block: int = 8192,
+    ) -> dict[str, np.ndarray]:
         """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
         the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
             return self._probabilities(users, posts, user, post, attention, attitudes)
-        parts = [self._probabilities(users, posts, user[lo : lo + block], post[lo : lo + block],
-                                     attention[lo : lo + block], attitudes)
-                 for lo in range(0, len(user), block)]
+        parts = [
+            self._probabilities(
+                users,
+                posts,
+                user[lo : lo + block],
+                post[lo : lo + block],
+                attention[lo : lo + block],
+                attitudes,
+            )
+            for lo in range(0, len(user), block)
+        ]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
     def _reply_toxicity(self, propensity: np.ndarray, gap: np.ndarray) -> np.ndarray:
         cfg = self.config
         hostility = np.maximum(propensity - cfg.civility_threshold, 0.0)
-        return np.clip(propensity * cfg.reply_toxicity_base + cfg.reply_toxicity_gap * gap * hostility, 0, 1)
+        return np.clip(
+            propensity * cfg.reply_toxicity_base + cfg.reply_toxicity_gap * gap * hostility, 0, 1
+        )
 
     # ------------------------------------------------------------------ a round
     def act(self, round_input: RoundInput) -> RoundOutput:
@@ -273,7 +331,9 @@ class SurrogateBrain(Brain):
             raise RuntimeError("SurrogateBrain.act called before reset")
         users, rng = round_input.users, round_input.rng
         for event in round_input.news:
-            self.shock += (self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)).astype(np.float32)
+            self.shock += (
+                self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)
+            ).astype(np.float32)
         attitude = self.attitude(users)
         #: the attitudes this round's behaviour used (read by socialenv.trace)
         self.round_attitude = attitude
@@ -286,18 +346,31 @@ class SurrogateBrain(Brain):
         n = len(users)
         author = round_input.posts.author[reactions.post]
         return RoundOutput(
-            react_user=reactions.user, react_post=reactions.post, react_kind=reactions.kind,
-            react_stance=reactions.stance, react_toxicity=reactions.toxicity,
+            react_user=reactions.user,
+            react_post=reactions.post,
+            react_kind=reactions.kind,
+            react_stance=reactions.stance,
+            react_toxicity=reactions.toxicity,
             **posts,
-            follow_src=reactions.user[follow], follow_dst=author[follow],
-            unfollow_src=reactions.user[unfollow], unfollow_dst=author[unfollow],
-            stance_user=np.arange(n, dtype=np.int64), stance_discrete=discrete.astype(np.int8),
-            opinion_user=changed.astype(np.int64), opinion_value=new_opinion[changed],
-            misinformed_user=believers, misinformed_value=belief,
+            follow_src=reactions.user[follow],
+            follow_dst=author[follow],
+            unfollow_src=reactions.user[unfollow],
+            unfollow_dst=author[unfollow],
+            stance_user=np.arange(n, dtype=np.int64),
+            stance_discrete=discrete.astype(np.int8),
+            opinion_user=changed.astype(np.int64),
+            opinion_value=new_opinion[changed],
+            misinformed_user=believers,
+            misinformed_value=belief,
         )
 
-    def _react(self, round_input: RoundInput, attitude: np.ndarray, rng: np.random.Generator,
-               chunk: int = 65_536) -> _Reactions:
+    def _react(
+        self,
+        round_input: RoundInput,
+        attitude: np.ndarray,
+        rng: np.random.Generator,
+        chunk: int = 65_536,
+    ) -> _Reactions:
         """One Bernoulli draw per (feed slot, behaviour); reply toxicity and reaction stance."""
         cfg = self.config
         users, posts = round_input.users, round_input.posts
@@ -311,11 +384,15 @@ class SurrogateBrain(Brain):
         ) * self.config.recommended_attention
         rows_u, rows_p, rows_k, rows_gap = [], [], [], []
         draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
-        rows_to_score = max(b, 1) if len(posts.stance) else 0  # no post in the world: nothing to read
+        rows_to_score = (
+            max(b, 1) if len(posts.stance) else 0
+        )  # no post in the world: nothing to read
         for lo in range(0, rows_to_score, chunk):
             rows = slice(lo, lo + chunk)
             who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
-            prob = self._blocked_probabilities(users, posts, who, safe_feed[rows], promoted[rows], attitude)
+            prob = self._blocked_probabilities(
+                users, posts, who, safe_feed[rows], promoted[rows], attitude
+            )
             r, p, k, g = self._hits(valid[rows], draws[:, rows], prob, feed[rows])
             rows_u.append(r + lo)
             rows_p.append(p)
@@ -332,7 +409,8 @@ class SurrogateBrain(Brain):
         toxicity = toxicity * rng.uniform(0.5, 1.5, m)
         toxicity = np.where(is_reply, np.clip(toxicity, 0, 1), 0.0).astype(np.float32)
         stance = np.where(
-            is_retweet, posts.stance[react_post],
+            is_retweet,
+            posts.stance[react_post],
             np.clip(attitude[react_user] + cfg.stance_noise * rng.standard_normal(m), -1, 1),
         ).astype(np.float32)
         positive = (kind == Behaviour.LIKE) | is_retweet
@@ -340,16 +418,18 @@ class SurrogateBrain(Brain):
         return _Reactions(react_user, react_post, kind, stance, toxicity, positive, hostile)
 
     @staticmethod
-    def _hits(valid: np.ndarray, draws: np.ndarray, prob: dict[str, np.ndarray], feed: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _hits(
+        valid: np.ndarray, draws: np.ndarray, prob: dict[str, np.ndarray], feed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The reactions of one block of feed rows, behaviour after behaviour, each row-major:
         (row, post, kind, gap) of every valid slot whose draw is below its probability."""
         p = np.stack([prob[b.name.lower()] for b in _REACTIONS])
         i, r, c = np.nonzero(valid & (draws < p))
         return r, feed[r, c], _REACTION_KINDS[i], prob["gap"][r, c]
 
-    def _write_posts(self, round_input: RoundInput, attitude: np.ndarray,
-                     rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def _write_posts(
+        self, round_input: RoundInput, attitude: np.ndarray, rng: np.random.Generator
+    ) -> dict[str, np.ndarray]:
         """Original posts: who posts, and each post's latent, stance, toxicity, misinformation."""
         cfg = self.config
         users, active = round_input.users, round_input.active
@@ -357,19 +437,28 @@ class SurrogateBrain(Brain):
         post_prob = np.clip(cfg.post_rate * 2 * ratio / (1 + ratio), 0, 1)
         poster = active[rng.random(len(active)) < post_prob]
         p = len(poster)
-        latent = users.latent.take(poster, axis=0) + cfg.post_noise * rng.standard_normal((p, users.latent.shape[1]))
+        latent = users.latent.take(poster, axis=0) + cfg.post_noise * rng.standard_normal(
+            (p, users.latent.shape[1])
+        )
         latent /= np.maximum(np.linalg.norm(latent, axis=1, keepdims=True), 1e-8)
         stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
         toxicity = np.clip(
-            users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p), 0, 1
+            users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p),
+            0,
+            1,
         )
         misinfo = users.misinformed[poster] & (rng.random(p) < cfg.misinfo_post_share)
-        return {"post_user": poster, "post_latent": latent.astype(np.float32),
-                "post_stance": stance.astype(np.float32), "post_toxicity": toxicity.astype(np.float32),
-                "post_misinfo": misinfo}
+        return {
+            "post_user": poster,
+            "post_latent": latent.astype(np.float32),
+            "post_stance": stance.astype(np.float32),
+            "post_toxicity": toxicity.astype(np.float32),
+            "post_misinfo": misinfo,
+        }
 
-    def _follow(self, round_input: RoundInput, reactions: _Reactions, rng: np.random.Generator
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def _follow(
+        self, round_input: RoundInput, reactions: _Reactions, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(M,) bool masks over the reactions: follow the author after a positive reaction,
         unfollow after a hostile one."""
         m = len(reactions.user)
@@ -377,8 +466,9 @@ class SurrogateBrain(Brain):
         unfollow = reactions.hostile & (rng.random(m) < self.config.unfollow_prob)
         return follow, unfollow
 
-    def _update_opinions(self, round_input: RoundInput, reactions: _Reactions
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _update_opinions(
+        self, round_input: RoundInput, reactions: _Reactions
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Assimilation (bounded confidence), backfire, reinforcement and anchoring of the
         persistent opinions; returns the changed users, all new opinions (N,) and the
         discrete expressed stances (N,)."""
@@ -394,7 +484,9 @@ class SurrogateBrain(Brain):
         backfire = reactions.hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
         moved = assimilate | backfire
         rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
-        like_minded = assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
+        like_minded = (
+            assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
+        )
         step = rate * delta + np.where(
             like_minded, cfg.reinforcement_rate * np.sign(target) * (1 - np.abs(persistent)), 0.0
         )
@@ -409,8 +501,9 @@ class SurrogateBrain(Brain):
             seen_stance = np.where(valid, posts.stance[np.where(valid, feed, 0)], 0.0).sum(axis=1)
             mean_seen = seen_stance / np.maximum(valid.sum(axis=1), 1)
             active = round_input.active
-            new_opinion[active] += (cfg.exposure_assimilation * (mean_seen - new_opinion[active])
-                                    * valid.any(axis=1))
+            new_opinion[active] += (
+                cfg.exposure_assimilation * (mean_seen - new_opinion[active]) * valid.any(axis=1)
+            )
         new_opinion += cfg.anchor_rate * (self.anchor - new_opinion)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
@@ -418,8 +511,9 @@ class SurrogateBrain(Brain):
         discrete = np.where(expressed > 1 / 3, 1, np.where(expressed < -1 / 3, -1, 0))
         return changed, new_opinion, discrete
 
-    def _spread_misinformation(self, round_input: RoundInput, rng: np.random.Generator
-                               ) -> tuple[np.ndarray, np.ndarray]:
+    def _spread_misinformation(
+        self, round_input: RoundInput, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Complex contagion: returns the users whose belief flipped and their new belief."""
         cfg = self.config
         users, posts = round_input.users, round_input.posts
@@ -430,8 +524,10 @@ class SurrogateBrain(Brain):
         else:
             seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
         believer = users.misinformed[active]
-        adopt_prob = users.susceptibility[active] * cfg.misinfo_adoption * _sigmoid(
-            cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold)
+        adopt_prob = (
+            users.susceptibility[active]
+            * cfg.misinfo_adoption
+            * _sigmoid(cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold))
         )
         adopt_prob = np.where(seen_misinfo > 0, adopt_prob, 0.0)
         u = rng.random(len(active))

@@ -22,13 +22,32 @@ FIT_VERSION = 1
 
 #: SurrogateConfig fields limited to [0, 1] and to >= 0 (mirrors SurrogateConfig.__post_init__).
 UNIT_FIELDS = (
-    "post_rate", "follow_prob", "unfollow_prob", "assimilation_rate", "backfire_rate",
-    "anchor_rate", "reinforcement_rate", "news_decay", "misinfo_adoption",
-    "misinfo_post_share", "misinfo_recovery", "exposure_assimilation", "toxic_threshold",
-    "civility_threshold", "confidence_bound", "backfire_gap",
+    "post_rate",
+    "follow_prob",
+    "unfollow_prob",
+    "assimilation_rate",
+    "backfire_rate",
+    "anchor_rate",
+    "reinforcement_rate",
+    "news_decay",
+    "misinfo_adoption",
+    "misinfo_post_share",
+    "misinfo_recovery",
+    "exposure_assimilation",
+    "toxic_threshold",
+    "civility_threshold",
+    "confidence_bound",
+    "backfire_gap",
 )
-NONNEGATIVE_FIELDS = ("post_noise", "stance_noise", "misinfo_steepness", "reply_toxicity_base",
-                      "reply_toxicity_gap", "post_toxicity_scale", "interest_weight")
+NONNEGATIVE_FIELDS = (
+    "post_noise",
+    "stance_noise",
+    "misinfo_steepness",
+    "reply_toxicity_base",
+    "reply_toxicity_gap",
+    "post_toxicity_scale",
+    "interest_weight",
+)
 
 
 def clip_to_limits(values: dict[str, float]) -> dict[str, float]:
@@ -49,8 +68,10 @@ def load_surrogate_file(path: str | Path) -> SurrogateConfig:
     """The SurrogateConfig a fitted file holds; ``ValueError`` naming file and field otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"surrogate={str(path)!r} is not allowed: no such file (a fitted JSON from "
-                         "`policysim fit`, a dict of SurrogateConfig fields or None)")
+        raise ValueError(
+            f"surrogate={str(path)!r} is not allowed: no such file (a fitted JSON from "
+            "`policysim fit`, a dict of SurrogateConfig fields or None)"
+        )
     try:
         data: Any = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -58,9 +79,13 @@ def load_surrogate_file(path: str | Path) -> SurrogateConfig:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a JSON object is required")
     if data.get("format") != FIT_FORMAT:
-        raise ValueError(f"{path}: field 'format'={data.get('format')!r} is not allowed: {FIT_FORMAT!r}")
+        raise ValueError(
+            f"{path}: field 'format'={data.get('format')!r} is not allowed: {FIT_FORMAT!r}"
+        )
     if data.get("version") != FIT_VERSION:
-        raise ValueError(f"{path}: field 'version'={data.get('version')!r} is not allowed: {FIT_VERSION}")
+        raise ValueError(
+            f"{path}: field 'version'={data.get('version')!r} is not allowed: {FIT_VERSION}"
+        )
     params = data.get("parameters")
     if not isinstance(params, dict):
         raise ValueError(f"{path}: field 'parameters' must be an object of SurrogateConfig fields")
@@ -68,11 +93,19 @@ def load_surrogate_file(path: str | Path) -> SurrogateConfig:
     values: dict[str, float] = {}
     for name, entry in params.items():
         if name not in allowed:
-            raise ValueError(f"{path}: field 'parameters.{name}' is not allowed: a SurrogateConfig field "
-                             f"({sorted(allowed)})")
+            raise ValueError(
+                f"{path}: field 'parameters.{name}' is not allowed: a SurrogateConfig field "
+                f"({sorted(allowed)})"
+            )
         value = entry.get("value") if isinstance(entry, dict) else None
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"{path}: field 'parameters.{name}.value'={value!r} is not allowed: a finite number")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValueError(
+                f"{path}: field 'parameters.{name}.value'={value!r} is not allowed: a finite number"
+            )
         values[name] = float(value)
     try:
         return SurrogateConfig(**values)

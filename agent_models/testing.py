@@ -190,19 +190,41 @@ def build_tiny_lm(
 
 
 _TOPIC_WORDS = (
-    "the new abortion bill", "the court ruling", "state legislators", "women's health clinics",
-    "the governor", "the vote next week", "doctors", "pro-life groups", "pro-choice groups",
-    "my family", "the church", "the protest downtown", "the latest poll", "the senate debate",
+    "the new abortion bill",
+    "the court ruling",
+    "state legislators",
+    "women's health clinics",
+    "the governor",
+    "the vote next week",
+    "doctors",
+    "pro-life groups",
+    "pro-choice groups",
+    "my family",
+    "the church",
+    "the protest downtown",
+    "the latest poll",
+    "the senate debate",
 )
 _OPINIONS = (
-    "is a disaster for women", "finally protects the unborn", "is more complicated than people admit",
-    "has been twisted by the media", "should be decided by voters", "will end up in court again",
-    "is exactly what we voted for", "makes me furious", "needs a real debate, not slogans",
+    "is a disaster for women",
+    "finally protects the unborn",
+    "is more complicated than people admit",
+    "has been twisted by the media",
+    "should be decided by voters",
+    "will end up in court again",
+    "is exactly what we voted for",
+    "makes me furious",
+    "needs a real debate, not slogans",
 )
 _TAILS = (
-    "Read the full text before you share hot takes.", "Call your representative today!",
-    "I have been saying this for years.", "Does anyone have the actual numbers?",
-    "Not surprised at all.", "This thread explains it well.", "#vote #news", "Stay informed, friends.",
+    "Read the full text before you share hot takes.",
+    "Call your representative today!",
+    "I have been saying this for years.",
+    "Does anyone have the actual numbers?",
+    "Not surprised at all.",
+    "This thread explains it well.",
+    "#vote #news",
+    "Stay informed, friends.",
 )
 
 
@@ -244,14 +266,19 @@ def make_round_input(
     n = num_users
     topics = ("politics", "health", "religion", "law", "family", "sports", "technology")
     profiles = Profiles(
-        identity=Categorical(rng.integers(0, 5, n).astype(np.int32),
-                             ("journalist", "nurse", "student", "pastor", "lawyer")),
+        identity=Categorical(
+            rng.integers(0, 5, n).astype(np.int32),
+            ("journalist", "nurse", "student", "pastor", "lawyer"),
+        ),
         interests=rng.random((n, len(topics))) < 0.3,
         topics=topics,
-        posting_style=Categorical(rng.integers(0, 3, n).astype(np.int32),
-                                  ("sarcastic, short", "formal, long threads", "emotional, many hashtags")),
-        interaction_role=Categorical(rng.integers(0, 3, n).astype(np.int32),
-                                     ("broadcaster", "conversationalist", "lurker")),
+        posting_style=Categorical(
+            rng.integers(0, 3, n).astype(np.int32),
+            ("sarcastic, short", "formal, long threads", "emotional, many hashtags"),
+        ),
+        interaction_role=Categorical(
+            rng.integers(0, 3, n).astype(np.int32), ("broadcaster", "conversationalist", "lurker")
+        ),
         post_retweet_ratio=rng.uniform(0.2, 3, n).astype(np.float32),
         reply_frequency=rng.uniform(0, 0.6, n).astype(np.float32),
         follower_following_ratio=rng.uniform(0.1, 5, n).astype(np.float32),
@@ -266,11 +293,13 @@ def make_round_input(
         profiles=profiles,
         latent=unit(rng.standard_normal((n, latent_dim))),
         memory_latent=unit(rng.standard_normal((n, latent_dim))),
-        stance=stance, opinion=stance.copy(),
+        stance=stance,
+        opinion=stance.copy(),
         activity=np.full(n, active_fraction, np.float32),
         toxicity_propensity=rng.uniform(0, 0.5, n).astype(np.float32),
         susceptibility=rng.uniform(0, 1, n).astype(np.float32),
-        misinformed=misinformed, exposure=np.ones(n, np.float32),
+        misinformed=misinformed,
+        exposure=np.ones(n, np.float32),
     )
     p = num_posts
     author = rng.integers(0, n, p).astype(np.int64)
@@ -282,12 +311,18 @@ def make_round_input(
             text = f"{misinformation_message} {text}"[: text_chars[1]]
         texts.append(text)
     posts = PostColumns(
-        author=author, round=np.full(p, -1, np.int32), kind=np.zeros(p, np.int8),
-        parent=np.full(p, -1, np.int64), latent=unit(rng.standard_normal((p, latent_dim))),
+        author=author,
+        round=np.full(p, -1, np.int32),
+        kind=np.zeros(p, np.int8),
+        parent=np.full(p, -1, np.int64),
+        latent=unit(rng.standard_normal((p, latent_dim))),
         stance=np.clip(stance[author] + 0.1 * rng.standard_normal(p), -1, 1).astype(np.float32),
-        toxicity=rng.uniform(0, 0.3, p).astype(np.float32), misinfo=misinfo,
-        likes=rng.integers(0, 5, p).astype(np.int32), dislikes=np.zeros(p, np.int32),
-        retweets=rng.integers(0, 3, p).astype(np.int32), replies=rng.integers(0, 3, p).astype(np.int32),
+        toxicity=rng.uniform(0, 0.3, p).astype(np.float32),
+        misinfo=misinfo,
+        likes=rng.integers(0, 5, p).astype(np.int32),
+        dislikes=np.zeros(p, np.int32),
+        retweets=rng.integers(0, 3, p).astype(np.int32),
+        replies=rng.integers(0, 3, p).astype(np.int32),
         text=texts,
     )
     follows = rng.random((n, n)) < min(1.0, 5 / max(n, 1))
@@ -302,9 +337,16 @@ def make_round_input(
         feed[b, :k] = rng.choice(candidates, size=k, replace=False)
     channel = rng.integers(0, 3, feed.shape).astype(np.int8)
     return RoundInput(
-        round=round_, active=active, feed=feed, feed_channel=channel, users=users, posts=posts,
-        following_indptr=indptr, following_indices=indices,
+        round=round_,
+        active=active,
+        feed=feed,
+        feed_channel=channel,
+        users=users,
+        posts=posts,
+        following_indptr=indptr,
+        following_indices=indices,
         news=[NewsEvent(round_, "Breaking: the state senate passes the bill", -0.3)],
-        topic=topic, misinformation_message=misinformation_message,
+        topic=topic,
+        misinformation_message=misinformation_message,
         rng=np.random.default_rng(seed + 1),
     )

@@ -294,18 +294,30 @@ class RoundOutput:
         m = len(self.react_user)
         for name in ("react_post", "react_kind", "react_stance", "react_toxicity"):
             if len(getattr(self, name)) != m:
-                raise ValueError(f"RoundOutput.{name} has length {len(getattr(self, name))}, expected {m} (= len(react_user))")
+                raise ValueError(
+                    f"RoundOutput.{name} has length {len(getattr(self, name))}, expected {m} (= len(react_user))"
+                )
         p = len(self.post_user)
         for name in ("post_stance", "post_toxicity", "post_misinfo"):
             if len(getattr(self, name)) != p:
-                raise ValueError(f"RoundOutput.{name} has length {len(getattr(self, name))}, expected {p} (= len(post_user))")
+                raise ValueError(
+                    f"RoundOutput.{name} has length {len(getattr(self, name))}, expected {p} (= len(post_user))"
+                )
         if p and (self.post_latent is None or self.post_latent.shape != (p, embedding_dim)):
             shape = None if self.post_latent is None else self.post_latent.shape
-            raise ValueError(f"RoundOutput.post_latent has shape {shape}, expected ({p}, {embedding_dim})")
+            raise ValueError(
+                f"RoundOutput.post_latent has shape {shape}, expected ({p}, {embedding_dim})"
+            )
         for name, limit in (
-            ("react_user", num_users), ("react_post", num_posts), ("post_user", num_users),
-            ("follow_src", num_users), ("follow_dst", num_users), ("unfollow_src", num_users),
-            ("unfollow_dst", num_users), ("stance_user", num_users), ("opinion_user", num_users),
+            ("react_user", num_users),
+            ("react_post", num_posts),
+            ("post_user", num_users),
+            ("follow_src", num_users),
+            ("follow_dst", num_users),
+            ("unfollow_src", num_users),
+            ("unfollow_dst", num_users),
+            ("stance_user", num_users),
+            ("opinion_user", num_users),
             ("misinformed_user", num_users),
         ):
             arr = getattr(self, name)

@@ -66,8 +66,9 @@ def did_you_mean(name: Any, choices: Iterable[Any]) -> str:
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
-def check_keys(given: Iterable[str], allowed: Iterable[str], name: str, what: str,
-               keyword: bool = False) -> None:
+def check_keys(
+    given: Iterable[str], allowed: Iterable[str], name: str, what: str, keyword: bool = False
+) -> None:
     """Refuse keys of ``given`` outside ``allowed`` (keyword arguments, dict keys), in the
     one template, e.g. ``hyperparameters=['alhpa'] is not allowed: unknown hyper-parameter(s)
     of policy 'linucb'; allowed: alpha, fit_intercept; did you mean 'alpha'?``. With
@@ -77,12 +78,19 @@ def check_keys(given: Iterable[str], allowed: Iterable[str], name: str, what: st
     unknown = sorted(set(given) - set(allowed))
     if not unknown:
         return
-    hints = "".join(did_you_mean(key, allowed).replace("did you mean", f"{key!r}: did you mean")
-                    if len(unknown) > 1 else did_you_mean(key, allowed) for key in unknown)
-    error = config_error(name, unknown, f"unknown {what}; allowed: {', '.join(allowed) or '(none)'}{hints}")
+    hints = "".join(
+        did_you_mean(key, allowed).replace("did you mean", f"{key!r}: did you mean")
+        if len(unknown) > 1
+        else did_you_mean(key, allowed)
+        for key in unknown
+    )
+    error = config_error(
+        name, unknown, f"unknown {what}; allowed: {', '.join(allowed) or '(none)'}{hints}"
+    )
     if keyword:
         raise UnknownKeywordError(
-            f"{error} (got an unexpected keyword argument {', '.join(repr(k) for k in unknown)})")
+            f"{error} (got an unexpected keyword argument {', '.join(repr(k) for k in unknown)})"
+        )
     raise error
 
 
@@ -98,13 +106,25 @@ class Limit:
     max_len: int | None = None
 
     def describe(self) -> str:
-        low = f"[{_num(self.ge)}" if self.ge is not None else (f"({_num(self.gt)}" if self.gt is not None else "(-inf")
-        high = f"{_num(self.le)}]" if self.le is not None else (f"{_num(self.lt)})" if self.lt is not None else "inf)")
+        low = (
+            f"[{_num(self.ge)}"
+            if self.ge is not None
+            else (f"({_num(self.gt)}" if self.gt is not None else "(-inf")
+        )
+        high = (
+            f"{_num(self.le)}]"
+            if self.le is not None
+            else (f"{_num(self.lt)})" if self.lt is not None else "inf)")
+        )
         return f"in {low}, {high}"
 
     def holds(self, value: float) -> bool:
-        return not ((self.ge is not None and value < self.ge) or (self.le is not None and value > self.le)
-                    or (self.gt is not None and value <= self.gt) or (self.lt is not None and value >= self.lt))
+        return not (
+            (self.ge is not None and value < self.ge)
+            or (self.le is not None and value > self.le)
+            or (self.gt is not None and value <= self.gt)
+            or (self.lt is not None and value >= self.lt)
+        )
 
 
 def _num(x: float) -> str:
@@ -132,36 +152,55 @@ def _coerce(value: Any, annotation: Any, name: str, limit: Limit | None) -> Any:
         check(isinstance(value, bool | np.bool_), name, "true or false", value)
         return bool(value)
     if annotation is int:
-        check(not isinstance(value, bool | np.bool_), name, f"an integer (not a bool){bounds}", value)
+        check(
+            not isinstance(value, bool | np.bool_), name, f"an integer (not a bool){bounds}", value
+        )
         check(isinstance(value, int | np.integer), name, f"an integer{bounds}", value)
         value = int(value)
     elif annotation is float:
         check(not isinstance(value, bool | np.bool_), name, f"a number (not a bool){bounds}", value)
-        check(isinstance(value, int | float | np.integer | np.floating), name, f"a number{bounds}", value)
+        check(
+            isinstance(value, int | float | np.integer | np.floating),
+            name,
+            f"a number{bounds}",
+            value,
+        )
         value = float(value)
         check(math.isfinite(value), name, f"a finite number{bounds}", value)
     elif annotation is str:
         check(isinstance(value, str), name, "a string", value)
         return value
     elif origin in (tuple, list, Sequence) or annotation in (tuple, list):
-        check(isinstance(value, list | tuple | np.ndarray) and not isinstance(value, str), name,
-              f"a list of {_plural_name(args[0]) if args else 'values'}", value)
+        check(
+            isinstance(value, list | tuple | np.ndarray) and not isinstance(value, str),
+            name,
+            f"a list of {_plural_name(args[0]) if args else 'values'}",
+            value,
+        )
         if limit is not None and limit.max_len is not None:
             check(len(value) <= limit.max_len, name, f"at most {limit.max_len} values", value)
         item_limit = limit if limit is not None and limit.max_len is None else None
         if origin is tuple and args and args[-1] is not Ellipsis:
             check(len(value) == len(args), name, f"{len(args)} values", value)
-            items = [_coerce_or_keep(v, a, f"{name}[{i}]", item_limit)
-                     for i, (v, a) in enumerate(zip(value, args, strict=True))]
+            items = [
+                _coerce_or_keep(v, a, f"{name}[{i}]", item_limit)
+                for i, (v, a) in enumerate(zip(value, args, strict=True))
+            ]
         else:
             item = args[0] if args else Any
-            items = [_coerce_or_keep(v, item, f"{name}[{i}]", item_limit) for i, v in enumerate(value)]
+            items = [
+                _coerce_or_keep(v, item, f"{name}[{i}]", item_limit) for i, v in enumerate(value)
+            ]
         return list(items) if origin is list else tuple(items)
     elif origin in (dict, Mapping) or annotation is dict:
         check(isinstance(value, dict), name, "a dict", value)
         key_type, value_type = args if args else (Any, Any)
-        return {_coerce_or_keep(k, key_type, f"{name} key", None):
-                _coerce_or_keep(v, value_type, f"{name}[{k!r}]", None) for k, v in value.items()}
+        return {
+            _coerce_or_keep(k, key_type, f"{name} key", None): _coerce_or_keep(
+                v, value_type, f"{name}[{k!r}]", None
+            )
+            for k, v in value.items()
+        }
     else:
         raise _Skip
     if limit is not None and limit.max_len is None:
@@ -177,11 +216,15 @@ def _coerce_or_keep(value: Any, annotation: Any, name: str, limit: Limit | None)
 
 
 def _plural_name(annotation: Any) -> str:
-    return {int: "integers", float: "numbers", bool: "bools", str: "strings"}.get(annotation, "values")
+    return {int: "integers", float: "numbers", bool: "bools", str: "strings"}.get(
+        annotation, "values"
+    )
 
 
 def _type_name(annotation: Any) -> str:
-    return {int: "an integer", float: "a number", bool: "a bool", str: "a string"}.get(annotation, "a value")
+    return {int: "an integer", float: "a number", bool: "a bool", str: "a string"}.get(
+        annotation, "a value"
+    )
 
 
 @cache
@@ -210,9 +253,15 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._=+-]{0,199}")
 def check_path_segment(value: Any, name: str) -> str:
     """``value`` if it is a single safe path segment (a run or sweep name), else a ValueError:
     no separators, no ``..``, not absolute, at most 200 characters."""
-    check(isinstance(value, str) and _SEGMENT.fullmatch(value) is not None and value not in (".", ".."),
-          name, "one folder name: letters, digits, '.', '_', '-', '=', '+' (no '/', no '..', "
-          "not starting with '.' or '-'), at most 200 characters", value)
+    check(
+        isinstance(value, str)
+        and _SEGMENT.fullmatch(value) is not None
+        and value not in (".", ".."),
+        name,
+        "one folder name: letters, digits, '.', '_', '-', '=', '+' (no '/', no '..', "
+        "not starting with '.' or '-'), at most 200 characters",
+        value,
+    )
     return value
 
 
@@ -220,13 +269,19 @@ def strict_scalar(value: Any, annotation: Any, name: str) -> Any:
     """For pydantic ``mode="before"`` validators: refuse a bool, a string or a fractional
     float where ``annotation`` is an integer or number, and turn NumPy numbers into Python
     ones, so pydantic models follow the same rules as :func:`check_fields`."""
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    options = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
     numeric = [a for a in options if a in (int, float)]
     if not numeric or value is None or bool in options:
         return value
     wanted = "an integer" if numeric == [int] else "a number"
     if isinstance(value, bool | np.bool_ | str | bytes):
-        raise ValueError(f"{name}={value!r} is not allowed: {wanted} (not a {type(value).__name__})")
+        raise ValueError(
+            f"{name}={value!r} is not allowed: {wanted} (not a {type(value).__name__})"
+        )
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):

@@ -15,8 +15,14 @@ def check_int(owner: Any, name: str, minimum: int | None = None) -> None:
     """Require ``owner.<name>`` to be an integer (not a bool) that is >= ``minimum``."""
     value = getattr(owner, name)
     bound = f" >= {minimum}" if minimum is not None else ""
-    check(not isinstance(value, bool) and isinstance(value, Integral)
-          and (minimum is None or value >= minimum), name, f"an integer{bound}", value)
+    check(
+        not isinstance(value, bool)
+        and isinstance(value, Integral)
+        and (minimum is None or value >= minimum),
+        name,
+        f"an integer{bound}",
+        value,
+    )
     setattr(owner, name, int(value))
 
 
@@ -58,7 +64,12 @@ def check_hidden_sizes(owner: Any, name: str) -> None:
     value = getattr(owner, name)
     if isinstance(value, list):
         value = tuple(value)
-    check(isinstance(value, tuple) and bool(value)
-          and all(not isinstance(w, bool) and isinstance(w, Integral) and w >= 1 for w in value),
-          name, "a non-empty tuple of positive integers (hidden layer widths)", value)
+    check(
+        isinstance(value, tuple)
+        and bool(value)
+        and all(not isinstance(w, bool) and isinstance(w, Integral) and w >= 1 for w in value),
+        name,
+        "a non-empty tuple of positive integers (hidden layer widths)",
+        value,
+    )
     setattr(owner, name, tuple(int(w) for w in value))

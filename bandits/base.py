@@ -88,7 +88,11 @@ class Policy(ABC):
     def hyperparameter_names(cls) -> list[str]:
         """The keyword arguments ``make_policy`` passes on: the dataclass fields but
         ``context_dim`` and ``seed`` (class variables such as ``name`` are not fields)."""
-        return [f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("context_dim", "seed")]
+        return [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.init and f.name not in ("context_dim", "seed")
+        ]
 
     def __post_init__(self) -> None:
         check_int(self, "context_dim", minimum=1)
@@ -170,7 +174,9 @@ class Policy(ABC):
         contexts = self._validated_contexts(contexts, "contexts")
         allowed = _validated_mask(mask, contexts.shape[0])
         budget = _validated_budget(budget, allowed, contexts.shape[0])
-        picked = self._deterministic_select(contexts if allowed is None else contexts[allowed], budget)
+        picked = self._deterministic_select(
+            contexts if allowed is None else contexts[allowed], budget
+        )
         if picked is None:
             return None
         return np.asarray(picked if allowed is None else allowed[picked], dtype=np.int64)
@@ -279,8 +285,12 @@ class Policy(ABC):
     def build(cls, context_dim: int, seed: int = 0, **hyperparameters: Any) -> Policy:
         """A policy of this class; ValueError naming an unknown hyper-parameter (listing the
         class's) or an invalid value (naming the field)."""
-        check_keys(hyperparameters, cls.hyperparameter_names(), "hyperparameters",
-                   f"hyper-parameter(s) of policy {cls.name!r}")
+        check_keys(
+            hyperparameters,
+            cls.hyperparameter_names(),
+            "hyperparameters",
+            f"hyper-parameter(s) of policy {cls.name!r}",
+        )
         return cls(context_dim=context_dim, seed=seed, **hyperparameters)
 
     @classmethod
@@ -314,8 +324,9 @@ class Policy(ABC):
         """(M,) inclusion probabilities over the allowed arms and the method. Default: a
         Monte-Carlo estimate over re-draws of ``self._rng`` (:func:`monte_carlo_inclusion`);
         policies with a closed form override it."""
-        return monte_carlo_inclusion(self, lambda: self._select(contexts, budget),
-                                     contexts.shape[0]), "monte_carlo"
+        return monte_carlo_inclusion(
+            self, lambda: self._select(contexts, budget), contexts.shape[0]
+        ), "monte_carlo"
 
     def _check_hyperparameters(self) -> None:  # noqa: B027 - optional hook
         """Validate the subclass's dataclass fields (raise ValueError naming the field)."""
@@ -454,15 +465,20 @@ def class_averaged(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (np.bincount(inverse, weights=probs) / np.bincount(inverse))[inverse]
 
 
-def monte_carlo_inclusion(policy: Policy, draw_slate: Any, n_arms: int,
-                          draws: int | None = None) -> np.ndarray:
+def monte_carlo_inclusion(
+    policy: Policy, draw_slate: Any, n_arms: int, draws: int | None = None
+) -> np.ndarray:
     """(K,) share of ``draws`` re-runs of ``draw_slate()`` (returns arm positions) that
     include each arm. Each re-run sees a fresh generator in ``policy._rng`` derived from the
     seed and the current generator state; the policy's own generator is restored after, so
     the call changes nothing the policy does next."""
     draws = policy.propensity_draws if draws is None else draws
     state = policy._rng.bit_generator.state["state"]
-    key = [policy.seed, 1, *(int(v) % 2**63 for v in (state.values() if isinstance(state, dict) else [state]))]
+    key = [
+        policy.seed,
+        1,
+        *(int(v) % 2**63 for v in (state.values() if isinstance(state, dict) else [state])),
+    ]
     counts = np.zeros(n_arms)
     for draw in range(draws):
         with spared_generator(policy, np.random.default_rng([*key, draw])):

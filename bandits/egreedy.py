@@ -43,8 +43,9 @@ def epsilon_greedy_inclusion(greedy_scores: np.ndarray, budget: int, epsilon: fl
     """
     n_arms = len(greedy_scores)
     explore = np.arange(budget + 1)
-    weight = np.asarray([math.comb(budget, m) * epsilon**m * (1 - epsilon) ** (budget - m)
-                         for m in explore])
+    weight = np.asarray(
+        [math.comb(budget, m) * epsilon**m * (1 - epsilon) ** (budget - m) for m in explore]
+    )
     greedy_count = budget - explore
     leftover = n_arms - greedy_count
     explore_share = np.divide(explore, leftover, out=np.zeros(budget + 1), where=leftover > 0)

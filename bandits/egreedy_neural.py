@@ -46,7 +46,10 @@ class NeuralEpsilonGreedy(EpsilonGreedySlates, NeuralPolicy):
 
     def _build(self, init_generator: torch.Generator) -> None:
         self._network = Regressor(
-            self.context_dim, self.hidden_sizes, self.learning_rate, self.buffer_size,
+            self.context_dim,
+            self.hidden_sizes,
+            self.learning_rate,
+            self.buffer_size,
             init_generator,
         )
 

@@ -62,8 +62,11 @@ def adjacency_t(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
             indices, torch.ones(indices.shape[1]), (num_nodes, num_nodes), check_invariants=False
         ).coalesce()
         return torch.sparse_coo_tensor(
-            adjacency.indices(), torch.ones(adjacency.indices().shape[1]),
-            (num_nodes, num_nodes), is_coalesced=True, check_invariants=False,
+            adjacency.indices(),
+            torch.ones(adjacency.indices().shape[1]),
+            (num_nodes, num_nodes),
+            is_coalesced=True,
+            check_invariants=False,
         ).to_sparse_csr()
 
 
@@ -110,7 +113,11 @@ def neighbourhood(
     from torch_geometric.utils import k_hop_subgraph
 
     subset, edge_index, mapping, _ = k_hop_subgraph(
-        nodes, hops, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes,
+        nodes,
+        hops,
+        graph.edge_index,
+        relabel_nodes=True,
+        num_nodes=graph.num_nodes,
         flow="source_to_target",
     )
     return GraphSnapshot(graph.x[subset], edge_index), mapping
@@ -122,8 +129,9 @@ def disjoint_union(graphs: list[GraphSnapshot]) -> tuple[GraphSnapshot, torch.Te
     sizes = torch.tensor([g.num_nodes for g in graphs], dtype=torch.int64)
     offsets = torch.cumsum(sizes, 0) - sizes
     x = torch.cat([g.x for g in graphs])
-    edge_index = torch.cat([g.edge_index + o for g, o in zip(graphs, offsets.tolist(), strict=True)],
-                           dim=1)
+    edge_index = torch.cat(
+        [g.edge_index + o for g, o in zip(graphs, offsets.tolist(), strict=True)], dim=1
+    )
     return GraphSnapshot(x, edge_index), offsets
 
 
@@ -190,8 +198,9 @@ class GraphContextEncoder(nn.Module):
             hidden = torch.relu(self.conv1(x, adjacency))
             return self.conv2(hidden, adjacency)
 
-    def embed(self, graph: GraphSnapshot, nodes: torch.Tensor,
-              full_graph_max_nodes: int = 20_000) -> torch.Tensor:
+    def embed(
+        self, graph: GraphSnapshot, nodes: torch.Tensor, full_graph_max_nodes: int = 20_000
+    ) -> torch.Tensor:
         """(n,) node ids -> (n, out_dim) embeddings, computed on the whole graph when it has at
         most ``full_graph_max_nodes`` nodes, else on the nodes' :func:`neighbourhood` (same
         values, cost independent of N)."""

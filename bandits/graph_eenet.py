@@ -49,8 +49,9 @@ class GraphReplay:
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
-    def add_round(self, snapshot: GraphSnapshot, node: torch.Tensor, tail: torch.Tensor,
-                  reward: torch.Tensor) -> None:
+    def add_round(
+        self, snapshot: GraphSnapshot, node: torch.Tensor, tail: torch.Tensor, reward: torch.Tensor
+    ) -> None:
         """node (n,) positions in ``snapshot``, tail (n, T), reward (n,)."""
         sid = self._next_id
         self._next_id += 1
@@ -99,12 +100,17 @@ class GraphReplay:
     def state(self) -> dict[str, Any]:
         return {
             "snapshots": {sid: g.state() for sid, g in self.snapshots.items()},
-            "snapshot_id": self.snapshot_id.clone(), "node": self.node.clone(),
-            "tail": self.tail.clone(), "reward": self.reward.clone(), "next_id": self._next_id,
+            "snapshot_id": self.snapshot_id.clone(),
+            "node": self.node.clone(),
+            "tail": self.tail.clone(),
+            "reward": self.reward.clone(),
+            "next_id": self._next_id,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.snapshots = {int(s): GraphSnapshot.from_state(g) for s, g in state["snapshots"].items()}
+        self.snapshots = {
+            int(s): GraphSnapshot.from_state(g) for s, g in state["snapshots"].items()
+        }
         self.snapshot_id, self.node = state["snapshot_id"].clone(), state["node"].clone()
         self.tail, self.reward = state["tail"].clone(), state["reward"].clone()
         self._next_id = int(state["next_id"])
@@ -173,15 +179,23 @@ class GraphEENet(EENet):
         check_bool(self, "use_stance")
         if self.user_context_dim is not None:
             value = self.user_context_dim
-            check(not isinstance(value, bool) and isinstance(value, Integral)
-                  and 1 <= value <= self.context_dim, "user_context_dim",
-                  f"None or an integer in [1, context_dim={self.context_dim}]", value)
+            check(
+                not isinstance(value, bool)
+                and isinstance(value, Integral)
+                and 1 <= value <= self.context_dim,
+                "user_context_dim",
+                f"None or an integer in [1, context_dim={self.context_dim}]",
+                value,
+            )
             self.user_context_dim = int(value)
         if self.embedding_dim is not None:
             value, bound = self.embedding_dim, self.user_context_dim or self.context_dim
-            check(not isinstance(value, bool) and isinstance(value, Integral) and 1 <= value <= bound,
-                  "embedding_dim", f"None or an integer in [1, {bound}] (at most the user_context_dim)",
-                  value)
+            check(
+                not isinstance(value, bool) and isinstance(value, Integral) and 1 <= value <= bound,
+                "embedding_dim",
+                f"None or an integer in [1, {bound}] (at most the user_context_dim)",
+                value,
+            )
             self.embedding_dim = int(value)
         check_int(self, "snapshot_capacity", minimum=1)
         check_int(self, "full_graph_max_nodes", minimum=1)
@@ -211,15 +225,24 @@ class GraphEENet(EENet):
         self._user_dim = user_dim
         self._embedding_dim = self.embedding_dim or user_dim
         self._graph_encoder = GraphContextEncoder(
-            user_dim + int(self.use_stance), self._embedding_dim, self.encoder_hidden,
-            self.encoder, torch_generator(self.seed, 3),
+            user_dim + int(self.use_stance),
+            self._embedding_dim,
+            self.encoder_hidden,
+            self.encoder,
+            torch_generator(self.seed, 3),
         )
-        self._joint_optimizer = torch.optim.Adam([
-            {"params": list(self._exploitation.model.parameters()), "lr": self.learning_rate},
-            {"params": list(self._graph_encoder.parameters()), "lr": self.encoder_learning_rate},
-        ])
-        self._replay = GraphReplay(self.context_dim - user_dim, self.buffer_size,
-                                   self.snapshot_capacity)
+        self._joint_optimizer = torch.optim.Adam(
+            [
+                {"params": list(self._exploitation.model.parameters()), "lr": self.learning_rate},
+                {
+                    "params": list(self._graph_encoder.parameters()),
+                    "lr": self.encoder_learning_rate,
+                },
+            ]
+        )
+        self._replay = GraphReplay(
+            self.context_dim - user_dim, self.buffer_size, self.snapshot_capacity
+        )
 
     @property
     def graph_encoder(self) -> GraphContextEncoder | None:
@@ -243,7 +266,9 @@ class GraphEENet(EENet):
                 )
             self._build_encoder(user_dim)
         elif user_dim != self._user_dim:
-            raise ValueError(f"graph.x must have {self._user_dim} features per node; got {user_dim}")
+            raise ValueError(
+                f"graph.x must have {self._user_dim} features per node; got {user_dim}"
+            )
         arm_user = torch.as_tensor(np.asarray(graph.arm_user), dtype=torch.int64).reshape(-1)
         if arm_user.numel() and int(arm_user.max()) >= snapshot.num_nodes:
             raise ValueError(f"graph.arm_user refers to nodes outside 0..{snapshot.num_nodes - 1}")
@@ -290,14 +315,16 @@ class GraphEENet(EENet):
 
     # ------------------------------------------------------------------ policy API
 
-    def select(self, contexts: np.ndarray, mask: np.ndarray | None = None,
-               budget: int = 1) -> np.ndarray:
+    def select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray:
         """As :meth:`bandits.base.Policy.select`, on the graph contexts of the observed round."""
         with threads_for(self._graph.edge_index.shape[1] if self._graph is not None else 0):
             return super().select(self.graph_contexts(contexts), mask, budget)
 
-    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
-                                budget: int = 1) -> tuple[np.ndarray, str]:
+    def inclusion_probabilities(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> tuple[np.ndarray, str]:
         """As :meth:`bandits.base.Policy.inclusion_probabilities`, on the graph contexts."""
         with threads_for(self._graph.edge_index.shape[1] if self._graph is not None else 0):
             return super().inclusion_probabilities(self.graph_contexts(contexts), mask, budget)
@@ -306,8 +333,9 @@ class GraphEENet(EENet):
         """As :meth:`bandits.base.Policy.is_deterministic`, on the graph contexts."""
         return super().is_deterministic(self.graph_contexts(contexts), mask)
 
-    def deterministic_select(self, contexts: np.ndarray, mask: np.ndarray | None = None,
-                             budget: int = 1) -> np.ndarray | None:
+    def deterministic_select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray | None:
         """As :meth:`bandits.base.Policy.deterministic_select`, on the graph contexts."""
         return super().deterministic_select(self.graph_contexts(contexts), mask, budget)
 
@@ -331,8 +359,9 @@ class GraphEENet(EENet):
                 f"update() got context rows {missing[:5]} that are not arms of the last observed "
                 "round; a graph policy learns only from the arms of the round it just observed"
             )
-        return torch.tensor([self._observed_rows[row.tobytes()] for row in contexts],
-                            dtype=torch.int64)
+        return torch.tensor(
+            [self._observed_rows[row.tobytes()] for row in contexts], dtype=torch.int64
+        )
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
         with threads_for(self._graph.edge_index.shape[1] if self._graph is not None else 0):
@@ -351,7 +380,7 @@ class GraphEENet(EENet):
         self._exploration.buffer.add(pooled, targets - values + 1.0)
         distinct, inverse = torch.unique(users, return_inverse=True)
         sub, position = neighbourhood(self._graph, distinct, self._graph_encoder.hops)
-        self._replay.add_round(sub, position[inverse], inputs[:, self._user_dim:].clone(), targets)
+        self._replay.add_round(sub, position[inverse], inputs[:, self._user_dim :].clone(), targets)
         self._fit_exploitation()
         self._exploration.fit(self.train_steps, self.batch_size, self._generator)
         self._embedding = None
@@ -382,11 +411,15 @@ class GraphEENet(EENet):
         state["graph"] = {
             "user_dim": self._user_dim,
             "encoder": {k: v.detach().clone() for k, v in self._graph_encoder.state_dict().items()}
-            if built else None,
+            if built
+            else None,
             "optimizer": copy.deepcopy(self._joint_optimizer.state_dict()) if built else None,
             "replay": self._replay.state() if built else None,
-            "observed": None if self._graph is None else {
-                "graph": self._graph.state(), "arm_user": self._arm_user.clone(),
+            "observed": None
+            if self._graph is None
+            else {
+                "graph": self._graph.state(),
+                "arm_user": self._arm_user.clone(),
                 "rows": dict(self._observed_rows),
             },
         }

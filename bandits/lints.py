@@ -70,7 +70,9 @@ class LinTS(RidgePolicy):
         rng = np.random.default_rng([self.seed, 2, state["state"] % 2**63, state["inc"] % 2**63])
         draws = self.propensity_draws
         noise = rng.standard_normal((self._ridge.theta.shape[0], draws))
-        thetas = self._ridge.theta[:, None] + self.posterior_scale * (self._cholesky_factor() @ noise)
+        thetas = self._ridge.theta[:, None] + self.posterior_scale * (
+            self._cholesky_factor() @ noise
+        )
         scores = contexts.astype(np.float64) @ thetas[: self.context_dim]
         if self.fit_intercept:
             scores += thetas[self.context_dim]

@@ -110,8 +110,10 @@ def symmetric_init_(model: MLP) -> None:
     """
     first, last = model.layers[0], model.layers[-1]
     if len(model.layers) != 2 or first.out_features % 2:
-        raise ValueError("initialization='symmetric' needs one hidden layer of even width "
-                         f"(hidden_sizes=(64,)); got widths {[layer.out_features for layer in model.layers]}")
+        raise ValueError(
+            "initialization='symmetric' needs one hidden layer of even width "
+            f"(hidden_sizes=(64,)); got widths {[layer.out_features for layer in model.layers]}"
+        )
     half = first.out_features // 2
     with torch.no_grad():
         first.weight[half:] = first.weight[:half]

@@ -44,8 +44,9 @@ class NeuralPolicy(ScoredPolicy):
         """Create the networks, their weights drawn from ``init_generator``."""
 
     @staticmethod
-    def _chunked_scores(contexts: np.ndarray, chunk: int,
-                        score: Callable[[torch.Tensor, int], torch.Tensor]) -> np.ndarray:
+    def _chunked_scores(
+        contexts: np.ndarray, chunk: int, score: Callable[[torch.Tensor, int], torch.Tensor]
+    ) -> np.ndarray:
         """(K,) float64 ``score(part, chunk)`` of the (K, D) contexts, ``chunk`` arms at a
         time (bounding the scratch memory of per-arm gradients), without autograd."""
         inputs = to_tensor(contexts)

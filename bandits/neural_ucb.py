@@ -74,7 +74,10 @@ class NeuralUCB(NeuralPolicy):
 
     def _build(self, init_generator: torch.Generator) -> None:
         self._network = Regressor(
-            self.context_dim, self.hidden_sizes, self.learning_rate, self.buffer_size,
+            self.context_dim,
+            self.hidden_sizes,
+            self.learning_rate,
+            self.buffer_size,
             init_generator,
         )
         if self.initialization == "symmetric":

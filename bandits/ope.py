@@ -49,9 +49,16 @@ from bandits.ridge import OnlineRidge
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
 #: ``logged_rounds.npz`` members: name -> (ndim, allowed dtype kinds); the first eight are required.
 LOG_MEMBERS: dict[str, tuple[int, str]] = {
-    "contexts": (3, "f"), "mask": (2, "b"), "arms": (2, "iu"), "propensities": (2, "f"),
-    "rewards": (2, "f"), "applied": (2, "b"), "episode": (1, "iu"), "method": (1, "U"),
-    "groups": (1, "iu"), "per_group": (0, "iu"),
+    "contexts": (3, "f"),
+    "mask": (2, "b"),
+    "arms": (2, "iu"),
+    "propensities": (2, "f"),
+    "rewards": (2, "f"),
+    "applied": (2, "b"),
+    "episode": (1, "iu"),
+    "method": (1, "U"),
+    "groups": (1, "iu"),
+    "per_group": (0, "iu"),
 }
 #: Largest total of array bytes :meth:`LoggedRounds.load` reads (a file may also not expand
 #: more than ``agent_models.npz.MAX_EXPANSION`` times its size on disk).
@@ -91,11 +98,20 @@ class LoggedRounds:
         self.per_group = int(np.asarray(self.per_group))
         t, k = self.mask.shape
         b = self.arms.shape[1]
-        expected = {"contexts": (t, k), "arms": (t, b), "propensities": (t, b), "rewards": (t, b),
-                    "applied": (t, b), "episode": (t,), "method": (t,)}
+        expected = {
+            "contexts": (t, k),
+            "arms": (t, b),
+            "propensities": (t, b),
+            "rewards": (t, b),
+            "applied": (t, b),
+            "episode": (t,),
+            "method": (t,),
+        }
         for name, shape in expected.items():
             if getattr(self, name).shape[: len(shape)] != shape:
-                raise ValueError(f"{name} must have shape {shape}...; got {getattr(self, name).shape}")
+                raise ValueError(
+                    f"{name} must have shape {shape}...; got {getattr(self, name).shape}"
+                )
         filled = self.arms >= 0
         p = self.propensities[filled]
         if np.any(~(p > 0) | (p > 1 + 1e-9)):
@@ -104,11 +120,15 @@ class LoggedRounds:
             raise ValueError(f"arms must be -1 (empty) or an arm index < K={k}")
         for name in ("contexts", "rewards"):
             if not np.isfinite(getattr(self, name)).all():
-                raise ValueError(f"{name} holds NaN or infinite values (the estimates would be NaN)")
+                raise ValueError(
+                    f"{name} holds NaN or infinite values (the estimates would be NaN)"
+                )
         unknown = sorted(set(np.unique(self.method).tolist()) - set(PROPENSITY_METHODS) - {""})
         if unknown:
-            raise ValueError(f"method holds {unknown[:3]}: not allowed: one of {PROPENSITY_METHODS} "
-                             "(or '' for a round with nothing picked)")
+            raise ValueError(
+                f"method holds {unknown[:3]}: not allowed: one of {PROPENSITY_METHODS} "
+                "(or '' for a round with nothing picked)"
+            )
 
     @property
     def budget(self) -> int:
@@ -120,8 +140,10 @@ class LoggedRounds:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        arrays = {k: getattr(self, k) for k in ("contexts", "mask", "arms", "propensities", "rewards",
-                                                "applied", "episode")}
+        arrays = {
+            k: getattr(self, k)
+            for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "episode")
+        }
         arrays["method"] = self.method.astype(str)
         if self.groups is not None:
             arrays["groups"] = self.groups
@@ -144,11 +166,19 @@ class LoggedRounds:
         if path.is_dir():
             path = path / "logged_rounds.npz"
         if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist (runs log it unless log_propensities=False)")
+            raise FileNotFoundError(
+                f"{path} does not exist (runs log it unless log_propensities=False)"
+            )
         from agent_models.npz import NpzReader
 
-        with NpzReader(path, max_bytes=MAX_LOG_BYTES, members=LOG_MEMBERS, required=list(LOG_MEMBERS)[:8],
-                       check=_check_log_headers, what="logged rounds") as reader:
+        with NpzReader(
+            path,
+            max_bytes=MAX_LOG_BYTES,
+            members=LOG_MEMBERS,
+            required=list(LOG_MEMBERS)[:8],
+            check=_check_log_headers,
+            what="logged rounds",
+        ) as reader:
             arrays = reader.read_all()
         try:
             return cls(**arrays)
@@ -164,10 +194,16 @@ class LoggedRounds:
         for log in logs:
             episodes.append(log.episode + offset)
             offset += int(log.episode.max()) + 1 if log.num_rounds else 0
-        cat = {k: np.concatenate([getattr(log, k) for log in logs])
-               for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "method")}
-        return cls(**cat, episode=np.concatenate(episodes), groups=logs[0].groups,
-                   per_group=logs[0].per_group)
+        cat = {
+            k: np.concatenate([getattr(log, k) for log in logs])
+            for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "method")
+        }
+        return cls(
+            **cat,
+            episode=np.concatenate(episodes),
+            groups=logs[0].groups,
+            per_group=logs[0].per_group,
+        )
 
 
 def _check_log_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> None:
@@ -175,12 +211,22 @@ def _check_log_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]]) -> 
     for name, (shape, dtype) in headers.items():
         ndim, kinds = LOG_MEMBERS[name]
         if len(shape) != ndim or dtype.kind not in kinds:
-            raise ValueError(f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
-                             f"of dtype kind {kinds!r}")
+            raise ValueError(
+                f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
+                f"of dtype kind {kinds!r}"
+            )
     t, k = headers["mask"][0]
     b = headers["arms"][0][1]
-    expected = {"contexts": (t, k), "arms": (t, b), "propensities": (t, b), "rewards": (t, b),
-                "applied": (t, b), "episode": (t,), "method": (t,), "groups": (k,)}
+    expected = {
+        "contexts": (t, k),
+        "arms": (t, b),
+        "propensities": (t, b),
+        "rewards": (t, b),
+        "applied": (t, b),
+        "episode": (t,),
+        "method": (t,),
+        "groups": (k,),
+    }
     for name, want in expected.items():
         if name in headers and headers[name][0][: len(want)] != want:
             raise ValueError(f"array {name!r}: shape {headers[name][0]} is not allowed: {want}...")
@@ -201,19 +247,32 @@ class RoundLogger:
         """The rounds added next belong to a new episode."""
         self._episode += 1
 
-    def add(self, contexts: np.ndarray, mask: np.ndarray, arms: np.ndarray,
-            propensities: np.ndarray, method: str, slot_rewards: np.ndarray,
-            applied: np.ndarray) -> None:
+    def add(
+        self,
+        contexts: np.ndarray,
+        mask: np.ndarray,
+        arms: np.ndarray,
+        propensities: np.ndarray,
+        method: str,
+        slot_rewards: np.ndarray,
+        applied: np.ndarray,
+    ) -> None:
         """One round: ``arms`` (B,) with -1 (or any index >= K) for empty slots, the
         propensity of each picked arm (NaN for empty slots), the env's per-slot rewards."""
         arms = np.asarray(arms, np.int64).copy()
         arms[(arms < 0) | (arms >= contexts.shape[0])] = -1
-        self._rows.append({
-            "contexts": np.asarray(contexts, np.float32), "mask": np.asarray(mask, bool),
-            "arms": arms, "propensities": np.where(arms >= 0, propensities, np.nan),
-            "rewards": np.asarray(slot_rewards, np.float32), "applied": np.asarray(applied, bool),
-            "episode": np.int64(max(self._episode, 0)), "method": str(method),
-        })
+        self._rows.append(
+            {
+                "contexts": np.asarray(contexts, np.float32),
+                "mask": np.asarray(mask, bool),
+                "arms": arms,
+                "propensities": np.where(arms >= 0, propensities, np.nan),
+                "rewards": np.asarray(slot_rewards, np.float32),
+                "applied": np.asarray(applied, bool),
+                "episode": np.int64(max(self._episode, 0)),
+                "method": str(method),
+            }
+        )
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -221,14 +280,28 @@ class RoundLogger:
     def state_dict(self) -> dict[str, Any]:
         """The rounds logged so far (``rows``, an append-only list of per-round dicts), the
         episode counter and the groups, for a checkpoint."""
-        return {"episode": self._episode, "rows": self._rows, "groups": self.groups, "per_group": self.per_group}
+        return {
+            "episode": self._episode,
+            "rows": self._rows,
+            "groups": self.groups,
+            "per_group": self.per_group,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` (the rounds are checked as a :class:`LoggedRounds`)."""
         self.groups, self.per_group = state["groups"], int(state["per_group"])
         self._episode = int(state["episode"])
         rows = list(state["rows"])
-        fields = {"contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method"}
+        fields = {
+            "contexts",
+            "mask",
+            "arms",
+            "propensities",
+            "rewards",
+            "applied",
+            "episode",
+            "method",
+        }
         if not all(isinstance(row, dict) and set(row) == fields for row in rows):
             raise ValueError(f"logged rows must be dicts of {sorted(fields)}")
         self._rows = rows
@@ -239,11 +312,14 @@ class RoundLogger:
         if not self._rows:
             raise ValueError("no round was logged")
         return LoggedRounds(
-            **{k: np.stack([r[k] for r in self._rows]) for k in
-               ("contexts", "mask", "arms", "propensities", "rewards", "applied")},
+            **{
+                k: np.stack([r[k] for r in self._rows])
+                for k in ("contexts", "mask", "arms", "propensities", "rewards", "applied")
+            },
             episode=np.asarray([r["episode"] for r in self._rows], np.int64),
             method=np.asarray([r["method"] for r in self._rows]),
-            groups=self.groups, per_group=self.per_group,
+            groups=self.groups,
+            per_group=self.per_group,
         )
 
 
@@ -256,7 +332,9 @@ def target_inclusion(policy: Any, logged: LoggedRounds) -> np.ndarray:
     return target_inclusion_and_methods(policy, logged)[0]
 
 
-def target_inclusion_and_methods(policy: Any, logged: LoggedRounds) -> tuple[np.ndarray, np.ndarray]:
+def target_inclusion_and_methods(
+    policy: Any, logged: LoggedRounds
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`target_inclusion` and the (T,) method of each round's probabilities
     (:data:`bandits.base.PROPENSITY_METHODS`; "" for a round where nothing was picked)."""
     from bandits.slate import per_group_inclusion
@@ -268,10 +346,18 @@ def target_inclusion_and_methods(policy: Any, logged: LoggedRounds) -> tuple[np.
         if k == 0:
             continue
         if logged.groups is not None:
-            out[t], methods[t] = per_group_inclusion(policy, logged.contexts[t], logged.mask[t], logged.budget,
-                                                     logged.groups, logged.per_group)
+            out[t], methods[t] = per_group_inclusion(
+                policy,
+                logged.contexts[t],
+                logged.mask[t],
+                logged.budget,
+                logged.groups,
+                logged.per_group,
+            )
         else:
-            out[t], methods[t] = policy.inclusion_probabilities(logged.contexts[t], logged.mask[t], k)
+            out[t], methods[t] = policy.inclusion_probabilities(
+                logged.contexts[t], logged.mask[t], k
+            )
     return out, methods.astype(str)
 
 
@@ -287,13 +373,17 @@ class OPEEstimate:
     per_episode: np.ndarray = field(repr=False)
 
     def __str__(self) -> str:
-        interval = "(95% CI n/a: fewer than two episodes)" if self.ci95 is None else f"± {self.ci95:.4f}"
+        interval = (
+            "(95% CI n/a: fewer than two episodes)" if self.ci95 is None else f"± {self.ci95:.4f}"
+        )
         return f"{self.estimator}: {self.value:.4f} {interval}"
 
 
 def _per_episode(contrib: np.ndarray, episode: np.ndarray) -> np.ndarray:
     ids, inverse = np.unique(episode, return_inverse=True)
-    return np.bincount(inverse, weights=contrib, minlength=len(ids)) / np.bincount(inverse, minlength=len(ids))
+    return np.bincount(inverse, weights=contrib, minlength=len(ids)) / np.bincount(
+        inverse, minlength=len(ids)
+    )
 
 
 def _ci95(values: np.ndarray) -> float | None:
@@ -314,7 +404,9 @@ def _weights(target: np.ndarray, logged: LoggedRounds) -> np.ndarray:
     return w
 
 
-def cross_fitted_rewards(logged: LoggedRounds, regularization: float = 1.0, folds: int = 5) -> np.ndarray:
+def cross_fitted_rewards(
+    logged: LoggedRounds, regularization: float = 1.0, folds: int = 5
+) -> np.ndarray:
     """(T, K) q̂(x) for every arm of every round: a ridge regression of slot rewards on the
     picked arms' contexts, fit on the episodes outside the round's fold (all episodes if
     there is only one)."""
@@ -330,8 +422,10 @@ def cross_fitted_rewards(logged: LoggedRounds, regularization: float = 1.0, fold
         model = OnlineRidge(d, regularization, True)
         rows, slots = np.nonzero(filled & train[:, None])
         if len(rows):
-            model.update(logged.contexts[rows, logged.arms[rows, slots]].astype(np.float64),
-                         logged.rewards[rows, slots].astype(np.float64))
+            model.update(
+                logged.contexts[rows, logged.arms[rows, slots]].astype(np.float64),
+                logged.rewards[rows, slots].astype(np.float64),
+            )
         test = np.flatnonzero(round_fold == fold)
         if len(test):
             flat = logged.contexts[test].reshape(-1, d).astype(np.float64)
@@ -339,8 +433,12 @@ def cross_fitted_rewards(logged: LoggedRounds, regularization: float = 1.0, fold
     return q
 
 
-def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
-             reward_model: np.ndarray | None = None) -> OPEEstimate:
+def estimate(
+    target: np.ndarray,
+    logged: LoggedRounds,
+    estimator: str = "dr",
+    reward_model: np.ndarray | None = None,
+) -> OPEEstimate:
     """The value of the target policy whose (T, K) inclusion probabilities on the logged
     rounds are ``target`` (:func:`target_inclusion`).
 
@@ -351,8 +449,10 @@ def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
         reward_model: (T, K) q̂ for DR; default :func:`cross_fitted_rewards`.
     """
     if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}"
-                         f"{did_you_mean(estimator, ESTIMATORS)}")
+        raise ValueError(
+            f"estimator={estimator!r} is not allowed: use one of {ESTIMATORS}"
+            f"{did_you_mean(estimator, ESTIMATORS)}"
+        )
     target = np.asarray(target, np.float64)
     if target.shape != logged.mask.shape:
         raise ValueError(f"target must have shape (T, K) = {logged.mask.shape}; got {target.shape}")
@@ -366,7 +466,11 @@ def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
         scale = picked.sum() / max(w.sum(), 1e-12)
         contrib = scale * (w * rewards).sum(axis=1) / b
     else:
-        q = cross_fitted_rewards(logged) if reward_model is None else np.asarray(reward_model, np.float64)
+        q = (
+            cross_fitted_rewards(logged)
+            if reward_model is None
+            else np.asarray(reward_model, np.float64)
+        )
         filled = logged.arms >= 0
         q_logged = np.zeros(w.shape)
         rows, slots = np.nonzero(filled)
@@ -377,7 +481,9 @@ def estimate(target: np.ndarray, logged: LoggedRounds, estimator: str = "dr",
     return OPEEstimate(estimator, float(contrib.mean()), _ci95(per_episode), per_episode)
 
 
-def evaluate(policy: Any, logged: LoggedRounds, estimators: tuple[str, ...] = ESTIMATORS) -> dict[str, OPEEstimate]:
+def evaluate(
+    policy: Any, logged: LoggedRounds, estimators: tuple[str, ...] = ESTIMATORS
+) -> dict[str, OPEEstimate]:
     """Every estimator's value of a fixed ``policy`` on ``logged``."""
     target = target_inclusion(policy, logged)
     return {name: estimate(target, logged, name) for name in estimators}

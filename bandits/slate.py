@@ -32,8 +32,9 @@ class SelectsArms(Protocol):
     ) -> np.ndarray: ...
 
 
-def _groups_and_allowed(contexts: np.ndarray, mask: np.ndarray | None,
-                        groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _groups_and_allowed(
+    contexts: np.ndarray, mask: np.ndarray | None, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(K,) groups and a (K,) bool copy of the mask (all True for None), both checked."""
     n_arms = np.asarray(contexts).shape[0]
     groups = np.asarray(groups)
@@ -166,20 +167,28 @@ def one_per_group_inclusion(
     exact = _uniform_one_per_group(policy, allowed, budget, groups)
     if exact is not None:
         return exact, "exact"
-    probs = deterministic_inclusion(policy, contexts, allowed, groups,
-                                    lambda p: select_one_per_group(p, contexts, allowed, budget, groups))
+    probs = deterministic_inclusion(
+        policy,
+        contexts,
+        allowed,
+        groups,
+        lambda p: select_one_per_group(p, contexts, allowed, budget, groups),
+    )
     if probs is not None:
         return probs, _closed_form_method(probs)
     if not isinstance(policy, Policy):
-        raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
-                        "cannot be re-drawn for a Monte-Carlo propensity")
+        raise TypeError(
+            f"{type(policy).__name__} is not a bandits.Policy: its randomness "
+            "cannot be re-drawn for a Monte-Carlo propensity"
+        )
     return monte_carlo_inclusion(
         policy, lambda: select_one_per_group(policy, contexts, mask, budget, groups), n_arms
     ), "monte_carlo"
 
 
-def _uniform_one_per_group(policy: SelectsArms, allowed: np.ndarray, budget: int,
-                           groups: np.ndarray) -> np.ndarray | None:
+def _uniform_one_per_group(
+    policy: SelectsArms, allowed: np.ndarray, budget: int, groups: np.ndarray
+) -> np.ndarray | None:
     """Exact inclusion of :class:`bandits.random_policy.RandomPolicy` under
     :func:`select_one_per_group` when the non-empty groups have equal allowed counts, else None."""
     from bandits.random_policy import RandomPolicy
@@ -231,22 +240,33 @@ def per_group_inclusion(
             size = np.maximum(sizes[group_index], 1)
             return np.where(allowed, share[group_index] / size, 0.0), "exact"
         if ranks_groups_by_score(policy):
-            probs = top_share_inclusion(_group_scores(policy, contexts, allowed), allowed, group_index, share)
+            probs = top_share_inclusion(
+                _group_scores(policy, contexts, allowed), allowed, group_index, share
+            )
             return probs, _closed_form_method(probs)
-    probs = deterministic_inclusion(policy, contexts, allowed, groups,
-                                    lambda p: select_per_group(p, contexts, allowed, budget, groups, per_group))
+    probs = deterministic_inclusion(
+        policy,
+        contexts,
+        allowed,
+        groups,
+        lambda p: select_per_group(p, contexts, allowed, budget, groups, per_group),
+    )
     if probs is not None:
         return probs, _closed_form_method(probs)
     if not isinstance(policy, Policy):
-        raise TypeError(f"{type(policy).__name__} is not a bandits.Policy: its randomness "
-                        "cannot be re-drawn for a Monte-Carlo propensity")
+        raise TypeError(
+            f"{type(policy).__name__} is not a bandits.Policy: its randomness "
+            "cannot be re-drawn for a Monte-Carlo propensity"
+        )
     return monte_carlo_inclusion(
-        policy, lambda: select_per_group(policy, contexts, allowed, budget, groups, per_group), n_arms
+        policy,
+        lambda: select_per_group(policy, contexts, allowed, budget, groups, per_group),
+        n_arms,
     ), "monte_carlo"
 
 
 def _closed_form_method(probs: np.ndarray) -> str:
-    """"deterministic" for 0/1 inclusion probabilities, else "exact"."""
+    """ "deterministic" for 0/1 inclusion probabilities, else "exact"."""
     return "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
 
 
@@ -274,8 +294,9 @@ def _group_scores(policy: SelectsArms, contexts: np.ndarray, allowed: np.ndarray
     return out
 
 
-def top_share_inclusion(scores: np.ndarray, allowed: np.ndarray, group_index: np.ndarray,
-                        share: np.ndarray) -> np.ndarray:
+def top_share_inclusion(
+    scores: np.ndarray, allowed: np.ndarray, group_index: np.ndarray, share: np.ndarray
+) -> np.ndarray:
     """(K,) probability that each allowed arm is among the ``share[g]`` best ``scores`` (K,) of
     its group g (``group_index`` (K,) in 0..G-1), ties broken uniformly at random
     (:func:`bandits.base.top_k_inclusion` within each group); 0 for arms not ``allowed``."""
@@ -289,7 +310,9 @@ def top_share_inclusion(scores: np.ndarray, allowed: np.ndarray, group_index: np
     n_groups = len(share)
     n_above = np.bincount(group, weights=above, minlength=n_groups)[group]
     n_at_cut = np.bincount(group, weights=at_cut, minlength=n_groups)[group]
-    probs = np.where(above, 1.0, np.where(at_cut, (share[group] - n_above) / np.maximum(n_at_cut, 1), 0.0))
+    probs = np.where(
+        above, 1.0, np.where(at_cut, (share[group] - n_above) / np.maximum(n_at_cut, 1), 0.0)
+    )
     out = np.zeros(len(allowed))
     out[index[order]] = probs
     return out
@@ -306,16 +329,22 @@ class _WithoutRandomness:
     def __init__(self, policy: SelectsArms) -> None:
         self.policy = policy
 
-    def select(self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1) -> np.ndarray:
+    def select(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> np.ndarray:
         picks = self.policy.deterministic_select(contexts, mask, budget)
         if picks is None:
             raise _NeedsRandomness
         return picks
 
 
-def deterministic_inclusion(policy: SelectsArms, contexts: np.ndarray, allowed: np.ndarray,
-                            groups: np.ndarray, build: Callable[[SelectsArms], np.ndarray]
-                            ) -> np.ndarray | None:
+def deterministic_inclusion(
+    policy: SelectsArms,
+    contexts: np.ndarray,
+    allowed: np.ndarray,
+    groups: np.ndarray,
+    build: Callable[[SelectsArms], np.ndarray],
+) -> np.ndarray | None:
     """(K,) inclusion probabilities of the slate ``build(policy)`` (a selection over
     ``policy``'s ``select`` with at most so many arms per group) when no random draw can change
     it, up to swaps of exchangeable arms, else None. The policy's generator is left as it was.

@@ -18,9 +18,18 @@ import numpy as np
 #: Metrics reported per episode: flow metrics are averaged over the episode's rounds,
 #: state metrics are read at its last round.
 FLOW_METRICS: tuple[str, ...] = (
-    "reward", "cross_interaction_ratio", "cross_interaction_ratio_recommended", "toxicity",
-    "engagement", "exposure_removed", "policy_share", "recommended_reaction_rate",
-    "objective", "civil_cross_reactions_per_user", "hostile_reactions_per_user", "clean_removed_per_user",
+    "reward",
+    "cross_interaction_ratio",
+    "cross_interaction_ratio_recommended",
+    "toxicity",
+    "engagement",
+    "exposure_removed",
+    "policy_share",
+    "recommended_reaction_rate",
+    "objective",
+    "civil_cross_reactions_per_user",
+    "hostile_reactions_per_user",
+    "clean_removed_per_user",
 )
 STATE_METRICS: tuple[str, ...] = ("stance_mean", "stance_std", "misinformation_ratio")
 
@@ -53,11 +62,15 @@ def build_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
     return make_policy(name, env, seed=seed, **kwargs)
 
 
-def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
-             env_kwargs: dict[str, Any] | None = None,
-             policy_kwargs: dict[str, dict[str, Any]] | None = None,
-             progress: Any = None, aliases: dict[str, str] | None = None
-             ) -> dict[str, list[dict[str, float]]]:
+def evaluate(
+    env_id: str,
+    policies: Iterable[str],
+    seeds: Iterable[int],
+    env_kwargs: dict[str, Any] | None = None,
+    policy_kwargs: dict[str, dict[str, Any]] | None = None,
+    progress: Any = None,
+    aliases: dict[str, str] | None = None,
+) -> dict[str, list[dict[str, float]]]:
     """policy -> one :func:`episode_summary` per seed (the episode seed is ``seed * 1000``,
     the runner's convention). ``aliases`` maps a row name to the policy it builds (with that
     row's ``policy_kwargs``), for variants of one policy."""
@@ -72,8 +85,9 @@ def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
         results[name] = []
         for seed in seeds:
             env = gym.make(env_id, **(env_kwargs or {}))
-            policy = build_policy((aliases or {}).get(name, name), env, seed,
-                                  **(policy_kwargs or {}).get(name, {}))
+            policy = build_policy(
+                (aliases or {}).get(name, name), env, seed, **(policy_kwargs or {}).get(name, {})
+            )
             results[name].append(episode_summary(play_episode(env, policy, seed * 1000)))
             env.close()
             if progress is not None:
@@ -81,8 +95,9 @@ def evaluate(env_id: str, policies: Iterable[str], seeds: Iterable[int],
     return results
 
 
-def paired_deltas(results: dict[str, list[dict[str, float]]], reference: str
-                  ) -> dict[str, dict[str, dict[str, float]]]:
+def paired_deltas(
+    results: dict[str, list[dict[str, float]]], reference: str
+) -> dict[str, dict[str, dict[str, float]]]:
     """policy -> metric -> mean ± 95% CI of (policy − reference), paired by seed."""
     base = results[reference]
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -91,12 +106,15 @@ def paired_deltas(results: dict[str, list[dict[str, float]]], reference: str
             continue
         out[name] = {
             key: mean_ci95([run[key] - ref[key] for run, ref in zip(per_seed, base, strict=True)])
-            for key in per_seed[0] if key in base[0]
+            for key in per_seed[0]
+            if key in base[0]
         }
     return out
 
 
 def levels(results: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
     """policy -> metric -> mean ± 95% CI over seeds (unpaired levels, for reading off values)."""
-    return {name: {key: mean_ci95([run[key] for run in per_seed]) for key in per_seed[0]}
-            for name, per_seed in results.items()}
+    return {
+        name: {key: mean_ci95([run[key] for run in per_seed]) for key in per_seed[0]}
+        for name, per_seed in results.items()
+    }

@@ -29,7 +29,9 @@ class SuppressFlagged:
     def __init__(self, env: Any, action: str = "delete") -> None:
         base = getattr(env, "unwrapped", env)
         if action not in base.moderation_config.actions:
-            raise ValueError(f"action={action!r} is not allowed: one of {base.moderation_config.actions}")
+            raise ValueError(
+                f"action={action!r} is not allowed: one of {base.moderation_config.actions}"
+            )
         self.budget, self.no_op = base.slate_size, base.no_op
         offset = base.context_dim - len(MODERATION_FEATURES)
         self._action_col = offset + MODERATION_FEATURES.index(f"action_{action}")
@@ -39,10 +41,15 @@ class SuppressFlagged:
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         arms = obs["arms"]
-        ok = obs["action_mask"].astype(bool) & (arms[:, self._action_col] > 0) & (arms[:, self._flag_col] > 0)
+        ok = (
+            obs["action_mask"].astype(bool)
+            & (arms[:, self._action_col] > 0)
+            & (arms[:, self._flag_col] > 0)
+        )
         candidates = np.flatnonzero(ok)
-        order = candidates[np.argsort(-arms[candidates, self._engagement_col], kind="stable")][: self.budget]
+        order = candidates[np.argsort(-arms[candidates, self._engagement_col], kind="stable")][
+            : self.budget
+        ]
         slate = np.full(self.budget, self.no_op, np.int64)
         slate[: len(order)] = order
         return slate
-

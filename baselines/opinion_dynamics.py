@@ -39,12 +39,16 @@ from agent_models.validation import check_keys, did_you_mean
 from socialenv.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
 
 
-def _positive(name: str, value: float, *, maximum: float | None = None, strict: bool = False) -> None:
+def _positive(
+    name: str, value: float, *, maximum: float | None = None, strict: bool = False
+) -> None:
     ok = np.isfinite(value) and (value > 0 if strict else value >= 0)
     if maximum is not None:
         ok = ok and value <= maximum
     if not ok:
-        bound = ("> 0" if strict else ">= 0") + (f" and <= {maximum}" if maximum is not None else "")
+        bound = ("> 0" if strict else ">= 0") + (
+            f" and <= {maximum}" if maximum is not None else ""
+        )
         raise ValueError(f"{name}={value!r} is not allowed: a number {bound}")
 
 
@@ -57,8 +61,9 @@ class OpinionModel(ABC):
     uses_uncertainty: ClassVar[bool] = False
 
     @abstractmethod
-    def delta(self, a_i: np.ndarray, a_j: np.ndarray, u_i: np.ndarray, u_j: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
+    def delta(
+        self, a_i: np.ndarray, a_j: np.ndarray, u_i: np.ndarray, u_j: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(E,) attitude changes of i and (E,) uncertainty changes of i, for attitudes
         a_i, a_j and uncertainties u_i, u_j, all (E,) float64."""
 
@@ -139,16 +144,29 @@ INTERACTIONS = ("reactions", "feed")
 def make_opinion_model(name: str, **params: Any) -> OpinionModel:
     """Build the ABM rule ``name`` (one of :data:`OPINION_MODELS`) with its parameters."""
     if name not in OPINION_MODELS:
-        raise ValueError(f"opinion model {name!r} is not allowed: use one of {sorted(OPINION_MODELS)}"
-                         f"{did_you_mean(name, OPINION_MODELS)}")
+        raise ValueError(
+            f"opinion model {name!r} is not allowed: use one of {sorted(OPINION_MODELS)}"
+            f"{did_you_mean(name, OPINION_MODELS)}"
+        )
     cls = OPINION_MODELS[name]
-    check_keys(params, sorted(f.name for f in fields(cls)), "params", f"parameter(s) of opinion model {name!r}")
+    check_keys(
+        params,
+        sorted(f.name for f in fields(cls)),
+        "params",
+        f"parameter(s) of opinion model {name!r}",
+    )
     return cls(**params)
 
 
-def abm_step(model: OpinionModel, attitude: np.ndarray, uncertainty: np.ndarray,
-             user: np.ndarray, partner: np.ndarray, rng: np.random.Generator,
-             aggregate: str = "sample") -> tuple[np.ndarray, np.ndarray]:
+def abm_step(
+    model: OpinionModel,
+    attitude: np.ndarray,
+    uncertainty: np.ndarray,
+    user: np.ndarray,
+    partner: np.ndarray,
+    rng: np.random.Generator,
+    aggregate: str = "sample",
+) -> tuple[np.ndarray, np.ndarray]:
     """One synchronous ABM update of all users from their interaction pairs.
 
     Args:
@@ -209,21 +227,38 @@ class OpinionDynamicsBrain(SurrogateBrain):
     other populations.
     """
 
-    def __init__(self, model: OpinionModel | str = "bounded_confidence", *, aggregate: str = "sample",
-                 interaction: str = "reactions", news_sensitivity: float = 0.0,
-                 surrogate: SurrogateConfig | dict[str, Any] | None = None, **params: Any) -> None:
-        config = surrogate if isinstance(surrogate, SurrogateConfig) or surrogate is None else SurrogateConfig(**surrogate)
+    def __init__(
+        self,
+        model: OpinionModel | str = "bounded_confidence",
+        *,
+        aggregate: str = "sample",
+        interaction: str = "reactions",
+        news_sensitivity: float = 0.0,
+        surrogate: SurrogateConfig | dict[str, Any] | None = None,
+        **params: Any,
+    ) -> None:
+        config = (
+            surrogate
+            if isinstance(surrogate, SurrogateConfig) or surrogate is None
+            else SurrogateConfig(**surrogate)
+        )
         super().__init__(config)
         if isinstance(model, str):
             model = make_opinion_model(model, **params)
         elif params:
-            raise ValueError("model parameters go to the OpinionModel instance, not to OpinionDynamicsBrain")
+            raise ValueError(
+                "model parameters go to the OpinionModel instance, not to OpinionDynamicsBrain"
+            )
         if not isinstance(model, OpinionModel):
-            raise ValueError(f"model={model!r} is not allowed: an OpinionModel or one of {sorted(OPINION_MODELS)}")
+            raise ValueError(
+                f"model={model!r} is not allowed: an OpinionModel or one of {sorted(OPINION_MODELS)}"
+            )
         if aggregate not in AGGREGATIONS:
             raise ValueError(f"aggregate={aggregate!r} is not allowed: use one of {AGGREGATIONS}")
         if interaction not in INTERACTIONS:
-            raise ValueError(f"interaction={interaction!r} is not allowed: use one of {INTERACTIONS}")
+            raise ValueError(
+                f"interaction={interaction!r} is not allowed: use one of {INTERACTIONS}"
+            )
         _positive("news_sensitivity", news_sensitivity)
         self.model = model
         self.aggregate = aggregate
@@ -242,8 +277,11 @@ class OpinionDynamicsBrain(SurrogateBrain):
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        state["abm"] = {"model": self.model.name, "params": asdict(self.model),
-                        "uncertainty": None if self.uncertainty is None else self.uncertainty.copy()}
+        state["abm"] = {
+            "model": self.model.name,
+            "params": asdict(self.model),
+            "uncertainty": None if self.uncertainty is None else self.uncertainty.copy(),
+        }
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -252,7 +290,9 @@ class OpinionDynamicsBrain(SurrogateBrain):
         self.model = make_opinion_model(abm["model"], **abm["params"])
         self.uncertainty = None if abm["uncertainty"] is None else abm["uncertainty"].copy()
 
-    def interaction_pairs(self, round_input: RoundInput, out: RoundOutput) -> tuple[np.ndarray, np.ndarray]:
+    def interaction_pairs(
+        self, round_input: RoundInput, out: RoundOutput
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(E,) users and (E,) partners of this round's interactions."""
         posts = round_input.posts
         if self.interaction == "reactions":
@@ -268,11 +308,19 @@ class OpinionDynamicsBrain(SurrogateBrain):
         users = round_input.users
         user, partner = self.interaction_pairs(round_input, out)
         new_opinion, self.uncertainty = abm_step(
-            self.model, users.opinion, self.uncertainty, user, partner, round_input.rng, self.aggregate
+            self.model,
+            users.opinion,
+            self.uncertainty,
+            user,
+            partner,
+            round_input.rng,
+            self.aggregate,
         )
         if self.news_sensitivity > 0:
             for event in round_input.news:
-                new_opinion = new_opinion + self.news_sensitivity * event.shift * (0.5 + users.susceptibility)
+                new_opinion = new_opinion + self.news_sensitivity * event.shift * (
+                    0.5 + users.susceptibility
+                )
             new_opinion = np.clip(new_opinion, -1.0, 1.0)
         new_opinion = new_opinion.astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
@@ -280,7 +328,9 @@ class OpinionDynamicsBrain(SurrogateBrain):
         out.opinion_user = changed.astype(np.int64)
         out.opinion_value = new_opinion[changed]
         out.stance_user = np.arange(n, dtype=np.int64)
-        out.stance_discrete = np.where(new_opinion > 1 / 3, 1, np.where(new_opinion < -1 / 3, -1, 0)).astype(np.int8)
+        out.stance_discrete = np.where(
+            new_opinion > 1 / 3, 1, np.where(new_opinion < -1 / 3, -1, 0)
+        ).astype(np.int8)
         out.stats = {**out.stats, "abm_pairs": float(len(user))}
         return out
 

@@ -68,8 +68,11 @@ class _RecOracle(ABC):
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         base = self.env.unwrapped
-        scores = np.where(obs["action_mask"].astype(bool),
-                          self.scores(civil_reaction_probabilities(self.env)), -np.inf)
+        scores = np.where(
+            obs["action_mask"].astype(bool),
+            self.scores(civil_reaction_probabilities(self.env)),
+            -np.inf,
+        )
         scores = np.nan_to_num(scores, neginf=-1e9)
         return base.slate_from_scores(scores)
 
@@ -100,8 +103,11 @@ class RewardOracle(_RecOracle):
 
     def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
         cfg = self.env.unwrapped.config.reward
-        return (cfg.stance_weight * p["divergence"] * p["civil"]
-                + cfg.engagement_weight * p["engagement"] - cfg.toxicity_weight * p["toxicity"])
+        return (
+            cfg.stance_weight * p["divergence"] * p["civil"]
+            + cfg.engagement_weight * p["engagement"]
+            - cfg.toxicity_weight * p["toxicity"]
+        )
 
 
 class ObjectiveOracle(_RecOracle):
@@ -111,8 +117,11 @@ class ObjectiveOracle(_RecOracle):
 
     def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
         cfg = self.env.unwrapped.config.reward
-        return (p["civil"] * p["cross"] - cfg.hostile_weight * p["hostile"]
-                - cfg.reply_toxicity_weight * p["toxicity"])
+        return (
+            p["civil"] * p["cross"]
+            - cfg.hostile_weight * p["hostile"]
+            - cfg.reply_toxicity_weight * p["toxicity"]
+        )
 
 
 class MuteSpreadersOracle:

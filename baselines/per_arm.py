@@ -80,7 +80,9 @@ class PerUserChoice(gym.ActionWrapper):
         self.per_user = int(base.per_user)
         self.num_users = int(base.slate_size // base.per_user)
         self.no_op = int(base.no_op)
-        self.action_space = spaces.MultiDiscrete(np.full(base.slate_size, self.candidates + 1, np.int64))
+        self.action_space = spaces.MultiDiscrete(
+            np.full(base.slate_size, self.candidates + 1, np.int64)
+        )
 
     def action(self, action: Any) -> np.ndarray:
         return choices_to_slate(action, self.candidates, self.per_user, self.no_op)
@@ -91,12 +93,16 @@ def choices_to_slate(choices: Any, candidates: int, per_user: int, no_op: int) -
     global arm indices (``no_op`` for empty slots)."""
     arr = np.asarray(choices, np.int64).reshape(-1)
     if arr.min(initial=0) < 0 or arr.max(initial=0) > candidates:
-        raise ValueError(f"choices must lie in 0..{candidates} ({candidates} = no-op), got {arr.min()}..{arr.max()}")
+        raise ValueError(
+            f"choices must lie in 0..{candidates} ({candidates} = no-op), got {arr.min()}..{arr.max()}"
+        )
     user = np.arange(len(arr)) // per_user
     return np.where(arr < candidates, user * candidates + arr, no_op).astype(np.int64)
 
 
-def _shapes(observation_space: spaces.Dict, action_space: spaces.MultiDiscrete) -> tuple[int, int, int, int, int]:
+def _shapes(
+    observation_space: spaces.Dict, action_space: spaces.MultiDiscrete
+) -> tuple[int, int, int, int, int]:
     """(K arms, D context dim, U users, C candidates per user, P slots per user)."""
     num_arms, context_dim = observation_space["arms"].shape
     nvec = np.asarray(action_space.nvec)
@@ -137,8 +143,9 @@ def _torch_classes() -> dict[str, type]:
             num_arms, context_dim = observation_space["arms"].shape
             super().__init__(observation_space, features_dim=num_arms * (hidden + 1))
             self.num_arms, self.hidden = num_arms, hidden
-            self.encoder = nn.Sequential(nn.Linear(context_dim, hidden), nn.ReLU(),
-                                         nn.Linear(hidden, hidden), nn.ReLU())
+            self.encoder = nn.Sequential(
+                nn.Linear(context_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+            )
 
         def forward(self, obs: dict[str, th.Tensor]) -> th.Tensor:
             arms = obs["arms"]
@@ -149,7 +156,9 @@ def _torch_classes() -> dict[str, type]:
     class PerArmHeads(nn.Module):
         """features (B, K·(H + 1)) -> actor logits (B, U·(C + 1)) and critic latent (B, V)."""
 
-        def __init__(self, num_arms: int, hidden: int, users: int, candidates: int, value_hidden: int = 64) -> None:
+        def __init__(
+            self, num_arms: int, hidden: int, users: int, candidates: int, value_hidden: int = 64
+        ) -> None:
             super().__init__()
             self.num_arms, self.hidden = num_arms, hidden
             self.users, self.candidates = users, candidates
@@ -180,7 +189,9 @@ def _torch_classes() -> dict[str, type]:
 
         def forward_critic(self, features: th.Tensor) -> th.Tensor:
             embedding, mask = self._split(features)
-            pooled = (embedding * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
+            pooled = (embedding * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(
+                min=1.0
+            )
             return self.value(pooled)
 
         def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
@@ -202,12 +213,16 @@ def _torch_classes() -> dict[str, type]:
             self.logits = action_logits.reshape(-1, self.users, self.candidates + 1)
             return self
 
-        def _walk(self, actions: th.Tensor | None, deterministic: bool = False) -> tuple[th.Tensor, th.Tensor]:
+        def _walk(
+            self, actions: th.Tensor | None, deterministic: bool = False
+        ) -> tuple[th.Tensor, th.Tensor]:
             """(choices (B, U, P), log-prob (B,)): given ``actions``, or drawn slot by slot."""
             logits = self.logits
             taken = th.zeros_like(logits, dtype=th.bool)
             picks, log_prob = [], th.zeros(logits.shape[0], device=logits.device)
-            given = None if actions is None else actions.long().reshape(-1, self.users, self.per_user)
+            given = (
+                None if actions is None else actions.long().reshape(-1, self.users, self.per_user)
+            )
             for slot in range(self.per_user):
                 log_p = th.log_softmax(logits.masked_fill(taken, _MASKED), dim=-1)
                 if given is not None:
@@ -217,8 +232,10 @@ def _torch_classes() -> dict[str, type]:
                 else:
                     pick = th.distributions.Categorical(logits=log_p).sample()
                 log_prob = log_prob + log_p.gather(-1, pick.unsqueeze(-1)).squeeze(-1).sum(-1)
-                taken = taken | (nn.functional.one_hot(pick, self.candidates + 1).bool()
-                                 & (pick < self.candidates).unsqueeze(-1))
+                taken = taken | (
+                    nn.functional.one_hot(pick, self.candidates + 1).bool()
+                    & (pick < self.candidates).unsqueeze(-1)
+                )
                 picks.append(pick)
             return th.stack(picks, dim=-1), log_prob
 
@@ -237,7 +254,9 @@ def _torch_classes() -> dict[str, type]:
         def mode(self) -> th.Tensor:
             return self._walk(None, deterministic=True)[0].flatten(1)
 
-        def actions_from_params(self, action_logits: th.Tensor, deterministic: bool = False) -> th.Tensor:
+        def actions_from_params(
+            self, action_logits: th.Tensor, deterministic: bool = False
+        ) -> th.Tensor:
             self.proba_distribution(action_logits)
             return self.get_actions(deterministic=deterministic)
 
@@ -250,8 +269,14 @@ def _torch_classes() -> dict[str, type]:
         + :class:`PerArmHeads` + :class:`SlateDistribution` (``policy_kwargs``: ``hidden``,
         the per-arm embedding width, default 64)."""
 
-        def __init__(self, observation_space: spaces.Dict, action_space: spaces.MultiDiscrete,
-                     lr_schedule: Any, hidden: int = 64, **kwargs: Any) -> None:
+        def __init__(
+            self,
+            observation_space: spaces.Dict,
+            action_space: spaces.MultiDiscrete,
+            lr_schedule: Any,
+            hidden: int = 64,
+            **kwargs: Any,
+        ) -> None:
             self._layout = _shapes(observation_space, action_space)
             self._hidden = hidden
             kwargs.setdefault("features_extractor_class", PerArmExtractor)
@@ -269,7 +294,9 @@ def _torch_classes() -> dict[str, type]:
             self.action_dist = SlateDistribution(users, candidates, per_user)
             self.action_net = nn.Identity()
             self.value_net = nn.Linear(self.mlp_extractor.latent_dim_vf, 1)
-            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+            self.optimizer = self.optimizer_class(
+                self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+            )
 
         def _get_constructor_parameters(self) -> dict[str, Any]:
             return {**super()._get_constructor_parameters(), "hidden": self._hidden}
@@ -280,10 +307,16 @@ def _torch_classes() -> dict[str, type]:
         def arm_scores(self, obs: dict[str, th.Tensor]) -> th.Tensor:
             """(B, U, C + 1) logits: every candidate's score (masked at -1e8) and the no-op."""
             features = self.extract_features(obs, self.pi_features_extractor)
-            return self.mlp_extractor.forward_actor(features).reshape(-1, self._layout[2], self._layout[3] + 1)
+            return self.mlp_extractor.forward_actor(features).reshape(
+                -1, self._layout[2], self._layout[3] + 1
+            )
 
-    _CLASSES.update(PerArmExtractor=PerArmExtractor, PerArmHeads=PerArmHeads,
-                    SlateDistribution=SlateDistribution, PerArmPolicy=PerArmPolicy)
+    _CLASSES.update(
+        PerArmExtractor=PerArmExtractor,
+        PerArmHeads=PerArmHeads,
+        SlateDistribution=SlateDistribution,
+        PerArmPolicy=PerArmPolicy,
+    )
     return _CLASSES
 
 
@@ -320,10 +353,17 @@ def make_per_user_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> 
     return PerUserChoice(gym.make(env_id, **{**(env_kwargs or {}), "action_format": "slate"}))
 
 
-def train_per_arm_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | None = None,
-                      total_timesteps: int = 20_000, seed: int = 0, n_envs: int = 4,
-                      ppo_kwargs: dict[str, Any] | None = None, hidden: int = 64,
-                      callback: Any = None, verbose: int = 0) -> TrainResult:
+def train_per_arm_ppo(
+    env_id: str = "PolicySim-Rec-v0",
+    env_kwargs: dict[str, Any] | None = None,
+    total_timesteps: int = 20_000,
+    seed: int = 0,
+    n_envs: int = 4,
+    ppo_kwargs: dict[str, Any] | None = None,
+    hidden: int = 64,
+    callback: Any = None,
+    verbose: int = 0,
+) -> TrainResult:
     """Train ``stable_baselines3.PPO`` with :class:`PerArmPolicy` on ``env_id``.
 
     Args:
@@ -348,13 +388,21 @@ def train_per_arm_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, An
     def factory() -> Any:
         def make() -> gym.Env:
             return Monitor(make_per_user_env(env_id, env_kwargs))
+
         return make
 
     envs = DummyVecEnv([factory() for _ in range(n_envs)])
-    envs.seed(seed)   # env i's first reset gets seed + i
+    envs.seed(seed)  # env i's first reset gets seed + i
     policy = _torch_classes()["PerArmPolicy"]
-    model = PPO(policy, envs, seed=seed, verbose=verbose, device="cpu",
-                policy_kwargs={"hidden": hidden}, **{**PER_ARM_PPO_KWARGS, **(ppo_kwargs or {})})
+    model = PPO(
+        policy,
+        envs,
+        seed=seed,
+        verbose=verbose,
+        device="cpu",
+        policy_kwargs={"hidden": hidden},
+        **{**PER_ARM_PPO_KWARGS, **(ppo_kwargs or {})},
+    )
     curve: list[tuple[int, float]] = []
     callbacks = [_episode_curve_callback(curve)] + ([callback] if callback is not None else [])
     start = time.perf_counter()

@@ -75,7 +75,9 @@ class ArmLayout:
     def feature(self, name: str) -> int:
         """Column of the scalar feature ``name``."""
         if name not in self.names:
-            raise ValueError(f"feature {name!r} is not allowed for {self.kind} arms: use one of {self.names}")
+            raise ValueError(
+                f"feature {name!r} is not allowed for {self.kind} arms: use one of {self.names}"
+            )
         return self.context_dim - len(self.names) + self.names.index(name)
 
     @property
@@ -88,7 +90,7 @@ class ArmLayout:
 
 
 def env_kind(env: Any) -> str:
-    """"rec" or "exposure" for a PolicySim env (wrapped or not)."""
+    """ "rec" or "exposure" for a PolicySim env (wrapped or not)."""
     from socialenv.envs import ExposureEnv, RecEnv
 
     base = getattr(env, "unwrapped", env)
@@ -179,14 +181,20 @@ class MMRPolicy(_LayoutPolicy):
     def _exchangeable(self, contexts: np.ndarray) -> np.ndarray:
         """Arms with the same raw relevance and post embedding (e.g. two posts of one text
         offered to one user): the greedy reads nothing else."""
-        key = np.column_stack([self._raw_relevance(contexts),
-                               contexts[:, self.layout.post_embedding].astype(np.float64)])
+        key = np.column_stack(
+            [
+                self._raw_relevance(contexts),
+                contexts[:, self.layout.post_embedding].astype(np.float64),
+            ]
+        )
         return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
 
     def _deterministic_select(self, contexts: np.ndarray, budget: int) -> np.ndarray | None:
         """The greedy picks, unless two arms that are not exchangeable come within the
         tie-breaking jitter of each other at some greedy step (then the jitter decides: None)."""
-        picks, near_tie = self._greedy(contexts, budget, np.zeros(len(contexts)), self._exchangeable(contexts))
+        picks, near_tie = self._greedy(
+            contexts, budget, np.zeros(len(contexts)), self._exchangeable(contexts)
+        )
         return None if near_tie else picks
 
     def _deterministic(self, contexts: np.ndarray) -> bool:
@@ -206,8 +214,13 @@ class MMRPolicy(_LayoutPolicy):
 
     _JITTER: ClassVar[float] = 1e-9
 
-    def _greedy(self, contexts: np.ndarray, budget: int, jitter: np.ndarray,
-                labels: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    def _greedy(
+        self,
+        contexts: np.ndarray,
+        budget: int,
+        jitter: np.ndarray,
+        labels: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, bool]:
         """The greedy picks with tie-breaking ``jitter`` (K,), and whether at any step the best
         score and the best of the arms with another label (K,; default: every arm its own)
         were, without jitter, within the jitter's range (plus a margin over float rounding:
@@ -329,8 +342,15 @@ class FixedLevelPolicy(_LayoutPolicy, ScoredPolicy):
 
 #: Registry of the baseline policies (the bandits and "origin" come from the runner).
 BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
-    cls.name: cls for cls in (PopularityPolicy, MMRPolicy, SuppressFlaggedPolicy, OppositeStancePolicy,
-                              AgreeingPolicy, FixedLevelPolicy)
+    cls.name: cls
+    for cls in (
+        PopularityPolicy,
+        MMRPolicy,
+        SuppressFlaggedPolicy,
+        OppositeStancePolicy,
+        AgreeingPolicy,
+        FixedLevelPolicy,
+    )
 }
 
 
@@ -352,7 +372,9 @@ def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> A
         if kind not in cls.env_kinds:
             raise ValueError(f"policy {name!r} works on {cls.env_kinds} envs, not on a {kind} env")
         valid = [name for name in cls.hyperparameter_names() if name != "kind"]
-        check_keys(hyperparameters, valid, "hyperparameters", f"hyper-parameter(s) of policy {name!r}")
+        check_keys(
+            hyperparameters, valid, "hyperparameters", f"hyper-parameter(s) of policy {name!r}"
+        )
         return cls(context_dim=base.context_dim, seed=seed, kind=kind, **hyperparameters)
     allowed = policy_names()
     if name not in allowed:
@@ -369,8 +391,14 @@ def headline_only_kwargs(slots: int = 12, pool: int = 20) -> dict[str, Any]:
     PolicySim-Rec-v0 policy nothing to fill (the env rejects any ``budget`` above
     ``recommender.personalized``), so this baseline combines with PolicySim-Exposure-v0
     policies."""
-    return {"recommender": {"relational": 0, "personalized": 0, "headline": slots, "headline_pool": pool}}
-
+    return {
+        "recommender": {
+            "relational": 0,
+            "personalized": 0,
+            "headline": slots,
+            "headline_pool": pool,
+        }
+    }
 
 
 def _register_policies() -> None:

@@ -79,16 +79,25 @@ def _episode_curve_callback(curve: list[tuple[int, float]]) -> Any:
             for info in self.locals.get("infos", ()):
                 episode = info.get("episode")
                 if episode is not None:
-                    curve.append((int(self.num_timesteps), float(episode["r"]) / max(int(episode["l"]), 1)))
+                    curve.append(
+                        (int(self.num_timesteps), float(episode["r"]) / max(int(episode["l"]), 1))
+                    )
             return True
 
     return EpisodeCurve()
 
 
-def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | None = None,
-              total_timesteps: int = 20_000, seed: int = 0, n_envs: int = 4,
-              vec_env: str = "dummy", ppo_kwargs: dict[str, Any] | None = None,
-              verbose: int = 0, max_action_logits: int | None = MAX_ACTION_LOGITS) -> TrainResult:
+def train_ppo(
+    env_id: str = "PolicySim-Rec-v0",
+    env_kwargs: dict[str, Any] | None = None,
+    total_timesteps: int = 20_000,
+    seed: int = 0,
+    n_envs: int = 4,
+    vec_env: str = "dummy",
+    ppo_kwargs: dict[str, Any] | None = None,
+    verbose: int = 0,
+    max_action_logits: int | None = MAX_ACTION_LOGITS,
+) -> TrainResult:
     """Train PPO (``MultiInputPolicy``) on ``env_id``.
 
     Args:
@@ -118,16 +127,24 @@ def train_ppo(env_id: str = "PolicySim-Rec-v0", env_kwargs: dict[str, Any] | Non
     probe = gym.make(env_id, **{"render_mode": None, **(env_kwargs or {})})
     space = probe.action_space
     probe.close()
-    if (max_action_logits is not None and isinstance(space, gym.spaces.MultiDiscrete)
-            and int(space.nvec.sum()) > max_action_logits):
+    if (
+        max_action_logits is not None
+        and isinstance(space, gym.spaces.MultiDiscrete)
+        and int(space.nvec.sum()) > max_action_logits
+    ):
         raise ValueError(
             f"env_kwargs give a MultiDiscrete action of {len(space.nvec)} slots x {int(space.nvec[0])} "
             f"values = {int(space.nvec.sum())} policy logits, above max_action_logits={max_action_logits}: "
             "shrink candidate_users / budget / candidates (e.g. baselines.sb3.PPO_ENV_KWARGS) "
             "or pass max_action_logits=None"
         )
-    envs = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"render_mode": None, **(env_kwargs or {})},
-                        vec_env_cls=DummyVecEnv if vec_env == "dummy" else SubprocVecEnv)
+    envs = make_vec_env(
+        env_id,
+        n_envs=n_envs,
+        seed=seed,
+        env_kwargs={"render_mode": None, **(env_kwargs or {})},
+        vec_env_cls=DummyVecEnv if vec_env == "dummy" else SubprocVecEnv,
+    )
     kwargs = {**DEFAULT_PPO_KWARGS, **(ppo_kwargs or {})}
     model = PPO("MultiInputPolicy", envs, seed=seed, verbose=verbose, device="cpu", **kwargs)
     curve: list[tuple[int, float]] = []

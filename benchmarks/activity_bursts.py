@@ -42,7 +42,9 @@ MODELS: dict[str, object] = {
 PAPER = {"cross_interaction_ratio": 0.04, "toxicity": 0.0556, "misinformation_ratio": 0.40}
 
 
-def activity_matrix(env: RecEnv | ExposureEnv, seed: int) -> tuple[np.ndarray, list[dict[str, float]]]:
+def activity_matrix(
+    env: RecEnv | ExposureEnv, seed: int
+) -> tuple[np.ndarray, list[dict[str, float]]]:
     """(rounds, N) bool who acted in each round, and the rounds' metrics (no intervention)."""
     env.reset(seed=seed)
     n = len(env.sim.users.stance)
@@ -69,7 +71,9 @@ def burst_statistics(active: np.ndarray) -> dict[str, float]:
     num = float((centred[1:] * centred[:-1]).sum())
     den = float((centred * centred).sum()) * (t - 1) / t
     counts = active.sum(axis=1).astype(np.float64)
-    padded = np.concatenate([np.zeros((1, n), bool), active, np.zeros((1, n), bool)]).astype(np.int8)
+    padded = np.concatenate([np.zeros((1, n), bool), active, np.zeros((1, n), bool)]).astype(
+        np.int8
+    )
     edges = np.diff(padded, axis=0)
     starts_t, starts_u = np.nonzero(edges == 1)
     ends_t, ends_u = np.nonzero(edges == -1)
@@ -113,10 +117,16 @@ def main() -> None:
         for seed in range(args.seeds):
             bar.set_description(f"{name} seed {seed}")
             bar.update()
-            rec_active, rec_metrics = activity_matrix(RecEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed)
-            _, mis_metrics = activity_matrix(ExposureEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed)
+            rec_active, rec_metrics = activity_matrix(
+                RecEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed
+            )
+            _, mis_metrics = activity_matrix(
+                ExposureEnv(num_users=args.users, rounds=args.rounds, activity=spec), seed
+            )
             row = burst_statistics(rec_active)
-            row["cross_interaction_ratio"] = float(np.mean([m["cross_interaction_ratio"] for m in rec_metrics]))
+            row["cross_interaction_ratio"] = float(
+                np.mean([m["cross_interaction_ratio"] for m in rec_metrics])
+            )
             row["toxicity"] = float(np.mean([m["toxicity"] for m in rec_metrics]))
             row["misinformation_ratio"] = mis_metrics[-1]["misinformation_ratio"]
             row["active_per_round"] = [float(m["active_users"]) for m in rec_metrics]
@@ -125,24 +135,51 @@ def main() -> None:
         summary = {}
         for k in keys:
             v = np.array([r[k] for r in per_seed])
-            summary[k] = {"mean": float(v.mean()),
-                          "ci95": float(1.96 * v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0}
+            summary[k] = {
+                "mean": float(v.mean()),
+                "ci95": float(1.96 * v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0,
+            }
         results[name] = {"per_seed": per_seed, "summary": summary}
 
-    keys = ["user_autocorr", "population_autocorr", "population_cv", "active_share", "burst_mean",
-            "burst_p95", "burst_max", "burstiness", "cross_interaction_ratio", "toxicity", "misinformation_ratio"]
-    print(f"{args.users} users, {args.rounds} rounds, {args.seeds} seeds, no intervention (mean ± 95% CI)")
+    keys = [
+        "user_autocorr",
+        "population_autocorr",
+        "population_cv",
+        "active_share",
+        "burst_mean",
+        "burst_p95",
+        "burst_max",
+        "burstiness",
+        "cross_interaction_ratio",
+        "toxicity",
+        "misinformation_ratio",
+    ]
+    print(
+        f"{args.users} users, {args.rounds} rounds, {args.seeds} seeds, no intervention (mean ± 95% CI)"
+    )
     print(f"{'metric':<24}" + "".join(f"{n:>28}" for n in results) + f"{'paper':>8}")
     for k in keys:
-        cells = "".join(f"{results[n]['summary'][k]['mean']:>18.4f} ± {results[n]['summary'][k]['ci95']:<7.4f}"
-                        for n in results)
+        cells = "".join(
+            f"{results[n]['summary'][k]['mean']:>18.4f} ± {results[n]['summary'][k]['ci95']:<7.4f}"
+            for n in results
+        )
         print(f"{k:<24}{cells}{PAPER.get(k, float('nan')):>8.4g}")
     for n in results:
-        print(f"active users per round, seed 0, {n}: {[int(a) for a in results[n]['per_seed'][0]['active_per_round']]}")
+        print(
+            f"active users per round, seed 0, {n}: {[int(a) for a in results[n]['per_seed'][0]['active_per_round']]}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "activity_bursts.json"
-    path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results,
-                                "seconds": time.perf_counter() - start}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "results": results,
+                "seconds": time.perf_counter() - start,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
 
 

@@ -71,8 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON result path")
     parser.add_argument("--worker", type=str, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress (there is no bar when the output is not a terminal either)")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress (there is no bar when the output is not a terminal either)",
+    )
     return parser.parse_args(argv)
 
 
@@ -174,7 +177,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from socialenv.progress import progress_bar
 
     rows: list[dict[str, Any]] = []
-    bar = progress_bar(total=len(CONFIGURATIONS) * len(args.arms), unit="measurement", quiet=args.quiet)
+    bar = progress_bar(
+        total=len(CONFIGURATIONS) * len(args.arms), unit="measurement", quiet=args.quiet
+    )
     for label, policy, method in CONFIGURATIONS:
         for n_arms in args.arms:
             bar.set_description(f"{label} K={n_arms}")
@@ -201,7 +206,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row.update(measure(spec))
             rows.append(row)
             if not args.quiet:
-                bar.write(f"  measured {label} K={n_arms}: select {row['select_ms']:.1f} ms", file=sys.stderr)
+                bar.write(
+                    f"  measured {label} K={n_arms}: select {row['select_ms']:.1f} ms",
+                    file=sys.stderr,
+                )
 
     fast = {r["arms"]: r for r in rows if r["label"] == "eenet" and not r.get("skipped")}
     for row in rows:

@@ -32,18 +32,28 @@ from socialenv.scenarios import abortion
 
 RESULTS = Path("runs/benchmarks/calibration.json")
 #: Mechanisms switched off one at a time (surrogate config overrides).
-ABLATIONS = {"backfire off": {"backfire_rate": 0.0},
-             "bounded confidence off": {"confidence_bound": 1.0},
-             "reinforcement off": {"reinforcement_rate": 0.0}}
-PAPER_ORIGIN = {"cross_interaction_ratio": 0.04, "toxicity": 0.0556, "misinformation_ratio": 0.40,
-                "stance_mean": 0.014, "stance_std": 0.47}
+ABLATIONS = {
+    "backfire off": {"backfire_rate": 0.0},
+    "bounded confidence off": {"confidence_bound": 1.0},
+    "reinforcement off": {"reinforcement_rate": 0.0},
+}
+PAPER_ORIGIN = {
+    "cross_interaction_ratio": 0.04,
+    "toxicity": 0.0556,
+    "misinformation_ratio": 0.40,
+    "stance_mean": 0.014,
+    "stance_std": 0.47,
+}
 
 
-def origin_episode(env: RecEnv | ExposureEnv, seed: int,
-                   on_round: object = None) -> list[dict[str, float]]:
+def origin_episode(
+    env: RecEnv | ExposureEnv, seed: int, on_round: object = None
+) -> list[dict[str, float]]:
     env.reset(seed=seed)
-    start = {"stance_mean": float(env.sim.users.stance.mean()),
-             "stance_std": float(env.sim.users.stance.std())}
+    start = {
+        "stance_mean": float(env.sim.users.stance.mean()),
+        "stance_std": float(env.sim.users.stance.std()),
+    }
     rows = [start]
     for _ in range(env.config.rounds):
         _, _, _, _, info = env.step(np.full(env.slate_size, env.no_op))
@@ -55,6 +65,7 @@ def origin_episode(env: RecEnv | ExposureEnv, seed: int,
 
 def mechanisms(users: int, seeds: int) -> dict:
     """Paired Δ of the final stance std / mean when each opinion mechanism is switched off."""
+
     def final(surrogate: dict, seed: int) -> tuple[float, float]:
         last = origin_episode(RecEnv(num_users=users, rounds=10, surrogate=surrogate), seed)[-1]
         return last["stance_std"], last["stance_mean"]
@@ -63,8 +74,10 @@ def mechanisms(users: int, seeds: int) -> dict:
     out = {}
     for name, override in ABLATIONS.items():
         runs = [final(override, s) for s in range(seeds)]
-        out[name] = {"stance_std": mean_ci95([r[0] - b[0] for r, b in zip(runs, base, strict=True)]),
-                     "stance_mean": mean_ci95([r[1] - b[1] for r, b in zip(runs, base, strict=True)])}
+        out[name] = {
+            "stance_std": mean_ci95([r[0] - b[0] for r, b in zip(runs, base, strict=True)]),
+            "stance_mean": mean_ci95([r[1] - b[1] for r, b in zip(runs, base, strict=True)]),
+        }
     return out
 
 
@@ -93,8 +106,12 @@ def toxicity_by_pair(users: int, seeds: int) -> dict[str, float]:
         hostile = env.sim.users.toxicity_propensity[u] > env.brain.config.civility_threshold
         for c in (True, False):
             for h in (True, False):
-                key = f"{'cross' if c else 'same/neutral'}, {'hostile-prone' if h else 'civil'} user"
-                buckets.setdefault(key, []).append(out.react_toxicity[reply][(cross == c) & (hostile == h)])
+                key = (
+                    f"{'cross' if c else 'same/neutral'}, {'hostile-prone' if h else 'civil'} user"
+                )
+                buckets.setdefault(key, []).append(
+                    out.react_toxicity[reply][(cross == c) & (hostile == h)]
+                )
 
     for seed in range(seeds):
         origin_episode(RecEnv(num_users=users, rounds=10), seed, on_round=collect)
@@ -110,14 +127,19 @@ def main() -> None:
     add_quiet_option(parser)
     args = parser.parse_args()
 
-    recommenders = {"personalized_5": {"personalized": 5}, "personalized_0": {"personalized": 0},
-                    "personalized_5_stance_weight_0": {"personalized_stance_weight": 0.0}}
+    recommenders = {
+        "personalized_5": {"personalized": 5},
+        "personalized_0": {"personalized": 0},
+        "personalized_5_stance_weight_0": {"personalized_stance_weight": 0.0},
+    }
     # The seeds of the Origin table, one step per recommender, then ablation, shock, long run, toxicity.
     bar = progress_bar(total=args.seeds + len(recommenders) + 4, unit="step", quiet=args.quiet)
     per_seed = []
-    print(f"Origin, {args.users} users, {args.rounds} rounds "
-          f"(paper: cross {PAPER_ORIGIN['cross_interaction_ratio']}, toxicity "
-          f"{PAPER_ORIGIN['toxicity']}, misinformation {PAPER_ORIGIN['misinformation_ratio']:.0%})")
+    print(
+        f"Origin, {args.users} users, {args.rounds} rounds "
+        f"(paper: cross {PAPER_ORIGIN['cross_interaction_ratio']}, toxicity "
+        f"{PAPER_ORIGIN['toxicity']}, misinformation {PAPER_ORIGIN['misinformation_ratio']:.0%})"
+    )
     print(f"{'seed':>4} {'cross':>7} {'toxicity':>9} {'stance':>15} {'misinformed':>12}")
     for seed in range(args.seeds):
         rec = origin_episode(RecEnv(num_users=args.users, rounds=args.rounds), seed)[1:]
@@ -132,19 +154,32 @@ def main() -> None:
         }
         per_seed.append(row)
         bar.update()
-        print(f"{seed:>4} {row['cross_interaction_ratio']:7.3f} {row['toxicity']:9.4f} "
-              f"{row['stance_mean']:+7.3f} ± {row['stance_std']:.3f} {row['misinformation_ratio']:12.1%}")
+        print(
+            f"{seed:>4} {row['cross_interaction_ratio']:7.3f} {row['toxicity']:9.4f} "
+            f"{row['stance_mean']:+7.3f} ± {row['stance_std']:.3f} {row['misinformation_ratio']:12.1%}"
+        )
     means = {k: float(np.mean([r[k] for r in per_seed])) for k in per_seed[0] if k != "seed"}
-    print(f"mean {means['cross_interaction_ratio']:7.3f} {means['toxicity']:9.4f} "
-          f"{means['stance_mean']:+7.3f} ± {means['stance_std']:.3f} {means['misinformation_ratio']:12.1%}")
+    print(
+        f"mean {means['cross_interaction_ratio']:7.3f} {means['toxicity']:9.4f} "
+        f"{means['stance_mean']:+7.3f} ± {means['stance_std']:.3f} {means['misinformation_ratio']:12.1%}"
+    )
 
     macro = {}
     for name, recommender in recommenders.items():
         # Origin's dynamics do not depend on the env's arms; the exposure env is used because
         # a recommendation env needs recommended slots to act on.
-        paths = [origin_episode(ExposureEnv(num_users=args.users, rounds=args.rounds,
-                                            scenario="abortion", recommender=recommender), seed)
-                 for seed in range(args.seeds)]
+        paths = [
+            origin_episode(
+                ExposureEnv(
+                    num_users=args.users,
+                    rounds=args.rounds,
+                    scenario="abortion",
+                    recommender=recommender,
+                ),
+                seed,
+            )
+            for seed in range(args.seeds)
+        ]
         macro[name] = {
             key: np.mean([[r[key] for r in path] for path in paths], axis=0).round(4).tolist()
             for key in ("stance_mean", "stance_std")
@@ -158,31 +193,49 @@ def main() -> None:
     bar.update()
     print("\nMechanisms switched off (paired Δ at round 10, mean ± 95% CI):")
     for name, d in ablation.items():
-        print(f"{name:>24}: stance std {d['stance_std']['mean']:+.4f} ± {d['stance_std']['ci95']:.4f}, "
-              f"stance mean {d['stance_mean']['mean']:+.4f} ± {d['stance_mean']['ci95']:.4f}")
+        print(
+            f"{name:>24}: stance std {d['stance_std']['mean']:+.4f} ± {d['stance_std']['ci95']:.4f}, "
+            f"stance mean {d['stance_mean']['mean']:+.4f} ± {d['stance_mean']['ci95']:.4f}"
+        )
     shock = shock_response(args.users, args.seeds)
     bar.update()
-    print("\nOne news shock at round 2, stance mean per round: " + " ".join(f"{v:+.3f}" for v in shock))
-    long = [origin_episode(RecEnv(num_users=args.users, rounds=30), seed)
-            for seed in range(args.seeds)]
+    print(
+        "\nOne news shock at round 2, stance mean per round: "
+        + " ".join(f"{v:+.3f}" for v in shock)
+    )
+    long = [
+        origin_episode(RecEnv(num_users=args.users, rounds=30), seed) for seed in range(args.seeds)
+    ]
     bar.update()
     engagement = np.mean([[r["engagement"] for r in path[1:]] for path in long], axis=0)
     band = engagement[4:30]
     deviation = float(np.abs(band / band.mean() - 1).max())
-    print(f"\nEngagement per active user, rounds 5-30: {band.min():.2f}..{band.max():.2f} "
-          f"(max deviation from their mean {deviation:.1%})")
+    print(
+        f"\nEngagement per active user, rounds 5-30: {band.min():.2f}..{band.max():.2f} "
+        f"(max deviation from their mean {deviation:.1%})"
+    )
     tox = toxicity_by_pair(args.users, args.seeds)
     bar.update()
     bar.close()
     print("\nReply toxicity by pair: " + ", ".join(f"{k}: {v:.3f}" for k, v in tox.items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items() if k != "quiet"},
-                                    "paper_origin": PAPER_ORIGIN, "per_seed": per_seed,
-                                    "mean": means, "macro": macro, "ablation": ablation,
-                                    "shock_response": shock,
-                                    "engagement_rounds_5_30": band.round(3).tolist(),
-                                    "engagement_max_deviation": deviation,
-                                    "reply_toxicity_by_pair": tox}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "config": {k: str(v) for k, v in vars(args).items() if k != "quiet"},
+                "paper_origin": PAPER_ORIGIN,
+                "per_seed": per_seed,
+                "mean": means,
+                "macro": macro,
+                "ablation": ablation,
+                "shock_response": shock,
+                "engagement_rounds_5_30": band.round(3).tolist(),
+                "engagement_max_deviation": deviation,
+                "reply_toxicity_by_pair": tox,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.out}")
 
 

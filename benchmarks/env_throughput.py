@@ -81,10 +81,18 @@ def _commit(tree: Path) -> str | None:
     import subprocess
 
     try:
-        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
@@ -105,7 +113,9 @@ def _madvise_hugepage() -> bool | None:
     return None if getter is None else bool(getter())
 
 
-def measure_size(num_users: int, steps: int, seed: int, threads: int, code: str | None, queue: Any) -> None:
+def measure_size(
+    num_users: int, steps: int, seed: int, threads: int, code: str | None, queue: Any
+) -> None:
     """Reset + ``steps`` steps (policies alternating) of one env; puts a result row."""
     _set_threads(threads, code)
     import numpy as np
@@ -129,7 +139,11 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, code: str 
     wall0, cpu0, times0 = time.perf_counter(), time.process_time(), os.times()
     env = RecEnv(num_users=num_users, rounds=steps + 1)
     env.reset(seed=seed)
-    reset_wall, reset_cpu, times1 = time.perf_counter() - wall0, time.process_time() - cpu0, os.times()
+    reset_wall, reset_cpu, times1 = (
+        time.perf_counter() - wall0,
+        time.process_time() - cpu0,
+        os.times(),
+    )
     rng = np.random.default_rng(seed)
     env.step(np.full(env.slate_size, env.no_op, np.int64))  # warm-up (and numba compilation)
     per_policy: dict[str, dict[str, list[float]]] = {p: {"cpu": [], "wall": []} for p in POLICIES}
@@ -146,21 +160,32 @@ def measure_size(num_users: int, steps: int, seed: int, threads: int, code: str 
         per_policy[policy]["wall"].append(time.perf_counter() - wall)
     times3 = os.times()
     row: dict[str, Any] = {
-        "num_users": num_users, "steps": steps, "threads": threads, "kernels": backend,
+        "num_users": num_users,
+        "steps": steps,
+        "threads": threads,
+        "kernels": backend,
         "package": str(Path(sys.modules["socialenv"].__file__).parent),
-        "reset_cpu_s": reset_cpu, "reset_wall_s": reset_wall,
+        "reset_cpu_s": reset_cpu,
+        "reset_wall_s": reset_wall,
         # os.times (10 ms ticks): user vs system (page faults of fresh memory) time
-        "reset_user_s": times1.user - times0.user, "reset_system_s": times1.system - times0.system,
+        "reset_user_s": times1.user - times0.user,
+        "reset_system_s": times1.system - times0.system,
         "steps_user_s_per_step": (times3.user - times2.user) / steps,
         "steps_system_s_per_step": (times3.system - times2.system) / steps,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-        "load_before": load_before, "load_after": os.getloadavg(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
         "numpy_madvise_hugepage": _madvise_hugepage(),
     }
     for policy, times in per_policy.items():
         cpu, wall = _median(times["cpu"]), _median(times["wall"])
-        row[policy] = {"cpu_s_median": cpu, "wall_s_median": wall, "cpu_steps_per_s": 1 / cpu,
-                       "wall_steps_per_s": 1 / wall, "steps": len(times["cpu"])}
+        row[policy] = {
+            "cpu_s_median": cpu,
+            "wall_s_median": wall,
+            "cpu_steps_per_s": 1 / cpu,
+            "wall_steps_per_s": 1 / wall,
+            "steps": len(times["cpu"]),
+        }
     row["cpu_s_median"] = _median(per_policy["noop"]["cpu"] + per_policy["random"]["cpu"])
     if num_users >= FLOOR_MIN_USERS:
         row["floor"] = memory_floor(env.unwrapped)
@@ -206,13 +231,19 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
         np.copyto(out, big)
         best_copy = min(best_copy, (time.process_time() - cpu) / (2 * big.nbytes))
     return {
-        "random_rows": int(random_rows), "row_bytes": 4 * d, "stream_bytes": int(stream_bytes),
-        "random_row_s": best_row, "random_row_fancy_index_s": best_fancy, "stream_byte_s": best_copy,
+        "random_rows": int(random_rows),
+        "row_bytes": 4 * d,
+        "stream_bytes": int(stream_bytes),
+        "random_row_s": best_row,
+        "random_row_fancy_index_s": best_fancy,
+        "stream_byte_s": best_copy,
         "floor_s": random_rows * best_row + stream_bytes * best_copy,
     }
 
 
-def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, code: str | None, queue: Any) -> None:
+def measure_long_run(
+    num_users: int, rounds: int, seed: int, threads: int, code: str | None, queue: Any
+) -> None:
     """CPU time of every round of one ``rounds``-round no-op episode; its last rounds are timed
     interleaved, round by round, with the first rounds of a second, fresh episode of the same
     seed, so that the ratio compares rounds that ran in the same minutes."""
@@ -250,20 +281,29 @@ def measure_long_run(num_users: int, rounds: int, seed: int, threads: int, code:
     young.close()
     late = cpu[late_from : late_from + 11]
     early = young_cpu[1:11]
-    queue.put({
-        "num_users": num_users, "rounds": rounds, "threads": threads,
-        "late_rounds": [late_from + 1, late_from + len(late)],
-        "cpu_s_rounds_1_10": _median(early), "cpu_s_rounds_290_300": _median(late),
-        "ratio": _median(late) / _median(early),
-        # contention by other jobs only adds time, so the fastest rounds are the steadier ratio
-        "ratio_min": min(late) / min(early),
-        # the same episode's own rounds 1-10, timed minutes before its last rounds
-        "ratio_sequential": _median(late) / _median(cpu[1:11]),
-        "wall_s_rounds_1_10": _median(young_wall[1:11]), "wall_s_rounds_290_300": _median(wall[late_from:]),
-        "posts_at_end": posts, "follow_edges_at_end": edges,
-        "cpu_s_per_round": cpu, "cpu_s_per_round_fresh_episode": young_cpu,
-        "load_before": load_before, "load_after": os.getloadavg(),
-    })
+    queue.put(
+        {
+            "num_users": num_users,
+            "rounds": rounds,
+            "threads": threads,
+            "late_rounds": [late_from + 1, late_from + len(late)],
+            "cpu_s_rounds_1_10": _median(early),
+            "cpu_s_rounds_290_300": _median(late),
+            "ratio": _median(late) / _median(early),
+            # contention by other jobs only adds time, so the fastest rounds are the steadier ratio
+            "ratio_min": min(late) / min(early),
+            # the same episode's own rounds 1-10, timed minutes before its last rounds
+            "ratio_sequential": _median(late) / _median(cpu[1:11]),
+            "wall_s_rounds_1_10": _median(young_wall[1:11]),
+            "wall_s_rounds_290_300": _median(wall[late_from:]),
+            "posts_at_end": posts,
+            "follow_edges_at_end": edges,
+            "cpu_s_per_round": cpu,
+            "cpu_s_per_round_fresh_episode": young_cpu,
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+        }
+    )
 
 
 def _run(target: Any, *args: Any) -> dict[str, Any]:
@@ -277,28 +317,37 @@ def _run(target: Any, *args: Any) -> dict[str, Any]:
 
 
 def _print_row(row: dict[str, Any]) -> None:
-    print(f"{row['num_users']:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
-          f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
-          f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
-          f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
-          f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
-          f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}", flush=True)
+    print(
+        f"{row['num_users']:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
+        f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
+        f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
+        f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
+        f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
+        f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}",
+        flush=True,
+    )
     if "floor" in row:
         fl = row["floor"]
-        print(f"{row['num_users']:>9,} users: memory floor {fl['floor_s']:.2f} s per round "
-              f"({fl['random_rows'] / 1e6:.1f}M random rows of {fl['row_bytes']} B at "
-              f"{fl['random_row_s'] * 1e9:.0f} ns, {fl['stream_bytes'] / 2**30:.2f} GiB streamed); "
-              f"CPU per round / floor = {fl['cpu_over_floor']:.1f}", flush=True)
+        print(
+            f"{row['num_users']:>9,} users: memory floor {fl['floor_s']:.2f} s per round "
+            f"({fl['random_rows'] / 1e6:.1f}M random rows of {fl['row_bytes']} B at "
+            f"{fl['random_row_s'] * 1e9:.0f} ns, {fl['stream_bytes'] / 2**30:.2f} GiB streamed); "
+            f"CPU per round / floor = {fl['cpu_over_floor']:.1f}",
+            flush=True,
+        )
 
 
 def _print_long_run(long_run: dict[str, Any]) -> None:
     first, last = long_run["late_rounds"]
-    print(f"long run (1,000 users, {long_run['rounds']} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
-          f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds {first}-{last}), "
-          f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}; "
-          f"within one episode: {long_run['ratio_sequential']:.2f}); "
-          f"{long_run['posts_at_end']:,} posts, "
-          f"{long_run['follow_edges_at_end']:,} edges", flush=True)
+    print(
+        f"long run (1,000 users, {long_run['rounds']} rounds): CPU {long_run['cpu_s_rounds_1_10'] * 1e3:.1f} ms "
+        f"(rounds 1-10) -> {long_run['cpu_s_rounds_290_300'] * 1e3:.1f} ms (rounds {first}-{last}), "
+        f"ratio {long_run['ratio']:.2f} (fastest rounds: {long_run['ratio_min']:.2f}; "
+        f"within one episode: {long_run['ratio_sequential']:.2f}); "
+        f"{long_run['posts_at_end']:,} posts, "
+        f"{long_run['follow_edges_at_end']:,} edges",
+        flush=True,
+    )
 
 
 def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -323,7 +372,9 @@ def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dic
         for r in rows:
             pairs.setdefault(r["repeat"], {})[r["num_users"]] = r["cpu_s_median"]
         summary["scaling_exponent_per_repeat"] = [
-            math.log10(p[1_000_000] / p[100_000]) for p in pairs.values() if 100_000 in p and 1_000_000 in p
+            math.log10(p[1_000_000] / p[100_000])
+            for p in pairs.values()
+            if 100_000 in p and 1_000_000 in p
         ]
     if long_runs:
         summary["long_run"] = long_runs[0]
@@ -337,35 +388,55 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))
-    parser.add_argument("--steps", type=int, nargs="+", default=None,
-                        help="steps per size (default: 200, 40, 10, 6), alternating the two policies")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        default=None,
+        help="steps per size (default: 200, 40, 10, 6), alternating the two policies",
+    )
     parser.add_argument("--long-rounds", type=int, default=300, help="0 skips the long run")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs of the whole sweep (and long run), one after another; the summary "
-                             "takes the median over them, so one slow phase of a shared machine "
-                             "does not decide a figure")
-    parser.add_argument("--code", type=Path, default=None,
-                        help="measure the package of another source tree (e.g. an older commit's "
-                             "`git archive`) with this script's measurements")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of the whole sweep (and long run), one after another; the summary "
+        "takes the median over them, so one slow phase of a shared machine "
+        "does not decide a figure",
+    )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="measure the package of another source tree (e.g. an older commit's "
+        "`git archive`) with this script's measurements",
+    )
     add_quiet_option(parser)
     args = parser.parse_args()
     if args.repeats < 1:
         raise ValueError(f"--repeats={args.repeats} is not allowed: an integer >= 1")
     if args.long_rounds and args.long_rounds < 22:
-        raise ValueError(f"--long-rounds={args.long_rounds} is not allowed: 0 (no long run) or >= 22")
+        raise ValueError(
+            f"--long-rounds={args.long_rounds} is not allowed: 0 (no long run) or >= 22"
+        )
     if args.steps is not None and len(args.steps) != len(args.users):
-        raise ValueError(f"--steps has {len(args.steps)} values; expected one per --users ({len(args.users)})")
+        raise ValueError(
+            f"--steps has {len(args.steps)} values; expected one per --users ({len(args.users)})"
+        )
     steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
     code = None if args.code is None else str(args.code.resolve())
     rows: list[dict[str, Any]] = []
     long_runs: list[dict[str, Any]] = []
-    bar = progress_bar(total=args.repeats * (len(args.users) + bool(args.long_rounds)), unit="measurement",
-                       quiet=args.quiet)
+    bar = progress_bar(
+        total=args.repeats * (len(args.users) + bool(args.long_rounds)),
+        unit="measurement",
+        quiet=args.quiet,
+    )
     for repeat in range(args.repeats):
         for n, s in zip(args.users, steps, strict=True):
             bar.set_description(f"{n:,} users")
@@ -377,31 +448,50 @@ def main() -> None:
         if args.long_rounds:
             bar.set_description("long run")
             bar.update()
-            long_run = _run(measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code)
+            long_run = _run(
+                measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code
+            )
             long_run["repeat"] = repeat
             long_runs.append(long_run)
             _print_long_run(long_run)
     summary = _summary(rows, long_runs)
     if args.repeats > 1:
         for n, size in summary["by_size"].items():
-            print(f"{n:>9,} users, median of {args.repeats}: CPU {size['noop_cpu_s'] * 1e3:8.1f} / "
-                  f"{size['random_cpu_s'] * 1e3:8.1f} ms/step no-op / random; reset {size['reset_cpu_s']:5.1f} s")
+            print(
+                f"{n:>9,} users, median of {args.repeats}: CPU {size['noop_cpu_s'] * 1e3:8.1f} / "
+                f"{size['random_cpu_s'] * 1e3:8.1f} ms/step no-op / random; reset {size['reset_cpu_s']:5.1f} s"
+            )
         if long_runs:
             print(f"long-run ratio, median of {args.repeats}: {summary['long_run_ratio']:.2f}")
     if "scaling_exponent_above_1e5" in summary:
-        print(f"CPU time(1e6)/time(1e5) = {summary['cpu_ratio_1e6_over_1e5']:.2f}; scaling exponent "
-              f"{summary['scaling_exponent_above_1e5']:.3f}"
-              + (f" (per repeat: {', '.join(f'{e:.3f}' for e in summary['scaling_exponent_per_repeat'])})"
-                 if args.repeats > 1 else ""))
+        print(
+            f"CPU time(1e6)/time(1e5) = {summary['cpu_ratio_1e6_over_1e5']:.2f}; scaling exponent "
+            f"{summary['scaling_exponent_above_1e5']:.3f}"
+            + (
+                f" (per repeat: {', '.join(f'{e:.3f}' for e in summary['scaling_exponent_per_repeat'])})"
+                if args.repeats > 1
+                else ""
+            )
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "command": " ".join(sys.argv),
-        "utc": stamp,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine()},
-        "code": code or str(ROOT), "commit": _commit(Path(code) if code else ROOT),
-        "rows": rows, "summary": summary,
-    }, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "utc": stamp,
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "processor": platform.processor() or platform.machine(),
+                },
+                "code": code or str(ROOT),
+                "commit": _commit(Path(code) if code else ROOT),
+                "rows": rows,
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {out}")
 
 

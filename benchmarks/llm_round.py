@@ -81,8 +81,9 @@ class RecordingBackend(Backend):
         self.name = inner.name
         self.calls: list[tuple[list[Messages], Generation]] = []
 
-    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
+    def generate(
+        self, prompts: Sequence[Messages], schemas: Schemas = None, sampling: Sampling | None = None
+    ) -> Generation:
         gen = self.inner.generate(prompts, schemas, sampling)
         self.calls.append((list(prompts), gen))
         return gen
@@ -111,14 +112,19 @@ def token_counter(spec: str) -> tuple[str, Callable[[Messages], int]]:
         path = spec
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if getattr(tokenizer, "chat_template", None):
+
         def count(messages: Messages) -> int:
             ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
             ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
             return len(ids)
     else:
+
         def count(messages: Messages) -> int:
-            return sum(len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 5
-                       for m in messages)
+            return sum(
+                len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 5
+                for m in messages
+            )
+
     return name, count
 
 
@@ -138,12 +144,22 @@ def resample_feeds(ri: RoundInput, round_: int, seed: int) -> RoundInput:
     return ri
 
 
-def run_size(n: int, args: argparse.Namespace, config: LLMConfig, backend: RecordingBackend,
-             count: Callable[[Messages], int]) -> dict[str, Any]:
+def run_size(
+    n: int,
+    args: argparse.Namespace,
+    config: LLMConfig,
+    backend: RecordingBackend,
+    count: Callable[[Messages], int],
+) -> dict[str, Any]:
     brain = LLMBrain(config, backend=backend)
-    world = make_round_input(num_users=n, num_posts=max(3 * n, 60), feed_size=args.feed_size,
-                             seed=args.seed, misinformation_message=args.misinformation,
-                             misinfo_fraction=0.2)
+    world = make_round_input(
+        num_users=n,
+        num_posts=max(3 * n, 60),
+        feed_size=args.feed_size,
+        seed=args.seed,
+        misinformation_message=args.misinformation,
+        misinfo_fraction=0.2,
+    )
     brain.reset(world.users, world.posts, seed=args.seed)
     measured = []
     for round_ in range(args.rounds):
@@ -154,13 +170,17 @@ def run_size(n: int, args: argparse.Namespace, config: LLMConfig, backend: Recor
         agent_prompts = backend.calls[0][0]
         counted = np.array([count(p) for p in agent_prompts], np.int64)
         system_only = count([agent_prompts[0][0]])
-        all_tokens = sum(float(g.prompt_tokens.sum() + g.completion_tokens.sum()) for _, g in backend.calls)
-        stats.update({
-            "prompt_tokens_realistic": counted,
-            "shared_prefix_tokens": float(system_only),
-            "all_tokens": all_tokens,
-            "invalid": dict(out.invalid),
-        })
+        all_tokens = sum(
+            float(g.prompt_tokens.sum() + g.completion_tokens.sum()) for _, g in backend.calls
+        )
+        stats.update(
+            {
+                "prompt_tokens_realistic": counted,
+                "shared_prefix_tokens": float(system_only),
+                "all_tokens": all_tokens,
+                "invalid": dict(out.invalid),
+            }
+        )
         measured.append(stats)
     use = measured[1:] if len(measured) > 1 else measured  # round 0 includes warm-up
     last = measured[-1]
@@ -183,7 +203,9 @@ def run_size(n: int, args: argparse.Namespace, config: LLMConfig, backend: Recor
         "outside_llm_share": (total - llm) / total,
         "python_share": (total - llm - side) / total,
         "agent_steps_per_s": float(np.mean([s["agent_steps"] / s["round_seconds"] for s in use])),
-        "tokens_per_s": float(np.mean([s["all_tokens"] / max(s["llm_seconds"], 1e-9) for s in use])),
+        "tokens_per_s": float(
+            np.mean([s["all_tokens"] / max(s["llm_seconds"], 1e-9) for s in use])
+        ),
         "llm_calls_per_round": float(np.mean([s["llm_calls"] for s in use])),
         "memory_entries": int(last["memory_entries"]),
         "invalid_last_round": last["invalid"],
@@ -191,20 +213,30 @@ def run_size(n: int, args: argparse.Namespace, config: LLMConfig, backend: Recor
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--users", type=int, nargs="+", default=[20, 50], help="population sizes N")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per size (last is measured)")
     parser.add_argument("--backend", choices=["hf", "vllm", "openai", "llamacpp"], default="hf")
-    parser.add_argument("--model", default=None,
-                        help="model path / .gguf file (llamacpp) / served name (default: tiny model)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model path / .gguf file (llamacpp) / served name (default: tiny model)",
+    )
     parser.add_argument("--base-url", nargs="+", default=None, help="openai backend URL(s)")
-    parser.add_argument("--tokenizer", default="auto",
-                        help="tokenizer for counting prompt tokens: 'auto' or a local path")
+    parser.add_argument(
+        "--tokenizer",
+        default="auto",
+        help="tokenizer for counting prompt tokens: 'auto' or a local path",
+    )
     parser.add_argument("--feed-size", type=int, default=12, help="posts per feed (5+5+2 channels)")
     parser.add_argument("--cpu-threads", type=int, default=1, help="torch threads for hf on CPU")
-    parser.add_argument("--misinformation", default="The election was rigged by the clinics",
-                        help="misinformation message of the synthetic world")
+    parser.add_argument(
+        "--misinformation",
+        default="The election was rigged by the clinics",
+        help="misinformation message of the synthetic world",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "llm_round.json")
     add_quiet_option(parser)
@@ -222,39 +254,81 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         backend = RecordingBackend(make_backend(config))
         started = time.perf_counter()
         try:
-            rows = [run_size(n, args, config, backend, count)
-                    for n in progress_bar(args.users, unit="size", quiet=args.quiet)]
+            rows = [
+                run_size(n, args, config, backend, count)
+                for n in progress_bar(args.users, unit="size", quiet=args.quiet)
+            ]
         finally:
             backend.close()
     result = {
         "benchmark": "llm_round",
-        "model": "tiny random Qwen2 (agent_models.testing.build_tiny_lm)" if args.model is None else args.model,
+        "model": "tiny random Qwen2 (agent_models.testing.build_tiny_lm)"
+        if args.model is None
+        else args.model,
         "backend": args.backend,
         "token_counter": counter_name,
-        "settings": {"feed_size": args.feed_size, "rounds": args.rounds, "cpu_threads": args.cpu_threads,
-                     "llm_config_defaults": {k: v for k, v in config.model_dump().items()
-                                             if k in ("max_new_tokens", "max_actions", "max_text_chars",
-                                                      "feed_text_chars", "memory", "constrained",
-                                                      "schema_mode")}},
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "processor": platform.processor()},
+        "settings": {
+            "feed_size": args.feed_size,
+            "rounds": args.rounds,
+            "cpu_threads": args.cpu_threads,
+            "llm_config_defaults": {
+                k: v
+                for k, v in config.model_dump().items()
+                if k
+                in (
+                    "max_new_tokens",
+                    "max_actions",
+                    "max_text_chars",
+                    "feed_text_chars",
+                    "memory",
+                    "constrained",
+                    "schema_mode",
+                )
+            },
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+        },
         "seconds": time.perf_counter() - started,
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=float))
-    header = ("N", "prompt tok/step", "p95", "prefix", "model tok/step", "compl tok/step", "round s",
-              "outside LLM", "python", "steps/s", "tok/s")
+    header = (
+        "N",
+        "prompt tok/step",
+        "p95",
+        "prefix",
+        "model tok/step",
+        "compl tok/step",
+        "round s",
+        "outside LLM",
+        "python",
+        "steps/s",
+        "tok/s",
+    )
     print(f"token counter: {counter_name}; backend: {args.backend}; model: {result['model']}")
     print(" | ".join(header))
     for r in rows:
-        print(" | ".join([
-            str(r["users"]), f"{r['prompt_tokens_mean']:.0f}", f"{r['prompt_tokens_p95']:.0f}",
-            f"{r['shared_prefix_tokens']:.0f}", f"{r['prompt_tokens_model_mean']:.0f}",
-            f"{r['completion_tokens_mean']:.1f}", f"{r['round_seconds']:.2f}",
-            f"{r['outside_llm_share']:.1%}", f"{r['python_share']:.1%}",
-            f"{r['agent_steps_per_s']:.2f}", f"{r['tokens_per_s']:.0f}",
-        ]))
+        print(
+            " | ".join(
+                [
+                    str(r["users"]),
+                    f"{r['prompt_tokens_mean']:.0f}",
+                    f"{r['prompt_tokens_p95']:.0f}",
+                    f"{r['shared_prefix_tokens']:.0f}",
+                    f"{r['prompt_tokens_model_mean']:.0f}",
+                    f"{r['completion_tokens_mean']:.1f}",
+                    f"{r['round_seconds']:.2f}",
+                    f"{r['outside_llm_share']:.1%}",
+                    f"{r['python_share']:.1%}",
+                    f"{r['agent_steps_per_s']:.2f}",
+                    f"{r['tokens_per_s']:.0f}",
+                ]
+            )
+        )
     print(f"wrote {args.out}")
     return result
 

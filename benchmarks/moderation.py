@@ -34,8 +34,15 @@ from socialenv.policies import OriginPolicy, make_run_policy
 from socialenv.progress import add_quiet_option, progress_bar
 
 POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb")
-METRICS = ("reward", "misinformation_ratio_final", "misinformation_impression_share", "toxic_impression_share",
-           "clean_removed_share", "wrongful_removals", "actions")
+METRICS = (
+    "reward",
+    "misinformation_ratio_final",
+    "misinformation_impression_share",
+    "toxic_impression_share",
+    "clean_removed_share",
+    "wrongful_removals",
+    "actions",
+)
 
 
 def make(name: str, env: Any, seed: int) -> Any:
@@ -51,7 +58,9 @@ def episode_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {
         "reward": float(np.mean([r["reward"] for r in rows])),
         "misinformation_ratio_final": rows[-1]["misinformation_ratio"],
-        "misinformation_impression_share": float(np.mean([r["misinformation_impression_share"] for r in rows])),
+        "misinformation_impression_share": float(
+            np.mean([r["misinformation_impression_share"] for r in rows])
+        ),
         "toxic_impression_share": float(np.mean([r["toxic_impression_share"] for r in rows])),
         "clean_removed_share": float(np.mean([r["clean_removed_share"] for r in rows])),
         "wrongful_removals": float(sum(r["wrongful_removals"] for r in rows)),
@@ -70,7 +79,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--episodes", type=int, default=5, help="episodes per seed (the bandit learns across them)")
+    parser.add_argument(
+        "--episodes", type=int, default=5, help="episodes per seed (the bandit learns across them)"
+    )
     parser.add_argument("--precision", type=float, default=0.8)
     parser.add_argument("--recall", type=float, default=0.7)
     parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
@@ -78,8 +89,11 @@ def main() -> None:
     add_quiet_option(parser)
     args = parser.parse_args()
 
-    kwargs = {"num_users": args.users, "rounds": args.rounds,
-              "moderation": {"precision": args.precision, "recall": args.recall}}
+    kwargs = {
+        "num_users": args.users,
+        "rounds": args.rounds,
+        "moderation": {"precision": args.precision, "recall": args.recall},
+    }
     start = time.perf_counter()
     per_policy: dict[str, list[dict[str, float]]] = {}
     bar = progress_bar(total=len(args.policies) * args.seeds, unit="seed", quiet=args.quiet)
@@ -97,8 +111,10 @@ def main() -> None:
     elapsed = time.perf_counter() - start
 
     table: dict[str, Any] = {}
-    print(f"PolicySim-Moderation-v0, {args.users} users, {args.rounds} rounds, {args.seeds} paired seeds, "
-          f"last of {args.episodes} episodes, classifier precision {args.precision} recall {args.recall}")
+    print(
+        f"PolicySim-Moderation-v0, {args.users} users, {args.rounds} rounds, {args.seeds} paired seeds, "
+        f"last of {args.episodes} episodes, classifier precision {args.precision} recall {args.recall}"
+    )
     print(f"{'policy':<26}" + "".join(f"{m[:18]:>20}" for m in METRICS))
     for name, rows in per_policy.items():
         means = {m: float(np.mean([r[m] for r in rows])) for m in METRICS}
@@ -115,16 +131,37 @@ def main() -> None:
                 d = np.array([r[m] - b[m] for r, b in zip(rows, per_policy["none"], strict=True)])
                 diffs[m] = {"mean": float(d.mean()), "ci95": ci95(d)}
             table[name]["diff_vs_none"] = diffs
-            print(f"{name:<26}" + "".join(f"{diffs[m]['mean']:>+11.4f} ±{diffs[m]['ci95']:<7.4f}" for m in METRICS))
+            print(
+                f"{name:<26}"
+                + "".join(f"{diffs[m]['mean']:>+11.4f} ±{diffs[m]['ci95']:<7.4f}" for m in METRICS)
+            )
     best_rule = "suppress_flagged_delete"
     if best_rule in per_policy and "linucb" in per_policy:
-        d = np.array([r["reward"] - b["reward"] for r, b in zip(per_policy["linucb"], per_policy[best_rule], strict=True)])
-        table["linucb"]["reward_minus_suppress_flagged_delete"] = {"mean": float(d.mean()), "ci95": ci95(d)}
-        print(f"\nLinUCB − suppress-flagged (delete), reward (= objective), paired: {d.mean():+.4f} ± {ci95(d):.4f}")
+        d = np.array(
+            [
+                r["reward"] - b["reward"]
+                for r, b in zip(per_policy["linucb"], per_policy[best_rule], strict=True)
+            ]
+        )
+        table["linucb"]["reward_minus_suppress_flagged_delete"] = {
+            "mean": float(d.mean()),
+            "ci95": ci95(d),
+        }
+        print(
+            f"\nLinUCB − suppress-flagged (delete), reward (= objective), paired: {d.mean():+.4f} ± {ci95(d):.4f}"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "moderation.json"
-    path.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": table,
-                                "seconds": elapsed}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "results": table,
+                "seconds": elapsed,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {path} ({elapsed:.0f} s)")
 
 

@@ -68,7 +68,8 @@ def _compare(on_policy: np.ndarray, inclusion: np.ndarray, log: Any) -> dict[str
         est = estimate(inclusion, log, estimator)
         diff = est.per_episode - on_policy
         entry[estimator] = {
-            "value": est.value, "ci95": est.ci95,
+            "value": est.value,
+            "ci95": est.ci95,
             "within_on_policy_ci": bool(abs(est.value - on_policy.mean()) <= ci),
             "paired_difference": {"mean": float(diff.mean()), "ci95": _ci95(diff)},
         }
@@ -80,7 +81,9 @@ def _rounds(log: Any, keep: np.ndarray) -> Any:
     from bandits.ope import LoggedRounds
 
     fields = ("contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method")
-    return LoggedRounds(**{k: getattr(log, k)[keep] for k in fields}, groups=log.groups, per_group=log.per_group)
+    return LoggedRounds(
+        **{k: getattr(log, k)[keep] for k in fields}, groups=log.groups, per_group=log.per_group
+    )
 
 
 def on_policy_episode(env: Any, policy: Any, seed: int) -> tuple[list[float], list[float]]:
@@ -120,42 +123,69 @@ def bench_env(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     env_id = ENVS[kind]
     seeds = tuple(range(args.seeds))
     env_kwargs = {"num_users": args.users, "rounds": args.rounds}
-    common = {"env_id": env_id, "seeds": seeds, "env_kwargs": env_kwargs, "plots": False,
-              "progress": show_progress(args.quiet), "out_dir": str(args.out / "runs")}
+    common = {
+        "env_id": env_id,
+        "seeds": seeds,
+        "env_kwargs": env_kwargs,
+        "plots": False,
+        "progress": show_progress(args.quiet),
+        "out_dir": str(args.out / "runs"),
+    }
     start, cpu = time.perf_counter(), time.process_time()
-    logging_run = run(RunConfig(policy="egreedy", policy_kwargs={"epsilon": args.epsilon},
-                                run_name=f"{kind}-log-egreedy", **common))
+    logging_run = run(
+        RunConfig(
+            policy="egreedy",
+            policy_kwargs={"epsilon": args.epsilon},
+            run_name=f"{kind}-log-egreedy",
+            **common,
+        )
+    )
     logging_seconds, logging_cpu = time.perf_counter() - start, time.process_time() - cpu
     log = LoggedRounds.load(logging_run.out_dir)
     env = gym.make(env_id, **env_kwargs)
     out: dict[str, Any] = {
-        "env_id": env_id, "logging_policy": f"egreedy(epsilon={args.epsilon})",
-        "logged_rounds": log.num_rounds, "propensity_methods": sorted(set(log.method.tolist())),
+        "env_id": env_id,
+        "logging_policy": f"egreedy(epsilon={args.epsilon})",
+        "logged_rounds": log.num_rounds,
+        "propensity_methods": sorted(set(log.method.tolist())),
         "min_logged_propensity": float(np.nanmin(log.propensities)),
         "logging_value": float(per_seed_reward(logging_run.rows).mean()),
-        "logging_seconds": round(logging_seconds, 1), "logging_cpu_seconds": round(logging_cpu, 1),
+        "logging_seconds": round(logging_seconds, 1),
+        "logging_cpu_seconds": round(logging_cpu, 1),
         "targets": {},
     }
-    position = np.arange(log.num_rounds) - np.searchsorted(log.episode, log.episode)  # round in episode
+    position = np.arange(log.num_rounds) - np.searchsorted(
+        log.episode, log.episode
+    )  # round in episode
     for name in TARGETS[kind]:
         # the runner's reset seeds (seed * 1000 + episode), so target and log are paired
-        per_round, slot_value = map(np.asarray, zip(*[on_policy_episode(env, make_policy(name, env, seed=s), s * 1000)
-                                                       for s in seeds], strict=True))
+        per_round, slot_value = map(
+            np.asarray,
+            zip(
+                *[on_policy_episode(env, make_policy(name, env, seed=s), s * 1000) for s in seeds],
+                strict=True,
+            ),
+        )
         policy = make_policy(name, env, seed=0)
         start, cpu = time.perf_counter(), time.process_time()
         inclusion, methods = target_inclusion_and_methods(policy, log)
         entry: dict[str, Any] = {
             "target_inclusion_seconds": round(time.perf_counter() - start, 2),
             "target_inclusion_cpu_seconds": round(time.process_time() - cpu, 2),
-            "target_inclusion_methods": {m: int(n) for m, n in zip(*np.unique(methods, return_counts=True), strict=True)},
+            "target_inclusion_methods": {
+                m: int(n) for m, n in zip(*np.unique(methods, return_counts=True), strict=True)
+            },
             **_compare(per_round.mean(axis=1), inclusion, log),
             # what the estimators estimate: the slate's slot rewards / slate size (Exposure's
             # step reward is the mean over every author with impressions, not only the slate's)
             "slot_value": _compare(slot_value.mean(axis=1), inclusion, log),
         }
         for part, keep in (("first_round", position == 0), ("later_rounds", position > 0)):
-            entry[part] = _compare(per_round[:, np.unique(position[keep])].mean(axis=1), inclusion[keep],
-                                   _rounds(log, keep))
+            entry[part] = _compare(
+                per_round[:, np.unique(position[keep])].mean(axis=1),
+                inclusion[keep],
+                _rounds(log, keep),
+            )
         out["targets"][name] = entry
     return out
 
@@ -169,25 +199,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     kinds = list(ENVS) if args.env == "both" else [args.env]
     result: dict[str, Any] = {
-        "command": " ".join(["python benchmarks/ope.py", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(
+            ["python benchmarks/ope.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "users": args.users, "rounds": args.rounds, "seeds": args.seeds, "epsilon": args.epsilon,
+        "users": args.users,
+        "rounds": args.rounds,
+        "seeds": args.seeds,
+        "epsilon": args.epsilon,
         "envs": {kind: bench_env(kind, args) for kind in kinds},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ope.json").write_text(json.dumps(result, indent=2))
     for env in result["envs"].values():
-        print(f"\n{env['env_id']}: {env['logged_rounds']} logged rounds of {env['logging_policy']} "
-              f"(propensities: {', '.join(env['propensity_methods'])}; logged value {env['logging_value']:.4f})")
+        print(
+            f"\n{env['env_id']}: {env['logged_rounds']} logged rounds of {env['logging_policy']} "
+            f"(propensities: {', '.join(env['propensity_methods'])}; logged value {env['logging_value']:.4f})"
+        )
         print(f"{'target':18s} {'on-policy':>17s} {'IPS':>19s} {'SNIPS':>19s} {'DR':>19s}")
         for name, t in env["targets"].items():
-            cells = [f"{t[e]['value']:.4f} ± {t[e]['ci95']:.4f}{'' if t[e]['within_on_policy_ci'] else '*'}"
-                     for e in ("ips", "snips", "dr")]
-            print(f"{name:18s} {t['on_policy']['mean']:.4f} ± {t['on_policy']['ci95']:.4f} "
-                  + " ".join(f"{c:>19s}" for c in cells))
-        print("DR − on-policy (paired):", "; ".join(
-            f"{name} all {_diff(t)}, first round {_diff(t['first_round'])}, later {_diff(t['later_rounds'])}, "
-            f"vs the slot value {_diff(t['slot_value'])}" for name, t in env["targets"].items()))
+            cells = [
+                f"{t[e]['value']:.4f} ± {t[e]['ci95']:.4f}{'' if t[e]['within_on_policy_ci'] else '*'}"
+                for e in ("ips", "snips", "dr")
+            ]
+            print(
+                f"{name:18s} {t['on_policy']['mean']:.4f} ± {t['on_policy']['ci95']:.4f} "
+                + " ".join(f"{c:>19s}" for c in cells)
+            )
+        print(
+            "DR − on-policy (paired):",
+            "; ".join(
+                f"{name} all {_diff(t)}, first round {_diff(t['first_round'])}, later {_diff(t['later_rounds'])}, "
+                f"vs the slot value {_diff(t['slot_value'])}"
+                for name, t in env["targets"].items()
+            ),
+        )
     print("\n* outside the on-policy 95% CI")
     return result
 

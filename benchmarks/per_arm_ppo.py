@@ -36,7 +36,9 @@ ENVS: dict[str, tuple[str, dict[str, Any]]] = {
 REFERENCES = ("origin", "random", "linucb", "eenet")
 
 
-def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: list[int]) -> list[dict[str, float]]:
+def evaluate_model(
+    model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: list[int]
+) -> list[dict[str, float]]:
     """One :func:`baselines.compare.episode_summary` per seed for the frozen, deterministic model."""
     import gymnasium as gym
 
@@ -47,13 +49,20 @@ def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: l
     out = []
     for seed in seeds:
         env = gym.make(env_id, **env_kwargs)
-        out.append(episode_summary(play_episode(env, PerArmActor(model, env), seed * 1000, learn=False)))
+        out.append(
+            episode_summary(play_episode(env, PerArmActor(model, env), seed * 1000, learn=False))
+        )
         env.close()
     return out
 
 
-def held_out_callback(env_id: str, env_kwargs: dict[str, Any], seeds: list[int], every: int,
-                      curve: list[tuple[int, float]]) -> Any:
+def held_out_callback(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    seeds: list[int],
+    every: int,
+    curve: list[tuple[int, float]],
+) -> Any:
     """SB3 callback: every ``every`` env steps, the mean held-out reward of the current policy."""
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -73,8 +82,14 @@ def held_out_callback(env_id: str, env_kwargs: dict[str, Any], seeds: list[int],
     return HeldOut()
 
 
-def plot(path: Path, title: str, curve: list[tuple[int, float]], train_curve: list[tuple[int, float]],
-         reference: dict[str, dict[str, float]], final: tuple[int, dict[str, float]]) -> None:
+def plot(
+    path: Path,
+    title: str,
+    curve: list[tuple[int, float]],
+    train_curve: list[tuple[int, float]],
+    reference: dict[str, dict[str, float]],
+    final: tuple[int, dict[str, float]],
+) -> None:
     """PPO's held-out reward vs env steps, its training episodes (moving average) and the
     references' held-out levels (mean ± 95% CI bands)."""
     import matplotlib
@@ -90,12 +105,16 @@ def plot(path: Path, title: str, curve: list[tuple[int, float]], train_curve: li
     xs = [c[0] for c in curve] + [final[0]]
     ys = [c[1] for c in curve] + [final[1]["mean"]]
     ax.plot(xs, ys, "o-", color="tab:blue", label="PPO, held-out seeds (deterministic)")
-    ax.errorbar([final[0]], [final[1]["mean"]], yerr=[final[1]["ci95"]], color="tab:blue", capsize=4)
+    ax.errorbar(
+        [final[0]], [final[1]["mean"]], yerr=[final[1]["ci95"]], color="tab:blue", capsize=4
+    )
     colors = {"random": "gray", "linucb": "tab:orange", "eenet": "tab:green", "origin": "black"}
     for name, level in reference.items():
         color = colors.get(name, "tab:red")
         ax.axhline(level["mean"], color=color, ls="--", lw=1, label=f"{name} (held-out)")
-        ax.axhspan(level["mean"] - level["ci95"], level["mean"] + level["ci95"], color=color, alpha=0.1)
+        ax.axhspan(
+            level["mean"] - level["ci95"], level["mean"] + level["ci95"], color=color, alpha=0.1
+        )
     ax.set_xlabel("env steps (platform rounds) of PPO training")
     ax.set_ylabel("mean step reward per episode")
     ax.set_title(title)
@@ -110,9 +129,15 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from baselines.per_arm import PER_ARM_PPO_KWARGS, train_per_arm_ppo
 
     env_id, env_kwargs = ENVS[name]
-    env_kwargs = {**env_kwargs, "num_users": args.users or env_kwargs["num_users"], "rounds": args.rounds}
+    env_kwargs = {
+        **env_kwargs,
+        "num_users": args.users or env_kwargs["num_users"],
+        "rounds": args.rounds,
+    }
     if args.smoke:
-        env_kwargs.update(num_users=120, **({"candidate_users": 8} if name == "rec" else {"exposure_users": 16}))
+        env_kwargs.update(
+            num_users=120, **({"candidate_users": 8} if name == "rec" else {"exposure_users": 16})
+        )
     seeds = list(range(args.eval_seeds[0], args.eval_seeds[0] + args.eval_seeds[1]))
     curve: list[tuple[int, float]] = []
     ppo_kwargs = {"n_steps": 16, "batch_size": 32} if args.smoke else {}
@@ -124,33 +149,65 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
 
         callback = CallbackList([callback, ProgressBarCallback()])
-    result = train_per_arm_ppo(env_id, env_kwargs, total_timesteps=args.timesteps, seed=args.seed,
-                               n_envs=args.n_envs, ppo_kwargs=ppo_kwargs, callback=callback)
-    print(f"{name}: trained {result.model.num_timesteps} steps in {result.seconds:.0f} s", flush=True)
-    results = {"ppo": evaluate_model(result.model, env_id, env_kwargs, seeds),
-               **evaluate(env_id, REFERENCES, seeds, env_kwargs)}
+    result = train_per_arm_ppo(
+        env_id,
+        env_kwargs,
+        total_timesteps=args.timesteps,
+        seed=args.seed,
+        n_envs=args.n_envs,
+        ppo_kwargs=ppo_kwargs,
+        callback=callback,
+    )
+    print(
+        f"{name}: trained {result.model.num_timesteps} steps in {result.seconds:.0f} s", flush=True
+    )
+    results = {
+        "ppo": evaluate_model(result.model, env_id, env_kwargs, seeds),
+        **evaluate(env_id, REFERENCES, seeds, env_kwargs),
+    }
     delta = paired_deltas(results, "random")
     level = levels(results)
     report = {
-        "env_id": env_id, "env_kwargs": env_kwargs, "eval_seeds": seeds,
-        "ppo_kwargs": {**PER_ARM_PPO_KWARGS, **ppo_kwargs}, "n_envs": args.n_envs,
-        "timesteps": int(result.model.num_timesteps), "train_seconds": result.seconds,
-        "held_out_curve": curve, "train_curve": result.curve,
-        "levels": level, "delta_vs_random": delta,
-        "ppo_minus_random_reward": mean_ci95([p["reward"] - r["reward"]
-                                              for p, r in zip(results["ppo"], results["random"], strict=True)]),
+        "env_id": env_id,
+        "env_kwargs": env_kwargs,
+        "eval_seeds": seeds,
+        "ppo_kwargs": {**PER_ARM_PPO_KWARGS, **ppo_kwargs},
+        "n_envs": args.n_envs,
+        "timesteps": int(result.model.num_timesteps),
+        "train_seconds": result.seconds,
+        "held_out_curve": curve,
+        "train_curve": result.curve,
+        "levels": level,
+        "delta_vs_random": delta,
+        "ppo_minus_random_reward": mean_ci95(
+            [
+                p["reward"] - r["reward"]
+                for p, r in zip(results["ppo"], results["random"], strict=True)
+            ]
+        ),
         "per_seed_reward": {k: [r["reward"] for r in v] for k, v in results.items()},
     }
     d = report["ppo_minus_random_reward"]
-    print(f"{name}: reward " + ", ".join(f"{k} {v['reward']['mean']:.4f}±{v['reward']['ci95']:.4f}"
-                                         for k, v in level.items()), flush=True)
-    print(f"{name}: ppo - random = {d['mean']:+.4f} ± {d['ci95']:.4f} (paired, {len(seeds)} held-out seeds)",
-          flush=True)
+    print(
+        f"{name}: reward "
+        + ", ".join(
+            f"{k} {v['reward']['mean']:.4f}±{v['reward']['ci95']:.4f}" for k, v in level.items()
+        ),
+        flush=True,
+    )
+    print(
+        f"{name}: ppo - random = {d['mean']:+.4f} ± {d['ci95']:.4f} (paired, {len(seeds)} held-out seeds)",
+        flush=True,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    plot(args.out / f"per_arm_ppo_{name}.png",
-         f"{env_id}: per-arm PPO ({env_kwargs['num_users']} users, {len(seeds)} held-out seeds)",
-         curve, result.curve, {k: level[k]["reward"] for k in ("random", "linucb", "eenet")},
-         (int(result.model.num_timesteps), level["ppo"]["reward"]))
+    plot(
+        args.out / f"per_arm_ppo_{name}.png",
+        f"{env_id}: per-arm PPO ({env_kwargs['num_users']} users, {len(seeds)} held-out seeds)",
+        curve,
+        result.curve,
+        {k: level[k]["reward"] for k in ("random", "linucb", "eenet")},
+        (int(result.model.num_timesteps), level["ppo"]["reward"]),
+    )
     return report
 
 
@@ -159,27 +216,42 @@ def main() -> None:
     parser.add_argument("--env", choices=[*ENVS, "both"], default="both")
     parser.add_argument("--timesteps", type=int, default=20_000)
     parser.add_argument("--eval-every", type=int, default=2_000)
-    parser.add_argument("--eval-seeds", type=int, nargs=2, default=(100, 8), metavar=("FIRST", "COUNT"))
+    parser.add_argument(
+        "--eval-seeds", type=int, nargs=2, default=(100, 8), metavar=("FIRST", "COUNT")
+    )
     parser.add_argument("--users", type=int, default=None, help="num_users (default: 300)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ppo", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="PPO overrides of baselines.per_arm.PER_ARM_PPO_KWARGS, e.g. learning_rate=3e-3")
+    parser.add_argument(
+        "--ppo",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="PPO overrides of baselines.per_arm.PER_ARM_PPO_KWARGS, e.g. learning_rate=3e-3",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny envs, a few hundred steps")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     add_quiet_option(parser)
     args = parser.parse_args()
     if args.smoke:
-        args.timesteps, args.eval_every, args.eval_seeds, args.rounds, args.n_envs = 128, 64, (100, 2), 2, 2
+        args.timesteps, args.eval_every, args.eval_seeds, args.rounds, args.n_envs = (
+            128,
+            64,
+            (100, 2),
+            2,
+            2,
+        )
     import torch
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     names = list(ENVS) if args.env == "both" else [args.env]
-    report = {"command": "python benchmarks/per_arm_ppo.py " + " ".join(os.sys.argv[1:]),
-              "envs": {name: run_env(name, args) for name in names}}
+    report = {
+        "command": "python benchmarks/per_arm_ppo.py " + " ".join(os.sys.argv[1:]),
+        "envs": {name: run_env(name, args) for name in names},
+    }
     report["seconds"] = time.perf_counter() - start
     path = args.out / "per_arm_ppo.json"
     if len(names) == 1:

@@ -44,7 +44,9 @@ GIB = 1024**3
 
 
 # ---------------------------------------------------------------------------- child side
-def _train_sb3(env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int, maskable: bool) -> None:
+def _train_sb3(
+    env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int, maskable: bool
+) -> None:
     from stable_baselines3.common.env_util import make_vec_env
 
     if maskable:
@@ -74,6 +76,7 @@ def _train_cleanrl(env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int)
             env = gym.make(env_id, **kwargs)
             env = gym.wrappers.RecordEpisodeStatistics(env)
             return gym.wrappers.FlattenObservation(env)
+
         return thunk
 
     envs = gym.vector.SyncVectorEnv([make_env(i) for i in range(n_envs)])
@@ -90,15 +93,23 @@ def _train_cleanrl(env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int)
     class Agent(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.critic = nn.Sequential(layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(),
-                                        layer(64, 1, 1.0))
-            self.actor = nn.Sequential(layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(),
-                                       layer(64, slots * values, 0.01))
+            self.critic = nn.Sequential(
+                layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(), layer(64, 1, 1.0)
+            )
+            self.actor = nn.Sequential(
+                layer(obs_dim, 64),
+                nn.Tanh(),
+                layer(64, 64),
+                nn.Tanh(),
+                layer(64, slots * values, 0.01),
+            )
 
         def value(self, x: torch.Tensor) -> torch.Tensor:
             return self.critic(x)
 
-        def act(self, x: torch.Tensor, action: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        def act(
+            self, x: torch.Tensor, action: torch.Tensor | None = None
+        ) -> tuple[torch.Tensor, ...]:
             dist = Categorical(logits=self.actor(x).view(-1, slots, values))
             if action is None:
                 action = dist.sample()
@@ -141,7 +152,7 @@ def _train_cleanrl(env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int)
     for _epoch in range(4):
         np.random.default_rng(_epoch).shuffle(order)
         for start in range(0, batch, minibatch):
-            idx = order[start:start + minibatch]
+            idx = order[start : start + minibatch]
             _, new_logprob, entropy, new_value = agent.act(b_obs[idx], b_actions[idx])
             ratio = (new_logprob - b_logprobs[idx]).exp()
             adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)
@@ -155,7 +166,9 @@ def _train_cleanrl(env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int)
     del b_values
 
 
-def child(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int) -> dict[str, Any]:
+def child(
+    library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int
+) -> dict[str, Any]:
     """Train one library on one env in this process; its peak RSS, wall and CPU time."""
     import gymnasium as gym
     import torch
@@ -166,9 +179,12 @@ def child(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         probe = gym.make(env_id, **kwargs).unwrapped
-    sizing = [str(w.message) for w in caught if type(w.message).__name__ == "LargeActionSpaceWarning"]
+    sizing = [
+        str(w.message) for w in caught if type(w.message).__name__ == "LargeActionSpaceWarning"
+    ]
     record: dict[str, Any] = {
-        "num_arms": int(probe.num_arms), "slate_size": int(probe.slate_size),
+        "num_arms": int(probe.num_arms),
+        "slate_size": int(probe.slate_size),
         "context_dim": int(probe.context_dim),
         "logits": int(probe.slate_size) * (int(probe.num_arms) + 1),
         "sizing_warning": sizing[0] if sizing else None,
@@ -179,8 +195,11 @@ def child(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs:
         _train_cleanrl(env_id, kwargs, steps, n_envs)
     else:
         _train_sb3(env_id, kwargs, steps, n_envs, maskable=library == "maskable")
-    record.update(wall_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
-                  peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB)
+    record.update(
+        wall_s=time.perf_counter() - wall,
+        cpu_s=time.process_time() - cpu,
+        peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB,
+    )
     return record
 
 
@@ -205,16 +224,38 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_one(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_envs: int,
-            rss_limit: float, timeout: float) -> dict[str, Any]:
+def run_one(
+    library: str,
+    env_id: str,
+    kwargs: dict[str, Any],
+    steps: int,
+    n_envs: int,
+    rss_limit: float,
+    timeout: float,
+) -> dict[str, Any]:
     """One (library, env, kwargs) in a fresh subprocess, stopped past the RSS limit or after
     ``timeout`` CPU seconds (CPU, not wall: a busy machine slows a run, it does not stop it)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-           "PYTHONWARNINGS": "ignore"}
-    command = [sys.executable, __file__, "--child", library, env_id, json.dumps(kwargs),
-               str(steps), str(n_envs)]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+    }
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        library,
+        env_id,
+        json.dumps(kwargs),
+        str(steps),
+        str(n_envs),
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     peak, status, cpu = 0, None, 0.0
     while proc.poll() is None:
         rss, hwm = _rss_bytes(proc.pid)
@@ -228,27 +269,40 @@ def run_one(library: str, env_id: str, kwargs: dict[str, Any], steps: int, n_env
             break
         time.sleep(0.1)
     stdout, stderr = proc.communicate()
-    record: dict[str, Any] = {"library": library, "env_id": env_id, "env_kwargs": kwargs,
-                              "steps": steps, "n_envs": n_envs}
+    record: dict[str, Any] = {
+        "library": library,
+        "env_id": env_id,
+        "env_kwargs": kwargs,
+        "steps": steps,
+        "n_envs": n_envs,
+    }
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if status is None and proc.returncode == 0 and lines:
         record.update(json.loads(lines[-1]))
         record["status"] = "ok" if record["peak_rss_gib"] * GIB <= rss_limit else "over_rss"
     else:
-        record.update(status=status or "error", peak_rss_gib=peak / GIB,
-                      wall_s=time.perf_counter() - start, cpu_s_at_stop=cpu,
-                      error=stderr.strip().splitlines()[-1] if stderr.strip() else None)
+        record.update(
+            status=status or "error",
+            peak_rss_gib=peak / GIB,
+            wall_s=time.perf_counter() - start,
+            cpu_s_at_stop=cpu,
+            error=stderr.strip().splitlines()[-1] if stderr.strip() else None,
+        )
     return record
 
 
 def _table(records: list[dict[str, Any]], limit_gib: float) -> str:
-    head = (f"| env | kwargs | K | logits | library | status (≤ {limit_gib:g} GiB) | peak RSS GiB "
-            "| CPU s | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        f"| env | kwargs | K | logits | library | status (≤ {limit_gib:g} GiB) | peak RSS GiB "
+        "| CPU s | wall s |\n|---|---|---|---|---|---|---|---|---|\n"
+    )
     rows = []
     for r in records:
-        rows.append(f"| {r['env_id']} | {json.dumps(r['env_kwargs']) if r['env_kwargs'] else 'defaults'} "
-                    f"| {r.get('num_arms', '?')} | {r.get('logits', '?')} | {r['library']} | {r['status']} "
-                    f"| {r['peak_rss_gib']:.2f} | {r.get('cpu_s', float('nan')):.1f} | {r['wall_s']:.1f} |")
+        rows.append(
+            f"| {r['env_id']} | {json.dumps(r['env_kwargs']) if r['env_kwargs'] else 'defaults'} "
+            f"| {r.get('num_arms', '?')} | {r.get('logits', '?')} | {r['library']} | {r['status']} "
+            f"| {r['peak_rss_gib']:.2f} | {r.get('cpu_s', float('nan')):.1f} | {r['wall_s']:.1f} |"
+        )
     return head + "\n".join(rows) + "\n"
 
 
@@ -270,16 +324,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="results folder")
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=LIBRARIES)
-    parser.add_argument("--envs", nargs="*", default=list(ENV_IDS), choices=ENV_IDS,
-                        help="env ids run with their default kwargs")
-    parser.add_argument("--kwargs", action="append", default=[], metavar="ID=JSON",
-                        help="run ID with these kwargs instead of its defaults (repeatable)")
+    parser.add_argument(
+        "--envs",
+        nargs="*",
+        default=list(ENV_IDS),
+        choices=ENV_IDS,
+        help="env ids run with their default kwargs",
+    )
+    parser.add_argument(
+        "--kwargs",
+        action="append",
+        default=[],
+        metavar="ID=JSON",
+        help="run ID with these kwargs instead of its defaults (repeatable)",
+    )
     parser.add_argument("--steps", type=int, default=2048)
     parser.add_argument("--n-envs", type=int, default=2)
     parser.add_argument("--rss-limit-gib", type=float, default=4.0)
     parser.add_argument("--timeout", type=float, default=1800.0, help="CPU seconds per run")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs at a time (each on one thread; CPU time and peak RSS are per run)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time (each on one thread; CPU time and peak RSS are per run)",
+    )
     add_quiet_option(parser)
     args = parser.parse_args(argv)
     configs = parse_kwargs(args.kwargs)
@@ -297,20 +365,36 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(index: int) -> None:
         library, env_id, kwargs = runs[index]
-        record = run_one(library, env_id, kwargs, args.steps, args.n_envs, args.rss_limit_gib * GIB, args.timeout)
+        record = run_one(
+            library, env_id, kwargs, args.steps, args.n_envs, args.rss_limit_gib * GIB, args.timeout
+        )
         with lock:
             write(index, record, library, env_id)
 
     def write(index: int, record: dict[str, Any], library: str, env_id: str) -> None:
         done[index] = record
-        bar.set_description(f"{library} {env_id.removeprefix('PolicySim-')}: {done[index]['status']}")
+        bar.set_description(
+            f"{library} {env_id.removeprefix('PolicySim-')}: {done[index]['status']}"
+        )
         bar.update()
-        (args.out / "rl_libraries.json").write_text(json.dumps({
-            "command": " ".join(["python benchmarks/rl_libraries.py", *(argv if argv is not None else sys.argv[1:])]),
-            "rss_limit_gib": args.rss_limit_gib, "jobs": args.jobs,
-            "total_wall_s": time.perf_counter() - start,
-            "total_cpu_s": sum(r.get("cpu_s", 0.0) for r in done.values()),
-            "records": [done[i] for i in sorted(done)]}, indent=1))
+        (args.out / "rl_libraries.json").write_text(
+            json.dumps(
+                {
+                    "command": " ".join(
+                        [
+                            "python benchmarks/rl_libraries.py",
+                            *(argv if argv is not None else sys.argv[1:]),
+                        ]
+                    ),
+                    "rss_limit_gib": args.rss_limit_gib,
+                    "jobs": args.jobs,
+                    "total_wall_s": time.perf_counter() - start,
+                    "total_cpu_s": sum(r.get("cpu_s", 0.0) for r in done.values()),
+                    "records": [done[i] for i in sorted(done)],
+                },
+                indent=1,
+            )
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, range(len(runs))))
@@ -318,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     records = [done[i] for i in sorted(done)]
     table = _table(records, args.rss_limit_gib) + (
         f"\n{len(records)} runs: {sum(r.get('cpu_s', 0.0) for r in records) / 60:.1f} CPU minutes in the "
-        f"finished runs, {(time.perf_counter() - start) / 60:.1f} minutes wall ({args.jobs} at a time)\n")
+        f"finished runs, {(time.perf_counter() - start) / 60:.1f} minutes wall ({args.jobs} at a time)\n"
+    )
     (args.out / "rl_libraries.md").write_text(table)
     print(table)
     return 0 if all(r["status"] == "ok" for r in records) else 1

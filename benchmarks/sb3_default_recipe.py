@@ -35,17 +35,29 @@ def main() -> None:
     import socialenv  # noqa: F401  (registers the ids)
 
     wall, cpu = time.perf_counter(), time.process_time()
-    model = PPO("MultiInputPolicy", make_vec_env(args.env, n_envs=2), seed=0, device="cpu",
-                verbose=0 if args.quiet else 1)
+    model = PPO(
+        "MultiInputPolicy",
+        make_vec_env(args.env, n_envs=2),
+        seed=0,
+        device="cpu",
+        verbose=0 if args.quiet else 1,
+    )
     model.learn(2048)
-    result = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "env_id": args.env,
-              "timesteps": int(model.num_timesteps), "n_steps": model.n_steps,
-              "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-              "cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall}
+    result = {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "env_id": args.env,
+        "timesteps": int(model.num_timesteps),
+        "n_steps": model.n_steps,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "cpu_s": time.process_time() - cpu,
+        "wall_s": time.perf_counter() - wall,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"sb3_default_recipe_{args.env}.json"
     if path.exists():
-        raise SystemExit(f"{path} exists: published results are not overwritten (choose another --out)")
+        raise SystemExit(
+            f"{path} exists: published results are not overwritten (choose another --out)"
+        )
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
 

@@ -103,7 +103,14 @@ def main() -> None:
         saved = json.loads(args.check.read_text())
         bad = [name for name in result if saved.get(name) != result[name]]
         for name in bad:
-            first = next((i for i, (a, b) in enumerate(zip(saved.get(name, []), result[name], strict=False)) if a != b), None)
+            first = next(
+                (
+                    i
+                    for i, (a, b) in enumerate(zip(saved.get(name, []), result[name], strict=False))
+                    if a != b
+                ),
+                None,
+            )
             print(f"DIFFERENT: {name} (first differing round index {first})")
         if bad:
             raise SystemExit(1)

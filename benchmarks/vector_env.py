@@ -45,7 +45,9 @@ import socialenv  # noqa: F401, E402  (registers the env ids)
 from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
 
 
-def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int) -> tuple[float, float]:
+def time_single(
+    env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed: int
+) -> tuple[float, float]:
     """Env steps per second (wall, CPU) of one env stepped ``total_steps`` times."""
     env = gym.make("PolicySim-Rec-v0", **env_kwargs)
     env.action_space.seed(seed)
@@ -65,12 +67,15 @@ def time_single(env_kwargs: dict[str, Any], total_steps: int, warmup: int, seed:
     return total_steps / seconds, total_steps / cpu
 
 
-def time_vector(mode: str, num_envs: int, env_kwargs: dict[str, Any], vector_steps: int,
-                warmup: int, seed: int) -> float:
+def time_vector(
+    mode: str, num_envs: int, env_kwargs: dict[str, Any], vector_steps: int, warmup: int, seed: int
+) -> float:
     """Env steps per second (summed over sub-envs) of ``make_vec`` in ``mode``. A sub-env
     whose episode ended spends its next step resetting (Gymnasium's next-step autoreset);
     those reset steps take time but are not counted as env steps, as in :func:`time_single`."""
-    envs = gym.make_vec("PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=mode, **env_kwargs)
+    envs = gym.make_vec(
+        "PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=mode, **env_kwargs
+    )
     try:
         envs.action_space.seed(seed)
         envs.reset(seed=[seed + i for i in range(num_envs)])
@@ -98,8 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "vector_env.json")
-    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "vector_env.json"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1"
+    )
     add_quiet_option(parser)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -109,7 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
     single_cpu: list[float] = []
-    bar = progress_bar(total=args.repeats * len(args.num_envs), unit="measurement", quiet=args.quiet)
+    bar = progress_bar(
+        total=args.repeats * len(args.num_envs), unit="measurement", quiet=args.quiet
+    )
     for _ in range(args.repeats):
         for n in args.num_envs:
             bar.update()
@@ -119,19 +130,31 @@ def main(argv: list[str] | None = None) -> None:
             single_cpu.append(cpu)
             for mode in ("sync", "async"):
                 samples.setdefault(f"{mode}-{n}", []).append(
-                    time_vector(mode, n, env_kwargs, args.vector_steps, args.warmup, args.seed))
+                    time_vector(mode, n, env_kwargs, args.vector_steps, args.warmup, args.seed)
+                )
     load_after = os.getloadavg()
     median = {k: float(np.median(v)) for k, v in samples.items()}
     results = {
-        "users": args.users, "num_envs": args.num_envs, "vector_steps": args.vector_steps,
-        "repeats": args.repeats, "cpu_count": os.cpu_count(), "python": platform.python_version(),
-        "gymnasium": gym.__version__, "load_average_before": load_before, "load_average_after": load_after,
-        "threads": os.environ["OMP_NUM_THREADS"], "steps_per_second": median, "samples": samples,
-        "single_cpu_steps_per_second": float(np.median(single_cpu)), "single_cpu_samples": single_cpu,
+        "users": args.users,
+        "num_envs": args.num_envs,
+        "vector_steps": args.vector_steps,
+        "repeats": args.repeats,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "gymnasium": gym.__version__,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "threads": os.environ["OMP_NUM_THREADS"],
+        "steps_per_second": median,
+        "samples": samples,
+        "single_cpu_steps_per_second": float(np.median(single_cpu)),
+        "single_cpu_samples": single_cpu,
         "speedup_vs_single": {k: v / median["single"] for k, v in median.items()},
     }
-    print(f"PolicySim-Rec-v0, {args.users} users, {os.cpu_count()} CPUs, load average "
-          f"{load_before[0]:.1f} -> {load_after[0]:.1f}; median of {args.repeats} interleaved repeats")
+    print(
+        f"PolicySim-Rec-v0, {args.users} users, {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.1f} -> {load_after[0]:.1f}; median of {args.repeats} interleaved repeats"
+    )
     print(f"{'mode':>10} {'env steps/s':>12} {'vs single':>10}")
     for key, value in median.items():
         print(f"{key:>10} {value:>12.1f} {results['speedup_vs_single'][key]:>9.2f}x")

@@ -63,8 +63,13 @@ GRID_USERS = (300, 1000, 3000)
 GRID_SHARES = (0.1, 0.25, 0.5)
 
 
-def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[str, Any], quiet: bool = True
-         ) -> dict[str, list[dict[str, float]]]:
+def play(
+    env_id: str,
+    policies: list[str],
+    seeds: list[int],
+    env_kwargs: dict[str, Any],
+    quiet: bool = True,
+) -> dict[str, list[dict[str, float]]]:
     """policy -> per seed: mean reward, objective and audit metric over the episode, final
     misinformation, round-0 reward (the episode seed is ``seed * 1000``, the runner's)."""
     import gymnasium as gym
@@ -82,9 +87,20 @@ def play(env_id: str, policies: list[str], seeds: list[int], env_kwargs: dict[st
             policy = build_policy(ALIASES.get(name, name), env, seed, **RULE_KWARGS.get(name, {}))
             rows = play_episode(env, policy, seed * 1000)
             env.close()
-            mean = {key: float(np.mean([r[key] for r in rows])) for key in (
-                "reward", "objective", "civil_cross_reactions_per_user", "cross_interaction_ratio",
-                "toxicity", "engagement", "policy_share", "exposure_removed") if key in rows[0]}
+            mean = {
+                key: float(np.mean([r[key] for r in rows]))
+                for key in (
+                    "reward",
+                    "objective",
+                    "civil_cross_reactions_per_user",
+                    "cross_interaction_ratio",
+                    "toxicity",
+                    "engagement",
+                    "policy_share",
+                    "exposure_removed",
+                )
+                if key in rows[0]
+            }
             mean["misinformation_ratio"] = float(rows[-1]["misinformation_ratio"])
             mean["reward_round0"] = float(rows[0]["reward"])
             out[name].append(mean)
@@ -99,10 +115,13 @@ def ci(values: np.ndarray) -> dict[str, float]:
     return mean_ci95(list(values))
 
 
-def diff(results: dict[str, list[dict[str, float]]], a: str, b: str, key: str, sign: float = 1.0
-         ) -> dict[str, float]:
+def diff(
+    results: dict[str, list[dict[str, float]]], a: str, b: str, key: str, sign: float = 1.0
+) -> dict[str, float]:
     """Paired a − b of ``key`` (× ``sign``): mean and 95% CI half-width over seeds."""
-    return ci(np.array([sign * (x[key] - y[key]) for x, y in zip(results[a], results[b], strict=True)]))
+    return ci(
+        np.array([sign * (x[key] - y[key]) for x, y in zip(results[a], results[b], strict=True)])
+    )
 
 
 def excludes_zero(cell: dict[str, float]) -> bool:
@@ -115,7 +134,9 @@ def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str
     spec = ZOO[env_id]
     audit, sign = spec["audit"]
     names = list(results)
-    means = {n: {k: float(np.mean([r[k] for r in results[n]])) for k in results[n][0]} for n in names}
+    means = {
+        n: {k: float(np.mean([r[k] for r in results[n]])) for k in results[n][0]} for n in names
+    }
     report: dict[str, Any] = {"means": means}
     for target, tsign in (("objective", 1.0), (audit, sign)):
         reward = [means[n]["reward"] for n in names]
@@ -124,8 +145,11 @@ def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str
         for a, b in combinations(names, 2):
             d_reward = diff(results, a, b, "reward")
             d_target = diff(results, a, b, target, tsign)
-            if (excludes_zero(d_reward) and excludes_zero(d_target)
-                    and np.sign(d_reward["mean"]) != np.sign(d_target["mean"])):
+            if (
+                excludes_zero(d_reward)
+                and excludes_zero(d_target)
+                and np.sign(d_reward["mean"]) != np.sign(d_target["mean"])
+            ):
                 inverted.append({"pair": [a, b], "reward": d_reward, target: d_target})
         report[f"vs_{target}"] = {
             "spearman": float(stats.spearmanr(reward, value).statistic),
@@ -139,40 +163,70 @@ def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str
     headroom = diff(results, oracle, "origin", "objective")
     reached = diff(results, best_learner, "origin", "objective")
     report["best_learner_vs_best_rule"] = {
-        "learner": best_learner, "rule": best_rule,
-        "objective": diff(results, best_learner, best_rule, "objective")}
-    report["headroom"] = {"oracle": oracle, "oracle_vs_origin": headroom, "best_learner": best_learner,
-                          "best_learner_vs_origin": reached,
-                          "share_reached": reached["mean"] / headroom["mean"] if headroom["mean"] else None}
+        "learner": best_learner,
+        "rule": best_rule,
+        "objective": diff(results, best_learner, best_rule, "objective"),
+    }
+    report["headroom"] = {
+        "oracle": oracle,
+        "oracle_vs_origin": headroom,
+        "best_learner": best_learner,
+        "best_learner_vs_origin": reached,
+        "share_reached": reached["mean"] / headroom["mean"] if headroom["mean"] else None,
+    }
     report["learners_vs_origin"] = {
-        p: {k: diff(results, p, "origin", k) for k in ("objective", "civil_cross_reactions_per_user",
-                                                       "cross_interaction_ratio", "toxicity", "misinformation_ratio")
-            if k in results[p][0]}
-        for p in [*learners, oracle]}
+        p: {
+            k: diff(results, p, "origin", k)
+            for k in (
+                "objective",
+                "civil_cross_reactions_per_user",
+                "cross_interaction_ratio",
+                "toxicity",
+                "misinformation_ratio",
+            )
+            if k in results[p][0]
+        }
+        for p in [*learners, oracle]
+    }
     report["untrained_linucb_round0_vs_random"] = diff(results, "linucb", "random", "reward_round0")
     return report
 
 
-def grid(env_id: str, seeds: list[int], rounds: int, form: str, quiet: bool = True) -> list[dict[str, Any]]:
+def grid(
+    env_id: str, seeds: list[int], rounds: int, form: str, quiet: bool = True
+) -> list[dict[str, Any]]:
     rows = []
     oracle = ZOO[env_id]["oracle"]
-    bar = progress_bar(total=len(GRID_USERS) * len(GRID_SHARES), desc=env_id, unit="cell", quiet=quiet)
+    bar = progress_bar(
+        total=len(GRID_USERS) * len(GRID_SHARES), desc=env_id, unit="cell", quiet=quiet
+    )
     for users in GRID_USERS:
         for share in GRID_SHARES:
-            kwargs = {"num_users": users, "rounds": rounds, "lever_share": share, "reward": {"form": form}}
+            kwargs = {
+                "num_users": users,
+                "rounds": rounds,
+                "lever_share": share,
+                "reward": {"form": form},
+            }
             start = time.process_time()
             res = play(env_id, ["origin", "random", "linucb", oracle], seeds, kwargs)
-            row = {"users": users, "lever_share": share,
-                   "policy_share": float(np.mean([r["policy_share"] for r in res[oracle]])),
-                   "oracle_vs_origin": diff(res, oracle, "origin", "objective"),
-                   "linucb_vs_origin": diff(res, "linucb", "origin", "objective"),
-                   "random_vs_origin": diff(res, "random", "origin", "objective"),
-                   "linucb_vs_random": diff(res, "linucb", "random", "objective"),
-                   "cpu_seconds": time.process_time() - start}
+            row = {
+                "users": users,
+                "lever_share": share,
+                "policy_share": float(np.mean([r["policy_share"] for r in res[oracle]])),
+                "oracle_vs_origin": diff(res, oracle, "origin", "objective"),
+                "linucb_vs_origin": diff(res, "linucb", "origin", "objective"),
+                "random_vs_origin": diff(res, "random", "origin", "objective"),
+                "linucb_vs_random": diff(res, "linucb", "random", "objective"),
+                "cpu_seconds": time.process_time() - start,
+            }
             rows.append(row)
-            print(f"{env_id} {users} users share {share}: policy share {row['policy_share']:.2f}, "
-                  f"oracle {fmt(row['oracle_vs_origin'])}, linucb {fmt(row['linucb_vs_origin'])}, "
-                  f"linucb-random {fmt(row['linucb_vs_random'])}", flush=True)
+            print(
+                f"{env_id} {users} users share {share}: policy share {row['policy_share']:.2f}, "
+                f"oracle {fmt(row['oracle_vs_origin'])}, linucb {fmt(row['linucb_vs_origin'])}, "
+                f"linucb-random {fmt(row['linucb_vs_random'])}",
+                flush=True,
+            )
             bar.update()
     bar.close()
     return rows
@@ -192,44 +246,69 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--reward-form", choices=("objective", "paper"), default="objective")
     parser.add_argument("--envs", nargs="+", default=list(ZOO), choices=list(ZOO))
-    parser.add_argument("--grid", action="store_true", help="sizes × lever shares instead of the zoo")
+    parser.add_argument(
+        "--grid", action="store_true", help="sizes × lever shares instead of the zoo"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     add_quiet_option(parser)
     args = parser.parse_args()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     start = time.process_time()
-    report: dict[str, Any] = {"config": {"seeds": seeds, "users": args.users, "rounds": args.rounds,
-                                         "reward_form": args.reward_form, "grid": args.grid}}
+    report: dict[str, Any] = {
+        "config": {
+            "seeds": seeds,
+            "users": args.users,
+            "rounds": args.rounds,
+            "reward_form": args.reward_form,
+            "grid": args.grid,
+        }
+    }
     for env_id in args.envs:
         if args.grid:
             report[env_id] = grid(env_id, seeds, args.rounds, args.reward_form, args.quiet)
             continue
         spec = ZOO[env_id]
         policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
-        kwargs = {"num_users": args.users, "rounds": args.rounds, "reward": {"form": args.reward_form}}
+        kwargs = {
+            "num_users": args.users,
+            "rounds": args.rounds,
+            "reward": {"form": args.reward_form},
+        }
         results = play(env_id, policies, seeds, kwargs, args.quiet)
         a = analyse(env_id, results)
         report[env_id] = {"per_seed": results, **a}
         audit = spec["audit"][0]
         print(f"\n{env_id} ({args.reward_form} reward), {len(seeds)} seeds")
-        print(f"{'policy':18s} {'reward':>9s} {'objective':>10s} {audit[:24]:>24s} {'toxicity':>9s} "
-              f"{'cross ratio':>11s} {'policy share':>12s}")
+        print(
+            f"{'policy':18s} {'reward':>9s} {'objective':>10s} {audit[:24]:>24s} {'toxicity':>9s} "
+            f"{'cross ratio':>11s} {'policy share':>12s}"
+        )
         for name in policies:
             m = a["means"][name]
-            print(f"{name:18s} {m['reward']:+9.4f} {m['objective']:+10.4f} {m[audit]:24.4f} "
-                  f"{m['toxicity']:9.4f} {m['cross_interaction_ratio']:11.4f} {m['policy_share']:12.3f}")
+            print(
+                f"{name:18s} {m['reward']:+9.4f} {m['objective']:+10.4f} {m[audit]:24.4f} "
+                f"{m['toxicity']:9.4f} {m['cross_interaction_ratio']:11.4f} {m['policy_share']:12.3f}"
+            )
         for target in ("objective", audit):
             v = a[f"vs_{target}"]
-            print(f"reward vs {target}: Spearman {v['spearman']:.3f}, inverted pairs "
-                  f"{[p['pair'] for p in v['inverted_pairs']]}")
+            print(
+                f"reward vs {target}: Spearman {v['spearman']:.3f}, inverted pairs "
+                f"{[p['pair'] for p in v['inverted_pairs']]}"
+            )
         b = a["best_learner_vs_best_rule"]
-        print(f"best learner {b['learner']} − best rule {b['rule']} on the objective: {fmt(b['objective'])}")
+        print(
+            f"best learner {b['learner']} − best rule {b['rule']} on the objective: {fmt(b['objective'])}"
+        )
         h = a["headroom"]
-        print(f"headroom: {h['oracle']} − origin {fmt(h['oracle_vs_origin'])}; {h['best_learner']} − origin "
-              f"{fmt(h['best_learner_vs_origin'])} ({h['share_reached']:.2f} of it)")
+        print(
+            f"headroom: {h['oracle']} − origin {fmt(h['oracle_vs_origin'])}; {h['best_learner']} − origin "
+            f"{fmt(h['best_learner_vs_origin'])} ({h['share_reached']:.2f} of it)"
+        )
         for p, cells in a["learners_vs_origin"].items():
             print(f"  {p} − origin: " + ", ".join(f"{k} {fmt(c)}" for k, c in cells.items()))
-        print(f"untrained LinUCB − random, round-0 reward: {fmt(a['untrained_linucb_round0_vs_random'])}")
+        print(
+            f"untrained LinUCB − random, round-0 reward: {fmt(a['untrained_linucb_round0_vs_random'])}"
+        )
     report["cpu_seconds"] = time.process_time() - start
     report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -29,17 +29,30 @@ METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stan
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="bandits vs baselines on PolicySim-Rec-v0")
-    parser.add_argument("--policies", nargs="+",
-                        default=["origin", "random", "popularity", "mmr", "linucb", "neural_ucb", "eenet"])
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        default=["origin", "random", "popularity", "mmr", "linucb", "neural_ucb", "eenet"],
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--candidate-users", type=int, default=None,
-                        help="users per round the policy recommends to (default: the env's)")
-    parser.add_argument("--budget", type=int, default=None,
-                        help="recommended slots per sampled user (default: the env's)")
+    parser.add_argument(
+        "--candidate-users",
+        type=int,
+        default=None,
+        help="users per round the policy recommends to (default: the env's)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="recommended slots per sampled user (default: the env's)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bandit_comparison"))
-    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    parser.add_argument(
+        "--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.users, args.rounds, args.seeds = 150, 2, [0]
@@ -56,13 +69,17 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.policies:
         rows = []
         for seed in args.seeds:
-            policy = make_policy(name, env, seed=seed)         # fresh policy per seed
-            rows += [{"seed": seed, "episode": 0, **r} for r in play_episode(env, policy, seed * 1000)]
+            policy = make_policy(name, env, seed=seed)  # fresh policy per seed
+            rows += [
+                {"seed": seed, "episode": 0, **r} for r in play_episode(env, policy, seed * 1000)
+            ]
         results[name] = rows
     env.close()
 
-    print(f"\n{args.users} users, {args.rounds} rounds, seeds {args.seeds}: mean ± 95% CI over seeds "
-          "(reward and interaction/toxicity averaged over rounds, stance at the last round)")
+    print(
+        f"\n{args.users} users, {args.rounds} rounds, seeds {args.seeds}: mean ± 95% CI over seeds "
+        "(reward and interaction/toxicity averaged over rounds, stance at the last round)"
+    )
     print(f"{'policy':>12} " + " ".join(f"{m:>22}" for m in METRICS))
     for name, rows in results.items():
         s = summarize(rows, METRICS)
@@ -76,9 +93,15 @@ def main(argv: list[str] | None = None) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, rows in results.items():
         rounds = sorted({r["round"] for r in rows})
-        ax.plot(rounds, [np.mean([r["reward"] for r in rows if r["round"] == t]) for t in rounds],
-                marker="o", label=name)
-    ax.set(xlabel="round", ylabel="mean arm reward (Eq. 9)", title="PolicySim-Rec-v0: reward per round")
+        ax.plot(
+            rounds,
+            [np.mean([r["reward"] for r in rows if r["round"] == t]) for t in rounds],
+            marker="o",
+            label=name,
+        )
+    ax.set(
+        xlabel="round", ylabel="mean arm reward (Eq. 9)", title="PolicySim-Rec-v0: reward per round"
+    )
     ax.legend(fontsize=8)
     args.out.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

@@ -35,7 +35,9 @@ from typing import Any
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="local causal LM dir (default: tiny random model)")
+    parser.add_argument(
+        "--model", default=None, help="local causal LM dir (default: tiny random model)"
+    )
     parser.add_argument("--backend", choices=["hf", "vllm", "openai"], default="hf")
     parser.add_argument("--base-url", nargs="+", default=None, help="OpenAI-compatible URL(s)")
     parser.add_argument("--lora", default=None, help="LoRA adapter dir (hf, vllm)")
@@ -57,8 +59,13 @@ def main(argv: list[str] | None = None) -> None:
         if model is None:
             model = str(build_tiny_lm(Path(tmp) / "tiny-lm", seed=args.seed))
             # the random model fills every string to its limit: keep answers short
-            llm.update(max_new_tokens=320, max_text_chars=60, max_actions=3, cpu_threads=1,
-                       memory={"summary_chars": 60, "memory_chars": 80})
+            llm.update(
+                max_new_tokens=320,
+                max_text_chars=60,
+                max_actions=3,
+                cpu_threads=1,
+                memory={"summary_chars": 60, "memory_chars": 80},
+            )
             print(f"built a tiny random model in {model} (use --model for a real one)")
         llm["model"] = model
         if args.base_url:
@@ -70,25 +77,38 @@ def main(argv: list[str] | None = None) -> None:
         if args.backend == "vllm":
             llm["tensor_parallel_size"] = args.tensor_parallel
 
-        env = gym.make("PolicySim-Rec-v0", users="llm", llm=llm, num_users=args.users,
-                       rounds=args.rounds, render_mode="ansi")
+        env = gym.make(
+            "PolicySim-Rec-v0",
+            users="llm",
+            llm=llm,
+            num_users=args.users,
+            rounds=args.rounds,
+            render_mode="ansi",
+        )
         brain = env.unwrapped.brain
         obs, info = env.reset(seed=args.seed)
         num_arms, context_dim = env.observation_space["arms"].shape
-        print(f"{args.users} LLM users, {num_arms} arms, context dim {context_dim}; backend {args.backend}")
+        print(
+            f"{args.users} LLM users, {num_arms} arms, context dim {context_dim}; backend {args.backend}"
+        )
         done = False
         while not done:
             obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
             done = terminated or truncated
             s = brain.last_stats
             print(env.render())
-            invalid = {k[len("invalid_"):]: int(v) for k, v in info["metrics"].items()
-                       if k.startswith("invalid_")}
-            print(f"  reward {reward:.3f}; {int(s['agent_steps'])} agents, "
-                  f"{int(s['valid_answers'])} valid answers, invalid {invalid or 'none'}; "
-                  f"{s['prompt_tokens_per_step']:.0f} prompt / {s['completion_tokens_per_step']:.0f} "
-                  f"completion tokens per agent; {int(s['llm_calls'])} LLM calls in "
-                  f"{s['round_seconds']:.1f} s ({s['outside_llm_share']:.0%} outside the LLM)")
+            invalid = {
+                k[len("invalid_") :]: int(v)
+                for k, v in info["metrics"].items()
+                if k.startswith("invalid_")
+            }
+            print(
+                f"  reward {reward:.3f}; {int(s['agent_steps'])} agents, "
+                f"{int(s['valid_answers'])} valid answers, invalid {invalid or 'none'}; "
+                f"{s['prompt_tokens_per_step']:.0f} prompt / {s['completion_tokens_per_step']:.0f} "
+                f"completion tokens per agent; {int(s['llm_calls'])} LLM calls in "
+                f"{s['round_seconds']:.1f} s ({s['outside_llm_share']:.0%} outside the LLM)"
+            )
         posts = env.unwrapped.sim.posts
         written = [i for i in range(len(posts) - 1, -1, -1) if posts.round[i] >= 0][:3]
         for i in written:

@@ -35,7 +35,15 @@ import socialenv  # noqa: F401  (registers the env ids)
 from baselines import make_policy, make_population, opinion_metrics, play_episode
 from socialenv.summary import format_mean_ci, summarize
 
-METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stance_std", "bias", "diversity")
+METRICS = (
+    "reward",
+    "cross_interaction_ratio",
+    "toxicity",
+    "stance_mean",
+    "stance_std",
+    "bias",
+    "diversity",
+)
 
 
 def llm_config(model: str, tmp: str) -> dict[str, Any]:
@@ -45,23 +53,41 @@ def llm_config(model: str, tmp: str) -> dict[str, Any]:
     from agent_models.testing import build_tiny_lm
 
     path = build_tiny_lm(Path(tmp) / "tiny-lm", seed=0)
-    return {"backend": "hf", "model": str(path), "max_new_tokens": 320, "max_text_chars": 60,
-            "max_actions": 3, "cpu_threads": 1, "memory": {"summary_chars": 60, "memory_chars": 80}}
+    return {
+        "backend": "hf",
+        "model": str(path),
+        "max_new_tokens": 320,
+        "max_text_chars": 60,
+        "max_actions": 3,
+        "cpu_threads": 1,
+        "memory": {"summary_chars": 60, "memory_chars": 80},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="compare user populations under one policy")
-    parser.add_argument("--populations", nargs="+",
-                        default=["surrogate", "bounded_confidence", "lorenz", "relative_agreement"])
+    parser.add_argument(
+        "--populations",
+        nargs="+",
+        default=["surrogate", "bounded_confidence", "lorenz", "relative_agreement"],
+    )
     parser.add_argument("--policy", default="linucb")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--llm-model", default=None, help="local causal LM dir, or 'tiny' (for --populations llm)")
-    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    parser.add_argument(
+        "--llm-model", default=None, help="local causal LM dir, or 'tiny' (for --populations llm)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1"
+    )
     args = parser.parse_args(argv)
     if args.smoke:  # tiny sizes (explicit smaller values are kept)
-        args.users, args.rounds, args.seeds = min(args.users, 150), min(args.rounds, 3), args.seeds[:2]
+        args.users, args.rounds, args.seeds = (
+            min(args.users, 150),
+            min(args.rounds, 3),
+            args.seeds[:2],
+        )
     if "llm" in args.populations and args.llm_model is None:
         parser.error("--populations llm needs --llm-model PATH (or 'tiny')")
 
@@ -72,16 +98,23 @@ def main(argv: list[str] | None = None) -> None:
             rows = []
             for seed in args.seeds:
                 # a fresh brain per run: brains keep per-episode state
-                env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds,
-                               users=make_population(population), llm=llm)
+                env = gym.make(
+                    "PolicySim-Rec-v0",
+                    num_users=args.users,
+                    rounds=args.rounds,
+                    users=make_population(population),
+                    llm=llm,
+                )
                 policy = make_policy(args.policy, env, seed=seed)
                 episode = play_episode(env, policy, seed * 1000, extra_metrics=opinion_metrics)
                 rows += [{"seed": seed, "episode": 0, **r} for r in episode]
                 env.close()
             table[population] = summarize(rows, METRICS)
 
-    print(f"\npolicy {args.policy}; {args.users} users, {args.rounds} rounds, seeds {args.seeds} "
-          "(mean ± 95% CI over seeds; stance, bias, diversity at the last round)")
+    print(
+        f"\npolicy {args.policy}; {args.users} users, {args.rounds} rounds, seeds {args.seeds} "
+        "(mean ± 95% CI over seeds; stance, bias, diversity at the last round)"
+    )
     print(f"{'population':>20} " + " ".join(f"{m[:14]:>17}" for m in METRICS))
     for population, s in table.items():
         print(f"{population:>20} " + " ".join(f"{format_mean_ci(s[m], 3):>16}" for m in METRICS))

@@ -33,8 +33,12 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-id", default="PolicySim-Rec-v0")
     p.add_argument("--num-users", type=int, default=300)
-    p.add_argument("--sampled-users", type=int, default=32,
-                   help="candidate_users (Rec) or exposure_users (Exposure)")
+    p.add_argument(
+        "--sampled-users",
+        type=int,
+        default=32,
+        help="candidate_users (Rec) or exposure_users (Exposure)",
+    )
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--total-timesteps", type=int, default=20_000)
     p.add_argument("--num-envs", type=int, default=4)
@@ -90,10 +94,14 @@ def symlog(x: torch.Tensor) -> torch.Tensor:
 
 
 class Agent(nn.Module):
-    def __init__(self, context_dim: int, users: int, candidates: int, per_user: int, hidden: int) -> None:
+    def __init__(
+        self, context_dim: int, users: int, candidates: int, per_user: int, hidden: int
+    ) -> None:
         super().__init__()
         self.users, self.candidates, self.per_user = users, candidates, per_user
-        self.encoder = nn.Sequential(nn.Linear(context_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.encoder = nn.Sequential(
+            nn.Linear(context_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+        )
         self.score = nn.Linear(hidden, 1)
         self.no_op = nn.Linear(hidden, 1)
         self.critic = nn.Sequential(nn.Linear(hidden, 64), nn.Tanh(), nn.Linear(64, 1))
@@ -116,10 +124,17 @@ class Agent(nn.Module):
         per_user = embedding.reshape(batch, self.users, self.candidates, -1)
         user_mask = mask.reshape(batch, self.users, self.candidates, 1)
         pooled = per_user.sum(2) / user_mask.sum(2).clamp(min=1.0)
-        return torch.cat([scores.reshape(batch, self.users, self.candidates), self.no_op(pooled)], dim=2)
+        return torch.cat(
+            [scores.reshape(batch, self.users, self.candidates), self.no_op(pooled)], dim=2
+        )
 
-    def get_action_and_value(self, arms: torch.Tensor, mask: torch.Tensor, action: torch.Tensor | None = None,
-                             deterministic: bool = False):
+    def get_action_and_value(
+        self,
+        arms: torch.Tensor,
+        mask: torch.Tensor,
+        action: torch.Tensor | None = None,
+        deterministic: bool = False,
+    ):
         """Choices (B, U·P), their log-prob (B,), the first slot's entropy (B,), value (B,)."""
         embedding = self.embed(arms, mask)
         logits = self.logits(embedding, mask)
@@ -136,8 +151,10 @@ class Agent(nn.Module):
             else:
                 pick = dist.probs.argmax(-1) if deterministic else dist.sample()
             log_prob = log_prob + dist.log_prob(pick).sum(-1)
-            taken = taken | (nn.functional.one_hot(pick, self.candidates + 1).bool()
-                             & (pick < self.candidates).unsqueeze(-1))
+            taken = taken | (
+                nn.functional.one_hot(pick, self.candidates + 1).bool()
+                & (pick < self.candidates).unsqueeze(-1)
+            )
             picks.append(pick)
         pooled = embedding.sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
         value = self.critic(pooled).squeeze(-1)
@@ -154,17 +171,23 @@ def evaluate(agent: Agent | None, args: argparse.Namespace) -> list[float]:
         obs, _ = env.reset(seed=seed * 1000)
         rewards, done = [], False
         while not done:
-            if agent is None:   # each user: per_user distinct allowed candidates at random
+            if agent is None:  # each user: per_user distinct allowed candidates at random
                 allowed = obs["action_mask"].reshape(users, candidates).astype(bool)
                 keys = np.where(allowed, rng.random(allowed.shape), -1.0)
                 order = np.argsort(-keys, axis=1)[:, :per_user]
-                choices = np.where(np.take_along_axis(keys, order, 1) >= 0, order, candidates).ravel()
+                choices = np.where(
+                    np.take_along_axis(keys, order, 1) >= 0, order, candidates
+                ).ravel()
             else:
                 with torch.no_grad():
                     choices = agent.get_action_and_value(
-                        torch.as_tensor(obs["arms"])[None], torch.as_tensor(obs["action_mask"], dtype=torch.float32)[None],
-                        deterministic=True)[0][0].numpy()
-            obs, reward, terminated, truncated, _ = env.step(to_slate(choices, candidates, per_user, empty_slot(env)))
+                        torch.as_tensor(obs["arms"])[None],
+                        torch.as_tensor(obs["action_mask"], dtype=torch.float32)[None],
+                        deterministic=True,
+                    )[0][0].numpy()
+            obs, reward, terminated, truncated, _ = env.step(
+                to_slate(choices, candidates, per_user, empty_slot(env))
+            )
             rewards.append(reward)
             done = terminated or truncated
         out.append(float(np.mean(rewards)))
@@ -177,8 +200,10 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     kwargs = env_kwargs(args)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(args.env_id, **kwargs) for _ in range(args.num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.make(args.env_id, **kwargs) for _ in range(args.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
     probe = gym.make(args.env_id, **kwargs)
     users, candidates, per_user = layout(probe)
     no_op, (num_arms, context_dim) = empty_slot(probe), probe.observation_space["arms"].shape
@@ -207,7 +232,9 @@ def main() -> None:
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(next_arms, next_mask)
             actions[step], logprobs[step], values[step] = action, logprob, value
-            next_obs, reward, terminated, truncated, _ = envs.step(to_slate(action.numpy(), candidates, per_user, no_op))
+            next_obs, reward, terminated, truncated, _ = envs.step(
+                to_slate(action.numpy(), candidates, per_user, no_op)
+            )
             done = np.logical_or(terminated, truncated)
             rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
             next_arms = torch.as_tensor(next_obs["arms"])
@@ -219,7 +246,7 @@ def main() -> None:
                 episode_means.append(episode_sum[i] / episode_len[i])
                 episode_sum[i] = episode_len[i] = 0
 
-        with torch.no_grad():   # GAE; truncation is treated as the end (gamma is small)
+        with torch.no_grad():  # GAE; truncation is treated as the end (gamma is small)
             next_value = agent.get_value(next_arms, next_mask)
             advantages = torch.zeros_like(rewards)
             last = torch.zeros(e)
@@ -231,7 +258,10 @@ def main() -> None:
                 advantages[t] = last
             returns = advantages + values
 
-        b_arms, b_mask = obs_arms.reshape(batch_size, num_arms, context_dim), obs_mask.reshape(batch_size, num_arms)
+        b_arms, b_mask = (
+            obs_arms.reshape(batch_size, num_arms, context_dim),
+            obs_mask.reshape(batch_size, num_arms),
+        )
         b_actions, b_logprobs = actions.reshape(batch_size, -1), logprobs.reshape(-1)
         b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
         indices = np.arange(batch_size)
@@ -239,16 +269,20 @@ def main() -> None:
         for _ in range(args.update_epochs):
             np.random.default_rng(args.seed + iteration).shuffle(indices)
             for lo in range(0, batch_size, minibatch_size):
-                mb = indices[lo:lo + minibatch_size]
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_arms[mb], b_mask[mb], b_actions[mb])
+                mb = indices[lo : lo + minibatch_size]
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    b_arms[mb], b_mask[mb], b_actions[mb]
+                )
                 logratio = newlogprob - b_logprobs[mb]
                 ratio = logratio.exp()
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - logratio).mean()
                 mb_adv = b_advantages[mb]
                 mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(-mb_adv * ratio,
-                                    -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)).mean()
+                pg_loss = torch.max(
+                    -mb_adv * ratio,
+                    -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef),
+                ).mean()
                 v_loss = 0.5 * ((newvalue - b_returns[mb]) ** 2).mean()
                 loss = pg_loss - args.ent_coef * entropy.mean() + args.vf_coef * v_loss
                 optimizer.zero_grad()
@@ -258,15 +292,20 @@ def main() -> None:
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
         recent = np.mean(episode_means[-20:]) if episode_means else float("nan")
-        print(f"step {global_step}: mean step reward (last 20 episodes) {recent:.4f}, approx_kl {approx_kl:.4f}, "
-              f"{global_step / (time.time() - start):.0f} steps/s", flush=True)
+        print(
+            f"step {global_step}: mean step reward (last 20 episodes) {recent:.4f}, approx_kl {approx_kl:.4f}, "
+            f"{global_step / (time.time() - start):.0f} steps/s",
+            flush=True,
+        )
     envs.close()
 
     ppo, random = evaluate(agent, args), evaluate(None, args)
     diff = np.subtract(ppo, random)
     half = 1.96 * diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
-    print(f"held-out seeds: ppo {np.mean(ppo):.4f}, random {np.mean(random):.4f}, "
-          f"ppo - random {diff.mean():+.4f} ± {half:.4f} (paired, normal 95% CI)")
+    print(
+        f"held-out seeds: ppo {np.mean(ppo):.4f}, random {np.mean(random):.4f}, "
+        f"ppo - random {diff.mean():+.4f} ± {half:.4f} (paired, normal 95% CI)"
+    )
 
 
 if __name__ == "__main__":

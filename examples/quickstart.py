@@ -34,43 +34,56 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    parser.add_argument(
+        "--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1"
+    )
     args = parser.parse_args(argv)
     env_kwargs = {}
     if args.smoke:
         args.users, args.rounds = 150, 3
         env_kwargs = {"candidate_users": 20, "budget": 2}
 
-    env = gym.make("PolicySim-Rec-v0", num_users=args.users, rounds=args.rounds, render_mode="ansi",
-                   **env_kwargs)
-    num_arms, context_dim = env.observation_space["arms"].shape   # K arms x D context
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        num_users=args.users,
+        rounds=args.rounds,
+        render_mode="ansi",
+        **env_kwargs,
+    )
+    num_arms, context_dim = env.observation_space["arms"].shape  # K arms x D context
     slate_size, no_op = env.action_space.shape[0], int(env.action_space.nvec[0]) - 1  # no_op = K
-    print(f"{args.users} users; observation: arms ({num_arms}, {context_dim}) (K arms x D context), "
-          f"action_mask ({num_arms},); slate of {slate_size} arm indices, each in 0..{no_op} "
-          f"({no_op} = leave the slot to the platform)")
+    print(
+        f"{args.users} users; observation: arms ({num_arms}, {context_dim}) (K arms x D context), "
+        f"action_mask ({num_arms},); slate of {slate_size} arm indices, each in 0..{no_op} "
+        f"({no_op} = leave the slot to the platform)"
+    )
 
     for name in ("origin", "random", "linucb"):
-        policy = None if name == "origin" else make_policy(name, context_dim=context_dim, seed=args.seed)
+        policy = (
+            None if name == "origin" else make_policy(name, context_dim=context_dim, seed=args.seed)
+        )
         obs, info = env.reset(seed=args.seed)
         rewards, cross = [], []
         done = False
         while not done:
-            if policy is None:                       # no intervention: every slot empty
+            if policy is None:  # no intervention: every slot empty
                 action = np.full(slate_size, no_op)
-            else:                                    # distinct allowed arms, `budget` per user
+            else:  # distinct allowed arms, `budget` per user
                 action = select_action(policy, obs, env)
             contexts = obs["arms"]
             obs, reward, terminated, truncated, info = env.step(action)
-            if policy is not None:                   # learn from the arms that took effect
+            if policy is not None:  # learn from the arms that took effect
                 applied = info["arm_applied"]
                 policy.update(contexts[info["arm_indices"][applied]], info["arm_rewards"][applied])
             rewards.append(reward)
             cross.append(info["metrics"]["cross_interaction_ratio"])
             done = terminated or truncated
         m = info["metrics"]
-        print(f"{name:>7}: mean reward {np.mean(rewards):.3f} | cross-stance interactions "
-              f"{np.mean(cross):.3f} | toxicity {m['toxicity']:.3f} | stance {m['stance_mean']:+.3f} "
-              f"± {m['stance_std']:.3f}")
+        print(
+            f"{name:>7}: mean reward {np.mean(rewards):.3f} | cross-stance interactions "
+            f"{np.mean(cross):.3f} | toxicity {m['toxicity']:.3f} | stance {m['stance_mean']:+.3f} "
+            f"± {m['stance_std']:.3f}"
+        )
     print("last round:", env.render())
     env.close()
 

@@ -24,8 +24,13 @@ from agent_models.extras import require
 ENV_IDS = ("PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0")
 
 
-def train_ppo_iteration(env_id: str, env_kwargs: dict[str, Any] | None = None, iterations: int = 1,
-                        batch_size: int = 200, seed: int = 0) -> list[dict[str, Any]]:
+def train_ppo_iteration(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    iterations: int = 1,
+    batch_size: int = 200,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Train RLlib PPO for ``iterations`` iterations of ``batch_size`` env steps (one local
     env runner, one thread); the learner results and episode returns of each iteration."""
     require("ray.rllib", "rllib", "RLlib training")
@@ -37,10 +42,17 @@ def train_ppo_iteration(env_id: str, env_kwargs: dict[str, Any] | None = None, i
     config = (
         PPOConfig()
         .environment(f"socialenv:{env_id}", env_config=dict(env_kwargs or {}))
-        .env_runners(num_env_runners=0, num_envs_per_env_runner=1,
-                     env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations())
-        .training(train_batch_size_per_learner=batch_size, minibatch_size=min(64, batch_size),
-                  num_epochs=1, lr=3e-4)
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=1,
+            env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations(),
+        )
+        .training(
+            train_batch_size_per_learner=batch_size,
+            minibatch_size=min(64, batch_size),
+            num_epochs=1,
+            lr=3e-4,
+        )
         .rl_module(model_config={"fcnet_hiddens": [64, 64]})
         .debugging(seed=seed)
     )
@@ -51,15 +63,23 @@ def train_ppo_iteration(env_id: str, env_kwargs: dict[str, Any] | None = None, i
             start = time.perf_counter()
             result = algo.train()
             runners = result.get("env_runners", {})
-            results.append({
-                "env_steps": int(result.get("num_env_steps_sampled_lifetime", 0)
-                                 or runners.get("num_env_steps_sampled_lifetime", 0)),
-                "episode_return_mean": runners.get("episode_return_mean"),
-                "seconds": time.perf_counter() - start,
-                "learner": {key: float(value) for key, value in
-                            result.get("learners", {}).get("default_policy", {}).items()
-                            if key in ("policy_loss", "vf_loss", "entropy") and value is not None},
-            })
+            results.append(
+                {
+                    "env_steps": int(
+                        result.get("num_env_steps_sampled_lifetime", 0)
+                        or runners.get("num_env_steps_sampled_lifetime", 0)
+                    ),
+                    "episode_return_mean": runners.get("episode_return_mean"),
+                    "seconds": time.perf_counter() - start,
+                    "learner": {
+                        key: float(value)
+                        for key, value in result.get("learners", {})
+                        .get("default_policy", {})
+                        .items()
+                        if key in ("policy_loss", "vf_loss", "entropy") and value is not None
+                    },
+                }
+            )
     finally:
         algo.stop()
     return results

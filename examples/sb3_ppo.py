@@ -62,9 +62,18 @@ def plot_curves(curves: dict[str, list[tuple[int, float]]], path: Path, title: s
     for name, curve in curves.items():
         window = max(1, len(curve) // 50) if name == "ppo" else 5
         steps, smooth = smooth_curve(curve, window=window)
-        label = f"{name} (training, mean of {window} episodes)" if name == "ppo" else f"{name} (online, mean of {window} episodes)"
+        label = (
+            f"{name} (training, mean of {window} episodes)"
+            if name == "ppo"
+            else f"{name} (online, mean of {window} episodes)"
+        )
         ax.plot(steps, smooth, label=label)
-    ax.set(xscale="log", xlabel="env steps (platform rounds)", ylabel="mean step reward per episode", title=title)
+    ax.set(
+        xscale="log",
+        xlabel="env steps (platform rounds)",
+        ylabel="mean step reward per episode",
+        title=title,
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -77,23 +86,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--candidate-users", type=int, default=PPO_ENV_KWARGS["candidate_users"],
-                        help="users per round the policy recommends to")
-    parser.add_argument("--budget", type=int, default=PPO_ENV_KWARGS["budget"],
-                        help="recommended slots per sampled user")
+    parser.add_argument(
+        "--candidate-users",
+        type=int,
+        default=PPO_ENV_KWARGS["candidate_users"],
+        help="users per round the policy recommends to",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=PPO_ENV_KWARGS["budget"],
+        help="recommended slots per sampled user",
+    )
     parser.add_argument("--bandits", nargs="+", default=["linucb", "eenet"])
-    parser.add_argument("--bandit-episodes", type=int, default=5, help="episodes of each bandit's learning curve")
+    parser.add_argument(
+        "--bandit-episodes", type=int, default=5, help="episodes of each bandit's learning curve"
+    )
     parser.add_argument("--eval-seeds", nargs="+", type=int, default=[100, 101, 102])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", type=Path, default=Path("runs/sb3_ppo"))
     parser.add_argument("--benchmark", action="store_true", help="the BENCHMARKS.md run (long)")
-    parser.add_argument("--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1")
+    parser.add_argument(
+        "--smoke", action="store_true", default=os.environ.get("POLICYSIM_SMOKE") == "1"
+    )
     args = parser.parse_args(argv)
     if args.benchmark:
         args.timesteps, args.bandit_episodes = 50_000, 30
         # published figures go to the clone's benchmarks/results
-        args.eval_seeds, args.out = [100, 101, 102, 103, 104], Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+        args.eval_seeds, args.out = (
+            [100, 101, 102, 103, 104],
+            Path(__file__).resolve().parents[1] / "benchmarks" / "results",
+        )
     ppo_kwargs = {}
     if args.smoke:
         args.timesteps, args.n_envs, args.users, args.rounds = 64, 1, 150, 2
@@ -104,12 +128,23 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    env_kwargs = {"num_users": args.users, "rounds": args.rounds,
-                  "candidate_users": args.candidate_users, "budget": args.budget}
-    print(f"training PPO for {args.timesteps} steps on {args.n_envs} envs ({args.users} users, "
-          f"{args.candidate_users} sampled users x {args.budget} slots)...")
-    trained = train_ppo(env_kwargs=env_kwargs, total_timesteps=args.timesteps, seed=args.seed,
-                        n_envs=args.n_envs, ppo_kwargs=ppo_kwargs)
+    env_kwargs = {
+        "num_users": args.users,
+        "rounds": args.rounds,
+        "candidate_users": args.candidate_users,
+        "budget": args.budget,
+    }
+    print(
+        f"training PPO for {args.timesteps} steps on {args.n_envs} envs ({args.users} users, "
+        f"{args.candidate_users} sampled users x {args.budget} slots)..."
+    )
+    trained = train_ppo(
+        env_kwargs=env_kwargs,
+        total_timesteps=args.timesteps,
+        seed=args.seed,
+        n_envs=args.n_envs,
+        ppo_kwargs=ppo_kwargs,
+    )
     print(f"  {trained.seconds:.0f} s, {len(trained.curve)} episodes")
 
     env = gym.make("PolicySim-Rec-v0", **env_kwargs)
@@ -119,17 +154,25 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         warm[name] = make_policy(name, env, seed=args.seed)
         curves[name] = online_curve(env, warm[name], args.bandit_episodes, seed=args.seed)
-        print(f"  {name}: {args.bandit_episodes} learning-curve episodes in {time.perf_counter() - start:.0f} s")
+        print(
+            f"  {name}: {args.bandit_episodes} learning-curve episodes in {time.perf_counter() - start:.0f} s"
+        )
 
-    contenders = {"origin": lambda s: make_policy("origin", env, seed=s),
-                  "random": lambda s: make_policy("random", env, seed=s),
-                  "ppo": lambda s: SB3Actor(trained.model)}
+    contenders = {
+        "origin": lambda s: make_policy("origin", env, seed=s),
+        "random": lambda s: make_policy("random", env, seed=s),
+        "ppo": lambda s: SB3Actor(trained.model),
+    }
     for name in args.bandits:
         contenders[name] = lambda s, name=name: make_policy(name, env, seed=s)
         contenders[f"{name}-warm"] = lambda s, name=name: warm[name]
     table = {}
     for name, build in contenders.items():
-        rows = [{"seed": s, "episode": 0, **r} for s in args.eval_seeds for r in play_episode(env, build(s), s)]
+        rows = [
+            {"seed": s, "episode": 0, **r}
+            for s in args.eval_seeds
+            for r in play_episode(env, build(s), s)
+        ]
         table[name] = summarize(rows, METRICS)
     env.close()
 
@@ -140,9 +183,13 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     plot_curves(curves, args.out / "sb3_ppo.png", f"PolicySim-Rec-v0, {args.users} users")
-    payload = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-               "ppo_kwargs": {**DEFAULT_PPO_KWARGS, **ppo_kwargs}, "ppo_train_seconds": trained.seconds,
-               "curves": curves, "eval": table}
+    payload = {
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "ppo_kwargs": {**DEFAULT_PPO_KWARGS, **ppo_kwargs},
+        "ppo_train_seconds": trained.seconds,
+        "curves": curves,
+        "eval": table,
+    }
     (args.out / "sb3_ppo.json").write_text(json.dumps(payload, indent=2))
     print(f"wrote {args.out / 'sb3_ppo.png'} and {args.out / 'sb3_ppo.json'}")
 

@@ -37,10 +37,14 @@ FIXTURES = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", choices=sorted(FIXTURES), default="twibot20")
     parser.add_argument("--data", type=Path, help="dataset path (default: the test fixture)")
-    parser.add_argument("--model", type=Path, help="base model directory (default: build a tiny one)")
+    parser.add_argument(
+        "--model", type=Path, help="base model directory (default: build a tiny one)"
+    )
     parser.add_argument("--workdir", type=Path, default=Path("runs/sft_dpo"))
     parser.add_argument("--sft-steps", type=int, default=2, help="-1 = full epochs")
     parser.add_argument("--dpo-steps", type=int, default=2, help="-1 = full epochs")
@@ -48,7 +52,9 @@ def main() -> None:
     parser.add_argument("--lora-rank", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--dpo-samples", type=int, default=2, help="base-model samples per observation")
+    parser.add_argument(
+        "--dpo-samples", type=int, default=2, help="base-model samples per observation"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--eval-examples", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
@@ -84,18 +90,29 @@ def main() -> None:
     model = args.model or build_tiny_lm(work / "tiny_lm", seed=args.seed)
     path = args.data or FIXTURES[args.dataset]
     config = LoaderConfig(encoder=args.encoder, seed=args.seed)
-    loaded = read_twibot20(path, config=config) if args.dataset == "twibot20" else read_weibo(path, config=config)
+    loaded = (
+        read_twibot20(path, config=config)
+        if args.dataset == "twibot20"
+        else read_weibo(path, config=config)
+    )
     scenario = loaded.scenario
-    print(f"{scenario.name}: {scenario.num_users} users, {len(scenario.follow_src)} follow edges, "
-          f"{len(scenario.history_author)} history posts, {len(loaded.actions)} observed actions")
+    print(
+        f"{scenario.name}: {scenario.num_users} users, {len(scenario.follow_src)} follow edges, "
+        f"{len(scenario.history_author)} history posts, {len(loaded.actions)} observed actions"
+    )
     for i in range(min(3, scenario.num_users)):
         print(f"  @{scenario.profiles.name(i)}: {scenario.profiles.describe(i)}")
 
     stage("2. SFT / test examples")
     ex_config = ExampleConfig(seed=args.seed)
-    examples = build_examples(loaded.actions, scenario.profiles, scenario.topic,
-                              follow_src=scenario.follow_src, follow_dst=scenario.follow_dst,
-                              config=ex_config)
+    examples = build_examples(
+        loaded.actions,
+        scenario.profiles,
+        scenario.topic,
+        follow_src=scenario.follow_src,
+        follow_dst=scenario.follow_dst,
+        config=ex_config,
+    )
     order = np.random.default_rng(args.seed).permutation(len(examples))
     n_test = max(args.eval_examples, len(examples) // 5)
     test = [examples[i] for i in order[:n_test]]
@@ -105,54 +122,90 @@ def main() -> None:
     print(f"{len(train)} train / {len(test)} test examples; one answer: {train[0].response}")
 
     train_config = TrainConfig(
-        lora_rank=args.lora_rank, batch_size=args.batch_size,
-        per_device_batch_size=min(args.batch_size, 2), epochs=args.epochs,
-        learning_rate=args.learning_rate, warmup_ratio=0.0, device=args.device,
-        logging_steps=1, seed=args.seed,
+        lora_rank=args.lora_rank,
+        batch_size=args.batch_size,
+        per_device_batch_size=min(args.batch_size, 2),
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        warmup_ratio=0.0,
+        device=args.device,
+        logging_steps=1,
+        seed=args.seed,
     )
 
     stage("3a. SFT")
-    sft = train_sft(model, [e.to_record() for e in train], work / "sft_adapter",
-                    TrainConfig(**{**train_config.__dict__, "max_steps": args.sft_steps}))
+    sft = train_sft(
+        model,
+        [e.to_record() for e in train],
+        work / "sft_adapter",
+        TrainConfig(**{**train_config.__dict__, "max_steps": args.sft_steps}),
+    )
     print(f"SFT: {sft.steps} steps, loss {sft.train_loss:.4f} -> {sft.adapter_path}")
 
     stage("3b. DPO pairs from base-model samples")
     base = make_backend({"backend": "hf", "model": str(model), "device": args.device})
     pairs, stats = build_dpo_records(
-        train, base, encoder=args.encoder, config=ex_config,
-        sampling=DPOSamplingConfig(num_samples=args.dpo_samples, max_new_tokens=args.max_new_tokens,
-                                   seed=args.seed),
+        train,
+        base,
+        encoder=args.encoder,
+        config=ex_config,
+        sampling=DPOSamplingConfig(
+            num_samples=args.dpo_samples, max_new_tokens=args.max_new_tokens, seed=args.seed
+        ),
     )
     save_records(pairs, work / "dpo_pairs.jsonl")
     print(f"DPO pairs: {stats}")
 
     stage("3c. DPO from the SFT adapter (the SFT model is the reference)")
-    dpo = train_dpo(model, pairs, work / "dpo_adapter",
-                    TrainConfig(**{**train_config.__dict__, "max_steps": args.dpo_steps}),
-                    sft_adapter=sft.adapter_path)
+    dpo = train_dpo(
+        model,
+        pairs,
+        work / "dpo_adapter",
+        TrainConfig(**{**train_config.__dict__, "max_steps": args.dpo_steps}),
+        sft_adapter=sft.adapter_path,
+    )
     print(f"DPO: {dpo.steps} steps, loss {dpo.train_loss:.4f} -> {dpo.adapter_path}")
 
     stage("4. micro-level evaluation")
-    eval_config = MicroEvalConfig(encoder=args.encoder, max_new_tokens=args.max_new_tokens,
-                                  seed=args.seed, example=ex_config, device=args.device,
-                                  candidates=3)
+    eval_config = MicroEvalConfig(
+        encoder=args.encoder,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        example=ex_config,
+        device=args.device,
+        candidates=3,
+    )
     held_out = test[: args.eval_examples]
     results = [evaluate_micro(held_out, base, judge_backend=base, config=eval_config, label="base")]
     for name, adapter in (("SFT", sft.adapter_path), ("SFT+DPO", dpo.adapter_path)):
-        tuned = make_backend({"backend": "hf", "model": str(model), "lora_path": str(adapter),
-                              "device": args.device})
-        results.append(evaluate_micro(held_out, tuned, judge_backend=base, config=eval_config, label=name))
+        tuned = make_backend(
+            {"backend": "hf", "model": str(model), "lora_path": str(adapter), "device": args.device}
+        )
+        results.append(
+            evaluate_micro(held_out, tuned, judge_backend=base, config=eval_config, label=name)
+        )
         tuned.close()
-    print_micro_table(results, title=f"Micro-level evaluation ({len(held_out)} held-out observations)")
-    (work / "micro_eval.json").write_text(json.dumps([r.to_dict() for r in results], indent=2,
-                                                     ensure_ascii=False))
+    print_micro_table(
+        results, title=f"Micro-level evaluation ({len(held_out)} held-out observations)"
+    )
+    (work / "micro_eval.json").write_text(
+        json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False)
+    )
     base.close()
 
     stage(f"5. {args.rounds} rounds of PolicySim-Rec-v0 with the DPO adapter")
     env = gym.make(
-        "PolicySim-Rec-v0", users="llm", scenario=scenario, rounds=args.rounds,
-        llm={"backend": "hf", "model": str(model), "lora_path": str(dpo.adapter_path),
-             "device": args.device, "max_new_tokens": args.max_new_tokens * 2},
+        "PolicySim-Rec-v0",
+        users="llm",
+        scenario=scenario,
+        rounds=args.rounds,
+        llm={
+            "backend": "hf",
+            "model": str(model),
+            "lora_path": str(dpo.adapter_path),
+            "device": args.device,
+            "max_new_tokens": args.max_new_tokens * 2,
+        },
     )
     obs, info = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
@@ -162,9 +215,12 @@ def main() -> None:
         action = base_env.slate_from_scores(rng.random(env.observation_space["arms"].shape[0]))
         obs, reward, terminated, truncated, info = env.step(action)
         metrics = info.get("metrics", {})
-        shown = {k: round(float(v), 4) for k, v in metrics.items()
-                 if k in ("stance_mean", "toxicity", "cross_interaction_ratio", "engagement")
-                 or k.startswith("invalid_")}
+        shown = {
+            k: round(float(v), 4)
+            for k, v in metrics.items()
+            if k in ("stance_mean", "toxicity", "cross_interaction_ratio", "engagement")
+            or k.startswith("invalid_")
+        }
         print(f"round {t}: reward {reward:.3f}  {shown}")
         if terminated or truncated:
             break

@@ -1,9 +1,9 @@
 """PolicySim: a Gymnasium sandbox for learning a social platform's intervention policy.
 
-    import gymnasium as gym, socialenv
-    env = gym.make("PolicySim-Rec-v0")        # 1,000 surrogate users, CPU
-    env = gym.make("PolicySim-Exposure-v0")
-    env = gym.make("PolicySim-Moderation-v0")
+import gymnasium as gym, socialenv
+env = gym.make("PolicySim-Rec-v0")        # 1,000 surrogate users, CPU
+env = gym.make("PolicySim-Exposure-v0")
+env = gym.make("PolicySim-Moderation-v0")
 """
 
 from __future__ import annotations

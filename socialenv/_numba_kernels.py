@@ -27,6 +27,7 @@ def _dedupe(feed: np.ndarray) -> np.ndarray:
                     break
     return out
 
+
 @jit
 def _compact(feed: np.ndarray, width: int) -> np.ndarray:
     b, f = feed.shape
@@ -46,6 +47,7 @@ def _compact(feed: np.ndarray, width: int) -> np.ndarray:
                         out[r, c] = feed[r, j]
                     c += 1
     return out
+
 
 @jit
 def _top_k(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
@@ -87,6 +89,7 @@ def _top_k(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: boo
                 out[r, slot] = candidate[r, best]
     return out
 
+
 @jit
 def _pairwise(values: np.ndarray, rows: np.ndarray, lo: int, n: int, k: int, zero: np.ndarray):
     # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) of n <= 128
@@ -125,6 +128,7 @@ def _pairwise(values: np.ndarray, rows: np.ndarray, lo: int, n: int, k: int, zer
     # (a recursive jitted function cannot be cached, and feeds are far shorter)
     return zero[0]
 
+
 @jit
 def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
     s, d = len(first), values.shape[1]
@@ -149,6 +153,7 @@ def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.
             for k in range(d):
                 out[i, k] = head[k] + _pairwise(values, rows, lo + 1, hi - lo - 1, k, zero)
     return out
+
 
 @jit
 def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -231,8 +236,9 @@ def _pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
 
 
 @jit
-def _unit_row_into(row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray,
-                   eps: np.ndarray) -> None:
+def _unit_row_into(
+    row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: np.ndarray
+) -> None:
     d = len(row)
     for k in range(d):
         square[k] = row[k] * row[k]
@@ -255,8 +261,9 @@ def _unit_rows(x: np.ndarray, eps: np.ndarray) -> np.ndarray:
 
 
 @jit
-def _unit_noisy_rows(base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray,
-                     eps: np.ndarray) -> np.ndarray:
+def _unit_noisy_rows(
+    base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray, eps: np.ndarray
+) -> np.ndarray:
     # unit rows of base[rows] + scale * noise (float32 base read as float64, as NumPy does)
     n, d = noise.shape
     out = np.empty((n, d), np.float32)
@@ -272,8 +279,9 @@ def _unit_noisy_rows(base: np.ndarray, rows: np.ndarray, scale: float, noise: np
 
 
 @jit
-def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
-                 ) -> np.ndarray:
+def _merge_edits(
+    values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
+) -> np.ndarray:
     # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one pass
     src = 0
     dst = 0
@@ -301,8 +309,14 @@ def _merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.n
 
 
 @jit
-def _memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
-                   who: np.ndarray, keep: np.ndarray) -> bool:
+def _memory_update(
+    memory: np.ndarray,
+    latent: np.ndarray,
+    rows: np.ndarray,
+    first: np.ndarray,
+    who: np.ndarray,
+    keep: np.ndarray,
+) -> bool:
     # memory[who[i]] = unit(keep·memory[who[i]] + (1 − keep)·unit(Σ latent[rows[segment i]]))
     # in float32, with NumPy's summation orders; False (nothing done) if a segment is longer
     # than 129 rows (NumPy splits those sums further)
@@ -351,9 +365,16 @@ def _memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, fir
 
 
 @jit
-def _relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray,
-                      offset_draw: np.ndarray, pick_draw: np.ndarray, author_start: np.ndarray,
-                      by_author: np.ndarray, lo: int) -> np.ndarray:
+def _relational_draws(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    active: np.ndarray,
+    offset_draw: np.ndarray,
+    pick_draw: np.ndarray,
+    author_start: np.ndarray,
+    by_author: np.ndarray,
+    lo: int,
+) -> np.ndarray:
     # a random followee's random post of the previous round per draw, -1 where there is none
     b, k = offset_draw.shape
     out = np.full((b, k), -1, np.int64)
@@ -377,8 +398,13 @@ def _relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarra
 
 
 @jit
-def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray, alpha: np.ndarray,
-                   rows: np.ndarray) -> np.ndarray:
+def _propagate_hop(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    alpha: np.ndarray,
+    rows: np.ndarray,
+) -> np.ndarray:
     # rows ``rows`` of alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user
     # who follows nobody keeps its own context), as torch's CSR product and update compute it
     d = context.shape[1]
@@ -405,7 +431,9 @@ def _propagate_hop(indptr: np.ndarray, indices: np.ndarray, context: np.ndarray,
 
 
 @jit
-def _count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple) -> None:
+def _count_reactions(
+    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple
+) -> None:
     # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]
     for i in range(len(post)):
         for j in range(len(kinds)):
@@ -460,8 +488,15 @@ def _keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray):
 
 
 @jit
-def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
-                 width: int, injected: int):
+def _place_picks(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    row: np.ndarray,
+    post: np.ndarray,
+    start: int,
+    width: int,
+    injected: int,
+):
     # row r's picks (in the order given, at most width) fill columns start.. of r, its former
     # entries there move right behind them; the picks' channel becomes injected
     b = feed.shape[0]
@@ -488,11 +523,22 @@ def _place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: n
 
 
 @jit
-def _rec_arm_columns(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray, post_latent: np.ndarray,
-                     user: np.ndarray, post: np.ndarray, user_columns: tuple, post_columns: tuple,
-                     round_: int, source: np.ndarray) -> None:
+def _rec_arm_columns(
+    context: np.ndarray,
+    user_rows: np.ndarray,
+    arm_row: np.ndarray,
+    post_latent: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    user_columns: tuple,
+    post_columns: tuple,
+    round_: int,
+    source: np.ndarray,
+) -> None:
     stance, discrete, recent_toxicity, activity = user_columns
-    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = post_columns
+    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = (
+        post_columns
+    )
     width, d = user_rows.shape[1], post_latent.shape[1]
     column = width + d
     sources = context.shape[1] - column - 14
@@ -524,11 +570,22 @@ def _rec_arm_columns(context: np.ndarray, user_rows: np.ndarray, arm_row: np.nda
 
 
 KERNELS = {
-    "dedupe_rows": _dedupe, "compact_rows": _compact, "top_k_rows": _top_k,
-    "segment_sum_rows": _segment_sum, "same_sign_share": _same_sign,
-    "insert_sorted": _insert_sorted, "delete_sorted": _delete_sorted, "merge_edits": _merge_edits,
-    "unit_rows": _unit_rows, "unit_noisy_rows": _unit_noisy_rows, "memory_update": _memory_update,
-    "relational_draws": _relational_draws, "propagate_hop": _propagate_hop,
-    "count_reactions": _count_reactions, "drop_own_and_repeated": _drop_own_and_repeated,
-    "keyed_max": _keyed_max, "place_picks": _place_picks, "rec_arm_columns": _rec_arm_columns,
+    "dedupe_rows": _dedupe,
+    "compact_rows": _compact,
+    "top_k_rows": _top_k,
+    "segment_sum_rows": _segment_sum,
+    "same_sign_share": _same_sign,
+    "insert_sorted": _insert_sorted,
+    "delete_sorted": _delete_sorted,
+    "merge_edits": _merge_edits,
+    "unit_rows": _unit_rows,
+    "unit_noisy_rows": _unit_noisy_rows,
+    "memory_update": _memory_update,
+    "relational_draws": _relational_draws,
+    "propagate_hop": _propagate_hop,
+    "count_reactions": _count_reactions,
+    "drop_own_and_repeated": _drop_own_and_repeated,
+    "keyed_max": _keyed_max,
+    "place_picks": _place_picks,
+    "rec_arm_columns": _rec_arm_columns,
 }

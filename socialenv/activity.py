@@ -72,15 +72,42 @@ class HawkesConfig:
     max_probability: float = 0.99
 
     def __post_init__(self) -> None:
-        _check(self.model in ACTIVITY_MODELS, "activity.model", f"one of {ACTIVITY_MODELS}", self.model)
-        _check(self.minutes_per_round > 0, "activity.minutes_per_round", "a number > 0", self.minutes_per_round)
-        for name in ("internal_excitation", "internal_decay", "external_excitation", "external_decay"):
+        _check(
+            self.model in ACTIVITY_MODELS, "activity.model", f"one of {ACTIVITY_MODELS}", self.model
+        )
+        _check(
+            self.minutes_per_round > 0,
+            "activity.minutes_per_round",
+            "a number > 0",
+            self.minutes_per_round,
+        )
+        for name in (
+            "internal_excitation",
+            "internal_decay",
+            "external_excitation",
+            "external_decay",
+        ):
             value = getattr(self, name)
-            _check(isinstance(value, int | float) and value >= 0, f"activity.{name}", "a number >= 0", value)
+            _check(
+                isinstance(value, int | float) and value >= 0,
+                f"activity.{name}",
+                "a number >= 0",
+                value,
+            )
         kinds = tuple(self.notify_kinds)
-        _check(set(kinds) <= set(NOTIFY_KINDS), "activity.notify_kinds", f"a subset of {NOTIFY_KINDS}", kinds)
+        _check(
+            set(kinds) <= set(NOTIFY_KINDS),
+            "activity.notify_kinds",
+            f"a subset of {NOTIFY_KINDS}",
+            kinds,
+        )
         object.__setattr__(self, "notify_kinds", kinds)
-        _check(0 < self.max_probability < 1, "activity.max_probability", "a number in (0, 1)", self.max_probability)
+        _check(
+            0 < self.max_probability < 1,
+            "activity.max_probability",
+            "a number in (0, 1)",
+            self.max_probability,
+        )
 
     @classmethod
     def from_spec(cls, spec: Any) -> HawkesConfig | None:
@@ -88,9 +115,16 @@ class HawkesConfig:
         if spec is None or isinstance(spec, cls):
             return spec if spec is None or spec.model == "hawkes" else None
         if isinstance(spec, str):
-            _check(spec in ACTIVITY_MODELS, "activity", f"None, one of {ACTIVITY_MODELS} or a dict", spec)
+            _check(
+                spec in ACTIVITY_MODELS,
+                "activity",
+                f"None, one of {ACTIVITY_MODELS} or a dict",
+                spec,
+            )
             return cls() if spec == "hawkes" else None
-        _check(isinstance(spec, dict), "activity", f"None, one of {ACTIVITY_MODELS} or a dict", spec)
+        _check(
+            isinstance(spec, dict), "activity", f"None, one of {ACTIVITY_MODELS} or a dict", spec
+        )
         allowed = {f.name for f in fields(cls)}
         unknown = set(spec) - allowed
         _check(not unknown, "activity", f"keys among {sorted(allowed)}", sorted(unknown))
@@ -154,8 +188,11 @@ class HawkesActivity:
         self.external = cfg.external_retention * self.external + cfg.external_jump * len(news)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"internal": self.internal.copy(), "external": float(self.external),
-                "baseline": self.baseline.copy()}
+        return {
+            "internal": self.internal.copy(),
+            "external": float(self.external),
+            "baseline": self.baseline.copy(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.internal = np.asarray(state["internal"], np.float64).copy()

@@ -54,9 +54,15 @@ def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -
     return pool[(rng.random(size) * len(pool)).astype(np.int64)]
 
 
-def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int], window: int,
-                        popular_pool: int, rng: np.random.Generator,
-                        oversample: int = 4) -> CandidateSet:
+def generate_candidates(
+    ctx: FeedContext,
+    users: np.ndarray,
+    mix: dict[str, int],
+    window: int,
+    popular_pool: int,
+    rng: np.random.Generator,
+    oversample: int = 4,
+) -> CandidateSet:
     """Candidates for the users ``users`` (U,) from the posts of the last ``window`` rounds.
 
     Args:
@@ -92,7 +98,7 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
             take_negative = (user_sign[:, None] > 0) | ((user_sign[:, None] == 0) & coin)
             draws = np.where(take_negative, from_negative, from_positive)
         elif name == "popular":
-            engagement = (posts.likes[lo:hi] + 2 * posts.retweets[lo:hi] + posts.replies[lo:hi])
+            engagement = posts.likes[lo:hi] + 2 * posts.retweets[lo:hi] + posts.replies[lo:hi]
             size = min(popular_pool, hi - lo)
             pool = recent[np.argsort(-engagement, kind="stable")[:size]] if size else recent
             draws = _sample(pool, (u, m), rng)
@@ -115,9 +121,12 @@ def generate_candidates(ctx: FeedContext, users: np.ndarray, mix: dict[str, int]
     return CandidateSet(post=post, source=np.concatenate(sources, axis=1))
 
 
-def _interest_draws(ctx: FeedContext, interest: np.ndarray, lo: int, hi: int, m: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def _interest_draws(
+    ctx: FeedContext, interest: np.ndarray, lo: int, hi: int, m: int, rng: np.random.Generator
+) -> np.ndarray:
     """(U, m) draws from each user's IVF cluster of recent posts (anywhere if it is empty)."""
     if hi == lo:
         return np.full((len(interest), m), -1, np.int64)
-    return ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi).draw(interest, ctx.centroids, m, rng)
+    return ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi).draw(
+        interest, ctx.centroids, m, rng
+    )

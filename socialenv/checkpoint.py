@@ -42,8 +42,15 @@ MAX_META_BYTES = 256 * 1024 * 1024
 #: before any array is read, :class:`agent_models.npz.NpzReader`).
 MAX_CHECKPOINT_ARRAY_BYTES = 1 << 40
 _ARRAY_MEMBER = re.compile(r"a[0-9]{1,9}")
-_TAGS = ("__array__", "__scalar__", "__tensor__", "__tuple__", "__items__", "__data__",
-         "__object__")
+_TAGS = (
+    "__array__",
+    "__scalar__",
+    "__tensor__",
+    "__tuple__",
+    "__items__",
+    "__data__",
+    "__object__",
+)
 
 
 class CheckpointError(ValueError):
@@ -67,9 +74,20 @@ def data_classes() -> dict[str, type]:
     from socialenv.scenario import Scenario
 
     classes: tuple[type, ...] = (
-        EnvConfig, RecommenderConfig, RewardConfig, ContextConfig, ClassifierConfig,
-        SurrogateConfig, LLMConfig, MemoryConfig, HawkesConfig, ModerationConfig, Scenario,
-        Profiles, Categorical, NewsEvent,
+        EnvConfig,
+        RecommenderConfig,
+        RewardConfig,
+        ContextConfig,
+        ClassifierConfig,
+        SurrogateConfig,
+        LLMConfig,
+        MemoryConfig,
+        HawkesConfig,
+        ModerationConfig,
+        Scenario,
+        Profiles,
+        Categorical,
+        NewsEvent,
     )
     return {cls.__name__: cls for cls in classes}
 
@@ -109,8 +127,12 @@ class _Encoder:
             value = {k: None if is_secret_name(k) else v for k, v in value.items()}
             if all(isinstance(k, str) and k not in _TAGS for k in value):
                 return {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}
-            return {"__items__": [[self.encode(k, where), self.encode(v, f"{where}[{k!r}]")]
-                                  for k, v in value.items()]}
+            return {
+                "__items__": [
+                    [self.encode(k, where), self.encode(v, f"{where}[{k!r}]")]
+                    for k, v in value.items()
+                ]
+            }
         name = self.classes.get(type(value))
         if name is not None:
             if dataclasses.is_dataclass(value):
@@ -207,14 +229,18 @@ class _Decoder:
                 raise self._fail("a tuple must be a JSON list")
             return tuple(self.decode(v) for v in body)
         if tag == "__items__":
-            if not isinstance(body, list) or not all(isinstance(p, list) and len(p) == 2 for p in body):
+            if not isinstance(body, list) or not all(
+                isinstance(p, list) and len(p) == 2 for p in body
+            ):
                 raise self._fail("items must be [key, value] pairs")
             return {self._key(self.decode(k)): self.decode(v) for k, v in body}
         if tag == "__object__":
             return Placeholder(str(body))
         cls = self.classes.get(body) if isinstance(body, str) else None
         if cls is None:
-            raise self._fail(f"class {body!r} is not one of the checkpointable {sorted(self.classes)}")
+            raise self._fail(
+                f"class {body!r} is not one of the checkpointable {sorted(self.classes)}"
+            )
         fields = value.get("fields")
         if not isinstance(fields, dict):
             raise self._fail(f"{body}: fields must be a JSON object")
@@ -273,17 +299,24 @@ def read_checkpoint(path: str | Path, kind: str) -> Any:
             except KeyError:
                 raise CheckpointError(f"{path} is not a PolicySim checkpoint (no {META})") from None
             if info.file_size > MAX_META_BYTES:
-                raise CheckpointError(f"{path}: {META} is {info.file_size} bytes (limit {MAX_META_BYTES})")
+                raise CheckpointError(
+                    f"{path}: {META} is {info.file_size} bytes (limit {MAX_META_BYTES})"
+                )
             meta_bytes = zf.read(META)
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
-        raise CheckpointError(f"{path} is a damaged checkpoint ({type(err).__name__}: {err})") from None
+        raise CheckpointError(
+            f"{path} is a damaged checkpoint ({type(err).__name__}: {err})"
+        ) from None
     try:
         meta = json.loads(meta_bytes)
     except (ValueError, RecursionError) as err:
         raise CheckpointError(f"{path}: {META} is not valid JSON ({err})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a PolicySim checkpoint (format {meta.get('format')!r})"
-                              if isinstance(meta, dict) else f"{path} is not a PolicySim checkpoint")
+        raise CheckpointError(
+            f"{path} is not a PolicySim checkpoint (format {meta.get('format')!r})"
+            if isinstance(meta, dict)
+            else f"{path} is not a PolicySim checkpoint"
+        )
     if meta.get("version") != VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format version {meta.get('version')!r}; this PolicySim "
@@ -298,8 +331,15 @@ def read_checkpoint(path: str | Path, kind: str) -> Any:
             raise ValueError(f"holds unknown member(s) {[f'{n}.npy' for n in odd[:5]]}")
 
     try:
-        reader = NpzReader(path, max_bytes=MAX_CHECKPOINT_ARRAY_BYTES, extra=(META,), check=array_names,
-                           what="checkpoint", max_expansion=1.0, small_bytes=0)
+        reader = NpzReader(
+            path,
+            max_bytes=MAX_CHECKPOINT_ARRAY_BYTES,
+            extra=(META,),
+            check=array_names,
+            what="checkpoint",
+            max_expansion=1.0,
+            small_bytes=0,
+        )
     except ValueError as err:
         raise CheckpointError(f"{err}") from None
     with reader:
@@ -308,11 +348,14 @@ def read_checkpoint(path: str | Path, kind: str) -> Any:
         except RecursionError:
             raise CheckpointError(f"{path}: the checkpoint tree is nested too deeply") from None
         except (TypeError, KeyError, IndexError, AttributeError) as err:  # e.g. an unhashable key
-            raise CheckpointError(f"{path} is not a valid PolicySim checkpoint: "
-                                  f"{type(err).__name__}: {err}") from None
+            raise CheckpointError(
+                f"{path} is not a valid PolicySim checkpoint: {type(err).__name__}: {err}"
+            ) from None
 
 
-def fill_placeholders(obj: Any, overrides: dict[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
+def fill_placeholders(
+    obj: Any, overrides: dict[str, Any], where: Callable[[str], str]
+) -> dict[str, Any]:
     """Field values of dataclass ``obj`` with each :class:`Placeholder` replaced from
     ``overrides``; a placeholder without an override raises a ValueError saying what to pass."""
     values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
@@ -347,8 +390,10 @@ def code_references(config: Any) -> list[str]:
     if isinstance(llm, dict):
         get = llm.get
     else:
+
         def get(name: str, default: Any = None) -> Any:
             return getattr(llm, name, default)
+
     found = []
     toxicity = get("toxicity", "profanity_check")
     if toxicity not in (None, "profanity_check"):
@@ -374,4 +419,5 @@ def refusal(path: Any, found: list[str], remedy: str) -> CheckpointError:
     from :func:`code_references`)."""
     return CheckpointError(
         f"{path}: the saved config {'; '.join(found)}; a checkpoint may not choose code, an "
-        f"endpoint, a secret's source or a path to write: {remedy}")
+        f"endpoint, a secret's source or a path to write: {remedy}"
+    )

@@ -44,8 +44,11 @@ def _registry_help() -> dict[str, str]:
     from agent_models.factory import population_names
     from socialenv.policies import policy_names
 
-    return {ENV_IDS_HELP: ", ".join(socialenv.ENV_IDS), POLICIES_HELP: ", ".join(policy_names()),
-            POPULATIONS_HELP: ", ".join(population_names())}
+    return {
+        ENV_IDS_HELP: ", ".join(socialenv.ENV_IDS),
+        POLICIES_HELP: ", ".join(policy_names()),
+        POPULATIONS_HELP: ", ".join(population_names()),
+    }
 
 
 class RegistryHelpCommand(TyperCommand):
@@ -88,9 +91,11 @@ def _without_deep_rl_sizing_advice() -> None:
 def _write_failed(err: OSError) -> NoReturn:
     """A file could not be written (a full disk, no permission): what was finished is kept, a
     run's summary.json says failed with the error, and ``--resume`` continues."""
-    console.print(f"[red]error:[/red] could not write: {redact_text(str(err))}. What was finished "
-                  "is kept (a run's summary.json says failed); free space or fix the folder, then "
-                  "continue with --resume.")
+    console.print(
+        f"[red]error:[/red] could not write: {redact_text(str(err))}. What was finished "
+        "is kept (a run's summary.json says failed); free space or fix the folder, then "
+        "continue with --resume."
+    )
     raise typer.Exit(code=2) from err
 
 
@@ -103,6 +108,7 @@ def _show_progress(quiet: bool) -> bool:
 @app.callback()
 def _root() -> None:
     """PolicySim command line: `policysim run`, `policysim play`, `policysim train`, `policysim eval`, `policysim sweep`, `policysim fit`."""
+
 
 SUMMARY_ROWS = (
     ("objective", "objective (per active user)"),
@@ -129,22 +135,31 @@ def _parse_json(value: str | None, option: str) -> dict:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as err:
-        raise typer.BadParameter(str(config_error(option, value, f"a JSON object ({err})"))) from err
+        raise typer.BadParameter(
+            str(config_error(option, value, f"a JSON object ({err})"))
+        ) from err
     except RecursionError as err:
-        raise typer.BadParameter(str(config_error(option, value[:40] + "...", "a JSON object nested less deeply"))) from err
+        raise typer.BadParameter(
+            str(config_error(option, value[:40] + "...", "a JSON object nested less deeply"))
+        ) from err
     if not isinstance(parsed, dict):
-        raise typer.BadParameter(str(config_error(option, value, f"a JSON object, not a {type(parsed).__name__}")))
+        raise typer.BadParameter(
+            str(config_error(option, value, f"a JSON object, not a {type(parsed).__name__}"))
+        )
     return parsed
 
 
-def _population_options(num_users: int | None, users: str | None, brain: str | None
-                        ) -> tuple[int | None, str | None]:
+def _population_options(
+    num_users: int | None, users: str | None, brain: str | None
+) -> tuple[int | None, str | None]:
     """(num_users, users) from ``--num-users``, ``--users`` and the deprecated spellings:
     ``--brain X`` (now ``--users X``) and ``--users N`` with a number (now ``--num-users N``),
     the same in run, sweep and play."""
     if users is not None and users.isdigit():
-        _deprecated(f"--users {users} as a number of users",
-                    f"--num-users {users} (--users names the population, as the env's users=)")
+        _deprecated(
+            f"--users {users} as a number of users",
+            f"--num-users {users} (--users names the population, as the env's users=)",
+        )
         num_users, users = int(users), None
     if brain is not None:
         _deprecated("--brain", "--users (the env's users= keyword)")
@@ -184,27 +199,86 @@ def run(
     num_users: Annotated[int, typer.Option(help=NUM_USERS_HELP)] = 1000,
     users: Annotated[str, typer.Option(help=POPULATION_HELP)] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 10,
-    budget: Annotated[int | None, typer.Option(help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1.")] = None,
-    candidate_users: Annotated[int | None, typer.Option(help="Rec: users per round the policy recommends to (default: the env's lever_share, 0.15 of the active users).")] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="Arms per sampled user (default: the env's): Rec, recommended slots the policy fills per user (at most recommender.personalized = 5); Exposure, 1."
+        ),
+    ] = None,
+    candidate_users: Annotated[
+        int | None,
+        typer.Option(
+            help="Rec: users per round the policy recommends to (default: the env's lever_share, 0.15 of the active users)."
+        ),
+    ] = None,
     seed: Annotated[list[int], typer.Option(help="Seed(s); repeat the option for several.")] = [0],  # noqa: B006
-    episodes: Annotated[int, typer.Option(help="Episodes per seed (the policy keeps learning).")] = 1,
-    scenario: Annotated[str | None, typer.Option(help="abortion, misinformation, or a saved scenario .npz (default: the env's).")] = None,
-    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
-    llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
-    env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
-    policy_kwargs: Annotated[str | None, typer.Option(help="Policy hyper-parameters as JSON.")] = None,
+    episodes: Annotated[
+        int, typer.Option(help="Episodes per seed (the policy keeps learning).")
+    ] = 1,
+    scenario: Annotated[
+        str | None,
+        typer.Option(
+            help="abortion, misinformation, or a saved scenario .npz (default: the env's)."
+        ),
+    ] = None,
+    brain: Annotated[
+        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
+    ] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.'),
+    ] = None,
+    env_kwargs: Annotated[
+        str | None, typer.Option(help="Extra env keyword arguments as JSON.")
+    ] = None,
+    policy_kwargs: Annotated[
+        str | None, typer.Option(help="Policy hyper-parameters as JSON.")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for run folders.")] = Path("runs"),
-    name: Annotated[str | None, typer.Option(help="Run folder name (default: env-policy-time).")] = None,
-    wandb: Annotated[str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Run folder name (default: env-policy-time).")
+    ] = None,
+    wandb: Annotated[
+        str | None, typer.Option(help="Log to Weights & Biases: online, offline or disabled.")
+    ] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
     plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
-    checkpoint_every: Annotated[int, typer.Option(help="Rounds between run checkpoints (0 = none).")] = 1,
-    resume: Annotated[Path | None, typer.Option(help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored, except --llm, --record and --wandb, which a checkpoint may not choose: give them again).")] = None,
-    log_propensities: Annotated[bool, typer.Option(help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation.")] = True,
-    record: Annotated[Path | None, typer.Option(help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder).")] = None,
-    record_id: Annotated[str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")] = None,
-    trace: Annotated[Path | None, typer.Option(help="Write the behaviour trace of every episode to this folder (read by `policysim fit`).")] = None,
-    surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
+    checkpoint_every: Annotated[
+        int, typer.Option(help="Rounds between run checkpoints (0 = none).")
+    ] = 1,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue the interrupted run in this run folder from its checkpoint (other options are ignored, except --llm, --record and --wandb, which a checkpoint may not choose: give them again)."
+        ),
+    ] = None,
+    log_propensities: Annotated[
+        bool,
+        typer.Option(
+            help="Log every round's arms and slate propensities (logged_rounds.npz) for off-policy evaluation."
+        ),
+    ] = True,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the episodes as a Minari dataset in this folder (read with MINARI_DATASETS_PATH=folder)."
+        ),
+    ] = None,
+    record_id: Annotated[
+        str | None, typer.Option(help="Minari dataset id (default: policysim-<env>/<policy>-v0).")
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the behaviour trace of every episode to this folder (read by `policysim fit`)."
+        ),
+    ] = None,
+    surrogate: Annotated[
+        Path | None,
+        typer.Option(
+            help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run a policy on a PolicySim env; print a metrics table and write a run folder."""
@@ -219,21 +293,33 @@ def run(
             again = {"llm": _parse_json(llm, "--llm")} if llm is not None else {}
             if record is not None:
                 again["record"] = str(record)
-            result = resume_run(resume, plots=plots, wandb=wandb, wandb_project=wandb_project,
-                                progress=_show_progress(quiet), **again)
+            result = resume_run(
+                resume,
+                plots=plots,
+                wandb=wandb,
+                wandb_project=wandb_project,
+                progress=_show_progress(quiet),
+                **again,
+            )
         except (ValueError, FileNotFoundError) as err:
             console.print(f"[red]error:[/red] {redact_text(str(err))}")
             raise typer.Exit(code=2) from err
         except OSError as err:
             _write_failed(err)
-        print_summary(result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)")
+        print_summary(
+            result.summary, f"{result.summary['policy']} on {result.summary['env_id']} (resumed)"
+        )
         console.print(f"run folder: {result.out_dir}")
         return
 
     num_users, users = _population_options(num_users, users, brain)
     users = users or "surrogate"
-    kwargs = {"num_users": num_users, "rounds": rounds, "users": users,
-              **_parse_json(env_kwargs, "--env-kwargs")}
+    kwargs = {
+        "num_users": num_users,
+        "rounds": rounds,
+        "users": users,
+        **_parse_json(env_kwargs, "--env-kwargs"),
+    }
     if budget is not None:
         kwargs["budget"] = budget
     if candidate_users is not None:
@@ -246,11 +332,21 @@ def run(
         kwargs["surrogate"] = str(surrogate)
     try:
         config = RunConfig(
-            env_id=env, policy=policy, seeds=tuple(seed), episodes=episodes, env_kwargs=kwargs,
-            policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"), out_dir=str(out),
-            run_name=name, wandb=wandb, wandb_project=wandb_project, plots=plots,
-            checkpoint_every=checkpoint_every, log_propensities=log_propensities,
-            record=str(record) if record is not None else None, record_id=record_id,
+            env_id=env,
+            policy=policy,
+            seeds=tuple(seed),
+            episodes=episodes,
+            env_kwargs=kwargs,
+            policy_kwargs=_parse_json(policy_kwargs, "--policy-kwargs"),
+            out_dir=str(out),
+            run_name=name,
+            wandb=wandb,
+            wandb_project=wandb_project,
+            plots=plots,
+            checkpoint_every=checkpoint_every,
+            log_propensities=log_propensities,
+            record=str(record) if record is not None else None,
+            record_id=record_id,
             trace=str(trace) if trace is not None else None,
             progress=_show_progress(quiet),
         )
@@ -268,33 +364,82 @@ def run(
 
         console.print(f"Minari dataset {record_id or default_dataset_id(env, policy)} in {record}")
     if trace is not None:
-        console.print(f"behaviour trace in {trace} (fit it: policysim fit {trace} --out fitted.json)")
+        console.print(
+            f"behaviour trace in {trace} (fit it: policysim fit {trace} --out fitted.json)"
+        )
 
 
 @app.command(cls=RegistryHelpCommand)
 def sweep(
-    grid: Annotated[Path | None, typer.Option(help="Grid file in the W&B sweep format (see examples/sweep.yaml).")] = None,
-    policy: Annotated[list[str] | None, typer.Option(help=f"{POLICY_HELP} Repeat for several; overrides the grid file's.")] = None,
-    seed: Annotated[list[int] | None, typer.Option(help="Seed(s); repeat the option for several; overrides the grid file's.")] = None,
-    env: Annotated[str | None, typer.Option(help=f"{ENV_HELP} Default: the grid file's, else PolicySim-Rec-v0.")] = None,
+    grid: Annotated[
+        Path | None,
+        typer.Option(help="Grid file in the W&B sweep format (see examples/sweep.yaml)."),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help=f"{POLICY_HELP} Repeat for several; overrides the grid file's."),
+    ] = None,
+    seed: Annotated[
+        list[int] | None,
+        typer.Option(help="Seed(s); repeat the option for several; overrides the grid file's."),
+    ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(help=f"{ENV_HELP} Default: the grid file's, else PolicySim-Rec-v0."),
+    ] = None,
     num_users: Annotated[int | None, typer.Option(help=NUM_USERS_HELP)] = None,
     users: Annotated[str | None, typer.Option(help=POPULATION_HELP)] = None,
     rounds: Annotated[int | None, typer.Option(help="Rounds per episode.")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per trial.")] = None,
-    env_kwargs: Annotated[str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")] = None,
-    vary: Annotated[str | None, typer.Option(help='Env arguments to vary as JSON, e.g. \'{"budget": [2, 5]}\' (recommended slots per sampled user).')] = None,
-    backend: Annotated[str, typer.Option(help="ray (parallel) or local (one process, no Ray).")] = "ray",
-    address: Annotated[str | None, typer.Option(help="Ray cluster address (e.g. auto, ray://head:10001); default: start a local one.")] = None,
-    num_cpus: Annotated[int | None, typer.Option(help="CPUs of the local Ray cluster (default: all).")] = None,
+    env_kwargs: Annotated[
+        str | None, typer.Option(help="Extra fixed env keyword arguments as JSON.")
+    ] = None,
+    vary: Annotated[
+        str | None,
+        typer.Option(
+            help="Env arguments to vary as JSON, e.g. '{\"budget\": [2, 5]}' (recommended slots per sampled user)."
+        ),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option(help="ray (parallel) or local (one process, no Ray).")
+    ] = "ray",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster address (e.g. auto, ray://head:10001); default: start a local one."
+        ),
+    ] = None,
+    num_cpus: Annotated[
+        int | None, typer.Option(help="CPUs of the local Ray cluster (default: all).")
+    ] = None,
     cpus_per_trial: Annotated[float, typer.Option(help="CPUs Ray reserves per trial.")] = 1.0,
-    ship_code: Annotated[bool, typer.Option(help="Upload the PolicySim packages to the cluster (runtime_env py_modules).")] = False,
-    wandb: Annotated[str | None, typer.Option(help="W&B per trial: online, offline or disabled.")] = None,
+    ship_code: Annotated[
+        bool,
+        typer.Option(help="Upload the PolicySim packages to the cluster (runtime_env py_modules)."),
+    ] = False,
+    wandb: Annotated[
+        str | None, typer.Option(help="W&B per trial: online, offline or disabled.")
+    ] = None,
     wandb_project: Annotated[str, typer.Option(help="W&B project.")] = "policysim",
-    out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path("runs/sweeps"),
+    out: Annotated[Path, typer.Option(help="Parent folder of the sweep folder.")] = Path(
+        "runs/sweeps"
+    ),
     name: Annotated[str | None, typer.Option(help="Sweep name (folder, W&B group).")] = None,
-    resume: Annotated[bool, typer.Option(help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest.")] = False,
-    surrogate: Annotated[Path | None, typer.Option(help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters.")] = None,
-    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Keep the trials this sweep's folder already finished (trials.jsonl); run the rest."
+        ),
+    ] = False,
+    surrogate: Annotated[
+        Path | None,
+        typer.Option(
+            help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters."
+        ),
+    ] = None,
+    brain: Annotated[
+        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
@@ -316,18 +461,28 @@ def sweep(
             overrides["surrogate"] = str(surrogate)
         grid_values = _parse_json(vary, "--vary")
         config = SweepConfig(
-            name=name or config.name, env_id=env or config.env_id,
+            name=name or config.name,
+            env_id=env or config.env_id,
             policies=tuple(policy) if policy else config.policies,
             seeds=tuple(seed) if seed else config.seeds,
             episodes=episodes if episodes is not None else config.episodes,
-            env_kwargs={**{k: v for k, v in config.env_kwargs.items() if k not in grid_values}, **overrides},
+            env_kwargs={
+                **{k: v for k, v in config.env_kwargs.items() if k not in grid_values},
+                **overrides,
+            },
             grid={**{k: v for k, v in config.grid.items() if k not in overrides}, **grid_values},
-            policy_kwargs={k: v for k, v in config.policy_kwargs.items() if k in (policy or config.policies)},
-            wandb=wandb, wandb_project=wandb_project, out_dir=str(out),
+            policy_kwargs={
+                k: v for k, v in config.policy_kwargs.items() if k in (policy or config.policies)
+            },
+            wandb=wandb,
+            wandb_project=wandb_project,
+            out_dir=str(out),
         )
         total = len(config.trials())
-        console.print(f"sweep {config.name}: {total} trials ({len(config.policies)} policies × "
-                      f"{len(config.configs())} configs × {len(config.seeds)} seeds) on {backend}")
+        console.print(
+            f"sweep {config.name}: {total} trials ({len(config.policies)} policies × "
+            f"{len(config.configs())} configs × {len(config.seeds)} seeds) on {backend}"
+        )
 
         from tqdm.auto import tqdm
 
@@ -337,12 +492,21 @@ def sweep(
             bar.n = done
             bar.set_postfix_str(result["trial"]["name"], refresh=True)
             if "error" in result:  # failures are reported whatever the progress display
-                bar.write(f"  [{done}/{total}] {result['trial']['name']}: failed: {redact_text(str(result['error']))}")
+                bar.write(
+                    f"  [{done}/{total}] {result['trial']['name']}: failed: {redact_text(str(result['error']))}"
+                )
 
         try:
-            result = run_sweep(config, backend=backend, address=address, num_cpus=num_cpus,
-                               cpus_per_trial=cpus_per_trial, ship_code=ship_code, progress=progress,
-                               resume=resume)
+            result = run_sweep(
+                config,
+                backend=backend,
+                address=address,
+                num_cpus=num_cpus,
+                cpus_per_trial=cpus_per_trial,
+                ship_code=ship_code,
+                progress=progress,
+                resume=resume,
+            )
         finally:
             bar.close()
     except (ValueError, FileNotFoundError) as err:
@@ -351,8 +515,11 @@ def sweep(
     except OSError as err:  # a full disk, a folder that cannot be written: the run says failed
         _write_failed(err)
     startup = f", Ray start {result.startup_seconds:.1f} s" if result.backend == "ray" else ""
-    print_table(result, title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "
-                              f"({result.backend}, {result.seconds:.1f} s{startup})")
+    print_table(
+        result,
+        title=f"{config.name} on {config.env_id}: mean ± 95% CI over seeds "
+        f"({result.backend}, {result.seconds:.1f} s{startup})",
+    )
     if result.out_dir is not None:
         console.print(f"sweep folder: {result.out_dir} (sweep.json, rounds.csv)")
     if result.failures:
@@ -367,12 +534,25 @@ def play(
     users: Annotated[str, typer.Option(help=f"{POPULATION_HELP} Everyone but you.")] = "surrogate",
     rounds: Annotated[int, typer.Option(help="Rounds per episode.")] = 5,
     seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
-    every_round: Annotated[bool, typer.Option(help="Act every round (else only when the activity model makes you active).")] = True,
+    every_round: Annotated[
+        bool,
+        typer.Option(help="Act every round (else only when the activity model makes you active)."),
+    ] = True,
     policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "origin",
-    llm: Annotated[str | None, typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.')] = None,
-    env_kwargs: Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")] = None,
-    brain: Annotated[str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")] = None,
-    platform_policy: Annotated[str | None, typer.Option("--platform-policy", hidden=True, help="Deprecated alias of --policy.")] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.'),
+    ] = None,
+    env_kwargs: Annotated[
+        str | None, typer.Option(help="Extra env keyword arguments as JSON.")
+    ] = None,
+    brain: Annotated[
+        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
+    ] = None,
+    platform_policy: Annotated[
+        str | None,
+        typer.Option("--platform-policy", hidden=True, help="Deprecated alias of --policy."),
+    ] = None,
 ) -> None:
     """Take over one user in the terminal: see its feed and memories each round and type its actions."""
     from socialenv.play import play as run_play
@@ -387,9 +567,17 @@ def play(
     if llm:
         extra["llm"] = _parse_json(llm, "--llm")
     try:
-        run_play(env, user, seed=seed, every_round=every_round,
-                 platform_policy=None if policy == "origin" else policy,
-                 num_users=count, rounds=rounds, users=population or "surrogate", **extra)
+        run_play(
+            env,
+            user,
+            seed=seed,
+            every_round=every_round,
+            platform_policy=None if policy == "origin" else policy,
+            num_users=count,
+            rounds=rounds,
+            users=population or "surrogate",
+            **extra,
+        )
     except ValueError as err:
         raise typer.BadParameter(redact_text(str(err))) from err
 
@@ -401,11 +589,15 @@ from socialenv.loaders.cli import data_app  # noqa: E402
 
 app.add_typer(train_app, name="train", help="Train user agents: SFT, then DPO (trl + peft).")
 app.add_typer(eval_app, name="eval", help="Micro-level evaluation of user agents (Table 2).")
-app.add_typer(data_app, name="data", help="Turn TwiBot-20 / Weibo files into a scenario and SFT data.")
+app.add_typer(
+    data_app, name="data", help="Turn TwiBot-20 / Weibo files into a scenario and SFT data."
+)
 
 from socialenv.fit_cli import fit  # noqa: E402
 
-app.command(help="Fit the surrogate's parameters to a behaviour trace (maximum likelihood, held-out validation).")(fit)
+app.command(
+    help="Fit the surrogate's parameters to a behaviour trace (maximum likelihood, held-out validation)."
+)(fit)
 
 
 def main() -> None:

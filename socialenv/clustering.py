@@ -33,8 +33,9 @@ class ClusterIndex:
         cluster_start = np.searchsorted(cluster[by_cluster], np.arange(num_clusters + 1))
         return cls(lo, hi, by_cluster, cluster_start)
 
-    def draw(self, interest: np.ndarray, centroids: np.ndarray, m: int,
-             rng: np.random.Generator) -> np.ndarray:
+    def draw(
+        self, interest: np.ndarray, centroids: np.ndarray, m: int, rng: np.random.Generator
+    ) -> np.ndarray:
         """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
         (U, d), or from the whole range where that cluster holds no post."""
         user_cluster = np.argmax(interest @ centroids.T, axis=1)
@@ -57,8 +58,9 @@ def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_
     return out
 
 
-def fit_centroids(latent: np.ndarray, k: int, rng: np.random.Generator,
-                  iterations: int = 8, sample: int = 8192) -> np.ndarray:
+def fit_centroids(
+    latent: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 8, sample: int = 8192
+) -> np.ndarray:
     """(k, d) spherical k-means centres of (a sample of) the rows of ``latent``."""
     rows = latent[rng.choice(len(latent), size=min(sample, len(latent)), replace=False)]
     k = min(k, len(rows))

@@ -14,23 +14,40 @@ from agent_models.validation import check as _check
 #: Documented limits of the numeric fields (checked with the types by
 #: :func:`agent_models.validation.check_fields` before anything is allocated).
 RECOMMENDER_LIMITS = {
-    "relational": Limit(ge=0, le=100), "personalized": Limit(ge=0, le=100),
-    "headline": Limit(ge=0, le=100), "window": Limit(ge=1, le=10_000),
-    "personalized_stance_weight": Limit(ge=0, le=10), "candidates_per_slot": Limit(ge=1, le=64),
-    "num_clusters": Limit(ge=1, le=4096), "headline_pool": Limit(ge=1, le=100_000),
+    "relational": Limit(ge=0, le=100),
+    "personalized": Limit(ge=0, le=100),
+    "headline": Limit(ge=0, le=100),
+    "window": Limit(ge=1, le=10_000),
+    "personalized_stance_weight": Limit(ge=0, le=10),
+    "candidates_per_slot": Limit(ge=1, le=64),
+    "num_clusters": Limit(ge=1, le=4096),
+    "headline_pool": Limit(ge=1, le=100_000),
 }
 REWARD_LIMITS = {
-    **{name: Limit(ge=0, le=1) for name in (
-        "stance_weight", "toxicity_weight", "engagement_weight", "visibility_weight",
-        "hostile_toxicity", "clean_removal_cost")},
-    "hostile_weight": Limit(ge=0, le=10), "reply_toxicity_weight": Limit(ge=0, le=10),
+    **{
+        name: Limit(ge=0, le=1)
+        for name in (
+            "stance_weight",
+            "toxicity_weight",
+            "engagement_weight",
+            "visibility_weight",
+            "hostile_toxicity",
+            "clean_removal_cost",
+        )
+    },
+    "hostile_weight": Limit(ge=0, le=10),
+    "reply_toxicity_weight": Limit(ge=0, le=10),
 }
 CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
 ENV_LIMITS = {
-    "num_users": Limit(ge=10, le=1_000_000), "rounds": Limit(ge=1, le=1_000_000),
-    "budget": Limit(ge=1, le=10_000), "candidate_users": Limit(ge=1, le=100_000),
-    "exposure_users": Limit(ge=1, le=100_000), "lever_share": Limit(gt=0, le=1),
-    "exposure_levels": Limit(max_len=100), "stance_ema": Limit(ge=0, lt=1),
+    "num_users": Limit(ge=10, le=1_000_000),
+    "rounds": Limit(ge=1, le=1_000_000),
+    "budget": Limit(ge=1, le=10_000),
+    "candidate_users": Limit(ge=1, le=100_000),
+    "exposure_users": Limit(ge=1, le=100_000),
+    "lever_share": Limit(gt=0, le=1),
+    "exposure_levels": Limit(max_len=100),
+    "stance_ema": Limit(ge=0, lt=1),
     "memory_ema": Limit(ge=0, lt=1),
 }
 #: Most arms an env may have (each is a row of the observation's context matrix).
@@ -78,25 +95,54 @@ class RecommenderConfig:
         check_fields(self, "recommender.", RECOMMENDER_LIMITS)
         for name in ("relational", "personalized", "headline"):
             value = getattr(self, name)
-            _check(isinstance(value, int) and 0 <= value <= 100, f"recommender.{name}",
-                   "an integer in [0, 100]", value)
-        _check(isinstance(self.window, int) and self.window >= 1, "recommender.window",
-               "an integer >= 1", self.window)
-        _check(self.candidates_per_slot >= 1, "recommender.candidates_per_slot", ">= 1",
-               self.candidates_per_slot)
-        _check(1 <= self.num_clusters <= 4096, "recommender.num_clusters", "in [1, 4096]",
-               self.num_clusters)
+            _check(
+                isinstance(value, int) and 0 <= value <= 100,
+                f"recommender.{name}",
+                "an integer in [0, 100]",
+                value,
+            )
+        _check(
+            isinstance(self.window, int) and self.window >= 1,
+            "recommender.window",
+            "an integer >= 1",
+            self.window,
+        )
+        _check(
+            self.candidates_per_slot >= 1,
+            "recommender.candidates_per_slot",
+            ">= 1",
+            self.candidates_per_slot,
+        )
+        _check(
+            1 <= self.num_clusters <= 4096,
+            "recommender.num_clusters",
+            "in [1, 4096]",
+            self.num_clusters,
+        )
         _check(self.headline_pool >= 1, "recommender.headline_pool", ">= 1", self.headline_pool)
-        _check(isinstance(self.popular_pool, int) and self.popular_pool >= 1,
-               "recommender.popular_pool", "an integer >= 1", self.popular_pool)
-        _check(isinstance(self.candidate_oversample, int) and 1 <= self.candidate_oversample <= 64,
-               "recommender.candidate_oversample", "an integer in [1, 64]", self.candidate_oversample)
+        _check(
+            isinstance(self.popular_pool, int) and self.popular_pool >= 1,
+            "recommender.popular_pool",
+            "an integer >= 1",
+            self.popular_pool,
+        )
+        _check(
+            isinstance(self.candidate_oversample, int) and 1 <= self.candidate_oversample <= 64,
+            "recommender.candidate_oversample",
+            "an integer in [1, 64]",
+            self.candidate_oversample,
+        )
 
 
 #: Engagement weight e(reaction) of Eq. 9 (ours; the paper does not publish them). Hostile
 #: reactions (a dislike, a reply at or above ``RewardConfig.hostile_toxicity``) earn nothing.
 DEFAULT_ENGAGEMENT_WEIGHTS: dict[str, float] = {
-    "reply": 1.0, "retweet": 0.8, "like": 0.6, "follow": 0.6, "dislike": 0.0, "nothing": 0.0,
+    "reply": 1.0,
+    "retweet": 0.8,
+    "like": 0.6,
+    "follow": 0.6,
+    "dislike": 0.0,
+    "nothing": 0.0,
 }
 
 #: Sources of PolicySim-Rec-v0's candidate posts, in the order of a user's candidate row.
@@ -125,8 +171,12 @@ class ClassifierConfig:
     def __post_init__(self) -> None:
         for name in ("recall", "false_positive_rate"):
             value = getattr(self, name)
-            _check(isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1,
-                   f"classifier.{name}", "a number in [0, 1]", value)
+            _check(
+                isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1,
+                f"classifier.{name}",
+                "a number in [0, 1]",
+                value,
+            )
 
 
 MISINFORMATION_REWARD_MODES = ("effect", "paper")
@@ -188,14 +238,25 @@ class RewardConfig:
         for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
-        _check(0 <= self.visibility_weight <= 1, "reward.visibility_weight", "in [0, 1]",
-               self.visibility_weight)
-        _check(self.misinformation_mode in MISINFORMATION_REWARD_MODES,
-               "reward.misinformation_mode", f"one of {MISINFORMATION_REWARD_MODES}",
-               self.misinformation_mode)
+        _check(
+            0 <= self.visibility_weight <= 1,
+            "reward.visibility_weight",
+            "in [0, 1]",
+            self.visibility_weight,
+        )
+        _check(
+            self.misinformation_mode in MISINFORMATION_REWARD_MODES,
+            "reward.misinformation_mode",
+            f"one of {MISINFORMATION_REWARD_MODES}",
+            self.misinformation_mode,
+        )
         unknown = set(self.engagement) - set(DEFAULT_ENGAGEMENT_WEIGHTS)
-        _check(not unknown, "reward.engagement", f"keys among {sorted(DEFAULT_ENGAGEMENT_WEIGHTS)}",
-               sorted(unknown))
+        _check(
+            not unknown,
+            "reward.engagement",
+            f"keys among {sorted(DEFAULT_ENGAGEMENT_WEIGHTS)}",
+            sorted(unknown),
+        )
         for key, value in self.engagement.items():
             _check(0 <= value <= 1, f"reward.engagement[{key!r}]", "in [0, 1]", value)
 
@@ -210,8 +271,12 @@ class ContextConfig:
     def __post_init__(self) -> None:
         check_fields(self, "context.", CONTEXT_LIMITS)
         _check(0 <= self.alpha <= 1, "context.alpha", "a number in [0, 1]", self.alpha)
-        _check(isinstance(self.hops, int) and 0 <= self.hops <= 10, "context.hops",
-               "an integer in [0, 10]", self.hops)
+        _check(
+            isinstance(self.hops, int) and 0 <= self.hops <= 10,
+            "context.hops",
+            "an integer in [0, 10]",
+            self.hops,
+        )
 
 
 ENV_OBJECTIVES = ("cross_viewpoint", "misinformation")
@@ -304,40 +369,88 @@ class EnvConfig:
     def __post_init__(self) -> None:
         check_fields(self, "", ENV_LIMITS)
         mix = self.candidates
-        _check(isinstance(mix, dict) and set(mix) <= set(CANDIDATE_SOURCES)
-               and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 100
-                       for v in mix.values()) and sum(mix.values()) >= 1,
-               "candidates", f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
-               "and a positive sum", mix)
+        _check(
+            isinstance(mix, dict)
+            and set(mix) <= set(CANDIDATE_SOURCES)
+            and all(
+                isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 100
+                for v in mix.values()
+            )
+            and sum(mix.values()) >= 1,
+            "candidates",
+            f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
+            "and a positive sum",
+            mix,
+        )
         object.__setattr__(self, "candidates", {k: int(v) for k, v in mix.items()})
-        _check(self.candidate_users is None or self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS,
-               "candidate_users", f"candidate_users × candidate posts per user <= {MAX_ARMS} arms (or None)",
-               self.candidate_users)
-        _check(self.exposure_users is None or self.exposure_users * len(self.exposure_levels) <= MAX_ARMS,
-               "exposure_users", f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms (or None)",
-               self.exposure_users)
-        _check(0 < self.lever_share <= 1, "lever_share", "a share of the active users in (0, 1]",
-               self.lever_share)
-        _check(isinstance(self.num_users, int) and self.num_users >= 10, "num_users",
-               "an integer >= 10", self.num_users)
-        _check(isinstance(self.rounds, int) and self.rounds >= 1, "rounds", "an integer >= 1",
-               self.rounds)
-        _check(isinstance(self.budget, int) and self.budget >= 1, "budget", "an integer >= 1",
-               self.budget)
-        _check(self.action_format in ACTION_FORMATS, "action_format", f"one of {ACTION_FORMATS}",
-               self.action_format)
+        _check(
+            self.candidate_users is None
+            or self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS,
+            "candidate_users",
+            f"candidate_users × candidate posts per user <= {MAX_ARMS} arms (or None)",
+            self.candidate_users,
+        )
+        _check(
+            self.exposure_users is None
+            or self.exposure_users * len(self.exposure_levels) <= MAX_ARMS,
+            "exposure_users",
+            f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms (or None)",
+            self.exposure_users,
+        )
+        _check(
+            0 < self.lever_share <= 1,
+            "lever_share",
+            "a share of the active users in (0, 1]",
+            self.lever_share,
+        )
+        _check(
+            isinstance(self.num_users, int) and self.num_users >= 10,
+            "num_users",
+            "an integer >= 10",
+            self.num_users,
+        )
+        _check(
+            isinstance(self.rounds, int) and self.rounds >= 1,
+            "rounds",
+            "an integer >= 1",
+            self.rounds,
+        )
+        _check(
+            isinstance(self.budget, int) and self.budget >= 1,
+            "budget",
+            "an integer >= 1",
+            self.budget,
+        )
+        _check(
+            self.action_format in ACTION_FORMATS,
+            "action_format",
+            f"one of {ACTION_FORMATS}",
+            self.action_format,
+        )
         levels = tuple(self.exposure_levels)
-        _check(len(levels) >= 1 and all(0 <= p <= 1 for p in levels), "exposure_levels",
-               "a non-empty sequence of probabilities in [0, 1]", self.exposure_levels)
+        _check(
+            len(levels) >= 1 and all(0 <= p <= 1 for p in levels),
+            "exposure_levels",
+            "a non-empty sequence of probabilities in [0, 1]",
+            self.exposure_levels,
+        )
         object.__setattr__(self, "exposure_levels", tuple(float(p) for p in levels))
         _check(0 <= self.stance_ema < 1, "stance_ema", "a number in [0, 1)", self.stance_ema)
         _check(0 <= self.memory_ema < 1, "memory_ema", "a number in [0, 1)", self.memory_ema)
-        _check(self.feed_recommender is None or callable(getattr(self.feed_recommender, "build_feeds", None)),
-               "feed_recommender", "None or an object with build_feeds(ctx, active, rng)",
-               self.feed_recommender)
-        _check(self.exposure_control is None or callable(getattr(self.exposure_control, "filter", None)),
-               "exposure_control", "None or an object with filter(feed, post_author, exposure, rng)",
-               self.exposure_control)
+        _check(
+            self.feed_recommender is None
+            or callable(getattr(self.feed_recommender, "build_feeds", None)),
+            "feed_recommender",
+            "None or an object with build_feeds(ctx, active, rng)",
+            self.feed_recommender,
+        )
+        _check(
+            self.exposure_control is None
+            or callable(getattr(self.exposure_control, "filter", None)),
+            "exposure_control",
+            "None or an object with filter(feed, post_author, exposure, rng)",
+            self.exposure_control,
+        )
         from socialenv.activity import HawkesConfig
         from socialenv.events import load_events
         from socialenv.moderation import ModerationConfig
@@ -346,8 +459,12 @@ class EnvConfig:
         object.__setattr__(self, "events", tuple(load_events(self.events)))
         if self.moderation is not None:
             object.__setattr__(self, "moderation", ModerationConfig.from_spec(self.moderation))
-        for name, cls in (("recommender", RecommenderConfig), ("reward", RewardConfig),
-                          ("context", ContextConfig), ("classifier", ClassifierConfig)):
+        for name, cls in (
+            ("recommender", RecommenderConfig),
+            ("reward", RewardConfig),
+            ("context", ContextConfig),
+            ("classifier", ClassifierConfig),
+        ):
             value = getattr(self, name)
             if isinstance(value, dict):
                 allowed = {f.name for f in fields(cls)}
@@ -359,7 +476,9 @@ class EnvConfig:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EnvConfig:
-        check_keys(kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)", keyword=True)
+        check_keys(
+            kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)", keyword=True
+        )
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> EnvConfig:

@@ -35,8 +35,9 @@ def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
     return select_action(policy, obs, base)
 
 
-def play_episode(env: Any, policy: Any, seed: int | None, *, learn: bool = True,
-                 extra_metrics: Any = None) -> list[dict[str, Any]]:
+def play_episode(
+    env: Any, policy: Any, seed: int | None, *, learn: bool = True, extra_metrics: Any = None
+) -> list[dict[str, Any]]:
     """Play one episode of ``env`` (a gymnasium env, wrapped or not) from ``reset(seed=seed)``.
 
     Args:
@@ -76,7 +77,7 @@ def opinion_metrics(env: Any) -> dict[str, float]:
     from agent_models.surrogate import SurrogateBrain
 
     base = env.unwrapped
-    brain = getattr(base.brain, "inner", base.brain)   # unwrap the PettingZoo mixed-population brain
+    brain = getattr(base.brain, "inner", base.brain)  # unwrap the PettingZoo mixed-population brain
     users = base.sim.users
     attitude = users.opinion if isinstance(brain, SurrogateBrain) else users.stance
     return {"bias": bias(attitude), "diversity": diversity(attitude)}

@@ -56,13 +56,22 @@ MAX_EVENTS_DEPTH = 64
 #: Longest chain of ``then`` events.
 MAX_CHAIN_DEPTH = 16
 #: The round metrics a trigger may watch (``when.metric``); the activity ones only with activity.
-TRIGGER_METRICS: tuple[str, ...] = (*METRIC_NAMES, "policy_share", "events_fired",
-                                    "activity_excitation_news", "activity_excitation_notifications")
+TRIGGER_METRICS: tuple[str, ...] = (
+    *METRIC_NAMES,
+    "policy_share",
+    "events_fired",
+    "activity_excitation_news",
+    "activity_excitation_notifications",
+)
 
 EVENT_KINDS = ("news", "fact_check", "misinformation")
 _KIND_FIELDS = {
     "news": {"headline": "", "shift": 0.0},
-    "fact_check": {"headline": "Fact-check: the circulating claim is false.", "shift": 0.0, "recovery": 0.3},
+    "fact_check": {
+        "headline": "Fact-check: the circulating claim is false.",
+        "shift": 0.0,
+        "recovery": 0.3,
+    },
     "misinformation": {"headline": "", "share": 0.05},
 }
 _COMMON_FIELDS = {"name", "kind", "round", "when", "then", "after", "delay", "repeat"}
@@ -92,7 +101,11 @@ def normalize_event(spec: Any, where: str = "event", depth: int = 0) -> dict[str
     for key, default in _KIND_FIELDS[kind].items():
         value = spec.get(key, default)
         if isinstance(default, float):
-            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+            ):
                 _fail(f"{where}.{key}", "a finite number", value)
             value = float(value)
         elif not isinstance(value, str):
@@ -114,29 +127,59 @@ def normalize_event(spec: Any, where: str = "event", depth: int = 0) -> dict[str
         event["round"] = int(r)
     if "when" in spec:
         when = spec["when"]
-        if not isinstance(when, dict) or "metric" not in when or len(set(when) & {"above", "below"}) != 1 \
-                or set(when) - {"metric", "above", "below"}:
-            _fail(f"{where}.when", "{'metric': name, 'above': x} or {'metric': name, 'below': x}", when)
+        if (
+            not isinstance(when, dict)
+            or "metric" not in when
+            or len(set(when) & {"above", "below"}) != 1
+            or set(when) - {"metric", "above", "below"}
+        ):
+            _fail(
+                f"{where}.when",
+                "{'metric': name, 'above': x} or {'metric': name, 'below': x}",
+                when,
+            )
         op = "above" if "above" in when else "below"
-        if not isinstance(when[op], int | float) or isinstance(when[op], bool) or not math.isfinite(when[op]):
+        if (
+            not isinstance(when[op], int | float)
+            or isinstance(when[op], bool)
+            or not math.isfinite(when[op])
+        ):
             _fail(f"{where}.when.{op}", "a finite number", when[op])
         if when["metric"] not in TRIGGER_METRICS:
-            _fail(f"{where}.when.metric", f"one of the round metrics {list(TRIGGER_METRICS)}", when["metric"])
+            _fail(
+                f"{where}.when.metric",
+                f"one of the round metrics {list(TRIGGER_METRICS)}",
+                when["metric"],
+            )
         event["when"] = {"metric": when["metric"], op: float(when[op])}
         event["repeat"] = bool(spec.get("repeat", False))
     for key in ("after", "delay"):
         if key in spec:
             value = spec[key]
-            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < (1 if key == "after" else 0):
-                _fail(f"{where}.{key}", "an integer >= 1" if key == "after" else "an integer >= 0", value)
+            if (
+                not isinstance(value, int | np.integer)
+                or isinstance(value, bool)
+                or value < (1 if key == "after" else 0)
+            ):
+                _fail(
+                    f"{where}.{key}",
+                    "an integer >= 1" if key == "after" else "an integer >= 0",
+                    value,
+                )
             event[key] = int(value)
     then = spec.get("then", [])
     if not isinstance(then, list):
         _fail(f"{where}.then", "a list of events", then)
-    event["then"] = [normalize_event(child, f"{where}.then[{i}]", depth + 1) for i, child in enumerate(then)]
+    event["then"] = [
+        normalize_event(child, f"{where}.then[{i}]", depth + 1) for i, child in enumerate(then)
+    ]
     for i, child in enumerate(event["then"]):
         if "round" in child or "when" in child:
-            _fail(f"{where}.then[{i}]", "a chained event without 'round'/'when' (it fires 'after' rounds)", child)
+            _fail(
+                f"{where}.then[{i}]",
+                "a chained event without 'round'/'when' (it fires 'after' rounds)",
+                child,
+            )
     return event
 
 
@@ -168,11 +211,15 @@ def read_events_file(path: Path) -> list[Any]:
         raise FileNotFoundError(f"events file {path} does not exist")
     if path.suffix not in (".yaml", ".yml", ".json"):
         _fail("events", "a list of event dicts or a .yaml/.yml/.json file", str(path))
-    spec = read_data_file(path, "events file", max_bytes=MAX_EVENTS_FILE_BYTES, max_depth=MAX_EVENTS_DEPTH)
+    spec = read_data_file(
+        path, "events file", max_bytes=MAX_EVENTS_FILE_BYTES, max_depth=MAX_EVENTS_DEPTH
+    )
     if isinstance(spec, dict):
         if set(spec) != {"events"}:
-            raise fail(f"top-level keys {sorted(map(str, spec))} are not allowed: a list of events "
-                       "or {'events': [...]}")
+            raise fail(
+                f"top-level keys {sorted(map(str, spec))} are not allowed: a list of events "
+                "or {'events': [...]}"
+            )
         spec = spec["events"]
     if not isinstance(spec, list):
         raise fail(f"events={type(spec).__name__} is not allowed: a list of event dicts")
@@ -189,7 +236,9 @@ class EventSchedule:
         self.reset()
 
     def reset(self) -> None:
-        self.pending: list[dict[str, Any]] = [copy.deepcopy(e) for e in self.declared if "round" in e]
+        self.pending: list[dict[str, Any]] = [
+            copy.deepcopy(e) for e in self.declared if "round" in e
+        ]
         self.triggers: list[dict[str, Any]] = [
             {"event": copy.deepcopy(e), "fired": False} for e in self.declared if "when" in e
         ]
@@ -217,7 +266,9 @@ class EventSchedule:
         """Events firing at the start of round ``t``; returns their news items."""
         self._firing = [e for e in self.pending if e["round"] == t]
         self.pending = [e for e in self.pending if e["round"] != t]
-        return [NewsEvent(t, e["headline"], e.get("shift", 0.0)) for e in self._firing if e["headline"]]
+        return [
+            NewsEvent(t, e["headline"], e.get("shift", 0.0)) for e in self._firing if e["headline"]
+        ]
 
     def apply_fired(self, t: int, users: Any, rng: np.random.Generator) -> int:
         """Apply the effects of the events that fired at the start of round ``t`` to ``users``
@@ -233,10 +284,21 @@ class EventSchedule:
                 weight = users.susceptibility / max(float(users.susceptibility.mean()), 1e-8)
                 users.misinformed |= u < event["share"] * weight
             for child in event["then"]:
-                self.pending.append({**copy.deepcopy(child), "round": t + child.get("after", 1),
-                                     "cause": f"after {event['name']}"})
-            self.log.append({"round": t, "name": event["name"], "kind": event["kind"],
-                             "cause": event.get("cause", "scheduled")})
+                self.pending.append(
+                    {
+                        **copy.deepcopy(child),
+                        "round": t + child.get("after", 1),
+                        "cause": f"after {event['name']}",
+                    }
+                )
+            self.log.append(
+                {
+                    "round": t,
+                    "name": event["name"],
+                    "kind": event["kind"],
+                    "cause": event.get("cause", "scheduled"),
+                }
+            )
         return len(fired)
 
     def check_triggers(self, t: int, metrics: dict[str, float]) -> None:
@@ -254,7 +316,11 @@ class EventSchedule:
             hit = value > when["above"] if "above" in when else value < when["below"]
             if hit:
                 trigger["fired"] = True
-                event = {k: copy.deepcopy(v) for k, v in trigger["event"].items() if k not in ("when", "repeat")}
+                event = {
+                    k: copy.deepcopy(v)
+                    for k, v in trigger["event"].items()
+                    if k not in ("when", "repeat")
+                }
                 event["round"] = t + 1 + event.get("delay", 0)
                 event["cause"] = f"{when['metric']}={value:.4g}"
                 self.pending.append(event)

@@ -11,8 +11,13 @@ import numpy as np
 from agent_models.types import Behaviour
 from socialenv.trace import Trace, TraceError
 
-OPINION_RATES = ("assimilation_rate", "backfire_rate", "reinforcement_rate", "exposure_assimilation",
-                 "anchor_rate")
+OPINION_RATES = (
+    "assimilation_rate",
+    "backfire_rate",
+    "reinforcement_rate",
+    "exposure_assimilation",
+    "anchor_rate",
+)
 
 
 @dataclass
@@ -27,8 +32,12 @@ class Estimate:
     interval: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": float(self.value), "se": None if self.se is None else float(self.se),
-                               "status": self.status, "block": self.block}
+        out: dict[str, Any] = {
+            "value": float(self.value),
+            "se": None if self.se is None else float(self.se),
+            "status": self.status,
+            "block": self.block,
+        }
         if self.note:
             out["note"] = self.note
         if self.interval is not None:
@@ -56,7 +65,9 @@ class Lookup:
         self.users = users
 
     def key(self, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
-        return (episode.astype(np.int64) * self.rounds + round_.astype(np.int64) + 1) * self.n + user.astype(np.int64)
+        return (
+            episode.astype(np.int64) * self.rounds + round_.astype(np.int64) + 1
+        ) * self.n + user.astype(np.int64)
 
     def rows(self, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
         k = self.key(episode, round_, user)
@@ -64,14 +75,20 @@ class Lookup:
         ok = (pos < len(k) + len(self.sorted_key)) & (pos < len(self.sorted_key))
         ok &= self.sorted_key[np.minimum(pos, len(self.sorted_key) - 1)] == k
         if not ok.all():
-            raise TraceError("the users table lacks a (episode, round, user) row that another table names")
+            raise TraceError(
+                "the users table lacks a (episode, round, user) row that another table names"
+            )
         return self.order[pos]
 
-    def column(self, name: str, episode: np.ndarray, round_: np.ndarray, user: np.ndarray) -> np.ndarray:
+    def column(
+        self, name: str, episode: np.ndarray, round_: np.ndarray, user: np.ndarray
+    ) -> np.ndarray:
         return self.users[name][self.rows(episode, round_, user)]
 
 
-def population_column(trace: Trace, column: str, episode: np.ndarray, user: np.ndarray) -> np.ndarray:
+def population_column(
+    trace: Trace, column: str, episode: np.ndarray, user: np.ndarray
+) -> np.ndarray:
     pop = trace["population"]
     n = int(trace.meta["num_users"])
     values = np.zeros((int(pop["episode"].max(initial=0)) + 1, n), np.float64)
@@ -83,5 +100,7 @@ def hostile_mask(trace: Trace, toxic_threshold: float) -> tuple[np.ndarray, np.n
     """(R,) positive and hostile reactions, as the surrogate defines them."""
     kind, tox = trace["reactions"]["kind"], trace["reactions"]["toxicity"]
     positive = (kind == int(Behaviour.LIKE)) | (kind == int(Behaviour.RETWEET))
-    hostile = (kind == int(Behaviour.DISLIKE)) | ((kind == int(Behaviour.REPLY)) & (tox > toxic_threshold))
+    hostile = (kind == int(Behaviour.DISLIKE)) | (
+        (kind == int(Behaviour.REPLY)) & (tox > toxic_threshold)
+    )
     return positive, hostile

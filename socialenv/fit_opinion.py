@@ -45,13 +45,18 @@ def _prepare(trace: Any, lookup: Any, toxic_threshold: float) -> dict[str, np.nd
     seen = np.bincount(imp_row, weights=imp["post_stance"].astype(np.float64), minlength=n_rows)
     count = np.bincount(imp_row, minlength=n_rows)
     return {
-        "row": row, "delta": target - persistent, "target": target, "persistent": persistent,
-        "civil": civil, "hostile": hostile[linked],
+        "row": row,
+        "delta": target - persistent,
+        "target": target,
+        "persistent": persistent,
+        "civil": civil,
+        "hostile": hostile[linked],
         "before": users["opinion_before"].astype(np.float64),
         "after": users["opinion_after"].astype(np.float64),
         "anchor": population_column(trace, "opinion_initial", users["episode"], users["user"]),
         "active": users["active"].astype(bool),
-        "mean_seen": seen / np.maximum(count, 1), "has_feed": count > 0,
+        "mean_seen": seen / np.maximum(count, 1),
+        "has_feed": count > 0,
     }
 
 
@@ -60,11 +65,18 @@ def _sums(d: dict[str, np.ndarray], cb: float, bg: float) -> tuple[np.ndarray, .
     delta = d["delta"]
     assimilate = d["civil"] & (np.abs(delta) <= 2 * cb)
     backfire = d["hostile"] & (np.abs(delta) >= 2 * bg)
-    like_minded = assimilate & (np.sign(d["target"]) == np.sign(d["persistent"])) & (np.abs(d["target"]) > 1 / 3)
+    like_minded = (
+        assimilate
+        & (np.sign(d["target"]) == np.sign(d["persistent"]))
+        & (np.abs(d["target"]) > 1 / 3)
+    )
     a = np.bincount(d["row"], weights=np.where(assimilate, delta, 0.0), minlength=n)
     b = np.bincount(d["row"], weights=np.where(backfire, delta, 0.0), minlength=n)
-    r = np.bincount(d["row"], weights=np.where(like_minded, np.sign(d["target"]) * (1 - np.abs(d["persistent"])), 0.0),
-                    minlength=n)
+    r = np.bincount(
+        d["row"],
+        weights=np.where(like_minded, np.sign(d["target"]) * (1 - np.abs(d["persistent"])), 0.0),
+        minlength=n,
+    )
     w = np.bincount(d["row"], weights=(assimilate | backfire).astype(np.float64), minlength=n)
     return a, b, r, w
 
@@ -72,18 +84,29 @@ def _sums(d: dict[str, np.ndarray], cb: float, bg: float) -> tuple[np.ndarray, .
 def predict(d: dict[str, np.ndarray], sums: tuple[np.ndarray, ...], x: np.ndarray) -> np.ndarray:
     alpha, beta, rho, eps, gamma = x
     a, b, r, w = sums
-    new = d["before"] + np.where(w > 0, (alpha * a - beta * b + rho * r) / np.sqrt(np.maximum(w, 1)), 0.0)
+    new = d["before"] + np.where(
+        w > 0, (alpha * a - beta * b + rho * r) / np.sqrt(np.maximum(w, 1)), 0.0
+    )
     exposed = d["active"] & d["has_feed"]
     new = np.where(exposed, new + eps * (d["mean_seen"] - new), new)
     new = new + gamma * (d["anchor"] - new)
     return np.clip(new, -1, 1)
 
 
-def _fit_rates(d: dict[str, np.ndarray], sums: tuple[np.ndarray, ...], x0: np.ndarray) -> tuple[np.ndarray, Any]:
+def _fit_rates(
+    d: dict[str, np.ndarray], sums: tuple[np.ndarray, ...], x0: np.ndarray
+) -> tuple[np.ndarray, Any]:
     from scipy.optimize import least_squares
 
-    res = least_squares(lambda x: predict(d, sums, x) - d["after"], x0, bounds=([0.0] * 5, [1.0] * 5),
-                        xtol=1e-14, ftol=1e-14, gtol=1e-14, method="trf")
+    res = least_squares(
+        lambda x: predict(d, sums, x) - d["after"],
+        x0,
+        bounds=([0.0] * 5, [1.0] * 5),
+        xtol=1e-14,
+        ftol=1e-14,
+        gtol=1e-14,
+        method="trf",
+    )
     return res.x, res
 
 
@@ -91,11 +114,13 @@ def _sse(d: dict[str, np.ndarray], cb: float, bg: float, x: np.ndarray) -> float
     return float(((predict(d, _sums(d, cb, bg), x) - d["after"]) ** 2).sum())
 
 
-def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, x: np.ndarray,
-                    mask: np.ndarray) -> tuple[float, tuple[float, float]]:
+def _best_threshold(
+    d: dict[str, np.ndarray], which: str, cb: float, bg: float, x: np.ndarray, mask: np.ndarray
+) -> tuple[float, tuple[float, float]]:
     """The threshold (``cb`` or ``bg``) minimizing the SSE over a grid and then over the
     breakpoints |delta|/2 near the grid's best; returns it and the interval of thresholds
     that fit as well (walking over neighbouring breakpoints while the SSE does not rise)."""
+
     def sse(v: float) -> float:
         return _sse(d, v, bg, x) if which == "cb" else _sse(d, cb, v, x)
 
@@ -123,7 +148,10 @@ def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, 
             break
         lo_index -= 1
     for _ in range(200):
-        if hi_index >= len(points) or sse(float(points[hi_index]) + (0.0 if which == "cb" else step)) > floor:
+        if (
+            hi_index >= len(points)
+            or sse(float(points[hi_index]) + (0.0 if which == "cb" else step)) > floor
+        ):
             break
         hi_index += 1
     lo = float(points[lo_index]) if lo_index >= 0 else 0.0
@@ -131,14 +159,22 @@ def _best_threshold(d: dict[str, np.ndarray], which: str, cb: float, bg: float, 
     return chosen, (lo, min(hi, 1.0))
 
 
-def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def fit_opinion(
+    trace: Any, lookup: Any, s: dict[str, float]
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     from socialenv.fit_common import OPINION_RATES, Estimate
 
     d = _prepare(trace, lookup, s["toxic_threshold"])
     notes: list[str] = []
     if d is None or not len(d["after"]):
-        return ({name: Estimate(s[name], None, "not identified", "opinion", "no opinion trajectory")
-                 for name in (*OPINION_RATES, "confidence_bound", "backfire_gap")}, {}, notes)
+        return (
+            {
+                name: Estimate(s[name], None, "not identified", "opinion", "no opinion trajectory")
+                for name in (*OPINION_RATES, "confidence_bound", "backfire_gap")
+            },
+            {},
+            notes,
+        )
     x = np.array([s[name] for name in OPINION_RATES], np.float64)
     cb, bg = s["confidence_bound"], s["backfire_gap"]
     x, _ = _fit_rates(d, _sums(d, cb, bg), x)
@@ -154,8 +190,11 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
     rms = float(np.sqrt(np.mean(residual**2)))
     exact = rms < EXACT_RMS
     j = res.jac
-    info: dict[str, Any] = {"user_rounds": int(len(residual)), "rms_residual": rms,
-                            "opinion_change_rms": float(np.sqrt(np.mean((d["after"] - d["before"]) ** 2)))}
+    info: dict[str, Any] = {
+        "user_rounds": int(len(residual)),
+        "rms_residual": rms,
+        "opinion_change_rms": float(np.sqrt(np.mean((d["after"] - d["before"]) ** 2))),
+    }
     est: dict[str, Any] = {}
     cov = None
     if not exact:
@@ -166,28 +205,54 @@ def fit_opinion(trace: Any, lookup: Any, s: dict[str, float]) -> tuple[dict[str,
         notes.append(
             f"opinion trajectories: the surrogate's update leaves an RMS residual of {rms:.4f} (opinion changes "
             f"RMS {info['opinion_change_rms']:.4f}): the population's opinion dynamics are not the surrogate's; "
-            "the opinion rates are its best least-squares approximation")
+            "the opinion rates are its best least-squares approximation"
+        )
     static = info["opinion_change_rms"] == 0.0
     if static:
-        notes.append("the population's persistent opinions never changed in this trace: the opinion-update "
-                     "parameters are not identified (the surrogate's opinions move with every engagement)")
+        notes.append(
+            "the population's persistent opinions never changed in this trace: the opinion-update "
+            "parameters are not identified (the surrogate's opinions move with every engagement)"
+        )
     for i, name in enumerate(OPINION_RATES):
         column_used = bool(len(j)) and np.abs(j[:, i]).max() > 1e-8 and not static
         if not column_used:
-            est[name] = Estimate(s[name], None, "not identified", "opinion",
-                                 "no observation depends on it in this trace")
+            est[name] = Estimate(
+                s[name],
+                None,
+                "not identified",
+                "opinion",
+                "no observation depends on it in this trace",
+            )
         elif exact:
-            est[name] = Estimate(float(x[i]), None, "deterministic", "opinion",
-                                 f"reproduces the trajectories to rounding (RMS residual {rms:.1e})")
+            est[name] = Estimate(
+                float(x[i]),
+                None,
+                "deterministic",
+                "opinion",
+                f"reproduces the trajectories to rounding (RMS residual {rms:.1e})",
+            )
         else:
-            se = float(np.sqrt(cov[i, i])) if cov is not None and np.isfinite(cov[i, i]) and cov[i, i] > 0 else None
-            est[name] = Estimate(float(x[i]), se, "fitted", "opinion", "least squares, misspecified model")
+            se = (
+                float(np.sqrt(cov[i, i]))
+                if cov is not None and np.isfinite(cov[i, i]) and cov[i, i] > 0
+                else None
+            )
+            est[name] = Estimate(
+                float(x[i]), se, "fitted", "opinion", "least squares, misspecified model"
+            )
     for name, value in (("confidence_bound", cb), ("backfire_gap", bg)):
         lo, hi = intervals[name]
         if static:
-            est[name] = Estimate(s[name], None, "not identified", "opinion", "the opinions never changed")
+            est[name] = Estimate(
+                s[name], None, "not identified", "opinion", "the opinions never changed"
+            )
             continue
-        est[name] = Estimate(float((lo + hi) / 2) if hi > lo else value, None, "interval", "opinion",
-                             "identified only up to the interval between neighbouring observed stance gaps",
-                             interval=(lo, hi))
+        est[name] = Estimate(
+            float((lo + hi) / 2) if hi > lo else value,
+            None,
+            "interval",
+            "opinion",
+            "identified only up to the interval between neighbouring observed stance gaps",
+            interval=(lo, hi),
+        )
     return est, info, notes

@@ -37,7 +37,9 @@ def posting_data(trace: Trace, lookup: Any) -> tuple[np.ndarray, np.ndarray]:
     users, posts = trace["users"], trace["posts"]
     act = users["active"]
     ep, rd, who = users["episode"][act], users["round"][act], users["user"][act]
-    y = np.isin(lookup.key(ep, rd, who), lookup.key(posts["episode"], posts["round"], posts["user"]))
+    y = np.isin(
+        lookup.key(ep, rd, who), lookup.key(posts["episode"], posts["round"], posts["user"])
+    )
     ratio = population_column(trace, "post_retweet_ratio", ep, who)
     return y, 2 * ratio / (1 + ratio)
 
@@ -65,25 +67,47 @@ def model_scores(trace: Trace, config: SurrogateConfig | None) -> dict[str, Any]
     # expected unfollows: dislikes and toxic replies (P(clip(μU) > thr) = clip(1.5 − thr/μ, 0, 1))
     imp = trace["impressions"]
     prop = population_column(trace, "toxicity_propensity", imp["episode"], imp["user"])
-    mu = np.clip(prop * cfg["reply_toxicity_base"] + cfg["reply_toxicity_gap"] * data.gap
-                 * np.maximum(prop - cfg["civility_threshold"], 0), 0, 1)
+    mu = np.clip(
+        prop * cfg["reply_toxicity_base"]
+        + cfg["reply_toxicity_gap"] * data.gap * np.maximum(prop - cfg["civility_threshold"], 0),
+        0,
+        1,
+    )
     toxic = np.clip(1.5 - cfg["toxic_threshold"] / np.maximum(mu, 1e-12), 0, 1)
-    expected = {"like": prob[:, 0].sum(), "dislike": prob[:, 1].sum(), "retweet": prob[:, 2].sum(),
-                "reply": prob[:, 3].sum(), "post": post_p.sum(),
-                "follow": cfg["follow_prob"] * (prob[:, 0].sum() + prob[:, 2].sum()),
-                "unfollow": cfg["unfollow_prob"] * (prob[:, 1].sum() + (prob[:, 3] * toxic).sum())}
-    return {"ll": float(ll_react + ll_post), "ll_reactions": float(ll_react), "ll_posting": float(ll_post),
-            "decisions": int(data.outcome.size + len(y_post)), "reaction_decisions": int(data.outcome.size),
-            "posting_decisions": int(len(y_post)), "expected": {k: float(v) for k, v in expected.items()},
-            "outcome": data.outcome, "y_post": y_post}
+    expected = {
+        "like": prob[:, 0].sum(),
+        "dislike": prob[:, 1].sum(),
+        "retweet": prob[:, 2].sum(),
+        "reply": prob[:, 3].sum(),
+        "post": post_p.sum(),
+        "follow": cfg["follow_prob"] * (prob[:, 0].sum() + prob[:, 2].sum()),
+        "unfollow": cfg["unfollow_prob"] * (prob[:, 1].sum() + (prob[:, 3] * toxic).sum()),
+    }
+    return {
+        "ll": float(ll_react + ll_post),
+        "ll_reactions": float(ll_react),
+        "ll_posting": float(ll_post),
+        "decisions": int(data.outcome.size + len(y_post)),
+        "reaction_decisions": int(data.outcome.size),
+        "posting_decisions": int(len(y_post)),
+        "expected": {k: float(v) for k, v in expected.items()},
+        "outcome": data.outcome,
+        "y_post": y_post,
+    }
 
 
 def observed_mix(trace: Trace, scores: dict[str, Any]) -> dict[str, float]:
     edges = trace["edges"]
     out = scores["outcome"]
-    return {"like": float(out[:, 0].sum()), "dislike": float(out[:, 1].sum()), "retweet": float(out[:, 2].sum()),
-            "reply": float(out[:, 3].sum()), "post": float(scores["y_post"].sum()),
-            "follow": float(edges["follow"].sum()), "unfollow": float((~edges["follow"]).sum())}
+    return {
+        "like": float(out[:, 0].sum()),
+        "dislike": float(out[:, 1].sum()),
+        "retweet": float(out[:, 2].sum()),
+        "reply": float(out[:, 3].sum()),
+        "post": float(scores["y_post"].sum()),
+        "follow": float(edges["follow"].sum()),
+        "unfollow": float((~edges["follow"]).sum()),
+    }
 
 
 def jsd_bits(p: dict[str, float], q: dict[str, float]) -> float:
@@ -96,22 +120,31 @@ def jsd_bits(p: dict[str, float], q: dict[str, float]) -> float:
     return float(jensenshannon(a / a.sum(), b / b.sum(), base=2) ** 2)
 
 
-def _null_scores(train: Trace, test_scores: dict[str, Any], train_scores: dict[str, Any]) -> dict[str, Any]:
+def _null_scores(
+    train: Trace, test_scores: dict[str, Any], train_scores: dict[str, Any]
+) -> dict[str, Any]:
     rate = train_scores["outcome"].mean(axis=0) if len(train_scores["outcome"]) else np.full(4, 0.5)
     post_rate = train_scores["y_post"].mean() if len(train_scores["y_post"]) else 0.5
     y = test_scores["outcome"]
     ll_react = _bernoulli_ll(y, np.broadcast_to(rate, y.shape)).sum()
-    ll_post = _bernoulli_ll(test_scores["y_post"], np.full(len(test_scores["y_post"]), post_rate)).sum()
+    ll_post = _bernoulli_ll(
+        test_scores["y_post"], np.full(len(test_scores["y_post"]), post_rate)
+    ).sum()
     train_mix = observed_mix(train, train_scores)
     scale = len(y) / max(len(train_scores["outcome"]), 1)
     expected = {k: v * scale for k, v in train_mix.items()}
     expected["post"] = post_rate * len(test_scores["y_post"])
-    return {"ll": float(ll_react + ll_post), "ll_reactions": float(ll_react), "ll_posting": float(ll_post),
-            "expected": expected}
+    return {
+        "ll": float(ll_react + ll_post),
+        "ll_reactions": float(ll_react),
+        "ll_posting": float(ll_post),
+        "expected": expected,
+    }
 
 
-def held_out(trace: Trace, seed: int = 0, start: SurrogateConfig | None = None,
-             test_share: float = 0.3) -> dict[str, Any]:
+def held_out(
+    trace: Trace, seed: int = 0, start: SurrogateConfig | None = None, test_share: float = 0.3
+) -> dict[str, Any]:
     """Fit on the training part of each split and score fitted, default and null models on
     the held-out part."""
     from socialenv.fit import fit_trace
@@ -124,7 +157,10 @@ def held_out(trace: Trace, seed: int = 0, start: SurrogateConfig | None = None,
     n_test_rounds = max(int(round(test_share * len(rounds))), 1) if len(rounds) > 1 else 0
     splits = {"users": (trace.select(users=users[n_test:]), trace.select(users=users[:n_test]))}
     if n_test_rounds:
-        splits["rounds"] = (trace.select(rounds=rounds[:-n_test_rounds]), trace.select(rounds=rounds[-n_test_rounds:]))
+        splits["rounds"] = (
+            trace.select(rounds=rounds[:-n_test_rounds]),
+            trace.select(rounds=rounds[-n_test_rounds:]),
+        )
     report: dict[str, Any] = {"seed": seed, "test_share": test_share}
     for name, (train, test) in splits.items():
         fitted = fit_trace(train, start=start, seed=seed).config()
@@ -136,10 +172,13 @@ def held_out(trace: Trace, seed: int = 0, start: SurrogateConfig | None = None,
         decisions = test_fit["decisions"]
         entry: dict[str, Any] = {"decisions": decisions, "observed_mix": mix}
         for model, sc in (("fitted", test_fit), ("default", test_default), ("null", null)):
-            entry[model] = {"ll_per_action": sc["ll"] / max(decisions, 1),
-                            "ll_per_reaction_decision": sc["ll_reactions"] / max(test_fit["reaction_decisions"], 1),
-                            "ll_per_posting_decision": sc["ll_posting"] / max(test_fit["posting_decisions"], 1),
-                            "action_mix_jsd_bits": jsd_bits(mix, sc["expected"])}
+            entry[model] = {
+                "ll_per_action": sc["ll"] / max(decisions, 1),
+                "ll_per_reaction_decision": sc["ll_reactions"]
+                / max(test_fit["reaction_decisions"], 1),
+                "ll_per_posting_decision": sc["ll_posting"] / max(test_fit["posting_decisions"], 1),
+                "action_mix_jsd_bits": jsd_bits(mix, sc["expected"]),
+            }
         # a paired CI of the per-impression log-likelihood difference fitted − default
         entry["fitted_minus_default_ll_per_action"] = _paired_difference(test, fitted)
         report[name] = entry
@@ -157,8 +196,9 @@ def _paired_difference(test: Trace, fitted: SurrogateConfig) -> dict[str, float]
     if not len(data):
         return {"mean": float("nan"), "ci95": float("nan")}
     f, d = asdict(fitted), asdict(SurrogateConfig())
-    diff = (reaction_loglik(np.array([f[k] for k in REACTION_PARAMS]), data)
-            - reaction_loglik(np.array([d[k] for k in REACTION_PARAMS]), data))
+    diff = reaction_loglik(np.array([f[k] for k in REACTION_PARAMS]), data) - reaction_loglik(
+        np.array([d[k] for k in REACTION_PARAMS]), data
+    )
     user = test["impressions"]["user"]
     _, inverse = np.unique(user, return_inverse=True)
     per_user = np.bincount(inverse, weights=diff) / np.bincount(inverse) / 4
@@ -166,8 +206,9 @@ def _paired_difference(test: Trace, fitted: SurrogateConfig) -> dict[str, float]
     return {"mean": float(per_user.mean()), "ci95": float(1.96 * se), "users": int(len(per_user))}
 
 
-def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
-                     png: str | Path | None = None) -> dict[str, Any]:
+def macro_comparison(
+    trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3, png: str | Path | None = None
+) -> dict[str, Any]:
     """Replay the trace's env with the fitted and the default surrogate; per-round macro
     metrics against the trace's, with a 95% CI over ``sim_seeds`` seeds."""
     import gymnasium as gym
@@ -179,13 +220,18 @@ def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
     meta = trace.meta
     rounds_table = trace["rounds"]
     t_rounds = np.unique(rounds_table["round"])
-    observed = {m: np.array([np.nanmean(rounds_table[m][rounds_table["round"] == r]) for r in t_rounds])
-                for m in MACRO_METRICS}
+    observed = {
+        m: np.array([np.nanmean(rounds_table[m][rounds_table["round"] == r]) for r in t_rounds])
+        for m in MACRO_METRICS
+    }
     from socialenv.config import EnvConfig
 
     known = {f.name for f in dataclass_fields(EnvConfig)}
-    kwargs = {**{k: v for k, v in (meta.get("env_kwargs") or {}).items() if k in known},
-              "num_users": int(meta["num_users"]), "rounds": int(len(t_rounds))}
+    kwargs = {
+        **{k: v for k, v in (meta.get("env_kwargs") or {}).items() if k in known},
+        "num_users": int(meta["num_users"]),
+        "rounds": int(len(t_rounds)),
+    }
     if isinstance(meta.get("scenario"), str) and meta["scenario"] not in ("Scenario",):
         kwargs["scenario"] = meta["scenario"]
     policy_name = meta.get("policy", "origin")
@@ -200,14 +246,22 @@ def macro_comparison(trace: Trace, fitted: SurrogateConfig, sim_seeds: int = 3,
             for m in MACRO_METRICS:
                 per_seed[m].append([row[m] for row in rows])
         runs[label] = {m: np.array(v, np.float64) for m, v in per_seed.items()}
-    report: dict[str, Any] = {"sim_seeds": sim_seeds, "policy": policy_name, "env_kwargs": kwargs, "metrics": {}}
+    report: dict[str, Any] = {
+        "sim_seeds": sim_seeds,
+        "policy": policy_name,
+        "env_kwargs": kwargs,
+        "metrics": {},
+    }
     for m in MACRO_METRICS:
         entry: dict[str, Any] = {"trace": observed[m].tolist()}
         for label in ("fitted", "default"):
             series = runs[label][m]
             mae = np.abs(series - observed[m][None, :]).mean(axis=1)
-            entry[label] = {"per_round_mean": series.mean(axis=0).tolist(), "mae": float(mae.mean()),
-                            "mae_ci95": _t_interval(mae)}
+            entry[label] = {
+                "per_round_mean": series.mean(axis=0).tolist(),
+                "mae": float(mae.mean()),
+                "mae_ci95": _t_interval(mae),
+            }
         report["metrics"][m] = entry
     if png is not None:
         _plot(report, t_rounds, runs, observed, Path(png))
@@ -224,8 +278,13 @@ def _t_interval(values: np.ndarray) -> float | None:
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
 
 
-def _plot(report: dict[str, Any], rounds: np.ndarray, runs: dict[str, dict[str, np.ndarray]],
-          observed: dict[str, np.ndarray], path: Path) -> None:
+def _plot(
+    report: dict[str, Any],
+    rounds: np.ndarray,
+    runs: dict[str, dict[str, np.ndarray]],
+    observed: dict[str, np.ndarray],
+    path: Path,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,7 +296,11 @@ def _plot(report: dict[str, Any], rounds: np.ndarray, runs: dict[str, dict[str, 
         for label, colour in (("fitted", "tab:blue"), ("default", "tab:orange")):
             series = runs[label][m]
             mean = series.mean(axis=0)
-            half = 1.96 * series.std(axis=0, ddof=1) / np.sqrt(len(series)) if len(series) > 1 else 0 * mean
+            half = (
+                1.96 * series.std(axis=0, ddof=1) / np.sqrt(len(series))
+                if len(series) > 1
+                else 0 * mean
+            )
             ax.plot(rounds, mean, color=colour, label=f"{label} surrogate")
             ax.fill_between(rounds, mean - half, mean + half, color=colour, alpha=0.25)
         ax.set_title(m.replace("_", " "))

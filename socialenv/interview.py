@@ -46,13 +46,13 @@ from socialenv.world import discretize_stance, stance_label
 
 #: What a question can measure: the state entry it reads and that entry's range.
 MEASURES: dict[str, tuple[str, tuple[float, float]]] = {
-    "stance": ("stance", (-1.0, 1.0)),                   # smoothed stance (Eq. 2)
-    "opinion": ("opinion", (-1.0, 1.0)),                 # latent opinion
-    "misinformed": ("misinformed", (0.0, 1.0)),          # believes the circulating claim
-    "trust": ("trust", (0.0, 1.0)),                      # susceptibility to what the feed claims
-    "exposure": ("exposure", (0.0, 1.0)),                # the platform's exposure level for the user
-    "toxicity": ("toxicity", (0.0, 1.0)),                # toxicity of what the user wrote lately
-    "feed_agreement": ("feed_agreement", (0.0, 1.0)),    # shares of last round's feed
+    "stance": ("stance", (-1.0, 1.0)),  # smoothed stance (Eq. 2)
+    "opinion": ("opinion", (-1.0, 1.0)),  # latent opinion
+    "misinformed": ("misinformed", (0.0, 1.0)),  # believes the circulating claim
+    "trust": ("trust", (0.0, 1.0)),  # susceptibility to what the feed claims
+    "exposure": ("exposure", (0.0, 1.0)),  # the platform's exposure level for the user
+    "toxicity": ("toxicity", (0.0, 1.0)),  # toxicity of what the user wrote lately
+    "feed_agreement": ("feed_agreement", (0.0, 1.0)),  # shares of last round's feed
     "feed_opposing": ("feed_opposing", (0.0, 1.0)),
     "feed_misinformation": ("feed_misinformation", (0.0, 1.0)),
     "feed_toxicity": ("feed_toxicity", (0.0, 1.0)),
@@ -70,7 +70,9 @@ def _user_ids(env: Any, user_ids: Any) -> np.ndarray:
     except Exception as err:  # noqa: BLE001 - anything unconvertible is bad input
         raise ValueError(f"user_ids must be a sequence of user ids in [0, {n}): {err}") from err
     if ids.ndim != 1 or len(ids) == 0 or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"user_ids={user_ids!r} is not allowed: a non-empty sequence of integer user ids in [0, {n})")
+        raise ValueError(
+            f"user_ids={user_ids!r} is not allowed: a non-empty sequence of integer user ids in [0, {n})"
+        )
     if ids.min() < 0 or ids.max() >= n:
         raise ValueError(f"user_ids holds ids outside [0, {n})")
     return ids.astype(np.int64)
@@ -82,11 +84,16 @@ def user_state(env: Any, user_ids: Any) -> list[dict[str, Any]]:
     sim = base.sim
     ids = _user_ids(env, user_ids)
     users, posts = sim.users, sim.posts
-    seen = {k: np.zeros(len(ids), np.int64) for k in ("posts", "agreeing", "opposing", "misinformation", "toxic")}
+    seen = {
+        k: np.zeros(len(ids), np.int64)
+        for k in ("posts", "agreeing", "opposing", "misinformation", "toxic")
+    }
     last = getattr(base, "_last_result", None)
     if last is not None and len(last.active):
         row = np.searchsorted(last.active, ids)
-        here = (row < len(last.active)) & (last.active[np.minimum(row, len(last.active) - 1)] == ids)
+        here = (row < len(last.active)) & (
+            last.active[np.minimum(row, len(last.active) - 1)] == ids
+        )
         feed = last.feed[np.minimum(row, len(last.active) - 1)]
         valid = (feed >= 0) & here[:, None]
         safe = np.maximum(feed, 0)
@@ -101,33 +108,44 @@ def user_state(env: Any, user_ids: Any) -> list[dict[str, Any]]:
     out = []
     for i, u in enumerate(ids.tolist()):
         shown = max(int(seen["posts"][i]), 1)
-        out.append({
-            "user": u, "round": int(sim.round),
-            "stance": float(users.stance[u]), "stance_label": stance_label(float(users.stance[u])),
-            "opinion": float(users.opinion[u]),
-            "misinformed": bool(users.misinformed[u]), "trust": float(users.susceptibility[u]),
-            "exposure": float(users.exposure[u]), "toxicity": float(sim.recent_toxicity[u]),
-            "followers": int(followers_indptr[u + 1] - followers_indptr[u]),
-            **{f"seen_{k}": int(v[i]) for k, v in seen.items()},
-            "feed_agreement": int(seen["agreeing"][i]) / shown, "feed_opposing": int(seen["opposing"][i]) / shown,
-            "feed_misinformation": int(seen["misinformation"][i]) / shown,
-            "feed_toxicity": int(seen["toxic"][i]) / shown,
-        })
+        out.append(
+            {
+                "user": u,
+                "round": int(sim.round),
+                "stance": float(users.stance[u]),
+                "stance_label": stance_label(float(users.stance[u])),
+                "opinion": float(users.opinion[u]),
+                "misinformed": bool(users.misinformed[u]),
+                "trust": float(users.susceptibility[u]),
+                "exposure": float(users.exposure[u]),
+                "toxicity": float(sim.recent_toxicity[u]),
+                "followers": int(followers_indptr[u + 1] - followers_indptr[u]),
+                **{f"seen_{k}": int(v[i]) for k, v in seen.items()},
+                "feed_agreement": int(seen["agreeing"][i]) / shown,
+                "feed_opposing": int(seen["opposing"][i]) / shown,
+                "feed_misinformation": int(seen["misinformation"][i]) / shown,
+                "feed_toxicity": int(seen["toxic"][i]) / shown,
+            }
+        )
     return out
 
 
 def _surrogate_text(state: dict[str, Any], topic: str) -> str:
     """A summary of the whole state (a question that declares no measure)."""
-    parts = [_MEASURE_TEXT[m](state, topic) for m in ("stance", "exposure_feed", "misinformed", "trust")]
+    parts = [
+        _MEASURE_TEXT[m](state, topic) for m in ("stance", "exposure_feed", "misinformed", "trust")
+    ]
     return " ".join(parts)
 
 
 def _feed_text(state: dict[str, Any], topic: str) -> str:
     if not state["seen_posts"]:
         return "I didn't read my feed last round."
-    return (f"Last round my feed showed me {state['seen_posts']} posts: {state['seen_agreeing']} agreeing "
-            f"with me, {state['seen_opposing']} against, {state['seen_misinformation']} with the "
-            f"circulating claim and {state['seen_toxic']} hostile ones.")
+    return (
+        f"Last round my feed showed me {state['seen_posts']} posts: {state['seen_agreeing']} agreeing "
+        f"with me, {state['seen_opposing']} against, {state['seen_misinformation']} with the "
+        f"circulating claim and {state['seen_toxic']} hostile ones."
+    )
 
 
 def _share(state: dict[str, Any], key: str, what: str) -> str:
@@ -137,21 +155,38 @@ def _share(state: dict[str, Any], key: str, what: str) -> str:
 
 
 _MEASURE_TEXT = {
-    "stance": lambda s, topic: f"On {topic or 'this issue'} I'm {s['stance_label']} (stance {s['stance']:+.2f}).",
-    "opinion": lambda s, topic: (f"Deep down I'm {stance_label(s['opinion'])} on {topic or 'this issue'} "
-                                 f"(opinion {s['opinion']:+.2f})."),
-    "misinformed": lambda s, topic: ("I believe the claim that is going around." if s["misinformed"]
-                                     else "I don't buy the claims going around."),
-    "trust": lambda s, topic: (f"I mostly trust what I read here (trust {s['trust']:.2f})." if s["trust"] >= 0.5
-                               else f"I'm sceptical of what I read here (trust {s['trust']:.2f})."),
-    "exposure": lambda s, topic: (f"The platform shows my posts at {s['exposure']:.0%} of their usual reach."
-                                  if s["exposure"] < 1 else "The platform shows my posts to everyone as usual."),
-    "toxicity": lambda s, topic: (f"I've been {'hostile' if s['toxicity'] >= 0.15 else 'civil'} in what I "
-                                  f"wrote lately (toxicity {s['toxicity']:.2f})."),
+    "stance": lambda s, topic: (
+        f"On {topic or 'this issue'} I'm {s['stance_label']} (stance {s['stance']:+.2f})."
+    ),
+    "opinion": lambda s, topic: (
+        f"Deep down I'm {stance_label(s['opinion'])} on {topic or 'this issue'} "
+        f"(opinion {s['opinion']:+.2f})."
+    ),
+    "misinformed": lambda s, topic: (
+        "I believe the claim that is going around."
+        if s["misinformed"]
+        else "I don't buy the claims going around."
+    ),
+    "trust": lambda s, topic: (
+        f"I mostly trust what I read here (trust {s['trust']:.2f})."
+        if s["trust"] >= 0.5
+        else f"I'm sceptical of what I read here (trust {s['trust']:.2f})."
+    ),
+    "exposure": lambda s, topic: (
+        f"The platform shows my posts at {s['exposure']:.0%} of their usual reach."
+        if s["exposure"] < 1
+        else "The platform shows my posts to everyone as usual."
+    ),
+    "toxicity": lambda s, topic: (
+        f"I've been {'hostile' if s['toxicity'] >= 0.15 else 'civil'} in what I "
+        f"wrote lately (toxicity {s['toxicity']:.2f})."
+    ),
     "exposure_feed": _feed_text,
     "feed_agreement": lambda s, topic: _share(s, "feed_agreement", "agreed with me"),
     "feed_opposing": lambda s, topic: _share(s, "feed_opposing", "were against my side"),
-    "feed_misinformation": lambda s, topic: _share(s, "feed_misinformation", "carried the circulating claim"),
+    "feed_misinformation": lambda s, topic: _share(
+        s, "feed_misinformation", "carried the circulating claim"
+    ),
     "feed_toxicity": lambda s, topic: _share(s, "feed_toxicity", "were hostile"),
 }
 
@@ -173,8 +208,16 @@ def _llm_brain(brain: Any) -> Any:
     return brain
 
 
-def _llm_answers(base: Any, brain: Any, ids: np.ndarray, states: list[dict[str, Any]], question: str,
-                 scale: int | None, temperature: float, max_new_tokens: int) -> tuple[list[str], dict[str, Any]]:
+def _llm_answers(
+    base: Any,
+    brain: Any,
+    ids: np.ndarray,
+    states: list[dict[str, Any]],
+    question: str,
+    scale: int | None,
+    temperature: float,
+    max_new_tokens: int,
+) -> tuple[list[str], dict[str, Any]]:
     from agent_models.llm.backends.base import Sampling
     from agent_models.llm.brain import profile_text
 
@@ -182,14 +225,20 @@ def _llm_answers(base: Any, brain: Any, ids: np.ndarray, states: list[dict[str, 
     users = sim.users.view()
     cfg = brain.config
     if brain.memory is not None:
-        remembered = brain.memory.retrieve(ids, None, sim.round, cfg.memory.top_k, cfg.memory.decay,
-                                           cfg.memory.long_term_decay)
+        remembered = brain.memory.retrieve(
+            ids, None, sim.round, cfg.memory.top_k, cfg.memory.decay, cfg.memory.long_term_decay
+        )
     else:
         remembered = [[] for _ in ids]
-    news = brain.news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
+    news = brain.news[-cfg.news_in_prompt :] if cfg.news_in_prompt else []
     topic = sim.scenario.topic if sim.scenario else ""
-    ask = question if scale is None else (
-        f"{question}\nStart your answer with a whole number from 1 to {scale}, then give one short reason.")
+    ask = (
+        question
+        if scale is None
+        else (
+            f"{question}\nStart your answer with a whole number from 1 to {scale}, then give one short reason."
+        )
+    )
     prompts = []
     for u, state, memories in zip(ids.tolist(), states, remembered, strict=True):
         lines = [
@@ -200,8 +249,12 @@ def _llm_answers(base: Any, brain: Any, ids: np.ndarray, states: list[dict[str, 
             ("What you remember:\n" + "\n".join(memories)) if memories else "",
             "A researcher is interviewing you. Answer in the first person, briefly and in character.",
         ]
-        prompts.append([{"role": "system", "content": "\n".join(x for x in lines if x)},
-                        {"role": "user", "content": ask}])
+        prompts.append(
+            [
+                {"role": "system", "content": "\n".join(x for x in lines if x)},
+                {"role": "user", "content": ask},
+            ]
+        )
     sampling = Sampling(temperature=temperature, max_new_tokens=max_new_tokens, seed=0)
     try:
         import torch
@@ -213,13 +266,25 @@ def _llm_answers(base: Any, brain: Any, ids: np.ndarray, states: list[dict[str, 
         fork = contextlib.nullcontext()
     with fork:
         gen = brain.backend.generate(prompts, None, sampling)
-    stats = {"prompt_tokens": gen.prompt_tokens.tolist(), "completion_tokens": gen.completion_tokens.tolist(),
-             "errors": list(gen.errors), "seconds": gen.seconds}
+    stats = {
+        "prompt_tokens": gen.prompt_tokens.tolist(),
+        "completion_tokens": gen.completion_tokens.tolist(),
+        "errors": list(gen.errors),
+        "seconds": gen.seconds,
+    }
     return [t.strip() for t in gen.texts], stats
 
 
-def interview(env: Any, user_ids: Any, question: str, *, scale: int | None = None, measure: str | None = None,
-              temperature: float = 0.0, max_new_tokens: int = 96) -> list[dict[str, Any]]:
+def interview(
+    env: Any,
+    user_ids: Any,
+    question: str,
+    *,
+    scale: int | None = None,
+    measure: str | None = None,
+    temperature: float = 0.0,
+    max_new_tokens: int = 96,
+) -> list[dict[str, Any]]:
     """Ask ``question`` to ``user_ids``; returns one dict per user: its state (see
     :func:`user_state`), ``answer`` (text), ``value`` (the scale point, with ``scale``),
     ``source`` ("llm" or "state"), and for LLM users the token counts. Changes nothing.
@@ -239,21 +304,33 @@ def interview(env: Any, user_ids: Any, question: str, *, scale: int | None = Non
         raise RuntimeError("call reset() before interview()")
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question={question!r} is not allowed: a non-empty string")
-    if scale is not None and (not isinstance(scale, int) or isinstance(scale, bool) or not 2 <= scale <= 11):
+    if scale is not None and (
+        not isinstance(scale, int) or isinstance(scale, bool) or not 2 <= scale <= 11
+    ):
         raise ValueError(f"scale={scale!r} is not allowed: None or an integer in [2, 11]")
     if measure is not None and measure not in MEASURES:
-        raise config_error("measure", measure, f"None or one of {', '.join(MEASURES)}{did_you_mean(measure, MEASURES)}")
+        raise config_error(
+            "measure",
+            measure,
+            f"None or one of {', '.join(MEASURES)}{did_you_mean(measure, MEASURES)}",
+        )
     ids = _user_ids(env, user_ids)
     states = user_state(env, ids)
     brain = _llm_brain(base.sim.brain)
     topic = base.sim.scenario.topic if base.sim.scenario else ""
     if brain is None:
         for state in states:
-            state["answer"] = _MEASURE_TEXT[measure](state, topic) if measure else _surrogate_text(state, topic)
-            state["value"] = measure_value(state, measure, scale) if scale is not None and measure else None
+            state["answer"] = (
+                _MEASURE_TEXT[measure](state, topic) if measure else _surrogate_text(state, topic)
+            )
+            state["value"] = (
+                measure_value(state, measure, scale) if scale is not None and measure else None
+            )
             state["source"] = "state"
         return states
-    texts, stats = _llm_answers(base, brain, ids, states, question, scale, temperature, max_new_tokens)
+    texts, stats = _llm_answers(
+        base, brain, ids, states, question, scale, temperature, max_new_tokens
+    )
     for i, (state, text) in enumerate(zip(states, texts, strict=True)):
         state["answer"] = text
         state["source"] = "llm"
@@ -285,7 +362,9 @@ def survey(env: Any, questions: Any, sample: Any = 20, seed: int = 0, as_frame: 
     n = len(base.sim.users.stance)
     if isinstance(sample, int | np.integer) and not isinstance(sample, bool):
         if not 1 <= sample <= n:
-            raise ValueError(f"sample={sample} is not allowed: an integer in [1, {n}] or a sequence of user ids")
+            raise ValueError(
+                f"sample={sample} is not allowed: an integer in [1, {n}] or a sequence of user ids"
+            )
         ids = np.sort(np.random.default_rng(seed).choice(n, size=int(sample), replace=False))
     else:
         ids = _user_ids(env, sample)
@@ -296,12 +375,23 @@ def survey(env: Any, questions: Any, sample: Any = 20, seed: int = 0, as_frame: 
         spec = {"text": q} if isinstance(q, str) else dict(q)
         unknown = set(spec) - {"id", "text", "scale", "measure"}
         if unknown or "text" not in spec:
-            raise ValueError(f"questions[{i}]={q!r} is not allowed: a string or a dict with 'text' and optional "
-                             "'id', 'scale', 'measure'")
+            raise ValueError(
+                f"questions[{i}]={q!r} is not allowed: a string or a dict with 'text' and optional "
+                "'id', 'scale', 'measure'"
+            )
         qid = str(spec.get("id", f"q{i}"))
-        for answer in interview(env, ids, spec["text"], scale=spec.get("scale"), measure=spec.get("measure")):
-            rows.append({"question_id": qid, "question": spec["text"], "measure": spec.get("measure"),
-                         "scale": spec.get("scale"), **answer})
+        for answer in interview(
+            env, ids, spec["text"], scale=spec.get("scale"), measure=spec.get("measure")
+        ):
+            rows.append(
+                {
+                    "question_id": qid,
+                    "question": spec["text"],
+                    "measure": spec.get("measure"),
+                    "scale": spec.get("scale"),
+                    **answer,
+                }
+            )
     if not as_frame:
         return rows
     pd = require("pandas", None, "survey(as_frame=True)", hint="or pass as_frame=False")

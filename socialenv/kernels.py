@@ -53,7 +53,9 @@ def compact_rows_numpy(feed: np.ndarray, width: int) -> np.ndarray:
     return packed
 
 
-def top_k_rows_numpy(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
+def top_k_rows_numpy(
+    candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool
+) -> np.ndarray:
     """(B, k) the ``k`` best-scored candidates of each row, best first (ties: leftmost).
 
     Repeated candidates within a row and negative ids score -inf first; a chosen candidate
@@ -89,15 +91,17 @@ def unit_rows_numpy(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-8)).astype(np.float32)
 
 
-def unit_noisy_rows_numpy(base: np.ndarray, rows: np.ndarray | None, scale: float,
-                          noise: np.ndarray) -> np.ndarray:
+def unit_noisy_rows_numpy(
+    base: np.ndarray, rows: np.ndarray | None, scale: float, noise: np.ndarray
+) -> np.ndarray:
     """:func:`unit_rows_numpy` of ``base[rows] + scale * noise`` (all of ``base`` when ``rows``
     is None)."""
     return unit_rows_numpy((base if rows is None else base[rows]) + scale * noise)
 
 
-def merge_edits_numpy(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray,
-                      out: np.ndarray) -> np.ndarray:
+def merge_edits_numpy(
+    values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
+) -> np.ndarray:
     """``np.insert(values, at, new)`` without the entries at the (old) indices ``drop``
     (strictly increasing; ``at`` non-decreasing), 1-D arrays, written into ``out``
     (len(values) + len(new) − len(drop),), which is returned."""
@@ -105,8 +109,14 @@ def merge_edits_numpy(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new:
     return out
 
 
-def memory_update_numpy(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
-                        who: np.ndarray, keep: float) -> None:
+def memory_update_numpy(
+    memory: np.ndarray,
+    latent: np.ndarray,
+    rows: np.ndarray,
+    first: np.ndarray,
+    who: np.ndarray,
+    keep: float,
+) -> None:
     """In place: ``memory[who[i]]`` becomes the unit vector of ``keep · memory[who[i]] +
     (1 − keep) · unit(engaged_i)``, engaged_i the sum of ``latent[rows[first[i]:first[i + 1]]]``
     (the last segment runs to the end); float32 ``memory`` and ``latent``."""
@@ -117,9 +127,16 @@ def memory_update_numpy(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray
     memory[who] = mixed / np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-8)
 
 
-def relational_draws_numpy(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray,
-                           offset_draw: np.ndarray, pick_draw: np.ndarray, author_start: np.ndarray,
-                           by_author: np.ndarray, lo: int) -> np.ndarray:
+def relational_draws_numpy(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    active: np.ndarray,
+    offset_draw: np.ndarray,
+    pick_draw: np.ndarray,
+    author_start: np.ndarray,
+    by_author: np.ndarray,
+    lo: int,
+) -> np.ndarray:
     """(B, K) one post per draw: the followee ``offset_draw`` picks among active user r's
     followees (CSR row), then that followee's post ``pick_draw`` picks among the posts
     ``lo + by_author[author_start[f]:author_start[f + 1]]``; -1 where either list is empty."""
@@ -127,9 +144,15 @@ def relational_draws_numpy(indptr: np.ndarray, indices: np.ndarray, active: np.n
     degree = indptr[active + 1] - indptr[active]
     offset = (offset_draw * degree[:, None]).astype(np.int64)
     has_followees = degree > 0
-    followee = np.where(
-        has_followees[:, None], indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)], 0
-    ) if len(indices) else np.zeros((b, k), np.int64)
+    followee = (
+        np.where(
+            has_followees[:, None],
+            indices[np.minimum(indptr[active][:, None] + offset, len(indices) - 1)],
+            0,
+        )
+        if len(indices)
+        else np.zeros((b, k), np.int64)
+    )
     count = author_start[followee + 1] - author_start[followee]
     pick = (pick_draw * count).astype(np.int64)
     return np.where(
@@ -139,8 +162,9 @@ def relational_draws_numpy(indptr: np.ndarray, indices: np.ndarray, active: np.n
     )
 
 
-def propagate_csr_numpy(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float,
-                        hops: int) -> np.ndarray:
+def propagate_csr_numpy(
+    context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float, hops: int
+) -> np.ndarray:
     """(N, D) float32: ``hops`` steps of C ← α·C + (1 − α)·D⁻¹A·C over the CSR graph (row u
     lists whom u follows; a user who follows nobody keeps its context), with torch's CSR
     product (:mod:`socialenv.propagation`)."""
@@ -149,15 +173,18 @@ def propagate_csr_numpy(context: np.ndarray, indptr: np.ndarray, indices: np.nda
     return propagate(context, normalized_adjacency(indptr, indices, len(indptr) - 1), alpha, hops)
 
 
-def count_reactions_numpy(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray,
-                          counters: tuple[np.ndarray, ...]) -> None:
+def count_reactions_numpy(
+    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]
+) -> None:
     """In place: ``counters[j][p] +=`` the number of reactions to post p of kind ``kinds[j]``."""
     for j, counter in enumerate(counters):
         ids, counts = unique_counts(post[kind == kinds[j]])
         counter[ids] += counts.astype(counter.dtype)
 
 
-def drop_own_and_repeated_numpy(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+def drop_own_and_repeated_numpy(
+    feed: np.ndarray, owner: np.ndarray, author: np.ndarray
+) -> np.ndarray:
     """(B, F) copy of ``feed`` without the posts row r's ``owner[r]`` wrote (``author[post]``)
     and without repeats within a row (the first kept), both as -1."""
     valid = feed >= 0
@@ -165,7 +192,9 @@ def drop_own_and_repeated_numpy(feed: np.ndarray, owner: np.ndarray, author: np.
     return dedupe_rows(np.where(own_post, -1, feed))
 
 
-def keyed_max_numpy(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def keyed_max_numpy(
+    sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """For each entry of ``keys`` (distinct): whether the sorted ``sorted_key`` (R,) holds it,
     and (M, len(keys)) the max of each row of ``values`` (M, R) over the columns holding it
     (0 where none does)."""
@@ -182,10 +211,18 @@ def keyed_max_numpy(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray
     return found, best
 
 
-def rec_arm_columns_numpy(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray,
-                          post_latent: np.ndarray, user: np.ndarray, post: np.ndarray,
-                          user_columns: tuple[np.ndarray, ...], post_columns: tuple[np.ndarray, ...],
-                          round_: int, source: np.ndarray) -> None:
+def rec_arm_columns_numpy(
+    context: np.ndarray,
+    user_rows: np.ndarray,
+    arm_row: np.ndarray,
+    post_latent: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    user_columns: tuple[np.ndarray, ...],
+    post_columns: tuple[np.ndarray, ...],
+    round_: int,
+    source: np.ndarray,
+) -> None:
     """Fill the Rec arm contexts ``context`` (K, w + d + 14 + S) in place, but for the columns
     computed with NumPy's ``log``/``log1p``/``einsum`` (see ``RecEnv._arm_contexts``): arm k's
     user context ``user_rows[arm_row[k]]`` (w columns), its post's embedding ``post_latent[post[k]]``
@@ -199,7 +236,9 @@ def rec_arm_columns_numpy(context: np.ndarray, user_rows: np.ndarray, arm_row: n
     round int32, flagged bool, stance f32) (P,).
     """
     stance, discrete, recent_toxicity, activity = user_columns
-    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = post_columns
+    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = (
+        post_columns
+    )
     width, d = user_rows.shape[1], post_latent.shape[1]
     author = author_of[post]
     s_v, s_u = stance[user], stance[author]
@@ -208,18 +247,36 @@ def rec_arm_columns_numpy(context: np.ndarray, user_rows: np.ndarray, arm_row: n
     context[:, :width] = user_rows.take(arm_row, axis=0)
     context[:, width : width + d] = post_latent.take(post, axis=0)
     features = {
-        0: s_v, 1: s_u, 2: np.abs(d_u - d_v) / 2, 3: d_u * d_v == -1, 4: toxicity[post],
-        5: engagement, 6: round_ - post_round[post], 8: recent_toxicity[user], 9: flagged[post],
-        10: activity[user], 11: post_stance[post], 12: s_v * post_stance[post],
+        0: s_v,
+        1: s_u,
+        2: np.abs(d_u - d_v) / 2,
+        3: d_u * d_v == -1,
+        4: toxicity[post],
+        5: engagement,
+        6: round_ - post_round[post],
+        8: recent_toxicity[user],
+        9: flagged[post],
+        10: activity[user],
+        11: post_stance[post],
+        12: s_v * post_stance[post],
     }
     column = width + d
     for index, feature in features.items():
         context[:, column + index] = feature
-    context[:, column + 14 :] = np.eye(context.shape[1] - column - 14, dtype=np.float32).take(source, axis=0)
+    context[:, column + 14 :] = np.eye(context.shape[1] - column - 14, dtype=np.float32).take(
+        source, axis=0
+    )
 
 
-def place_picks_numpy(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
-                      width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+def place_picks_numpy(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    row: np.ndarray,
+    post: np.ndarray,
+    start: int,
+    width: int,
+    injected: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Copies of ``feed`` and ``channel`` (B, F) where row r's picks (``post[i]`` for
     ``row[i] == r``, in the order given, at most ``width``) fill columns ``start..`` and r's
     former entries of those ``width`` columns move right behind them (the last fall off); the
@@ -264,14 +321,21 @@ def delete_sorted_numpy(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
 _NUMPY = {
     "delete_sorted": delete_sorted_numpy,
     "insert_sorted": insert_sorted_numpy,
-    "dedupe_rows": dedupe_rows_numpy, "compact_rows": compact_rows_numpy,
-    "top_k_rows": top_k_rows_numpy, "segment_sum_rows": segment_sum_rows_numpy,
-    "same_sign_share": same_sign_share_numpy, "unit_rows": unit_rows_numpy,
-    "unit_noisy_rows": unit_noisy_rows_numpy, "merge_edits": merge_edits_numpy,
+    "dedupe_rows": dedupe_rows_numpy,
+    "compact_rows": compact_rows_numpy,
+    "top_k_rows": top_k_rows_numpy,
+    "segment_sum_rows": segment_sum_rows_numpy,
+    "same_sign_share": same_sign_share_numpy,
+    "unit_rows": unit_rows_numpy,
+    "unit_noisy_rows": unit_noisy_rows_numpy,
+    "merge_edits": merge_edits_numpy,
     "memory_update": memory_update_numpy,
-    "relational_draws": relational_draws_numpy, "propagate_csr": propagate_csr_numpy,
-    "count_reactions": count_reactions_numpy, "drop_own_and_repeated": drop_own_and_repeated_numpy,
-    "keyed_max": keyed_max_numpy, "place_picks": place_picks_numpy,
+    "relational_draws": relational_draws_numpy,
+    "propagate_csr": propagate_csr_numpy,
+    "count_reactions": count_reactions_numpy,
+    "drop_own_and_repeated": drop_own_and_repeated_numpy,
+    "keyed_max": keyed_max_numpy,
+    "place_picks": place_picks_numpy,
     "rec_arm_columns": rec_arm_columns_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
@@ -368,29 +432,40 @@ def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
     return _active["compact_rows"](np.ascontiguousarray(feed), width)
 
 
-def top_k_rows(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool = False) -> np.ndarray:
+def top_k_rows(
+    candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool = False
+) -> np.ndarray:
     """See :func:`top_k_rows_numpy` (``score`` is overwritten)."""
-    if (candidate.dtype != np.int64 or score.dtype not in (np.float32, np.float64)
-            or not score.flags.c_contiguous):
+    if (
+        candidate.dtype != np.int64
+        or score.dtype not in (np.float32, np.float64)
+        or not score.flags.c_contiguous
+    ):
         return top_k_rows_numpy(candidate, score, k, drop_nonfinite)
     return _active["top_k_rows"](np.ascontiguousarray(candidate), score, k, drop_nonfinite)
 
 
 def segment_sum_rows(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
     """See :func:`segment_sum_rows_numpy`; ``first`` must be increasing, starting at 0."""
-    if (len(first) == 0 or values.dtype not in (np.float32, np.float64) or not values.flags.c_contiguous
-            or np.diff(first, append=len(rows)).max() > _PAIRWISE_BLOCK + 1):
+    if (
+        len(first) == 0
+        or values.dtype not in (np.float32, np.float64)
+        or not values.flags.c_contiguous
+        or np.diff(first, append=len(rows)).max() > _PAIRWISE_BLOCK + 1
+    ):
         return segment_sum_rows_numpy(values, rows, first)
-    return _active["segment_sum_rows"](values, rows.astype(np.int64, copy=False),
-                                       first.astype(np.int64, copy=False))
+    return _active["segment_sum_rows"](
+        values, rows.astype(np.int64, copy=False), first.astype(np.int64, copy=False)
+    )
 
 
 def insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
     """See :func:`insert_sorted_numpy` (``new`` is cast to ``values``' dtype)."""
     if len(new) == 0:
         return values.copy()
-    return _active["insert_sorted"](values, pos.astype(np.int64, copy=False),
-                                    new.astype(values.dtype, copy=False))
+    return _active["insert_sorted"](
+        values, pos.astype(np.int64, copy=False), new.astype(values.dtype, copy=False)
+    )
 
 
 def delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
@@ -404,31 +479,51 @@ def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -
     """See :func:`same_sign_share_numpy`."""
     if len(indices) >= 2**24 and np.diff(indptr).max() >= 2**24:  # float32 counts stop being exact
         return same_sign_share_numpy(sign, indptr, indices)
-    return _active["same_sign_share"](sign, indptr.astype(np.int64, copy=False),
-                                      indices.astype(np.int64, copy=False))
+    return _active["same_sign_share"](
+        sign, indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
+    )
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """See :func:`unit_rows_numpy` (compiled for float rows of 8..128 values, where NumPy's
     norm is one pairwise sum per row)."""
-    if (x.ndim != 2 or x.dtype not in (np.float32, np.float64) or not 8 <= x.shape[1] <= _PAIRWISE_BLOCK
-            or not x.flags.c_contiguous or _active is _NUMPY):
+    if (
+        x.ndim != 2
+        or x.dtype not in (np.float32, np.float64)
+        or not 8 <= x.shape[1] <= _PAIRWISE_BLOCK
+        or not x.flags.c_contiguous
+        or _active is _NUMPY
+    ):
         return unit_rows_numpy(x)
     return _active["unit_rows"](x, np.array([1e-8], x.dtype))
 
 
-def unit_noisy_rows(base: np.ndarray, rows: np.ndarray | None, scale: float, noise: np.ndarray) -> np.ndarray:
+def unit_noisy_rows(
+    base: np.ndarray, rows: np.ndarray | None, scale: float, noise: np.ndarray
+) -> np.ndarray:
     """See :func:`unit_noisy_rows_numpy`."""
     d = noise.shape[1] if noise.ndim == 2 else 0
-    if (noise.dtype != np.float64 or base.dtype not in (np.float32, np.float64) or not 8 <= d <= _PAIRWISE_BLOCK
-            or not noise.flags.c_contiguous or base.ndim != 2 or base.shape[1] != d or _active is _NUMPY):
+    if (
+        noise.dtype != np.float64
+        or base.dtype not in (np.float32, np.float64)
+        or not 8 <= d <= _PAIRWISE_BLOCK
+        or not noise.flags.c_contiguous
+        or base.ndim != 2
+        or base.shape[1] != d
+        or _active is _NUMPY
+    ):
         return unit_noisy_rows_numpy(base, rows, scale, noise)
     rows = np.zeros(0, np.int64) if rows is None else rows.astype(np.int64, copy=False)
     return _active["unit_noisy_rows"](base, rows, float(scale), noise, np.array([1e-8]))
 
 
-def unit_noisy_rows_drawn(base: np.ndarray, rows: np.ndarray | None, scale: float,
-                          rng: np.random.Generator, block: int = 1 << 16) -> np.ndarray:
+def unit_noisy_rows_drawn(
+    base: np.ndarray,
+    rows: np.ndarray | None,
+    scale: float,
+    rng: np.random.Generator,
+    block: int = 1 << 16,
+) -> np.ndarray:
     """``unit_noisy_rows(base, rows, scale, rng.standard_normal((m, d)))``, m the number of
     rows, d ``base``'s width, with the noise drawn ``block`` rows at a time into one buffer
     (same draws, same results; no (m, d) float64 temporary)."""
@@ -439,47 +534,99 @@ def unit_noisy_rows_drawn(base: np.ndarray, rows: np.ndarray | None, scale: floa
     for start in range(0, m, block):
         stop = min(start + block, m)
         part = rng.standard_normal(out=noise[: stop - start])
-        out[start:stop] = unit_noisy_rows(base[start:stop] if rows is None else base,
-                                          None if rows is None else rows[start:stop], scale, part)
+        out[start:stop] = unit_noisy_rows(
+            base[start:stop] if rows is None else base,
+            None if rows is None else rows[start:stop],
+            scale,
+            part,
+        )
     return out
 
 
-def merge_edits(values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray,
-                out: np.ndarray | None = None) -> np.ndarray:
+def merge_edits(
+    values: np.ndarray,
+    drop: np.ndarray,
+    at: np.ndarray,
+    new: np.ndarray,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """See :func:`merge_edits_numpy` (``new`` is cast to ``values``' dtype; a new ``out``
     when none is given; ``out`` must not share memory with ``values``)."""
     size = len(values) + len(new) - len(drop)
     if out is None:
         out = np.empty(size, values.dtype)
     if out.shape != (size,) or out.dtype != values.dtype or np.may_share_memory(out, values):
-        raise ValueError(f"out must be a fresh ({size},) {values.dtype} array, got {out.shape} {out.dtype}")
-    return _active["merge_edits"](values, drop.astype(np.int64, copy=False), at.astype(np.int64, copy=False),
-                                  new.astype(values.dtype, copy=False), out)
+        raise ValueError(
+            f"out must be a fresh ({size},) {values.dtype} array, got {out.shape} {out.dtype}"
+        )
+    return _active["merge_edits"](
+        values,
+        drop.astype(np.int64, copy=False),
+        at.astype(np.int64, copy=False),
+        new.astype(values.dtype, copy=False),
+        out,
+    )
 
 
-def memory_update(memory: np.ndarray, latent: np.ndarray, rows: np.ndarray, first: np.ndarray,
-                  who: np.ndarray, keep: float) -> None:
+def memory_update(
+    memory: np.ndarray,
+    latent: np.ndarray,
+    rows: np.ndarray,
+    first: np.ndarray,
+    who: np.ndarray,
+    keep: float,
+) -> None:
     """See :func:`memory_update_numpy`; ``first`` is increasing, starting at 0."""
     d = latent.shape[1]
-    if (_active is _NUMPY or memory.dtype != np.float32 or latent.dtype != np.float32
-            or not 8 <= d <= _PAIRWISE_BLOCK or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
-            or not _active["memory_update"](memory, latent, rows.astype(np.int64, copy=False),
-                                            first.astype(np.int64, copy=False), who.astype(np.int64, copy=False),
-                                            np.array([keep, 1 - keep], np.float32))):
+    if (
+        _active is _NUMPY
+        or memory.dtype != np.float32
+        or latent.dtype != np.float32
+        or not 8 <= d <= _PAIRWISE_BLOCK
+        or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
+        or not _active["memory_update"](
+            memory,
+            latent,
+            rows.astype(np.int64, copy=False),
+            first.astype(np.int64, copy=False),
+            who.astype(np.int64, copy=False),
+            np.array([keep, 1 - keep], np.float32),
+        )
+    ):
         memory_update_numpy(memory, latent, rows, first, who, keep)
 
 
-def relational_draws(indptr: np.ndarray, indices: np.ndarray, active: np.ndarray, offset_draw: np.ndarray,
-                     pick_draw: np.ndarray, author_start: np.ndarray, by_author: np.ndarray, lo: int) -> np.ndarray:
+def relational_draws(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    active: np.ndarray,
+    offset_draw: np.ndarray,
+    pick_draw: np.ndarray,
+    author_start: np.ndarray,
+    by_author: np.ndarray,
+    lo: int,
+) -> np.ndarray:
     """See :func:`relational_draws_numpy`."""
-    return _active["relational_draws"](indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False),
-                                       active.astype(np.int64, copy=False), offset_draw, pick_draw,
-                                       author_start.astype(np.int64, copy=False),
-                                       by_author.astype(np.int64, copy=False), int(lo))
+    return _active["relational_draws"](
+        indptr.astype(np.int64, copy=False),
+        indices.astype(np.int64, copy=False),
+        active.astype(np.int64, copy=False),
+        offset_draw,
+        pick_draw,
+        author_start.astype(np.int64, copy=False),
+        by_author.astype(np.int64, copy=False),
+        int(lo),
+    )
 
 
-def propagate_csr(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float,
-                  hops: int, rows: np.ndarray | None = None) -> np.ndarray:
+def propagate_csr(
+    context: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    alpha: float,
+    hops: int,
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
     """See :func:`propagate_csr_numpy`; only the rows ``rows`` (R,) of the result, (R, D), if
     given (the last hop is computed for those rows alone: every row is computed on its own)."""
     if _active is _NUMPY or hops == 0:
@@ -491,12 +638,15 @@ def propagate_csr(context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, 
     every = np.arange(len(indptr) - 1, dtype=np.int64)
     for hop in range(hops):
         last = hop == hops - 1 and rows is not None
-        c = _active["propagate_hop"](indptr, indices, c, weights,
-                                     np.asarray(rows, np.int64) if last else every)
+        c = _active["propagate_hop"](
+            indptr, indices, c, weights, np.asarray(rows, np.int64) if last else every
+        )
     return c
 
 
-def count_reactions(post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]) -> None:
+def count_reactions(
+    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]
+) -> None:
     """See :func:`count_reactions_numpy`."""
     if _active is _NUMPY or len({c.dtype for c in counters}) != 1 or kind.dtype != kinds.dtype:
         count_reactions_numpy(post, kind, kinds, counters)
@@ -508,35 +658,88 @@ def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarra
     """See :func:`drop_own_and_repeated_numpy`."""
     if _active is _NUMPY or feed.dtype != np.int64:
         return drop_own_and_repeated_numpy(feed, owner, author)
-    return _active["drop_own_and_repeated"](np.ascontiguousarray(feed), owner.astype(np.int64, copy=False),
-                                            author.astype(np.int64, copy=False))
+    return _active["drop_own_and_repeated"](
+        np.ascontiguousarray(feed),
+        owner.astype(np.int64, copy=False),
+        author.astype(np.int64, copy=False),
+    )
 
 
-def keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def keyed_max(
+    sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`keyed_max_numpy`."""
-    return _active["keyed_max"](sorted_key.astype(np.int64, copy=False), keys.astype(np.int64, copy=False),
-                                np.ascontiguousarray(values))
+    return _active["keyed_max"](
+        sorted_key.astype(np.int64, copy=False),
+        keys.astype(np.int64, copy=False),
+        np.ascontiguousarray(values),
+    )
 
 
-def place_picks(feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray, start: int,
-                width: int, injected: int) -> tuple[np.ndarray, np.ndarray]:
+def place_picks(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    row: np.ndarray,
+    post: np.ndarray,
+    start: int,
+    width: int,
+    injected: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`place_picks_numpy`."""
     if _active is _NUMPY or feed.dtype != np.int64 or channel.dtype != np.int8:
         return place_picks_numpy(feed, channel, row, post, start, width, injected)
-    return _active["place_picks"](np.ascontiguousarray(feed), np.ascontiguousarray(channel),
-                                  row.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
-                                  int(start), int(width), int(injected))
+    return _active["place_picks"](
+        np.ascontiguousarray(feed),
+        np.ascontiguousarray(channel),
+        row.astype(np.int64, copy=False),
+        post.astype(np.int64, copy=False),
+        int(start),
+        int(width),
+        int(injected),
+    )
 
 
-def rec_arm_columns(context: np.ndarray, user_rows: np.ndarray, arm_row: np.ndarray, post_latent: np.ndarray,
-                    user: np.ndarray, post: np.ndarray, user_columns: tuple[np.ndarray, ...],
-                    post_columns: tuple[np.ndarray, ...], round_: int, source: np.ndarray) -> None:
+def rec_arm_columns(
+    context: np.ndarray,
+    user_rows: np.ndarray,
+    arm_row: np.ndarray,
+    post_latent: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    user_columns: tuple[np.ndarray, ...],
+    post_columns: tuple[np.ndarray, ...],
+    round_: int,
+    source: np.ndarray,
+) -> None:
     """See :func:`rec_arm_columns_numpy`."""
     arrays = (user_rows, post_latent, *user_columns, *post_columns)
-    if _active is _NUMPY or not all(a.flags.c_contiguous for a in arrays) or not context.flags.c_contiguous:
-        rec_arm_columns_numpy(context, user_rows, arm_row, post_latent, user, post, user_columns,
-                              post_columns, round_, source)
+    if (
+        _active is _NUMPY
+        or not all(a.flags.c_contiguous for a in arrays)
+        or not context.flags.c_contiguous
+    ):
+        rec_arm_columns_numpy(
+            context,
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            round_,
+            source,
+        )
         return
-    _active["rec_arm_columns"](context, user_rows, arm_row.astype(np.int64, copy=False), post_latent,
-                               user.astype(np.int64, copy=False), post.astype(np.int64, copy=False),
-                               tuple(user_columns), tuple(post_columns), int(round_), source)
+    _active["rec_arm_columns"](
+        context,
+        user_rows,
+        arm_row.astype(np.int64, copy=False),
+        post_latent,
+        user.astype(np.int64, copy=False),
+        post.astype(np.int64, copy=False),
+        tuple(user_columns),
+        tuple(post_columns),
+        int(round_),
+        source,
+    )

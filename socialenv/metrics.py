@@ -25,9 +25,18 @@ import numpy as np
 from socialenv import kernels
 
 METRIC_NAMES: tuple[str, ...] = (
-    "stance_mean", "stance_std", "toxicity", "cross_interaction_ratio", "misinformation_ratio",
-    "engagement", "echo_chamber_index", "exposure_removed", "active_users", "posts",
-    "reactions", "follow_edges",
+    "stance_mean",
+    "stance_std",
+    "toxicity",
+    "cross_interaction_ratio",
+    "misinformation_ratio",
+    "engagement",
+    "echo_chamber_index",
+    "exposure_removed",
+    "active_users",
+    "posts",
+    "reactions",
+    "follow_edges",
 )
 
 
@@ -59,8 +68,9 @@ def engagement(num_reactions: int, num_active: int) -> float:
     return num_reactions / num_active if num_active else 0.0
 
 
-def echo_chamber_index(stance: np.ndarray, followees_indptr: np.ndarray,
-                       followees: np.ndarray) -> float:
+def echo_chamber_index(
+    stance: np.ndarray, followees_indptr: np.ndarray, followees: np.ndarray
+) -> float:
     """From the follow graph as CSR (row u lists whom u follows)."""
     if len(followees) == 0:
         return 0.0

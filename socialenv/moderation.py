@@ -82,31 +82,75 @@ class ModerationConfig:
     credit_scale: float = 20.0
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.targets, int) and self.targets >= 1, "moderation.targets", "an integer >= 1", self.targets)
+        _check(
+            isinstance(self.targets, int) and self.targets >= 1,
+            "moderation.targets",
+            "an integer >= 1",
+            self.targets,
+        )
         acts = tuple(self.actions)
-        _check(len(acts) >= 1 and len(set(acts)) == len(acts) and set(acts) <= set(MODERATION_ACTIONS),
-               "moderation.actions", f"distinct names among {MODERATION_ACTIONS}", self.actions)
+        _check(
+            len(acts) >= 1 and len(set(acts)) == len(acts) and set(acts) <= set(MODERATION_ACTIONS),
+            "moderation.actions",
+            f"distinct names among {MODERATION_ACTIONS}",
+            self.actions,
+        )
         object.__setattr__(self, "actions", acts)
         for name in ("suspend_rounds", "downrank_rounds"):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 1, f"moderation.{name}", "an integer >= 1", value)
-        for name in ("flagged_share", "label_reach", "label_uptake_reduction", "downrank_reach",
-                     "toxic_threshold", "misinformation_weight", "toxicity_weight", "visibility_weight"):
+            _check(
+                isinstance(value, int) and value >= 1,
+                f"moderation.{name}",
+                "an integer >= 1",
+                value,
+            )
+        for name in (
+            "flagged_share",
+            "label_reach",
+            "label_uptake_reduction",
+            "downrank_reach",
+            "toxic_threshold",
+            "misinformation_weight",
+            "toxicity_weight",
+            "visibility_weight",
+        ):
             value = getattr(self, name)
-            _check(isinstance(value, int | float) and 0 <= value <= 1, f"moderation.{name}", "a number in [0, 1]", value)
+            _check(
+                isinstance(value, int | float) and 0 <= value <= 1,
+                f"moderation.{name}",
+                "a number in [0, 1]",
+                value,
+            )
         for name in ("precision", "recall"):
             value = getattr(self, name)
-            _check(isinstance(value, int | float) and 0 < value <= 1, f"moderation.{name}", "a number in (0, 1]", value)
-        _check(isinstance(self.wrongful_penalty, int | float) and 0 <= self.wrongful_penalty <= 1000,
-               "moderation.wrongful_penalty", "a number in [0, 1000]", self.wrongful_penalty)
-        _check(isinstance(self.credit_scale, int | float) and 0 < self.credit_scale <= 1e6,
-               "moderation.credit_scale", "a number > 0", self.credit_scale)
+            _check(
+                isinstance(value, int | float) and 0 < value <= 1,
+                f"moderation.{name}",
+                "a number in (0, 1]",
+                value,
+            )
+        _check(
+            isinstance(self.wrongful_penalty, int | float) and 0 <= self.wrongful_penalty <= 1000,
+            "moderation.wrongful_penalty",
+            "a number in [0, 1000]",
+            self.wrongful_penalty,
+        )
+        _check(
+            isinstance(self.credit_scale, int | float) and 0 < self.credit_scale <= 1e6,
+            "moderation.credit_scale",
+            "a number > 0",
+            self.credit_scale,
+        )
         cost = {**DEFAULT_COSTS, **(self.cost or {})}
         unknown = set(cost) - set(MODERATION_ACTIONS)
         _check(not unknown, "moderation.cost", f"keys among {MODERATION_ACTIONS}", sorted(unknown))
         for key, value in cost.items():
-            _check(isinstance(value, int | float) and 0 <= value <= 1000, f"moderation.cost[{key!r}]", "in [0, 1000]",
-                   value)
+            _check(
+                isinstance(value, int | float) and 0 <= value <= 1000,
+                f"moderation.cost[{key!r}]",
+                "in [0, 1000]",
+                value,
+            )
         object.__setattr__(self, "cost", cost)
 
     @classmethod
@@ -162,7 +206,9 @@ class ModerationState:
         if extra > 0:
             self.deleted = np.concatenate([self.deleted, np.zeros(extra, bool)])
             self.labelled = np.concatenate([self.labelled, np.zeros(extra, bool)])
-            self.downranked_until = np.concatenate([self.downranked_until, np.zeros(extra, np.int32)])
+            self.downranked_until = np.concatenate(
+                [self.downranked_until, np.zeros(extra, np.int32)]
+            )
             self.flag = np.concatenate([self.flag, np.zeros(extra, bool)])
 
     def harmful(self, posts: Any, ids: np.ndarray) -> np.ndarray:
@@ -199,13 +245,18 @@ class ModerationState:
         cfg = self.config
         parent = posts.parent[ids]
         original = np.where((posts.kind[ids] == int(PostKind.RETWEET)) & (parent >= 0), parent, ids)
-        gone = self.deleted[ids] | self.deleted[original] | self.suspended(round_)[posts.author[ids]]
+        gone = (
+            self.deleted[ids] | self.deleted[original] | self.suspended(round_)[posts.author[ids]]
+        )
         reach = np.where(gone, 0.0, 1.0)
-        reach = np.where(self.labelled[ids] | self.labelled[original], reach * cfg.label_reach, reach)
+        reach = np.where(
+            self.labelled[ids] | self.labelled[original], reach * cfg.label_reach, reach
+        )
         return np.where(self.downranked_until[ids] > round_, reach * cfg.downrank_reach, reach)
 
-    def filter_feeds(self, feed: np.ndarray, owner: np.ndarray, posts: Any, round_: int,
-                     rng: np.random.Generator) -> np.ndarray:
+    def filter_feeds(
+        self, feed: np.ndarray, owner: np.ndarray, posts: Any, round_: int, rng: np.random.Generator
+    ) -> np.ndarray:
         """Apply the decisions in force to ``feed`` (B, F) (owner (B, F) user ids): a slot is
         kept with its post's reach; records the round's impressions for the rewards."""
         valid = feed >= 0
@@ -220,8 +271,13 @@ class ModerationState:
         out[valid] = np.where(removed, -1, ids)
         return out
 
-    def adjust_output(self, output: RoundOutput, misinformed_before: np.ndarray, posts: Any,
-                      rng: np.random.Generator) -> None:
+    def adjust_output(
+        self,
+        output: RoundOutput,
+        misinformed_before: np.ndarray,
+        posts: Any,
+        rng: np.random.Generator,
+    ) -> None:
         """Lower belief uptake from labelled misinformation (module docstring), in place."""
         self.last_reverted = 0
         strength = self.config.label_uptake_reduction
@@ -239,7 +295,11 @@ class ModerationState:
         self.last_reverted = int(revert.sum())
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(self).items() if k != "config"}
+        return {
+            k: (v.copy() if isinstance(v, np.ndarray) else v)
+            for k, v in vars(self).items()
+            if k != "config"
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key, value in state.items():

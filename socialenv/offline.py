@@ -79,11 +79,15 @@ def check_dataset_free(directory: str | Path, dataset_id: str) -> None:
     try:
         parse_dataset_id(dataset_id)
     except Exception as err:  # noqa: BLE001 - minari raises various types for a bad id
-        raise ValueError(f"record_id={dataset_id!r} is not a Minari dataset id "
-                         f"((namespace/)(env_name/)name-v<version>): {err}") from err
+        raise ValueError(
+            f"record_id={dataset_id!r} is not a Minari dataset id "
+            f"((namespace/)(env_name/)name-v<version>): {err}"
+        ) from err
     if (Path(directory) / dataset_id).exists():
-        raise ValueError(f"dataset {dataset_id!r} already exists in {directory}: choose another "
-                         "record_id or folder")
+        raise ValueError(
+            f"dataset {dataset_id!r} already exists in {directory}: choose another "
+            "record_id or folder"
+        )
 
 
 class EpisodeRecorder:
@@ -96,9 +100,12 @@ class EpisodeRecorder:
         from gymnasium import spaces
 
         if isinstance(observation_space, spaces.Dict) and any(
-                isinstance(s, spaces.Graph) for s in observation_space.spaces.values()):
-            raise ValueError("graph_observation=True cannot be recorded: Minari cannot store a "
-                             "spaces.Graph observation; record without it")
+            isinstance(s, spaces.Graph) for s in observation_space.spaces.values()
+        ):
+            raise ValueError(
+                "graph_observation=True cannot be recorded: Minari cannot store a "
+                "spaces.Graph observation; record without it"
+            )
         self.budget = int(budget)
         self._finished: list[dict[str, Any]] = []
         self._events: list[dict[str, Any]] = []
@@ -116,29 +123,55 @@ class EpisodeRecorder:
             "arm_indices": np.asarray(info.get("arm_indices", np.full(b, -1)), np.int64),
             "arm_applied": np.asarray(info.get("arm_applied", np.zeros(b, bool)), np.bool_),
             "arm_rewards": np.asarray(info.get("arm_rewards", np.zeros(b)), np.float32),
-            "propensity": np.full(b, np.nan) if propensity is None else np.asarray(propensity, np.float64),
-            **{f"metric_{k}": np.float64(metrics.get(k, np.nan)) if metrics else np.float64(np.nan)
-               for k in keys},
+            "propensity": np.full(b, np.nan)
+            if propensity is None
+            else np.asarray(propensity, np.float64),
+            **{
+                f"metric_{k}": np.float64(metrics.get(k, np.nan)) if metrics else np.float64(np.nan)
+                for k in keys
+            },
         }
 
     def reset(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None) -> None:
         """Start an episode from the reset observation (an unfinished one is dropped)."""
         self._apply({"seed": seed, "obs": obs, "info": self._info(info, None)})
 
-    def step(self, action: np.ndarray, obs: dict[str, Any], reward: float, terminated: bool,
-             truncated: bool, info: dict[str, Any], propensity: np.ndarray | None = None) -> None:
+    def step(
+        self,
+        action: np.ndarray,
+        obs: dict[str, Any],
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+        propensity: np.ndarray | None = None,
+    ) -> None:
         """One step; the episode is stored when it terminates or is truncated."""
         if self._current is None:
             raise RuntimeError("call reset() before step()")
-        self._apply({"action": np.asarray(action, np.int64), "obs": obs, "reward": float(reward),
-                     "terminated": bool(terminated), "truncated": bool(truncated),
-                     "info": self._info(info, propensity)})
+        self._apply(
+            {
+                "action": np.asarray(action, np.int64),
+                "obs": obs,
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": self._info(info, propensity),
+            }
+        )
 
     def _apply(self, event: dict[str, Any]) -> None:
         self._events.append(event)
         if "action" not in event:
-            self._current = {"seed": event["seed"], "observations": [event["obs"]], "actions": [], "rewards": [],
-                             "terminations": [], "truncations": [], "infos": [event["info"]]}
+            self._current = {
+                "seed": event["seed"],
+                "observations": [event["obs"]],
+                "actions": [],
+                "rewards": [],
+                "terminations": [],
+                "truncations": [],
+                "infos": [event["info"]],
+            }
             return
         episode = self._current
         if episode is None:
@@ -151,7 +184,9 @@ class EpisodeRecorder:
         episode["infos"].append(event["info"])
         if event["terminated"] or event["truncated"]:
             self._current = None
-            for step_info in episode["infos"]:  # the reset info of the first episode came before the keys
+            for step_info in episode[
+                "infos"
+            ]:  # the reset info of the first episode came before the keys
                 for key in self._metric_keys or ():
                     step_info.setdefault(f"metric_{key}", np.float64(np.nan))
             self._finished.append(episode)
@@ -165,19 +200,30 @@ class EpisodeRecorder:
         buffers = []
         for i, episode in enumerate(self._finished):
             infos = episode["infos"]
-            observations = {key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]}
-            buffers.append(EpisodeBuffer(
-                id=i, seed=episode["seed"], observations=observations, actions=episode["actions"],
-                rewards=episode["rewards"], terminations=episode["terminations"],
-                truncations=episode["truncations"], infos={key: [s[key] for s in infos] for key in infos[0]},
-            ))
+            observations = {
+                key: [o[key] for o in episode["observations"]] for key in episode["observations"][0]
+            }
+            buffers.append(
+                EpisodeBuffer(
+                    id=i,
+                    seed=episode["seed"],
+                    observations=observations,
+                    actions=episode["actions"],
+                    rewards=episode["rewards"],
+                    terminations=episode["terminations"],
+                    truncations=episode["truncations"],
+                    infos={key: [s[key] for s in infos] for key in infos[0]},
+                )
+            )
         return buffers
 
     def state_dict(self) -> dict[str, Any]:
         """What was recorded so far, data only: ``events`` (resets and steps, an append-only
         list) and the metric names."""
-        return {"events": self._events,
-                "metric_keys": None if self._metric_keys is None else list(self._metric_keys)}
+        return {
+            "events": self._events,
+            "metric_keys": None if self._metric_keys is None else list(self._metric_keys),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         keys = state["metric_keys"]
@@ -186,8 +232,14 @@ class EpisodeRecorder:
         for event in state["events"]:
             self._apply(event)
 
-    def write(self, directory: str | Path, dataset_id: str, env: Any, algorithm_name: str | None = None,
-              description: str | None = None) -> Path:
+    def write(
+        self,
+        directory: str | Path,
+        dataset_id: str,
+        env: Any,
+        algorithm_name: str | None = None,
+        description: str | None = None,
+    ) -> Path:
         """Write the recorded episodes as the Minari dataset ``dataset_id`` under
         ``directory``; returns the dataset's folder. An existing dataset of that id is refused.
         The dataset is written in a staging folder and moved into place whole, so its folder
@@ -208,10 +260,15 @@ class EpisodeRecorder:
                 # dataset; a local recording has none
                 warnings.filterwarnings("ignore", message=r".*is set to None.*")
                 minari.create_dataset_from_buffers(
-                    dataset_id, self.episodes, env=base.spec,
-                    observation_space=base.observation_space, action_space=base.action_space,
-                    algorithm_name=algorithm_name, description=description,
-                    data_format=DATA_FORMAT, requirements=["policysim"],
+                    dataset_id,
+                    self.episodes,
+                    env=base.spec,
+                    observation_space=base.observation_space,
+                    action_space=base.action_space,
+                    algorithm_name=algorithm_name,
+                    description=description,
+                    data_format=DATA_FORMAT,
+                    requirements=["policysim"],
                 )
             written = root / dataset_id
             for item in sorted(root.rglob("*")):  # namespace metadata beside the dataset

@@ -20,7 +20,9 @@ import numpy as np
 _T = TypeVar("_T")
 
 _core = getattr(np, "_core", None) or np.core  # NumPy 1.x: numpy.core
-_set_advice: Callable[[bool], bool] | None = getattr(_core.multiarray, "_set_madvise_hugepage", None)
+_set_advice: Callable[[bool], bool] | None = getattr(
+    _core.multiarray, "_set_madvise_hugepage", None
+)
 
 
 def small_pages(build: Callable[..., _T]) -> Callable[..., _T]:

@@ -54,7 +54,9 @@ class Recommender:
     def __init__(self, config: RecommenderConfig) -> None:
         self.config = config
 
-    def relational(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def relational(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """(B, relational): random posts of the previous round written by each user's followees."""
         k = self.config.relational
         b = len(active)
@@ -66,17 +68,21 @@ class Recommender:
         recent_author = ctx.posts.author[lo:hi]
         by_author = np.argsort(recent_author, kind="stable")
         author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
-        np.cumsum(np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:])
+        np.cumsum(
+            np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:]
+        )
         indptr, indices = ctx.graph.followees_csr()
         draws = 3 * k
         offset_draw = rng.random((b, draws))
         pick_draw = rng.random((b, draws))
-        post = kernels.relational_draws(indptr, indices, active, offset_draw, pick_draw, author_start,
-                                        by_author, lo)
+        post = kernels.relational_draws(
+            indptr, indices, active, offset_draw, pick_draw, author_start, by_author, lo
+        )
         return kernels.compact_rows(kernels.dedupe_rows(post), k)
 
-    def personalized(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator,
-                     chunk: int = 32_768) -> np.ndarray:
+    def personalized(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator, chunk: int = 32_768
+    ) -> np.ndarray:
         """(B, personalized): posts of the last ``window`` rounds closest to each user's
         interests (profile ⊕ memory), scored on candidates from the user's IVF cluster."""
         cfg = self.config
@@ -92,14 +98,22 @@ class Recommender:
         n_candidates = k * cfg.candidates_per_slot
         for start in range(0, b, chunk):
             users = active[start : start + chunk]
-            interest = ctx.users.latent.take(users, axis=0) + ctx.users.memory_latent.take(users, axis=0)
+            interest = ctx.users.latent.take(users, axis=0) + ctx.users.memory_latent.take(
+                users, axis=0
+            )
             candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
             score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent.take(candidate, axis=0))
-            score += cfg.personalized_stance_weight * ctx.users.stance[users][:, None] * ctx.posts.stance[candidate]
+            score += (
+                cfg.personalized_stance_weight
+                * ctx.users.stance[users][:, None]
+                * ctx.posts.stance[candidate]
+            )
             out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
         return out
 
-    def headline(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def headline(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """(B, headline): posts sampled from the ``headline_pool`` most engaged recent posts."""
         cfg = self.config
         k = cfg.headline
@@ -117,8 +131,9 @@ class Recommender:
         pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
         return kernels.dedupe_rows(pick)
 
-    def place_recommendations(self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray,
-                              post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def place_recommendations(
+        self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Fill recommended slots with the policy's picks: feed row ``row[i]`` is shown
         ``post[i]`` (R,) in its personalized slots, in the order given, and the built-in
         personalized picks fill that row's remaining slots best first. Picks beyond a row's
@@ -127,10 +142,13 @@ class Recommender:
         start, width = self.config.relational, self.config.personalized
         if len(row) == 0 or width == 0:
             return feed, channel
-        return kernels.place_picks(feed, channel, row, post, start, width, int(FeedChannel.INJECTED))
+        return kernels.place_picks(
+            feed, channel, row, post, start, width, int(FeedChannel.INJECTED)
+        )
 
-    def build_feeds(self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
-                    ) -> tuple[np.ndarray, np.ndarray]:
+    def build_feeds(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(B, F) post ids (-1 = empty) and (B, F) int8 channels, F = sum of channel sizes."""
         parts = [
             (self.relational(ctx, active, rng), FeedChannel.RELATIONAL),
@@ -138,17 +156,20 @@ class Recommender:
             (self.headline(ctx, active, rng), FeedChannel.HEADLINE),
         ]
         feed = np.concatenate([p for p, _ in parts], axis=1)
-        channel = np.concatenate(
-            [np.full(p.shape, int(c), np.int8) for p, c in parts], axis=1
-        )
+        channel = np.concatenate([np.full(p.shape, int(c), np.int8) for p, c in parts], axis=1)
         return feed, channel
 
 
 class ExposureControl:
     """Each post passes the platform's filter with its author's probability p_i^t (§2.2.2)."""
 
-    def filter(self, feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray,
-               rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    def filter(
+        self,
+        feed: np.ndarray,
+        post_author: np.ndarray,
+        exposure: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, int]:
         """Returns the filtered feed (removed slots set to -1) and how many posts were removed."""
         valid = feed >= 0
         p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)

@@ -38,8 +38,12 @@ HELP = (
     "Commands (comma-separated): <behaviour> <slot> with behaviour in like, dislike, retweet, reply, follow, "
     "unfollow (slot = the number in the feed); post; pass (or empty line) = do nothing; help; quit."
 )
-_CHANNEL = {int(FeedChannel.RELATIONAL): "followee", int(FeedChannel.PERSONALIZED): "for you",
-            int(FeedChannel.HEADLINE): "trending", int(FeedChannel.INJECTED): "recommended"}
+_CHANNEL = {
+    int(FeedChannel.RELATIONAL): "followee",
+    int(FeedChannel.PERSONALIZED): "for you",
+    int(FeedChannel.HEADLINE): "trending",
+    int(FeedChannel.INJECTED): "recommended",
+}
 _KIND = {int(PostKind.POST): "post", int(PostKind.RETWEET): "retweet", int(PostKind.REPLY): "reply"}
 
 
@@ -72,12 +76,18 @@ def parse_command(line: str, feed: np.ndarray) -> tuple[np.ndarray, bool]:
             continue
         words = part.split()
         if len(words) != 2 or words[0] not in USER_BEHAVIOURS:
-            hint = did_you_mean(words[0], (*USER_BEHAVIOURS, "post", "pass", "help", "quit")) if words else ""
+            hint = (
+                did_you_mean(words[0], (*USER_BEHAVIOURS, "post", "pass", "help", "quit"))
+                if words
+                else ""
+            )
             raise ValueError(f"unknown command {part!r}{hint}. {HELP}")
         if not len(slots):
             raise ValueError("your feed is empty: type post, pass or quit")
         if not words[1].isdigit() or not 1 <= int(words[1]) <= len(slots):
-            raise ValueError(f"slot {words[1]!r} is not in your feed: use a number from 1 to {len(slots)}")
+            raise ValueError(
+                f"slot {words[1]!r} is not in your feed: use a number from 1 to {len(slots)}"
+            )
         behaviours[slots[int(words[1]) - 1], USER_BEHAVIOURS.index(words[0])] = True
     return behaviours, post
 
@@ -89,14 +99,18 @@ def _memories(base: Any, user: int) -> list[str]:
     brain = _llm_brain(sim.brain)
     if brain is not None and brain.memory is not None:
         cfg = brain.config.memory
-        return brain.memory.retrieve(np.array([user]), None, sim.round, cfg.top_k, cfg.decay, cfg.long_term_decay)[0]
+        return brain.memory.retrieve(
+            np.array([user]), None, sim.round, cfg.top_k, cfg.decay, cfg.long_term_decay
+        )[0]
     posts = sim.posts
     lo, hi = sim.recent_post_range(2)
     mine = lo + np.flatnonzero(posts.author[lo:hi] == user)
     lines = []
-    for p in mine[::-1][:5].tolist():                           # newest first
+    for p in mine[::-1][:5].tolist():  # newest first
         kind = _KIND[int(posts.kind[p])]
-        what = f"you wrote a {kind}" + (f" of post #{int(posts.parent[p])}" if posts.parent[p] >= 0 else "")
+        what = f"you wrote a {kind}" + (
+            f" of post #{int(posts.parent[p])}" if posts.parent[p] >= 0 else ""
+        )
         lines.append(f"(round {int(posts.round[p])}) {what}: {_describe_post(base, p)}")
     return lines
 
@@ -130,7 +144,9 @@ def render_round(pz: Any, user: int, feed: np.ndarray, channel: np.ndarray, acti
         f"{'you believe the circulating claim' if users.misinformed[user] else 'you do not believe the circulating claim'}.",
     ]
     news = [e.headline for e in (sim.scenario.news if sim.scenario else []) if e.round == sim.round]
-    news += [e["headline"] for e in sim.events.pending if e["round"] == sim.round and e.get("headline")]
+    news += [
+        e["headline"] for e in sim.events.pending if e["round"] == sim.round and e.get("headline")
+    ]
     for headline in news:
         lines.append(f"NEWS: {headline}")
     memories = _memories(base, user)
@@ -138,22 +154,36 @@ def render_round(pz: Any, user: int, feed: np.ndarray, channel: np.ndarray, acti
     lines += [f"  - {m}" for m in memories]
     if not active:
         suspended = sim.moderation is not None and bool(sim.moderation.suspended(sim.round)[user])
-        lines.append("You are suspended by the platform this round." if suspended else "You are not active this round.")
+        lines.append(
+            "You are suspended by the platform this round."
+            if suspended
+            else "You are not active this round."
+        )
         return "\n".join(lines)
     lines.append("Your feed:")
     slots = shown_slots(feed)
     for number, slot in enumerate(slots.tolist(), start=1):
         p = int(feed[slot])
         engagement = f"{int(posts.likes[p])} likes, {int(posts.retweets[p])} retweets, {int(posts.replies[p])} replies"
-        lines.append(f"  [{number}] {names.name(int(posts.author[p]))} ({_CHANNEL.get(int(channel[slot]), '?')}, "
-                     f"{_KIND[int(posts.kind[p])]} #{p}, {engagement}): {_describe_post(base, p)}")
+        lines.append(
+            f"  [{number}] {names.name(int(posts.author[p]))} ({_CHANNEL.get(int(channel[slot]), '?')}, "
+            f"{_KIND[int(posts.kind[p])]} #{p}, {engagement}): {_describe_post(base, p)}"
+        )
     if not len(slots):
         lines.append("  (empty)")
     return "\n".join(lines)
 
 
-def play(env_id: str, user: int, seed: int = 0, every_round: bool = True, platform_policy: Any = None,
-         read: Callable[[str], str] = input, out: TextIO = sys.stdout, **env_kwargs: Any) -> list[dict[str, Any]]:
+def play(
+    env_id: str,
+    user: int,
+    seed: int = 0,
+    every_round: bool = True,
+    platform_policy: Any = None,
+    read: Callable[[str], str] = input,
+    out: TextIO = sys.stdout,
+    **env_kwargs: Any,
+) -> list[dict[str, Any]]:
     """Run a session; returns one dict per round played (the user's info and reward).
 
     Args:
@@ -168,8 +198,13 @@ def play(env_id: str, user: int, seed: int = 0, every_round: bool = True, platfo
     """
     from socialenv.pettingzoo_env import encode_user_action, parallel_env, user_agent
 
-    pz = parallel_env(env_id, controlled_users=[int(user)], platform_agent=False,
-                      platform_policy=platform_policy, **env_kwargs)
+    pz = parallel_env(
+        env_id,
+        controlled_users=[int(user)],
+        platform_agent=False,
+        platform_policy=platform_policy,
+        **env_kwargs,
+    )
     agent = user_agent(user)
     pz.reset(seed=seed)
     sim = pz.base.sim
@@ -181,10 +216,12 @@ def play(env_id: str, user: int, seed: int = 0, every_round: bool = True, platfo
     say(f"You control user {user} of {len(sim.users.stance)}. {HELP}")
     try:
         while pz.agents:
-            suspended = sim.moderation is not None and bool(sim.moderation.suspended(sim.round)[user])
+            suspended = sim.moderation is not None and bool(
+                sim.moderation.suspended(sim.round)[user]
+            )
             if every_round and not suspended and not np.isin(user, sim.active):
                 sim.active = np.sort(np.append(sim.active, user))
-                pz._observe()                                    # rebuild the feed with the user active
+                pz._observe()  # rebuild the feed with the user active
             active = bool(pz._user_active[0])
             feed, channel = pz._user_feed[0], pz._user_channel[0]
             say(render_round(pz, user, feed, channel, active))
@@ -204,9 +241,11 @@ def play(env_id: str, user: int, seed: int = 0, every_round: bool = True, platfo
             _, rewards, _, _, infos = pz.step(actions)
             info = infos[agent]
             history.append({"round": int(sim.round) - 1, "reward": float(rewards[agent]), **info})
-            say(f"Round done: {info['reactions']} reaction(s) applied, {info['dropped_reactions']} dropped "
+            say(
+                f"Round done: {info['reactions']} reaction(s) applied, {info['dropped_reactions']} dropped "
                 f"(post hidden by the platform), posted: {'yes' if info['posted'] else 'no'}; "
-                f"reactions to your posts this round (reward): {rewards[agent]:+.1f}")
+                f"reactions to your posts this round (reward): {rewards[agent]:+.1f}"
+            )
     except (QuitSession, EOFError):
         say("Session ended.")
         pz.close()

@@ -23,15 +23,21 @@ OBJECTIVE_METRICS = (
 )
 
 
-def _by_round(rows: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _by_round(
+    rows: list[dict[str, Any]], key: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Rounds, mean and std over seeds of ``key`` in the last episode, and the seed count."""
     last = max(r["episode"] for r in rows)
     episode = [r for r in rows if r["episode"] == last and key in r]
     rounds = sorted({r["round"] for r in episode})
     values = [[r[key] for r in episode if r["round"] == t] for t in rounds]
     seeds = len({r["seed"] for r in episode})
-    return (np.asarray(rounds), np.array([np.mean(v) for v in values]),
-            np.array([np.std(v) for v in values]), seeds)
+    return (
+        np.asarray(rounds),
+        np.array([np.mean(v) for v in values]),
+        np.array([np.std(v) for v in values]),
+        seeds,
+    )
 
 
 def _decorate(ax: Any, news_rounds: Sequence[int], rounds: np.ndarray) -> None:
@@ -40,8 +46,14 @@ def _decorate(ax: Any, news_rounds: Sequence[int], rounds: np.ndarray) -> None:
         ax.axvline(t, color="grey", linestyle=":", linewidth=1, label="news" if i == 0 else None)
 
 
-def plot_run(rows: list[dict[str, Any]], out_dir: Path, title: str = "", *,
-             news_rounds: Sequence[int] = (), origin_rows: list[dict[str, Any]] | None = None) -> list[Path]:
+def plot_run(
+    rows: list[dict[str, Any]],
+    out_dir: Path,
+    title: str = "",
+    *,
+    news_rounds: Sequence[int] = (),
+    origin_rows: list[dict[str, Any]] | None = None,
+) -> list[Path]:
     """Write ``stance.png`` (stance over rounds) and ``objectives.png`` (each objective over
     rounds). ``news_rounds``: rounds with a news event; ``origin_rows``: rows of the Origin
     policy on the same seeds (the no-intervention reference)."""
@@ -54,12 +66,27 @@ def plot_run(rows: list[dict[str, Any]], out_dir: Path, title: str = "", *,
     rounds, mean, across, seeds = _by_round(rows, "stance_mean")
     _, population_std, _, _ = _by_round(rows, "stance_std")
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(rounds, mean, marker="o", label="stance mean" + (f" (mean of {seeds} seeds)" if seeds > 1 else ""))
-    ax.fill_between(rounds, mean - population_std, mean + population_std, alpha=0.15,
-                    label="± stance std within the population")
+    ax.plot(
+        rounds,
+        mean,
+        marker="o",
+        label="stance mean" + (f" (mean of {seeds} seeds)" if seeds > 1 else ""),
+    )
+    ax.fill_between(
+        rounds,
+        mean - population_std,
+        mean + population_std,
+        alpha=0.15,
+        label="± stance std within the population",
+    )
     if seeds > 1:
-        ax.fill_between(rounds, mean - across, mean + across, alpha=0.35,
-                        label=f"± std of the stance mean across {seeds} seeds")
+        ax.fill_between(
+            rounds,
+            mean - across,
+            mean + across,
+            alpha=0.35,
+            label=f"± std of the stance mean across {seeds} seeds",
+        )
     if origin_rows:
         o_rounds, o_mean, _, _ = _by_round(origin_rows, "stance_mean")
         ax.plot(o_rounds, o_mean, linestyle="--", color="black", label="Origin (no intervention)")
@@ -75,15 +102,23 @@ def plot_run(rows: list[dict[str, Any]], out_dir: Path, title: str = "", *,
     plt.close(fig)
     written.append(path)
 
-    present = [(k, label) for k, label in OBJECTIVE_METRICS
-               if k in rows[0] and any(r[k] != 0 for r in rows)]
+    present = [
+        (k, label)
+        for k, label in OBJECTIVE_METRICS
+        if k in rows[0] and any(r[k] != 0 for r in rows)
+    ]
     fig, axes = plt.subplots(2, (len(present) + 1) // 2, figsize=(4 * ((len(present) + 1) // 2), 6))
     for ax, (key, label) in zip(np.ravel(axes), present, strict=False):
         rounds, mean, across, seeds = _by_round(rows, key)
         ax.plot(rounds, mean, marker="o", label="this policy")
         if seeds > 1:
-            ax.fill_between(rounds, mean - across, mean + across, alpha=0.25,
-                            label=f"± std across {seeds} seeds")
+            ax.fill_between(
+                rounds,
+                mean - across,
+                mean + across,
+                alpha=0.25,
+                label=f"± std across {seeds} seeds",
+            )
         if origin_rows and key in origin_rows[0]:
             o_rounds, o_mean, _, _ = _by_round(origin_rows, key)
             ax.plot(o_rounds, o_mean, linestyle="--", color="black", label="Origin")
@@ -94,11 +129,16 @@ def plot_run(rows: list[dict[str, Any]], out_dir: Path, title: str = "", *,
     for ax in np.ravel(axes)[: len(present)]:
         for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(name, handle)
-    for ax in np.ravel(axes)[len(present):]:
+    for ax in np.ravel(axes)[len(present) :]:
         ax.axis("off")
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles),
-                   fontsize="small")
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            ncol=len(handles),
+            fontsize="small",
+        )
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     path = Path(out_dir) / "objectives.png"

@@ -39,8 +39,11 @@ def policy_names() -> tuple[str, ...]:
     from bandits import POLICIES
 
     load_plugins()
-    return tuple(dict.fromkeys(BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES)
-                               + tuple(_PLUGIN_POLICIES)))
+    return tuple(
+        dict.fromkeys(
+            BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES) + tuple(_PLUGIN_POLICIES)
+        )
+    )
 
 
 class OriginPolicy:
@@ -52,8 +55,9 @@ class OriginPolicy:
     def select(self, contexts: np.ndarray, mask: np.ndarray, budget: int) -> np.ndarray:
         return np.full(budget, self.no_op, np.int64)
 
-    def inclusion_probabilities(self, contexts: np.ndarray, mask: np.ndarray | None = None,
-                                budget: int = 1) -> tuple[np.ndarray, str]:
+    def inclusion_probabilities(
+        self, contexts: np.ndarray, mask: np.ndarray | None = None, budget: int = 1
+    ) -> tuple[np.ndarray, str]:
         """No arm is ever chosen: every inclusion probability is 0."""
         return np.zeros(len(contexts)), "deterministic"
 
@@ -76,7 +80,9 @@ def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
     if name not in _PLUGIN_POLICIES:
         allowed = policy_names()  # loads the plugins, which register their policies
         if name not in allowed:
-            raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}{did_you_mean(name, allowed)}")
+            raise ValueError(
+                f"policy={name!r} is not allowed: use one of {allowed}{did_you_mean(name, allowed)}"
+            )
     if name in _PLUGIN_POLICIES:
         return _PLUGIN_POLICIES[name](env, seed, **kwargs)
     if name in GRAPH_POLICIES:
@@ -106,20 +112,22 @@ def select_action(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarr
     if base.config.action_format != "slate":
         raise ValueError(
             f"select_action builds slates of arm indices; this env takes action_format="
-            f"{base.config.action_format!r}: make it with action_format=\"slate\" (the default)"
+            f'{base.config.action_format!r}: make it with action_format="slate" (the default)'
         )
     mask = obs["action_mask"].astype(bool)
     action = np.full(base.slate_size, base.no_op, np.int64)
     if isinstance(policy, OriginPolicy) or not mask.any():
         return action
-    picks = select_per_group(policy, obs["arms"], mask, base.slate_size, base.arm_groups(),
-                             base.per_user)
+    picks = select_per_group(
+        policy, obs["arms"], mask, base.slate_size, base.arm_groups(), base.per_user
+    )
     action[: len(picks)] = picks
     return action
 
 
-def select_logged_action(policy: Any, obs: dict[str, np.ndarray], env: Any
-                         ) -> tuple[np.ndarray, np.ndarray, str]:
+def select_logged_action(
+    policy: Any, obs: dict[str, np.ndarray], env: Any
+) -> tuple[np.ndarray, np.ndarray, str]:
     """:func:`select_action` and the propensity of each slot's arm: the (slate_size,) slate,
     the (slate_size,) inclusion probabilities (NaN for empty slots) and how they were
     obtained (:data:`bandits.base.PROPENSITY_METHODS`; :func:`bandits.slate.per_group_inclusion`).
@@ -131,8 +139,9 @@ def select_logged_action(policy: Any, obs: dict[str, np.ndarray], env: Any
     propensities = np.full(base.slate_size, np.nan)
     if isinstance(policy, OriginPolicy) or not mask.any():
         return np.full(base.slate_size, base.no_op, np.int64), propensities, "deterministic"
-    probs, method = per_group_inclusion(policy, obs["arms"], mask, base.slate_size,
-                                        base.arm_groups(), base.per_user)
+    probs, method = per_group_inclusion(
+        policy, obs["arms"], mask, base.slate_size, base.arm_groups(), base.per_user
+    )
     action = select_action(policy, obs, base)
     picked = action[action != base.no_op]
     propensities[: len(picked)] = probs[picked]

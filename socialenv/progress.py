@@ -16,13 +16,21 @@ def show_progress(quiet: bool = False) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
-def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str | None = None,
-                 unit: str = "it", quiet: bool = False) -> Any:
+def progress_bar(
+    iterable: Iterable[Any] | None = None,
+    *,
+    total: int | None = None,
+    desc: str | None = None,
+    unit: str = "it",
+    quiet: bool = False,
+) -> Any:
     """A ``tqdm`` bar over ``iterable`` (or updated by hand), disabled unless
     :func:`show_progress`."""
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not show_progress(quiet), leave=False)
+    return tqdm(
+        iterable, total=total, desc=desc, unit=unit, disable=not show_progress(quiet), leave=False
+    )
 
 
 def add_quiet_option(parser: argparse.ArgumentParser) -> None:

@@ -71,8 +71,14 @@ def _neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> n
     return indices[np.arange(lengths.sum()) + offsets]
 
 
-def propagate_rows(context: np.ndarray | tuple[np.ndarray, ...], indptr: np.ndarray,
-                   indices: np.ndarray, rows: np.ndarray, alpha: float, hops: int) -> np.ndarray:
+def propagate_rows(
+    context: np.ndarray | tuple[np.ndarray, ...],
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    rows: np.ndarray,
+    alpha: float,
+    hops: int,
+) -> np.ndarray:
     """Rows ``rows`` (R,) of :func:`propagate`'s result, computed on the ``hops``-hop
     neighbourhood of ``rows`` only: (R, D) float32. ``context`` is (N, D), or a tuple of
     (N, D_i) blocks read as their concatenation (so callers need not build it).

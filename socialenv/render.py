@@ -23,8 +23,13 @@ FRAME_METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def render_frame(stance: np.ndarray, round_index: int, metrics: dict[str, float] | None,
-                 reward: float | None, title: str = "") -> np.ndarray:
+def render_frame(
+    stance: np.ndarray,
+    round_index: int,
+    metrics: dict[str, float] | None,
+    reward: float | None,
+    title: str = "",
+) -> np.ndarray:
     """An RGB frame (480, 640, 3) uint8.
 
     Args:
@@ -41,8 +46,12 @@ def render_frame(stance: np.ndarray, round_index: int, metrics: dict[str, float]
     fig = Figure(figsize=(width / 100, height / 100), dpi=100)
     canvas = FigureCanvasAgg(fig)
     ax = fig.add_axes((0.08, 0.12, 0.55, 0.76))
-    ax.hist(np.asarray(stance, np.float64), bins=np.linspace(-1.0, 1.0, 21), color="#4c72b0",
-            edgecolor="white")
+    ax.hist(
+        np.asarray(stance, np.float64),
+        bins=np.linspace(-1.0, 1.0, 21),
+        color="#4c72b0",
+        edgecolor="white",
+    )
     ax.set_xlim(-1.0, 1.0)
     ax.set_xlabel("stance S")
     ax.set_ylabel("users")
@@ -54,8 +63,11 @@ def render_frame(stance: np.ndarray, round_index: int, metrics: dict[str, float]
     if metrics is None:
         lines.append("no step yet")
     else:
-        lines += [f"{label}: {fmt.format(metrics[key])}" for key, label, fmt in FRAME_METRICS
-                  if key in metrics]
+        lines += [
+            f"{label}: {fmt.format(metrics[key])}"
+            for key, label, fmt in FRAME_METRICS
+            if key in metrics
+        ]
     fig.text(0.67, 0.85, "\n".join(lines), va="top", family="monospace", fontsize=10)
     canvas.draw()
     frame = np.asarray(canvas.buffer_rgba())[:, :, :3].copy()

@@ -58,18 +58,37 @@ from socialenv.summary import (
 #: The runner's API; the policy and summary helpers live in :mod:`socialenv.policies` and
 #: :mod:`socialenv.summary` and stay importable from here.
 __all__ = [
-    "BUILTIN_POLICIES", "FLOW_METRICS", "GRAPH_POLICIES", "LAST_ROUND", "ROUND_MEAN", "OriginPolicy",
-    "RunConfig", "RunFolder", "RunResult", "RunningSummary", "arm_groups", "format_mean_ci",
-    "make_run_policy", "policy_names", "register_policy", "resume", "run", "select_action",
-    "select_logged_action", "summarize",
+    "BUILTIN_POLICIES",
+    "FLOW_METRICS",
+    "GRAPH_POLICIES",
+    "LAST_ROUND",
+    "ROUND_MEAN",
+    "OriginPolicy",
+    "RunConfig",
+    "RunFolder",
+    "RunResult",
+    "RunningSummary",
+    "arm_groups",
+    "format_mean_ci",
+    "make_run_policy",
+    "policy_names",
+    "register_policy",
+    "resume",
+    "run",
+    "select_action",
+    "select_logged_action",
+    "summarize",
 ]
 
 WANDB_MODES = ("online", "offline", "disabled")
 
 
 #: Documented limits of :class:`RunConfig` (a seed s gives episode seeds s·1000 + episode).
-RUN_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_000_000),
-              "checkpoint_every": Limit(ge=0, le=1_000_000_000)}
+RUN_LIMITS = {
+    "seeds": Limit(ge=0, le=2_000_000),
+    "episodes": Limit(ge=1, le=1_000_000),
+    "checkpoint_every": Limit(ge=0, le=1_000_000_000),
+}
 
 
 @dataclass
@@ -182,8 +201,10 @@ class RunLock:
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._fh.close()
-            raise ValueError(f"run folder {folder} is in use by another run (its {LOCK_FILE} is locked): "
-                             "wait for it to finish or choose another name") from None
+            raise ValueError(
+                f"run folder {folder} is in use by another run (its {LOCK_FILE} is locked): "
+                "wait for it to finish or choose another name"
+            ) from None
 
     def release(self) -> None:
         self._fh.close()  # closing the file releases the lock
@@ -224,8 +245,10 @@ def _open_run_folder(config: RunConfig, resuming: bool) -> tuple[Path, RunLock]:
 
 
 def _taken(name: str, out_dir: Path) -> str:
-    return (f"run_name={name!r} is not allowed: {out_dir} already holds a run; choose another name "
-            f"(or continue it: policysim run --resume {out_dir})")
+    return (
+        f"run_name={name!r} is not allowed: {out_dir} already holds a run; choose another name "
+        f"(or continue it: policysim run --resume {out_dir})"
+    )
 
 
 def _remove_stale_temporaries(out_dir: Path) -> list[str]:
@@ -244,16 +267,22 @@ def check_population(users: Any, name: str) -> None:
 
         names = population_names()
         if users not in names:
-            raise ValueError(f"{name}={users!r} is not allowed: use one of {names} or a Brain instance"
-                             f"{did_you_mean(users, names)}")
+            raise ValueError(
+                f"{name}={users!r} is not allowed: use one of {names} or a Brain instance"
+                f"{did_you_mean(users, names)}"
+            )
 
 
 def _policy_state(policy: Any) -> Any:
     return policy.state_dict() if hasattr(policy, "state_dict") else None
 
 
-def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | None = None,
-           wandb_run: Any = None, **changes: Any) -> RunResult:
+def resume(
+    run_dir: str | Path,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    wandb_run: Any = None,
+    **changes: Any,
+) -> RunResult:
     """Continue the run in ``run_dir`` from its last checkpoint; the result (rows, summary,
     files) equals that of an uninterrupted run. ``changes`` override RunConfig fields that do
     not change the result (``progress``, ``plots``, ``wandb``, ``wandb_project``,
@@ -284,23 +313,37 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
     risky = code_references(SimpleNamespace(llm=env_kwargs.get("llm")))
     if "llm" in changes:
         if env_kwargs.get("llm") is None:
-            raise ValueError(f"llm: {run_dir} was not run with an LLM config; resume it without llm=")
+            raise ValueError(
+                f"llm: {run_dir} was not run with an LLM config; resume it without llm="
+            )
         env_kwargs["llm"] = changes.pop("llm")
     elif risky:
-        raise refusal(path, risky, "pass the LLM config again: resume(run_dir, llm=...), "
-                                   "policysim run --resume DIR --llm JSON")
+        raise refusal(
+            path,
+            risky,
+            "pass the LLM config again: resume(run_dir, llm=...), "
+            "policysim run --resume DIR --llm JSON",
+        )
     if saved.get("record") is not None and changes.get("record") is None:
         raise CheckpointError(
             f"{path}: record={saved['record']!r}: the run records a Minari dataset, and a checkpoint "
             "may not choose a path to write: pass the folder again, resume(run_dir, record=...), "
-            "policysim run --resume DIR --record DIR")
+            "policysim run --resume DIR --record DIR"
+        )
     if saved.get("record") is None and changes.get("record") is not None:
-        raise ValueError(f"record: {run_dir} was run without a Minari record; one cannot start mid-run")
-    for group, values in (("env_kwargs", env_kwargs), ("policy_kwargs", saved.get("policy_kwargs") or {})):
+        raise ValueError(
+            f"record: {run_dir} was run without a Minari record; one cannot start mid-run"
+        )
+    for group, values in (
+        ("env_kwargs", env_kwargs),
+        ("policy_kwargs", saved.get("policy_kwargs") or {}),
+    ):
         for key, value in values.items():
             if isinstance(value, Placeholder):
-                raise ValueError(f"{run_dir} cannot be resumed: {group}[{key!r}] was a {value.type_name} "
-                                 "instance, which a data-only checkpoint does not store")
+                raise ValueError(
+                    f"{run_dir} cannot be resumed: {group}[{key!r}] was a {value.type_name} "
+                    "instance, which a data-only checkpoint does not store"
+                )
     lock = RunLock(run_dir)  # refuses a folder another run is writing
     try:
         finished = _finished_run(run_dir, state)
@@ -308,8 +351,14 @@ def resume(run_dir: str | Path, on_round: Callable[[dict[str, Any]], None] | Non
         lock.release()
     if finished is not None:
         return finished
-    fields = {**saved, "wandb": None, **changes, "env_kwargs": env_kwargs,
-              "out_dir": str(run_dir.parent), "run_name": run_dir.name}
+    fields = {
+        **saved,
+        "wandb": None,
+        **changes,
+        "env_kwargs": env_kwargs,
+        "out_dir": str(run_dir.parent),
+        "run_name": run_dir.name,
+    }
     try:
         config = RunConfig(**fields)
     except TypeError as err:
@@ -334,8 +383,10 @@ def _finished_run(run_dir: Path, state: dict[str, Any]) -> RunResult | None:
         try:
             LoggedRounds.load(run_dir / "logged_rounds.npz")
         except (ValueError, FileNotFoundError) as err:
-            raise ValueError(f"{run_dir} is complete but its logged_rounds.npz is damaged ({err}); a complete "
-                             "run keeps no journal to rebuild it from: run it again") from None
+            raise ValueError(
+                f"{run_dir} is complete but its logged_rounds.npz is damaged ({err}); a complete "
+                "run keeps no journal to rebuild it from: run it again"
+            ) from None
     return RunResult(rows=list(state["rows"]), summary=summary, out_dir=run_dir)
 
 
@@ -343,27 +394,50 @@ def _check_run_state(state: Any, path: Path) -> None:
     from socialenv.checkpoint import CheckpointError
 
     required = {"config", "position", "rows", "policy", "env"}
-    if not isinstance(state, dict) or not required <= set(state) or not isinstance(state["config"], dict) \
-            or not isinstance(state["position"], dict) or not isinstance(state["rows"], list):
-        raise CheckpointError(f"{path} is not a PolicySim run checkpoint: it needs {sorted(required)} "
-                              "(config and position objects, rows a list)")
+    if (
+        not isinstance(state, dict)
+        or not required <= set(state)
+        or not isinstance(state["config"], dict)
+        or not isinstance(state["position"], dict)
+        or not isinstance(state["rows"], list)
+    ):
+        raise CheckpointError(
+            f"{path} is not a PolicySim run checkpoint: it needs {sorted(required)} "
+            "(config and position objects, rows a list)"
+        )
     config, position = state["config"], state["position"]
     seeds, episodes = config.get("seeds"), config.get("episodes")
-    if not isinstance(seeds, list | tuple) or not seeds or isinstance(episodes, bool) \
-            or not isinstance(episodes, int) or episodes < 1:
+    if (
+        not isinstance(seeds, list | tuple)
+        or not seeds
+        or isinstance(episodes, bool)
+        or not isinstance(episodes, int)
+        or episodes < 1
+    ):
         raise CheckpointError(f"{path}: config.seeds and config.episodes are not a valid run's")
     limits = {"seed_index": len(seeds), "episode": episodes}
     for name, bound in limits.items():
         value = position.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < bound:
-            raise CheckpointError(f"{path}: position.{name}={value!r} is not allowed: an integer in [0, {bound})")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | np.integer)
+            or not 0 <= value < bound
+        ):
+            raise CheckpointError(
+                f"{path}: position.{name}={value!r} is not allowed: an integer in [0, {bound})"
+            )
     if not isinstance(position.get("episode_done"), bool | np.bool_):
-        raise CheckpointError(f"{path}: position.episode_done={position.get('episode_done')!r} is not "
-                              "allowed: true or false")
+        raise CheckpointError(
+            f"{path}: position.episode_done={position.get('episode_done')!r} is not "
+            "allowed: true or false"
+        )
     for i, row in enumerate(state["rows"]):
         if not isinstance(row, dict) or not all(
-                isinstance(k, str) and isinstance(v, int | float | np.number) for k, v in row.items()):
-            raise CheckpointError(f"{path}: rows[{i}] is not allowed: a mapping of metric names to numbers")
+            isinstance(k, str) and isinstance(v, int | float | np.number) for k, v in row.items()
+        ):
+            raise CheckpointError(
+                f"{path}: rows[{i}] is not allowed: a mapping of metric names to numbers"
+            )
 
 
 def _restore(target: Any, state: Any, name: str, out_dir: Path | None) -> None:
@@ -374,8 +448,10 @@ def _restore(target: Any, state: Any, name: str, out_dir: Path | None) -> None:
     try:
         target.load_state_dict(state)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as err:
-        raise CheckpointError(f"{Path(out_dir or '.') / CHECKPOINT_FILE}: the saved {name} state does not fit "
-                              f"({type(err).__name__}: {err})") from None
+        raise CheckpointError(
+            f"{Path(out_dir or '.') / CHECKPOINT_FILE}: the saved {name} state does not fit "
+            f"({type(err).__name__}: {err})"
+        ) from None
 
 
 def _mark_unresumable(run_dir: Path) -> str:
@@ -392,8 +468,10 @@ def _mark_unresumable(run_dir: Path) -> str:
     if every == 0:
         why = f"{run_dir} cannot be resumed: it was run with checkpoint_every=0 (no checkpoints)"
     else:
-        why = (f"{run_dir} cannot be resumed: the run stopped before its first checkpoint was written "
-               "(nothing to continue from); start it again under a new name")
+        why = (
+            f"{run_dir} cannot be resumed: the run stopped before its first checkpoint was written "
+            "(nothing to continue from); start it again under a new name"
+        )
     lock = RunLock(run_dir)
     try:
         _remove_stale_temporaries(run_dir)
@@ -403,28 +481,39 @@ def _mark_unresumable(run_dir: Path) -> str:
             summary = {}
         if not isinstance(summary, dict) or summary.get("status") in (None, "running"):
             summary = summary if isinstance(summary, dict) else {}
-            RunFolder.write_json(SimpleNamespace(path=run_dir), "summary.json",  # type: ignore[arg-type]
-                                 {**summary, "status": "failed", "error": why})
+            RunFolder.write_json(
+                SimpleNamespace(path=run_dir),
+                "summary.json",  # type: ignore[arg-type]
+                {**summary, "status": "failed", "error": why},
+            )
     finally:
         lock.release()
     return why
 
 
-def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = None,
-        wandb_run: Any = None, _resume: dict[str, Any] | None = None) -> RunResult:
+def run(
+    config: RunConfig,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    wandb_run: Any = None,
+    _resume: dict[str, Any] | None = None,
+) -> RunResult:
     """Run ``config``; returns every round's row and the summary (also written to disk,
     round by round). A failure marks ``summary.json`` failed (or interrupted) with the
     error and re-raises; :func:`resume` continues from the last checkpoint."""
 
     allowed = policy_names()
     if config.policy not in allowed:
-        raise ValueError(f"policy={config.policy!r} is not allowed: use one of {allowed}"
-                         f"{did_you_mean(config.policy, allowed)}")
+        raise ValueError(
+            f"policy={config.policy!r} is not allowed: use one of {allowed}"
+            f"{did_you_mean(config.policy, allowed)}"
+        )
     from socialenv.registration import ENV_IDS
 
     if config.env_id not in ENV_IDS:
-        raise ValueError(f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
-                         f"{did_you_mean(config.env_id, ENV_IDS)}")
+        raise ValueError(
+            f"env_id={config.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
+            f"{did_you_mean(config.env_id, ENV_IDS)}"
+        )
     check_population(config.env_kwargs.get("users", "surrogate"), "users")
     rows: list[dict[str, Any]] = [] if _resume is None else list(_resume["rows"])
     running = RunningSummary()
@@ -449,38 +538,63 @@ def run(config: RunConfig, on_round: Callable[[dict[str, Any]], None] | None = N
             raise
 
     try:
-        return _play(config, rows, running, out_dir, folder, record_id, on_round, wandb_run, _resume)
+        return _play(
+            config, rows, running, out_dir, folder, record_id, on_round, wandb_run, _resume
+        )
     finally:
         if lock is not None:
             lock.release()
 
 
-def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary, out_dir: Path | None,
-          folder: RunFolder | None, record_id: str | None, on_round: Callable[[dict[str, Any]], None] | None,
-          wandb_run: Any, _resume: dict[str, Any] | None) -> RunResult:
+def _play(
+    config: RunConfig,
+    rows: list[dict[str, Any]],
+    running: RunningSummary,
+    out_dir: Path | None,
+    folder: RunFolder | None,
+    record_id: str | None,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    wandb_run: Any,
+    _resume: dict[str, Any] | None,
+) -> RunResult:
     """The episodes of :func:`run`, then the run's files; ``summary.json`` says "complete"
     only once every file is written."""
     import gymnasium as gym
 
     def summary_of(status: str, **extra: Any) -> dict[str, Any]:
         keys = [k for k in rows[0] if k not in ("seed", "episode", "round")] if rows else []
-        return {"env_id": config.env_id, "policy": config.policy, "status": status,
-                "rounds_done": len(rows), **extra, **running.summary(keys)}
+        return {
+            "env_id": config.env_id,
+            "policy": config.policy,
+            "status": status,
+            "rounds_done": len(rows),
+            **extra,
+            **running.summary(keys),
+        }
 
     own_wandb = False
     if wandb_run is None and config.wandb is not None:
         wandb = require("wandb", "wandb", f"RunConfig.wandb={config.wandb!r}")
         wandb_run = wandb.init(
-            project=config.wandb_project, mode=config.wandb, name=config.run_name,
-            config=to_json_data(asdict(config)), dir=str(out_dir) if out_dir else None, reinit="finish_previous",
+            project=config.wandb_project,
+            mode=config.wandb,
+            name=config.run_name,
+            config=to_json_data(asdict(config)),
+            dir=str(out_dir) if out_dir else None,
+            reinit="finish_previous",
         )
         own_wandb = True
 
     total = len(config.seeds) * config.episodes
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=None, initial=len(rows), disable=not config.progress,
-               desc=f"{config.policy} on {config.env_id}", unit="round")
+    bar = tqdm(
+        total=None,
+        initial=len(rows),
+        disable=not config.progress,
+        desc=f"{config.policy} on {config.env_id}",
+        unit="round",
+    )
     start_seed, start_episode, mid_episode = 0, 0, False
     if _resume is not None:
         position = _resume["position"]
@@ -510,13 +624,18 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
     if config.trace and _resume is not None:  # nor may a file choose where a resumed run writes
         import warnings
 
-        warnings.warn(f"trace={config.trace!r}: a resumed run writes no behaviour trace (a trace "
-                      "covers a run played from its start); run it again with --trace for one",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"trace={config.trace!r}: a resumed run writes no behaviour trace (a trace "
+            "covers a run played from its start); run it again with --trace for one",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if config.trace and _resume is None:  # a trace covers runs played from their start
         from socialenv.trace import TraceRecorder
 
-        tracer = TraceRecorder(config.trace, meta={"policy": config.policy, "run_seeds": list(config.seeds)})
+        tracer = TraceRecorder(
+            config.trace, meta={"policy": config.policy, "run_seeds": list(config.seeds)}
+        )
     try:
         for seed_index in range(start_seed, len(config.seeds)):
             seed = config.seeds[seed_index]
@@ -524,8 +643,14 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
             if restoring:
                 from socialenv.envs.base import PolicySimEnv
 
-                llm = {"llm": config.env_kwargs["llm"]} if config.env_kwargs.get("llm") is not None else {}
-                env = PolicySimEnv.from_checkpoint_state(_resume["env"], out_dir or "checkpoint", **llm)
+                llm = (
+                    {"llm": config.env_kwargs["llm"]}
+                    if config.env_kwargs.get("llm") is not None
+                    else {}
+                )
+                env = PolicySimEnv.from_checkpoint_state(
+                    _resume["env"], out_dir or "checkpoint", **llm
+                )
             else:
                 env = gym.make(config.env_id, **config.env_kwargs)
             base = env.unwrapped
@@ -568,17 +693,40 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                     arms, arm_mask = obs["arms"], obs["action_mask"]
                     obs, reward, terminated, truncated, info = env.step(action)
                     if logger is not None:
-                        logger.add(arms, arm_mask, action, propensities, method,
-                                   info["arm_rewards"], info["arm_applied"])
+                        logger.add(
+                            arms,
+                            arm_mask,
+                            action,
+                            propensities,
+                            method,
+                            info["arm_rewards"],
+                            info["arm_applied"],
+                        )
                     if recorder is not None:
-                        recorder.step(action, obs, reward, terminated, truncated, info,
-                                      propensities if logger is not None else None)
+                        recorder.step(
+                            action,
+                            obs,
+                            reward,
+                            terminated,
+                            truncated,
+                            info,
+                            propensities if logger is not None else None,
+                        )
                     applied = info["arm_applied"]
                     if applied.any():
-                        policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
+                        policy.update(
+                            arms[info["arm_indices"][applied]], info["arm_rewards"][applied]
+                        )
                     done = terminated or truncated
-                    row = _plain({"seed": seed, "episode": episode, "round": info["round"],
-                                  "reward": reward, **info["metrics"]})
+                    row = _plain(
+                        {
+                            "seed": seed,
+                            "episode": episode,
+                            "round": info["round"],
+                            "reward": reward,
+                            **info["metrics"],
+                        }
+                    )
                     rows.append(row)
                     running.add(row)
                     if folder is not None:
@@ -586,8 +734,19 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                         folder.write_json("summary.json", summary_of("running"))
                         every = config.checkpoint_every
                         if every and (len(rows) % every == 0 or done):
-                            _write_run_checkpoint(out_dir / CHECKPOINT_FILE, config, rows, policy, base,
-                                                  seed_index, episode, done, journal, logger, recorder)
+                            _write_run_checkpoint(
+                                out_dir / CHECKPOINT_FILE,
+                                config,
+                                rows,
+                                policy,
+                                base,
+                                seed_index,
+                                episode,
+                                done,
+                                journal,
+                                logger,
+                                recorder,
+                            )
                     if wandb_run is not None:
                         wandb_run.log(dict(row), step=len(rows) - 1)
                     if on_round is not None:
@@ -602,14 +761,23 @@ def _play(config: RunConfig, rows: list[dict[str, Any]], running: RunningSummary
                 _plot(config, rows, out_dir)
         if record and (base is None or base.spec is None):  # resumed: the restored env has no spec
             base = gym.make(config.env_id, **config.env_kwargs).unwrapped
-        if record and recorder is None and recorder_state is not None:  # resumed after the last round
+        if (
+            record and recorder is None and recorder_state is not None
+        ):  # resumed after the last round
             from socialenv.offline import EpisodeRecorder
 
             recorder = EpisodeRecorder(base.observation_space, base.slate_size)
             _restore(recorder, recorder_state, "recorder", out_dir)
-        if recorder is not None and not (_resume is not None and (Path(config.record) / record_id).exists()):
-            recorder.write(config.record, record_id, base, algorithm_name=config.policy,
-                           description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}")
+        if recorder is not None and not (
+            _resume is not None and (Path(config.record) / record_id).exists()
+        ):
+            recorder.write(
+                config.record,
+                record_id,
+                base,
+                algorithm_name=config.policy,
+                description=f"{config.policy} on {config.env_id}, seeds {list(config.seeds)}",
+            )
         summary = summary_of("complete")
         if folder is not None:
             folder.write_json("summary.json", summary)
@@ -656,36 +824,76 @@ def _plot(config: RunConfig, rows: list[dict[str, Any]], out_dir: Path) -> None:
             obs, _ = env.reset(seed=seed * 1000 + last)
             done = False
             while not done:
-                obs, reward, terminated, truncated, info = env.step(np.full(env.unwrapped.slate_size,
-                                                                            env.unwrapped.no_op, np.int64))
+                obs, reward, terminated, truncated, info = env.step(
+                    np.full(env.unwrapped.slate_size, env.unwrapped.no_op, np.int64)
+                )
                 done = terminated or truncated
-                origin_rows.append(_plain({"seed": seed, "episode": last, "round": info["round"],
-                                           "reward": reward, **info["metrics"]}))
+                origin_rows.append(
+                    _plain(
+                        {
+                            "seed": seed,
+                            "episode": last,
+                            "round": info["round"],
+                            "reward": reward,
+                            **info["metrics"],
+                        }
+                    )
+                )
             env.close()
         with (out_dir / "origin_rounds.csv").open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in origin_rows for k in r)))
+            writer = csv.DictWriter(
+                fh, fieldnames=list(dict.fromkeys(k for r in origin_rows for k in r))
+            )
             writer.writeheader()
             writer.writerows(origin_rows)
-    plot_run(rows, out_dir, title=f"{config.policy} on {config.env_id}", news_rounds=news_rounds,
-             origin_rows=origin_rows)
+    plot_run(
+        rows,
+        out_dir,
+        title=f"{config.policy} on {config.env_id}",
+        news_rounds=news_rounds,
+        origin_rows=origin_rows,
+    )
 
 
-def _write_run_checkpoint(path: Path, config: RunConfig, rows: list[dict[str, Any]], policy: Any,
-                          env: Any, seed_index: int, episode: int, episode_done: bool, journal: _Journal,
-                          logger: Any = None, recorder: Any = None) -> None:
+def _write_run_checkpoint(
+    path: Path,
+    config: RunConfig,
+    rows: list[dict[str, Any]],
+    policy: Any,
+    env: Any,
+    seed_index: int,
+    episode: int,
+    episode_done: bool,
+    journal: _Journal,
+    logger: Any = None,
+    recorder: Any = None,
+) -> None:
     """Everything :func:`resume` needs, in one data-only file (replaced atomically); the
     propensity log and the Minari record so far go to the journal (:class:`_Journal`)."""
     from socialenv.checkpoint import write_checkpoint
 
-    write_checkpoint(path, "run", {
-        "config": asdict(config),
-        "position": {"seed_index": seed_index, "episode": episode, "episode_done": episode_done},
-        "rows": rows,
-        "policy": _policy_state(policy),
-        "env": env.checkpoint_state(),
-        "logger": None if logger is None else journal.save(logger.state_dict(), "rows", "logged"),
-        "recorder": None if recorder is None else journal.save(recorder.state_dict(), "events", "recorded"),
-    }, objects="placeholder")
+    write_checkpoint(
+        path,
+        "run",
+        {
+            "config": asdict(config),
+            "position": {
+                "seed_index": seed_index,
+                "episode": episode,
+                "episode_done": episode_done,
+            },
+            "rows": rows,
+            "policy": _policy_state(policy),
+            "env": env.checkpoint_state(),
+            "logger": None
+            if logger is None
+            else journal.save(logger.state_dict(), "rows", "logged"),
+            "recorder": None
+            if recorder is None
+            else journal.save(recorder.state_dict(), "events", "recorded"),
+        },
+        objects="placeholder",
+    )
 
 
 class _Journal:
@@ -714,16 +922,27 @@ class _Journal:
         from socialenv.checkpoint import CheckpointError, read_checkpoint
 
         ref = state.get(key) if isinstance(state, dict) else None
-        if not isinstance(ref, dict) or not isinstance(ref.get("journal"), str) \
-                or isinstance(ref.get("count"), bool) or not isinstance(ref.get("count"), int) or ref["count"] < 0:
-            raise CheckpointError(f"{self.folder}: the checkpoint's {key} is not a journal reference")
+        if (
+            not isinstance(ref, dict)
+            or not isinstance(ref.get("journal"), str)
+            or isinstance(ref.get("count"), bool)
+            or not isinstance(ref.get("count"), int)
+            or ref["count"] < 0
+        ):
+            raise CheckpointError(
+                f"{self.folder}: the checkpoint's {key} is not a journal reference"
+            )
         name, count = ref["journal"], ref["count"]
         if name not in ("logged", "recorded") or self.folder is None:
             raise CheckpointError(f"{self.folder}: journal {name!r} is not allowed")
         items: list[Any] = []
         for path in sorted(self.folder.glob(f"{name}-*.ckpt")):
-            start = int(path.stem.rsplit("-", 1)[1]) if path.stem.rsplit("-", 1)[1].isdigit() else -1
-            if start < 0 or start >= count:  # written after the checkpoint: replaced as the run goes on
+            start = (
+                int(path.stem.rsplit("-", 1)[1]) if path.stem.rsplit("-", 1)[1].isdigit() else -1
+            )
+            if (
+                start < 0 or start >= count
+            ):  # written after the checkpoint: replaced as the run goes on
                 path.unlink()
                 continue
             if start > len(items):
@@ -733,8 +952,10 @@ class _Journal:
                 raise CheckpointError(f"{path} is not a journal chunk (a list)")
             items = items[:start] + chunk
         if len(items) < count:
-            raise CheckpointError(f"{self.folder}: the journal holds {len(items)} {name} items, the "
-                                  f"checkpoint needs {count}")
+            raise CheckpointError(
+                f"{self.folder}: the journal holds {len(items)} {name} items, the "
+                f"checkpoint needs {count}"
+            )
         self.written[name] = count
         return {**state, key: items[:count]}
 

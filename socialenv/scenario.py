@@ -83,28 +83,48 @@ class Scenario:
         }
         for name, arr in per_user.items():
             if len(arr) != n:
-                raise ValueError(f"Scenario.{name} has {len(arr)} rows, expected {n} (one per user)")
+                raise ValueError(
+                    f"Scenario.{name} has {len(arr)} rows, expected {n} (one per user)"
+                )
         if len(self.profiles) != n:
             raise ValueError(f"Scenario.profiles has {len(self.profiles)} users, expected {n}")
         if self.latent.ndim != 2:
             raise ValueError(f"Scenario.latent must be (N, d), got shape {self.latent.shape}")
-        for name in ("latent", "opinion", "activity", "toxicity_propensity", "susceptibility",
-                     "history_latent", "history_stance", "history_toxicity"):
+        for name in (
+            "latent",
+            "opinion",
+            "activity",
+            "toxicity_propensity",
+            "susceptibility",
+            "history_latent",
+            "history_stance",
+            "history_toxicity",
+        ):
             arr = np.asarray(getattr(self, name))
-            if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+            if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(
+                arr.dtype, np.complexfloating
+            ):
                 raise ValueError(f"Scenario.{name} must hold real numbers, got dtype {arr.dtype}")
             if not _all_finite(arr):
                 raise ValueError(f"Scenario.{name} holds NaN or inf")
         for name in ("follow_src", "follow_dst", "history_author"):
             if not np.issubdtype(np.asarray(getattr(self, name)).dtype, np.integer):
-                raise ValueError(f"Scenario.{name} must hold integer user ids, "
-                                 f"got dtype {np.asarray(getattr(self, name)).dtype}")
+                raise ValueError(
+                    f"Scenario.{name} must hold integer user ids, "
+                    f"got dtype {np.asarray(getattr(self, name)).dtype}"
+                )
         self._validate_profiles()
         for i, event in enumerate(self.news):
-            if not (isinstance(event.round, int | np.integer) and event.round >= 0
-                    and isinstance(event.headline, str) and np.isfinite(event.shift)):
-                raise ValueError(f"Scenario.news[{i}] must have an integer round >= 0, a headline "
-                                 f"string and a finite shift, got {event!r}")
+            if not (
+                isinstance(event.round, int | np.integer)
+                and event.round >= 0
+                and isinstance(event.headline, str)
+                and np.isfinite(event.shift)
+            ):
+                raise ValueError(
+                    f"Scenario.news[{i}] must have an integer round >= 0, a headline "
+                    f"string and a finite shift, got {event!r}"
+                )
         for name in ("opinion", "history_stance"):
             arr = getattr(self, name)
             if len(arr) and (arr.min() < -1 or arr.max() > 1):
@@ -124,14 +144,18 @@ class Scenario:
         h = len(self.history_author)
         for name in ("history_stance", "history_toxicity", "history_misinfo"):
             if len(getattr(self, name)) != h:
-                raise ValueError(f"Scenario.{name} has {len(getattr(self, name))} rows, expected {h}")
+                raise ValueError(
+                    f"Scenario.{name} has {len(getattr(self, name))} rows, expected {h}"
+                )
         if self.history_latent.shape != (h, self.latent_dim):
             raise ValueError(
                 f"Scenario.history_latent has shape {self.history_latent.shape}, "
                 f"expected ({h}, {self.latent_dim})"
             )
         if self.history_text is not None and len(self.history_text) != h:
-            raise ValueError(f"Scenario.history_text has {len(self.history_text)} texts, expected {h}")
+            raise ValueError(
+                f"Scenario.history_text has {len(self.history_text)} texts, expected {h}"
+            )
         from socialenv.events import load_events
 
         self.events = load_events(list(self.events))
@@ -142,23 +166,37 @@ class Scenario:
             column = getattr(p, name)
             codes = np.asarray(column.codes)
             if not np.issubdtype(codes.dtype, np.integer):
-                raise ValueError(f"Scenario.profiles.{name}.codes must be integers, got dtype {codes.dtype}")
+                raise ValueError(
+                    f"Scenario.profiles.{name}.codes must be integers, got dtype {codes.dtype}"
+                )
             if len(codes) and (codes.min() < 0 or codes.max() >= len(column.vocab)):
-                raise ValueError(f"Scenario.profiles.{name}.codes must index its vocab of "
-                                 f"{len(column.vocab)} entries (0..{len(column.vocab) - 1})")
+                raise ValueError(
+                    f"Scenario.profiles.{name}.codes must index its vocab of "
+                    f"{len(column.vocab)} entries (0..{len(column.vocab) - 1})"
+                )
             if not all(isinstance(v, str) for v in column.vocab):
                 raise ValueError(f"Scenario.profiles.{name}.vocab must hold strings")
         interests = np.asarray(p.interests)
         if interests.shape != (n, len(p.topics)):
-            raise ValueError(f"Scenario.profiles.interests has shape {interests.shape}, "
-                             f"expected ({n}, {len(p.topics)}) (users × topics)")
+            raise ValueError(
+                f"Scenario.profiles.interests has shape {interests.shape}, "
+                f"expected ({n}, {len(p.topics)}) (users × topics)"
+            )
         for name in ("post_retweet_ratio", "reply_frequency", "follower_following_ratio"):
             arr = np.asarray(getattr(p, name))
-            if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr).all() \
-                    or (len(arr) and arr.min() < 0):
+            if (
+                arr.shape != (n,)
+                or not np.issubdtype(arr.dtype, np.number)
+                or not np.isfinite(arr).all()
+                or (len(arr) and arr.min() < 0)
+            ):
                 raise ValueError(f"Scenario.profiles.{name} must be ({n},) finite numbers >= 0")
-        if p.names is not None and (len(p.names) != n or not all(isinstance(x, str) and x for x in p.names)):
-            raise ValueError(f"Scenario.profiles.names must be {n} non-empty strings (one per user)")
+        if p.names is not None and (
+            len(p.names) != n or not all(isinstance(x, str) and x for x in p.names)
+        ):
+            raise ValueError(
+                f"Scenario.profiles.names must be {n} non-empty strings (one per user)"
+            )
 
     @classmethod
     def from_arrays(
@@ -240,22 +278,36 @@ class Scenario:
         p = self.profiles
         np.savez_compressed(
             path,
-            latent=self.latent, opinion=self.opinion, activity=self.activity,
-            toxicity_propensity=self.toxicity_propensity, susceptibility=self.susceptibility,
-            misinformed=self.misinformed, follow_src=self.follow_src, follow_dst=self.follow_dst,
-            history_author=self.history_author, history_latent=self.history_latent,
-            history_stance=self.history_stance, history_toxicity=self.history_toxicity,
+            latent=self.latent,
+            opinion=self.opinion,
+            activity=self.activity,
+            toxicity_propensity=self.toxicity_propensity,
+            susceptibility=self.susceptibility,
+            misinformed=self.misinformed,
+            follow_src=self.follow_src,
+            follow_dst=self.follow_dst,
+            history_author=self.history_author,
+            history_latent=self.history_latent,
+            history_stance=self.history_stance,
+            history_toxicity=self.history_toxicity,
             history_misinfo=self.history_misinfo,
-            identity=p.identity.codes, interests=p.interests, posting_style=p.posting_style.codes,
-            interaction_role=p.interaction_role.codes, post_retweet_ratio=p.post_retweet_ratio,
-            reply_frequency=p.reply_frequency, follower_following_ratio=p.follower_following_ratio,
+            identity=p.identity.codes,
+            interests=p.interests,
+            posting_style=p.posting_style.codes,
+            interaction_role=p.interaction_role.codes,
+            post_retweet_ratio=p.post_retweet_ratio,
+            reply_frequency=p.reply_frequency,
+            follower_following_ratio=p.follower_following_ratio,
         )
         meta = {
-            "name": self.name, "topic": self.topic,
+            "name": self.name,
+            "topic": self.topic,
             "misinformation_message": self.misinformation_message,
             "news": [[e.round, e.headline, e.shift] for e in self.news],
             "events": list(self.events),
-            "history_text": self.history_text, "names": p.names, "topics": list(p.topics),
+            "history_text": self.history_text,
+            "names": p.names,
+            "topics": list(p.topics),
             "identity_vocab": list(p.identity.vocab),
             "posting_style_vocab": list(p.posting_style.vocab),
             "interaction_role_vocab": list(p.interaction_role.vocab),
@@ -272,18 +324,34 @@ class Scenario:
                 raise FileNotFoundError(f"scenario file {required} does not exist")
         try:
             scenario = cls._read(path)
-        except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile) as err:
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            IndexError,
+            EOFError,
+            zipfile.BadZipFile,
+        ) as err:
             what = "is not a valid scenario" if not isinstance(err, KeyError) else f"lacks {err}"
-            raise ValueError(f"scenario file {path} (with {path.with_suffix('.json').name}) {what}: "
-                             f"{type(err).__name__}: {err}") from err
+            raise ValueError(
+                f"scenario file {path} (with {path.with_suffix('.json').name}) {what}: "
+                f"{type(err).__name__}: {err}"
+            ) from err
         return scenario
 
     @classmethod
     def _read(cls, path: Path) -> Scenario:
         from agent_models.npz import NpzReader
 
-        with NpzReader(path, max_bytes=MAX_SCENARIO_BYTES, members=SCENARIO_MEMBERS, required=SCENARIO_MEMBERS,
-                       check=_check_scenario_headers, what="scenario file") as reader:
+        with NpzReader(
+            path,
+            max_bytes=MAX_SCENARIO_BYTES,
+            members=SCENARIO_MEMBERS,
+            required=SCENARIO_MEMBERS,
+            check=_check_scenario_headers,
+            what="scenario file",
+        ) as reader:
             arrays = reader.read_all()
         sidecar = path.with_suffix(".json")
         if sidecar.stat().st_size > MAX_SCENARIO_JSON_BYTES:
@@ -308,12 +376,27 @@ class Scenario:
             names=meta["names"],
         )
         scenario = cls(
-            name=meta["name"], topic=meta["topic"], profiles=profiles,
-            **{k: arrays[k] for k in (
-                "latent", "opinion", "activity", "toxicity_propensity", "susceptibility",
-                "misinformed", "follow_src", "follow_dst", "history_author", "history_latent",
-                "history_stance", "history_toxicity", "history_misinfo",
-            )},
+            name=meta["name"],
+            topic=meta["topic"],
+            profiles=profiles,
+            **{
+                k: arrays[k]
+                for k in (
+                    "latent",
+                    "opinion",
+                    "activity",
+                    "toxicity_propensity",
+                    "susceptibility",
+                    "misinformed",
+                    "follow_src",
+                    "follow_dst",
+                    "history_author",
+                    "history_latent",
+                    "history_stance",
+                    "history_toxicity",
+                    "history_misinfo",
+                )
+            },
             history_text=meta["history_text"],
             news=[NewsEvent(int(r), str(h), float(s)) for r, h, s in meta["news"]],
             misinformation_message=meta["misinformation_message"],
@@ -325,14 +408,25 @@ class Scenario:
 
 #: ``.npz`` members of a saved scenario: name -> (ndim, dtype kinds, the size its first axis shares).
 SCENARIO_ARRAYS: dict[str, tuple[int, str, str]] = {
-    "latent": (2, "f", "users"), "opinion": (1, "f", "users"), "activity": (1, "f", "users"),
-    "toxicity_propensity": (1, "f", "users"), "susceptibility": (1, "f", "users"),
-    "misinformed": (1, "b", "users"), "follow_src": (1, "iu", "edges"), "follow_dst": (1, "iu", "edges"),
-    "history_author": (1, "iu", "history"), "history_latent": (2, "f", "history"),
-    "history_stance": (1, "f", "history"), "history_toxicity": (1, "f", "history"),
-    "history_misinfo": (1, "b", "history"), "identity": (1, "iu", "users"), "interests": (2, "biu", "users"),
-    "posting_style": (1, "iu", "users"), "interaction_role": (1, "iu", "users"),
-    "post_retweet_ratio": (1, "f", "users"), "reply_frequency": (1, "f", "users"),
+    "latent": (2, "f", "users"),
+    "opinion": (1, "f", "users"),
+    "activity": (1, "f", "users"),
+    "toxicity_propensity": (1, "f", "users"),
+    "susceptibility": (1, "f", "users"),
+    "misinformed": (1, "b", "users"),
+    "follow_src": (1, "iu", "edges"),
+    "follow_dst": (1, "iu", "edges"),
+    "history_author": (1, "iu", "history"),
+    "history_latent": (2, "f", "history"),
+    "history_stance": (1, "f", "history"),
+    "history_toxicity": (1, "f", "history"),
+    "history_misinfo": (1, "b", "history"),
+    "identity": (1, "iu", "users"),
+    "interests": (2, "biu", "users"),
+    "posting_style": (1, "iu", "users"),
+    "interaction_role": (1, "iu", "users"),
+    "post_retweet_ratio": (1, "f", "users"),
+    "reply_frequency": (1, "f", "users"),
     "follower_following_ratio": (1, "f", "users"),
 }
 SCENARIO_MEMBERS: tuple[str, ...] = tuple(SCENARIO_ARRAYS)
@@ -347,11 +441,15 @@ def _check_scenario_headers(headers: dict[str, tuple[tuple[int, ...], np.dtype]]
     for name, (shape, dtype) in headers.items():
         ndim, kinds, axis = SCENARIO_ARRAYS[name]
         if len(shape) != ndim or dtype.kind not in kinds:
-            raise ValueError(f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
-                             f"of dtype kind {kinds!r}")
+            raise ValueError(
+                f"array {name!r}: shape {shape} of {dtype} is not allowed: {ndim} dimensions "
+                f"of dtype kind {kinds!r}"
+            )
         first, size = sizes.setdefault(axis, (name, shape[0]))
         if shape[0] != size:
-            raise ValueError(f"array {name!r}: {shape[0]} rows is not allowed: {size}, as {first!r}")
+            raise ValueError(
+                f"array {name!r}: {shape[0]} rows is not allowed: {size}, as {first!r}"
+            )
 
 
 def _all_finite(arr: np.ndarray) -> bool:
@@ -362,8 +460,9 @@ def _all_finite(arr: np.ndarray) -> bool:
     return bool(np.isfinite(arr.min()) and np.isfinite(arr.max()))
 
 
-def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5,
-                 with_text: bool = False) -> None:
+def seed_history(
+    scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5, with_text: bool = False
+) -> None:
     """Fill ``scenario.history_*`` with posts written before round 0 (in place)."""
     n = scenario.num_users
     counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
@@ -378,7 +477,13 @@ def seed_history(scenario: Scenario, rng: np.random.Generator, mean_posts: float
     ).astype(np.float32)
     scenario.history_misinfo = scenario.misinformed[author].copy()
     scenario.history_text = (
-        synthetic_text(scenario.topic, scenario.history_stance, scenario.history_misinfo, rng,
-                       scenario.misinformation_message)
-        if with_text else None
+        synthetic_text(
+            scenario.topic,
+            scenario.history_stance,
+            scenario.history_misinfo,
+            rng,
+            scenario.misinformation_message,
+        )
+        if with_text
+        else None
     )

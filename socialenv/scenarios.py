@@ -40,11 +40,16 @@ MISINFORMATION_MESSAGE = (
 
 #: Documented limits of :class:`PopulationConfig` (checked before anything is allocated).
 POPULATION_LIMITS = {
-    "latent_dim": Limit(ge=2, le=4096), "mean_following": Limit(ge=0, le=1000),
-    "homophily": Limit(ge=0, le=1), "popularity_shape": Limit(gt=0, le=100),
-    "camp_share": Limit(ge=0, le=0.5), "camp_opinion": Limit(ge=0, le=1),
-    "camp_spread": Limit(ge=0, le=1), "activity_beta": Limit(gt=0, le=1000),
-    "toxicity_beta": Limit(gt=0, le=1000), "susceptibility_beta": Limit(gt=0, le=1000),
+    "latent_dim": Limit(ge=2, le=4096),
+    "mean_following": Limit(ge=0, le=1000),
+    "homophily": Limit(ge=0, le=1),
+    "popularity_shape": Limit(gt=0, le=100),
+    "camp_share": Limit(ge=0, le=0.5),
+    "camp_opinion": Limit(ge=0, le=1),
+    "camp_spread": Limit(ge=0, le=1),
+    "activity_beta": Limit(gt=0, le=1000),
+    "toxicity_beta": Limit(gt=0, le=1000),
+    "susceptibility_beta": Limit(gt=0, le=1000),
     "history_posts": Limit(ge=0, le=100),
 }
 
@@ -88,7 +93,9 @@ class PopulationConfig:
 
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     """(T, d) unit vectors, one per entry of TOPICS."""
-    return kernels.unit_rows(np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim)))
+    return kernels.unit_rows(
+        np.random.default_rng([seed, 1]).standard_normal((len(TOPICS), latent_dim))
+    )
 
 
 #: Edges per block when drawing the follow graph's per-edge randoms and when building its keys
@@ -200,7 +207,9 @@ def synthetic_population(
     rng = np.random.default_rng([seed, 0])
     n = num_users
     # opinions: two camps and a neutral middle
-    camp = rng.choice(3, size=n, p=[config.camp_share, 1 - 2 * config.camp_share, config.camp_share])
+    camp = rng.choice(
+        3, size=n, p=[config.camp_share, 1 - 2 * config.camp_share, config.camp_share]
+    )
     centre = (camp - 1) * config.camp_opinion
     spread = np.where(camp == 1, config.camp_spread * 0.8, config.camp_spread)
     opinion = np.clip(centre + spread * rng.standard_normal(n), -1, 1).astype(np.float32)
@@ -239,11 +248,19 @@ def synthetic_population(
 
 
 @small_pages
-def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig | None = None,
-             with_text: bool = False) -> Scenario:
+def abortion(
+    num_users: int = 1000,
+    seed: int = 0,
+    *,
+    config: PopulationConfig | None = None,
+    with_text: bool = False,
+) -> Scenario:
     """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7."""
     scenario, rng = synthetic_population(
-        num_users, seed, name="abortion", config=config,
+        num_users,
+        seed,
+        name="abortion",
+        config=config,
         topic="Anti-abortion legislation in the United States after the overturning of Roe v. Wade",
     )
     scenario.news = list(ABORTION_NEWS)
@@ -253,14 +270,22 @@ def abortion(num_users: int = 1000, seed: int = 0, *, config: PopulationConfig |
 
 
 @small_pages
-def misinformation(num_users: int = 1000, seed: int = 0, *,
-                   config: PopulationConfig | None = None, with_text: bool = False,
-                   initial_share: float = 0.2) -> Scenario:
+def misinformation(
+    num_users: int = 1000,
+    seed: int = 0,
+    *,
+    config: PopulationConfig | None = None,
+    with_text: bool = False,
+    initial_share: float = 0.2,
+) -> Scenario:
     """The paper's objective-2 setting: ``initial_share`` (20%) of users start out believing and
     posting the gun-registry misinformation message."""
     check(0.0 <= initial_share <= 1.0, "initial_share", "in [0, 1]", initial_share)
     scenario, rng = synthetic_population(
-        num_users, seed, name="misinformation", config=config,
+        num_users,
+        seed,
+        name="misinformation",
+        config=config,
         topic="Gun control and a national gun registry in the United States",
     )
     n = scenario.num_users
@@ -275,15 +300,25 @@ def misinformation(num_users: int = 1000, seed: int = 0, *,
 BUILTIN_SCENARIOS = {"abortion": abortion, "misinformation": misinformation}
 
 
-def make_scenario(name: str, num_users: int, seed: int, *, with_text: bool = False,
-                  config: PopulationConfig | None = None) -> Scenario:
+def make_scenario(
+    name: str,
+    num_users: int,
+    seed: int,
+    *,
+    with_text: bool = False,
+    config: PopulationConfig | None = None,
+) -> Scenario:
     """A built-in scenario by name, or a saved one by path (``*.npz``)."""
     if name in BUILTIN_SCENARIOS:
         return BUILTIN_SCENARIOS[name](num_users, seed, config=config, with_text=with_text)
     if name.endswith(".npz"):
         return Scenario.load(name)
-    raise config_error("scenario", name, f"one of {sorted(BUILTIN_SCENARIOS)}, a path to a saved "
-                       f"scenario (.npz), or a Scenario instance{did_you_mean(name, BUILTIN_SCENARIOS)}")
+    raise config_error(
+        "scenario",
+        name,
+        f"one of {sorted(BUILTIN_SCENARIOS)}, a path to a saved "
+        f"scenario (.npz), or a Scenario instance{did_you_mean(name, BUILTIN_SCENARIOS)}",
+    )
 
 
 #: Also the profile vocabularies, ``default_profiles`` and ``synthetic_text``

@@ -179,40 +179,65 @@ class Simulation:
         setup_rng = self.rng(-1, Stream.SETUP)
         if self.brain.needs_text and history_text is None:
             history_text = synthetic_text(
-                scenario.topic, scenario.history_stance, scenario.history_misinfo, setup_rng,
+                scenario.topic,
+                scenario.history_stance,
+                scenario.history_misinfo,
+                setup_rng,
                 scenario.misinformation_message,
             )
-        self.posts = PostTable(scenario.latent_dim, capacity=max(4 * len(scenario.history_author), 1024),
-                               with_text=self.brain.needs_text)
+        self.posts = PostTable(
+            scenario.latent_dim,
+            capacity=max(4 * len(scenario.history_author), 1024),
+            with_text=self.brain.needs_text,
+        )
         replacement = self.brain.reset(self.users.view(), self.posts.view(), self.seed)
         if replacement is not None:
             replacement = np.asarray(replacement, np.float32)
             if replacement.shape[0] != n:
-                raise ValueError(f"brain.reset returned {replacement.shape[0]} user embeddings for {n} users")
+                raise ValueError(
+                    f"brain.reset returned {replacement.shape[0]} user embeddings for {n} users"
+                )
             self.users.latent = replacement
             self.users.memory_latent = replacement.copy()
             history_latent = (
-                self.brain.embed_texts([t or "" for t in history_text]) if len(scenario.history_author)
+                self.brain.embed_texts([t or "" for t in history_text])
+                if len(scenario.history_author)
                 else np.zeros((0, replacement.shape[1]), np.float32)
             )
-            self.posts = PostTable(replacement.shape[1], capacity=self.posts.author.shape[0],
-                                   with_text=self.brain.needs_text)
-        self.centroids = fit_centroids(self.users.latent, self.config.recommender.num_clusters, setup_rng)
+            self.posts = PostTable(
+                replacement.shape[1],
+                capacity=self.posts.author.shape[0],
+                with_text=self.brain.needs_text,
+            )
+        self.centroids = fit_centroids(
+            self.users.latent, self.config.recommender.num_clusters, setup_rng
+        )
         self.posts.append(
-            author=scenario.history_author, round_=-1, kind=int(PostKind.POST), parent=-1,
-            latent=history_latent, stance=scenario.history_stance,
-            toxicity=scenario.history_toxicity, misinfo=scenario.history_misinfo,
-            cluster=assign_clusters(history_latent, self.centroids), text=history_text,
+            author=scenario.history_author,
+            round_=-1,
+            kind=int(PostKind.POST),
+            parent=-1,
+            latent=history_latent,
+            stance=scenario.history_stance,
+            toxicity=scenario.history_toxicity,
+            misinfo=scenario.history_misinfo,
+            cluster=assign_clusters(history_latent, self.centroids),
+            text=history_text,
         )
         self.round_start = [0, len(self.posts)]
         self._classify(0, self.rng(-1, Stream.CLASSIFIER))
         self.recent_toxicity = np.zeros(n, np.float32)
         self.recent_misinfo = np.zeros(n, np.float32)
         if len(scenario.history_author):
-            self._update_author_history(scenario.history_author, scenario.history_toxicity,
-                                        self.posts.flagged[: len(self.posts)])
+            self._update_author_history(
+                scenario.history_author,
+                scenario.history_toxicity,
+                self.posts.flagged[: len(self.posts)],
+            )
         self._adjacency = None
-        self.events = EventSchedule(list(getattr(scenario, "events", None) or []) + list(self.config.events or []))
+        self.events = EventSchedule(
+            list(getattr(scenario, "events", None) or []) + list(self.config.events or [])
+        )
         if self.activity_model is not None:
             self.activity_model.reset(self.users.activity)
         if self.moderation is not None:
@@ -222,7 +247,11 @@ class Simulation:
     def sample_active(self, round_: int) -> np.ndarray:
         """(B,) users active in ``round_`` (each independently with its activity probability)."""
         rng = self.rng(round_, Stream.ACTIVE)
-        p = self.users.activity if self.activity_model is None else self.activity_model.probability(self.users.activity)
+        p = (
+            self.users.activity
+            if self.activity_model is None
+            else self.activity_model.probability(self.users.activity)
+        )
         active = rng.random(len(p)) < p
         if self.moderation is not None:
             active &= ~self.moderation.suspended(round_)
@@ -238,8 +267,14 @@ class Simulation:
         n = len(self.users.stance)
         if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
-            return propagate_rows((self.users.latent, self.users.memory_latent), indptr, indices,
-                                  np.asarray(rows, np.int64), cfg.alpha, cfg.hops)
+            return propagate_rows(
+                (self.users.latent, self.users.memory_latent),
+                indptr,
+                indices,
+                np.asarray(rows, np.int64),
+                cfg.alpha,
+                cfg.hops,
+            )
         base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
             indptr, indices = self.graph.followees_csr()
@@ -253,8 +288,12 @@ class Simulation:
 
     def feed_context(self) -> FeedContext:
         return FeedContext(
-            round=self.round, users=self.users, posts=self.posts, graph=self.graph,
-            round_start=np.asarray(self.round_start), centroids=self.centroids,
+            round=self.round,
+            users=self.users,
+            posts=self.posts,
+            graph=self.graph,
+            round_start=np.asarray(self.round_start),
+            centroids=self.centroids,
         )
 
     def recent_post_range(self, rounds: int) -> tuple[int, int]:
@@ -262,8 +301,9 @@ class Simulation:
         return self.feed_context().posts_of_rounds(self.round - rounds, self.round - 1)
 
     # ----------------------------------------------------------------------------- a round
-    def run_round(self, recommend_user: np.ndarray | None = None,
-                  recommend_post: np.ndarray | None = None) -> RoundResult:
+    def run_round(
+        self, recommend_user: np.ndarray | None = None, recommend_post: np.ndarray | None = None
+    ) -> RoundResult:
         """Play round t; the policy's recommendations (``recommend_user[i]`` is shown
         ``recommend_post[i]``) fill those users' recommended slots
         (:meth:`Recommender.place_recommendations`); inactive targets are dropped."""
@@ -280,14 +320,18 @@ class Simulation:
                     "socialenv.platform.Recommender to receive the policy's recommendations"
                 )
             row = np.searchsorted(active, recommend_user)
-            row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == recommend_user)
+            row_ok = (row < len(active)) & (
+                active[np.minimum(row, len(active) - 1)] == recommend_user
+            )
             feed, channel = self.recommender.place_recommendations(
                 feed, channel, row[row_ok], np.asarray(recommend_post)[row_ok]
             )
         owner = np.broadcast_to(active[:, None], feed.shape)
         feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
         if self.moderation is not None:
-            feed = self.moderation.filter_feeds(feed, owner, self.posts, t, self.rng(t, Stream.MODERATION))
+            feed = self.moderation.filter_feeds(
+                feed, owner, self.posts, t, self.rng(t, Stream.MODERATION)
+            )
         valid = feed >= 0
         filtered, removed_count = self.exposure_control.filter(
             feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
@@ -298,12 +342,20 @@ class Simulation:
         stance_before = self.users.stance.copy()
         discrete_before = self.users.discrete_stance.copy()
         misinformed_before = self.users.misinformed.copy()
-        news = [e for e in (self.scenario.news if self.scenario else []) if e.round == t] + self.events.start(t)
+        news = [
+            e for e in (self.scenario.news if self.scenario else []) if e.round == t
+        ] + self.events.start(t)
         indptr, indices = self.graph.followees_csr()
         round_input = RoundInput(
-            round=t, active=active.copy(), feed=filtered, feed_channel=channel,
-            users=self.users.view(), posts=self.posts.view(),
-            following_indptr=indptr, following_indices=indices, news=news,
+            round=t,
+            active=active.copy(),
+            feed=filtered,
+            feed_channel=channel,
+            users=self.users.view(),
+            posts=self.posts.view(),
+            following_indptr=indptr,
+            following_indices=indices,
+            news=news,
             topic=self.scenario.topic if self.scenario else "",
             misinformation_message=self.scenario.misinformation_message if self.scenario else None,
             rng=self.rng(t, Stream.BRAIN),
@@ -312,7 +364,9 @@ class Simulation:
         if not getattr(self.brain, "trusted_output", False):
             output.validate(n, len(self.posts), self.posts.latent_dim)
         if self.moderation is not None:
-            self.moderation.adjust_output(output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION))
+            self.moderation.adjust_output(
+                output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION)
+            )
         text_toxicity = self._apply(output, t)
         events_fired = self.events.apply_fired(t, self.users, _LazyRng(self, t, Stream.EVENTS))
         if self.activity_model is not None:
@@ -321,10 +375,17 @@ class Simulation:
         self.round_start.append(len(self.posts))
         self.active = self.sample_active(self.round)
         result = RoundResult(
-            round=t, active=active, feed=filtered, feed_channel=channel,
-            impression_user=impression_user, impression_post=impression_post,
-            impression_removed=impression_removed, output=output, stance_before=stance_before,
-            discrete_before=discrete_before, misinformed_before=misinformed_before,
+            round=t,
+            active=active,
+            feed=filtered,
+            feed_channel=channel,
+            impression_user=impression_user,
+            impression_post=impression_post,
+            impression_removed=impression_removed,
+            output=output,
+            stance_before=stance_before,
+            discrete_before=discrete_before,
+            misinformed_before=misinformed_before,
         )
         author_stance = discrete_before[self.posts.author[output.react_post]]
         result.metrics = {
@@ -336,9 +397,13 @@ class Simulation:
             ),
             "misinformation_ratio": metrics.misinformation_ratio(self.users.misinformed),
             "engagement": metrics.engagement(len(output.react_user), len(active)),
-            "echo_chamber_index": metrics.echo_chamber_index(self.users.stance, *self.graph.followees_csr()),
+            "echo_chamber_index": metrics.echo_chamber_index(
+                self.users.stance, *self.graph.followees_csr()
+            ),
             "exposure_removed": removed_count / max(len(impression_post), 1),
-            "policy_share": float((channel[valid] == FeedChannel.INJECTED).mean()) if valid.any() else 0.0,
+            "policy_share": float((channel[valid] == FeedChannel.INJECTED).mean())
+            if valid.any()
+            else 0.0,
             "active_users": float(len(active)),
             "posts": float(len(output.post_user)),
             "reactions": float(len(output.react_user)),
@@ -347,7 +412,9 @@ class Simulation:
         }
         if self.activity_model is not None:
             result.metrics["activity_excitation_news"] = float(self.activity_model.external)
-            result.metrics["activity_excitation_notifications"] = float(self.activity_model.internal.mean())
+            result.metrics["activity_excitation_notifications"] = float(
+                self.activity_model.internal.mean()
+            )
         self.events.check_triggers(t, result.metrics)
         for reason, count in output.invalid.items():
             result.metrics[f"invalid_{reason}"] = float(count)
@@ -358,20 +425,27 @@ class Simulation:
         users, posts = self.users, self.posts
         first_new = len(posts)
         kind = out.react_kind
-        kernels.count_reactions(out.react_post, kind, np.array(_COUNTED, kind.dtype),
-                                (posts.likes, posts.dislikes, posts.retweets, posts.replies))
+        kernels.count_reactions(
+            out.react_post,
+            kind,
+            np.array(_COUNTED, kind.dtype),
+            (posts.likes, posts.dislikes, posts.retweets, posts.replies),
+        )
         shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
         share_user, share_post = out.react_user[shares], out.react_post[shares]
         is_reply = kind[shares] == Behaviour.REPLY
         share_latent = posts.latent.take(share_post, axis=0)
         if is_reply.any():
             mix = share_latent[is_reply] + users.latent.take(share_user[is_reply], axis=0)
-            share_latent[is_reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
+            share_latent[is_reply] = mix / np.maximum(
+                np.linalg.norm(mix, axis=1, keepdims=True), 1e-8
+            )
         share_text = None
         if posts.text is not None:
             react_text = out.react_text or [None] * len(kind)
             share_text = [
-                react_text[i] if react_text[i] is not None or kind[i] == Behaviour.REPLY
+                react_text[i]
+                if react_text[i] is not None or kind[i] == Behaviour.REPLY
                 else posts.text[out.react_post[i]]
                 for i in np.flatnonzero(shares)
             ]
@@ -379,24 +453,37 @@ class Simulation:
         share_misinfo = np.where(is_reply, False, posts.misinfo[share_post])
         if len(share_user):
             posts.append(
-                author=share_user, round_=t,
+                author=share_user,
+                round_=t,
                 kind=np.where(is_reply, int(PostKind.REPLY), int(PostKind.RETWEET)),
-                parent=share_post, latent=share_latent, stance=out.react_stance[shares],
-                toxicity=share_toxicity, misinfo=share_misinfo,
-                cluster=assign_clusters(share_latent, self.centroids), text=share_text,
+                parent=share_post,
+                latent=share_latent,
+                stance=out.react_stance[shares],
+                toxicity=share_toxicity,
+                misinfo=share_misinfo,
+                cluster=assign_clusters(share_latent, self.centroids),
+                text=share_text,
             )
         if len(out.post_user):
             post_text = out.post_text
             if posts.text is not None and post_text is None:
                 post_text = synthetic_text(
-                    self.scenario.topic if self.scenario else "", out.post_stance, out.post_misinfo,
+                    self.scenario.topic if self.scenario else "",
+                    out.post_stance,
+                    out.post_misinfo,
                     self.rng(t, Stream.TEXT),
                     self.scenario.misinformation_message if self.scenario else None,
                 )
             posts.append(
-                author=out.post_user, round_=t, kind=int(PostKind.POST), parent=-1,
-                latent=out.post_latent, stance=out.post_stance, toxicity=out.post_toxicity,
-                misinfo=out.post_misinfo, cluster=assign_clusters(out.post_latent, self.centroids),
+                author=out.post_user,
+                round_=t,
+                kind=int(PostKind.POST),
+                parent=-1,
+                latent=out.post_latent,
+                stance=out.post_stance,
+                toxicity=out.post_toxicity,
+                misinfo=out.post_misinfo,
+                cluster=assign_clusters(out.post_latent, self.centroids),
                 text=post_text,
             )
         self._classify(first_new, self.rng(t, Stream.CLASSIFIER))
@@ -407,7 +494,9 @@ class Simulation:
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 
-        added, removed = self.graph.edit(out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst)
+        added, removed = self.graph.edit(
+            out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst
+        )
         if added or removed:
             self._adjacency = None
 
@@ -422,8 +511,14 @@ class Simulation:
         if len(out.react_user):
             order = np.argsort(out.react_user, kind="stable")
             who, first = kernels.sorted_starts(out.react_user[order])
-            kernels.memory_update(users.memory_latent, posts.latent, out.react_post[order], first, who,
-                                  self.config.memory_ema)
+            kernels.memory_update(
+                users.memory_latent,
+                posts.latent,
+                out.react_post[order],
+                first,
+                who,
+                self.config.memory_ema,
+            )
         return written_toxicity
 
     def _classify(self, first: int, rng: np.random.Generator) -> None:
@@ -434,8 +529,9 @@ class Simulation:
         misinfo = self.posts.misinfo[new]
         self.posts.flagged[new] = np.where(misinfo, u < cfg.recall, u < cfg.false_positive_rate)
 
-    def _update_author_history(self, author: np.ndarray, toxicity: np.ndarray, misinfo: np.ndarray,
-                               decay: float = 0.5) -> None:
+    def _update_author_history(
+        self, author: np.ndarray, toxicity: np.ndarray, misinfo: np.ndarray, decay: float = 0.5
+    ) -> None:
         """Observable per-user history the platform keeps: EMA of the toxicity and of the
         share of flagged posts (by the platform's classifier) of what each user wrote."""
         if len(author) == 0:
@@ -444,7 +540,10 @@ class Simulation:
         count = np.bincount(author, minlength=n)
         wrote = count > 0
         mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
-        mean_mis = np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote] / count[wrote]
+        mean_mis = (
+            np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote]
+            / count[wrote]
+        )
         self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
         self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
 
@@ -466,9 +565,11 @@ class Simulation:
         by post id). Call between rounds only: ids of the kept posts
         shift down by the returned count (``posts_dropped`` totals it, so a post's id since
         the episode start is ``id + posts_dropped``). Returns the number dropped (often 0)."""
-        if not self.compact_posts_enabled or not getattr(self.brain, "supports_post_compaction", False):
+        if not self.compact_posts_enabled or not getattr(
+            self.brain, "supports_post_compaction", False
+        ):
             return 0
-        if self.moderation is not None:   # its governance state is indexed by post id
+        if self.moderation is not None:  # its governance state is indexed by post id
             return 0
         first_kept = self.round - self.post_horizon()
         if first_kept <= -1:

@@ -11,12 +11,22 @@ import numpy as np
 
 #: Metrics summarized as the mean over the rounds of the (last) episode: they measure what
 #: happens during a round. Every other metric is a state, summarized by its last-round value.
-FLOW_METRICS = frozenset({
-    "reward", "toxicity", "cross_interaction_ratio", "cross_interaction_ratio_recommended",
-    "engagement", "exposure_removed", "recommended_reaction_rate", "objective",
-    "civil_cross_reactions_per_user", "hostile_reactions_per_user", "clean_removed_per_user",
-    "newly_misinformed",
-})
+FLOW_METRICS = frozenset(
+    {
+        "reward",
+        "toxicity",
+        "cross_interaction_ratio",
+        "cross_interaction_ratio_recommended",
+        "engagement",
+        "exposure_removed",
+        "recommended_reaction_rate",
+        "objective",
+        "civil_cross_reactions_per_user",
+        "hostile_reactions_per_user",
+        "clean_removed_per_user",
+        "newly_misinformed",
+    }
+)
 ROUND_MEAN = "mean over the rounds of the last episode"
 LAST_ROUND = "value at the last round"
 
@@ -63,8 +73,11 @@ class RunningSummary:
         for seed in sorted(self._seeds):
             state = self._seeds[seed]
             last = state["last"]
-            out[seed] = {k: state["sums"][k] / state["counts"][k] if k in FLOW_METRICS else float(last[k])
-                         for k in keys if k in last and (k not in FLOW_METRICS or k in state["counts"])}
+            out[seed] = {
+                k: state["sums"][k] / state["counts"][k] if k in FLOW_METRICS else float(last[k])
+                for k in keys
+                if k in last and (k not in FLOW_METRICS or k in state["counts"])
+            }
         return out
 
     def summary(self, keys: Sequence[str]) -> dict[str, Any]:
@@ -73,10 +86,14 @@ class RunningSummary:
         for k in keys:
             values = [s[k] for s in per_seed.values() if k in s]
             if values:
-                out[k] = {"mean": float(np.mean(values)), "ci95": _ci95(values),
-                          "aggregation": ROUND_MEAN if k in FLOW_METRICS else LAST_ROUND}
-        out["ci95"] = ("95% t-interval over seeds" if len(per_seed) > 1
-                       else "n/a: one seed gives no interval")
+                out[k] = {
+                    "mean": float(np.mean(values)),
+                    "ci95": _ci95(values),
+                    "aggregation": ROUND_MEAN if k in FLOW_METRICS else LAST_ROUND,
+                }
+        out["ci95"] = (
+            "95% t-interval over seeds" if len(per_seed) > 1 else "n/a: one seed gives no interval"
+        )
         return out
 
 

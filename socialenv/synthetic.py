@@ -14,17 +14,42 @@ import numpy as np
 from agent_models.types import Categorical, Profiles
 
 TOPICS: tuple[str, ...] = (
-    "politics", "healthcare", "religion", "economy", "law and courts", "education",
-    "family", "technology", "sports", "entertainment", "science", "local news",
+    "politics",
+    "healthcare",
+    "religion",
+    "economy",
+    "law and courts",
+    "education",
+    "family",
+    "technology",
+    "sports",
+    "entertainment",
+    "science",
+    "local news",
 )
 IDENTITIES: tuple[str, ...] = (
-    "journalist", "student", "activist", "teacher", "lawyer", "healthcare worker", "parent",
-    "retiree", "small-business owner", "religious leader", "tech worker", "local politician",
+    "journalist",
+    "student",
+    "activist",
+    "teacher",
+    "lawyer",
+    "healthcare worker",
+    "parent",
+    "retiree",
+    "small-business owner",
+    "religious leader",
+    "tech worker",
+    "local politician",
 )
 POSTING_STYLES: tuple[str, ...] = (
-    "formal and informative", "sarcastic, short posts", "emotional, many exclamation marks",
-    "humorous, memes and emoji", "combative, calls people out", "supportive and warm",
-    "terse, mostly links", "storytelling, personal anecdotes",
+    "formal and informative",
+    "sarcastic, short posts",
+    "emotional, many exclamation marks",
+    "humorous, memes and emoji",
+    "combative, calls people out",
+    "supportive and warm",
+    "terse, mostly links",
+    "storytelling, personal anecdotes",
 )
 #: Posting styles whose users are more toxic than their baseline (index into POSTING_STYLES).
 COMBATIVE_STYLES = (1, 4)
@@ -35,8 +60,6 @@ _STANCE_PHRASES = {
     0: ("hard to know what to think", "there are two sides here", "waiting for more facts"),
     1: ("finally, the right call", "this is what we fought for", "proud of this outcome"),
 }
-
-
 
 
 def _roles(
@@ -50,9 +73,10 @@ def _roles(
     role[activity < 0.12] = ROLES.index("lurker")
     role[reply_frequency > 0.35] = ROLES.index("conversationalist")
     role[post_retweet_ratio < 0.5] = ROLES.index("amplifier")
-    role[(follower_following_ratio > 2.0) & (post_retweet_ratio >= 1.0)] = ROLES.index("broadcaster")
+    role[(follower_following_ratio > 2.0) & (post_retweet_ratio >= 1.0)] = ROLES.index(
+        "broadcaster"
+    )
     return role
-
 
 
 def default_profiles(
@@ -90,9 +114,11 @@ def default_profiles(
     )
 
 
-
 def synthetic_text(
-    topic: str, stance: np.ndarray, misinfo: np.ndarray, rng: np.random.Generator,
+    topic: str,
+    stance: np.ndarray,
+    misinfo: np.ndarray,
+    rng: np.random.Generator,
     misinformation_message: str | None = None,
 ) -> list[str]:
     """Short template posts expressing ``stance`` (P,) on ``topic``; misinfo posts carry the

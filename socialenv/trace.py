@@ -61,8 +61,11 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "active": ("b", "active in round t"),
         "opinion_before": ("f", "persistent opinion at the start of the round"),
         "opinion_after": ("f", "persistent opinion at the end of the round"),
-        "attitude": ("f", "expressed attitude the population acted on this round (the opinion "
-                          "plus any news shock; the opinion where the population exposes none)"),
+        "attitude": (
+            "f",
+            "expressed attitude the population acted on this round (the opinion "
+            "plus any news shock; the opinion where the population exposes none)",
+        ),
         "stance_before": ("f", "smoothed stance (Eq. 2) at the start of the round"),
         "stance_after": ("f", "smoothed stance at the end of the round"),
         "discrete_before": ("i", "discrete stance in {-1, 0, 1} at the start of the round"),
@@ -77,7 +80,10 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "slot": ("i", "position in the user's feed"),
         "post": ("i", "post id since the episode's start"),
         "author": ("i", "the post's author"),
-        "channel": ("i", "FeedChannel: 0 relational, 1 personalized, 2 headline, 3 injected by the policy"),
+        "channel": (
+            "i",
+            "FeedChannel: 0 relational, 1 personalized, 2 headline, 3 injected by the policy",
+        ),
         "post_kind": ("i", "PostKind: 0 post, 1 retweet, 2 reply"),
         "post_stance": ("f", "the post's stance in [-1, 1]"),
         "post_toxicity": ("f", "the post's toxicity in [0, 1]"),
@@ -122,8 +128,16 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 TABLES = tuple(SCHEMA)
-META_FIELDS = ("format", "version", "env_id", "population", "scenario", "num_users", "episodes",
-               "tables")
+META_FIELDS = (
+    "format",
+    "version",
+    "env_id",
+    "population",
+    "scenario",
+    "num_users",
+    "episodes",
+    "tables",
+)
 
 
 class TraceError(ValueError):
@@ -174,7 +188,9 @@ class Trace:
 @dataclass
 class _Episode:
     seed: int
-    parts: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=lambda: {t: [] for t in TABLES})
+    parts: dict[str, list[dict[str, np.ndarray]]] = field(
+        default_factory=lambda: {t: [] for t in TABLES}
+    )
 
 
 class TraceRecorder:
@@ -186,8 +202,12 @@ class TraceRecorder:
     interrupted run keeps its finished episodes.
     """
 
-    def __init__(self, path: str | Path | None = None, format: str = "parquet",
-                 meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        format: str = "parquet",
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         if format not in TRACE_SUFFIXES:
             raise ValueError(f"format={format!r} is not allowed: one of {sorted(TRACE_SUFFIXES)}")
         self.path = None if path is None else Path(path)
@@ -203,15 +223,19 @@ class TraceRecorder:
         self.episodes.append(_Episode(seed=int(sim.seed)))
         self._impression_rows = sum(len(p["user"]) for p in self.episodes[-1].parts["impressions"])
         n = len(users.opinion)
-        self._add("population", {
-            "user": np.arange(n, dtype=np.int64),
-            "opinion_initial": users.opinion.astype(np.float32),
-            "reply_frequency": np.asarray(users.profiles.reply_frequency, np.float32),
-            "post_retweet_ratio": np.asarray(users.profiles.post_retweet_ratio, np.float32),
-            "toxicity_propensity": users.toxicity_propensity.astype(np.float32),
-            "susceptibility": users.susceptibility.astype(np.float32),
-            "activity": users.activity.astype(np.float32),
-        }, round_=-1)
+        self._add(
+            "population",
+            {
+                "user": np.arange(n, dtype=np.int64),
+                "opinion_initial": users.opinion.astype(np.float32),
+                "reply_frequency": np.asarray(users.profiles.reply_frequency, np.float32),
+                "post_retweet_ratio": np.asarray(users.profiles.post_retweet_ratio, np.float32),
+                "toxicity_propensity": users.toxicity_propensity.astype(np.float32),
+                "susceptibility": users.susceptibility.astype(np.float32),
+                "activity": users.activity.astype(np.float32),
+            },
+            round_=-1,
+        )
 
     def before_round(self, sim: Any) -> None:
         if not self.episodes:
@@ -231,32 +255,46 @@ class TraceRecorder:
             attitude = self._before["opinion"]
         active = np.zeros(n, bool)
         active[result.active] = True
-        self._add("users", {
-            "user": np.arange(n, dtype=np.int64), "active": active,
-            "opinion_before": self._before["opinion"], "opinion_after": users.opinion.copy(),
-            "attitude": np.asarray(attitude, np.float32),
-            "stance_before": self._before["stance"], "stance_after": users.stance.copy(),
-            "discrete_before": result.discrete_before.astype(np.int8),
-            "discrete_after": users.discrete_stance.astype(np.int8),
-            "misinformed_before": result.misinformed_before.copy(),
-            "misinformed_after": users.misinformed.copy(),
-        }, t)
+        self._add(
+            "users",
+            {
+                "user": np.arange(n, dtype=np.int64),
+                "active": active,
+                "opinion_before": self._before["opinion"],
+                "opinion_after": users.opinion.copy(),
+                "attitude": np.asarray(attitude, np.float32),
+                "stance_before": self._before["stance"],
+                "stance_after": users.stance.copy(),
+                "discrete_before": result.discrete_before.astype(np.int8),
+                "discrete_after": users.discrete_stance.astype(np.int8),
+                "misinformed_before": result.misinformed_before.copy(),
+                "misinformed_after": users.misinformed.copy(),
+            },
+            t,
+        )
         feed = result.feed
         rows, slots = np.nonzero(feed >= 0)
         who = result.active[rows]
         post = feed[rows, slots]
-        similarity = np.einsum("id,id->i", users.latent[who].astype(np.float64),
-                               posts.latent[post].astype(np.float64))
-        self._add("impressions", {
-            "user": who, "slot": slots.astype(np.int16), "post": post + dropped,
-            "author": posts.author[post].astype(np.int64),
-            "channel": result.feed_channel[rows, slots].astype(np.int8),
-            "post_kind": posts.kind[post].astype(np.int8),
-            "post_stance": posts.stance[post].astype(np.float32),
-            "post_toxicity": posts.toxicity[post].astype(np.float32),
-            "post_misinfo": posts.misinfo[post].astype(bool),
-            "similarity": similarity.astype(np.float32),
-        }, t)
+        similarity = np.einsum(
+            "id,id->i", users.latent[who].astype(np.float64), posts.latent[post].astype(np.float64)
+        )
+        self._add(
+            "impressions",
+            {
+                "user": who,
+                "slot": slots.astype(np.int16),
+                "post": post + dropped,
+                "author": posts.author[post].astype(np.int64),
+                "channel": result.feed_channel[rows, slots].astype(np.int8),
+                "post_kind": posts.kind[post].astype(np.int8),
+                "post_stance": posts.stance[post].astype(np.float32),
+                "post_toxicity": posts.toxicity[post].astype(np.float32),
+                "post_misinfo": posts.misinfo[post].astype(bool),
+                "similarity": similarity.astype(np.float32),
+            },
+            t,
+        )
         # the impression each reaction answers: (user, post) is unique within a round's feeds
         key = who * (len(posts) + 1) + post
         react_key = out.react_user.astype(np.int64) * (len(posts) + 1) + out.react_post
@@ -267,23 +305,49 @@ class TraceRecorder:
             found = key[order][pos] == react_key
             impression[found] = order[pos[found]] + self._impression_rows
         self._impression_rows += len(who)
-        self._add("reactions", {
-            "user": out.react_user.astype(np.int64), "post": out.react_post.astype(np.int64) + dropped,
-            "impression": impression.astype(np.int64), "kind": out.react_kind.astype(np.int8),
-            "toxicity": out.react_toxicity.astype(np.float32), "stance": out.react_stance.astype(np.float32),
-        }, t)
-        self._add("posts", {
-            "user": out.post_user.astype(np.int64), "stance": out.post_stance.astype(np.float32),
-            "toxicity": out.post_toxicity.astype(np.float32), "misinfo": out.post_misinfo.astype(bool),
-        }, t)
-        self._add("edges", {
-            "src": np.concatenate([out.follow_src, out.unfollow_src]).astype(np.int64),
-            "dst": np.concatenate([out.follow_dst, out.unfollow_dst]).astype(np.int64),
-            "follow": np.concatenate([np.ones(len(out.follow_src), bool), np.zeros(len(out.unfollow_src), bool)]),
-        }, t)
+        self._add(
+            "reactions",
+            {
+                "user": out.react_user.astype(np.int64),
+                "post": out.react_post.astype(np.int64) + dropped,
+                "impression": impression.astype(np.int64),
+                "kind": out.react_kind.astype(np.int8),
+                "toxicity": out.react_toxicity.astype(np.float32),
+                "stance": out.react_stance.astype(np.float32),
+            },
+            t,
+        )
+        self._add(
+            "posts",
+            {
+                "user": out.post_user.astype(np.int64),
+                "stance": out.post_stance.astype(np.float32),
+                "toxicity": out.post_toxicity.astype(np.float32),
+                "misinfo": out.post_misinfo.astype(bool),
+            },
+            t,
+        )
+        self._add(
+            "edges",
+            {
+                "src": np.concatenate([out.follow_src, out.unfollow_src]).astype(np.int64),
+                "dst": np.concatenate([out.follow_dst, out.unfollow_dst]).astype(np.int64),
+                "follow": np.concatenate(
+                    [np.ones(len(out.follow_src), bool), np.zeros(len(out.unfollow_src), bool)]
+                ),
+            },
+            t,
+        )
         m = result.metrics
-        self._add("rounds", {key: np.array([m.get(key, np.nan)], np.float64)
-                             for key in SCHEMA["rounds"] if key not in ("episode", "round")}, t)
+        self._add(
+            "rounds",
+            {
+                key: np.array([m.get(key, np.nan)], np.float64)
+                for key in SCHEMA["rounds"]
+                if key not in ("episode", "round")
+            },
+            t,
+        )
         self._before = None
 
     def _add(self, table: str, columns: dict[str, np.ndarray], round_: int) -> None:
@@ -300,8 +364,10 @@ class TraceRecorder:
         out: dict[str, dict[str, np.ndarray]] = {}
         for table, schema in SCHEMA.items():
             parts = [p for e in self.episodes for p in e.parts[table]]
-            out[table] = {col: (np.concatenate([p[col] for p in parts]) if parts else np.zeros(0))
-                          for col in schema}
+            out[table] = {
+                col: (np.concatenate([p[col] for p in parts]) if parts else np.zeros(0))
+                for col in schema
+            }
         # impression indices were counted per episode: shift them to the whole table
         offsets, total = [], 0
         for e in self.episodes:
@@ -310,13 +376,21 @@ class TraceRecorder:
         react = out["reactions"]
         if len(react["impression"]) and len(offsets) > 1:
             shift = np.asarray(offsets)[react["episode"].astype(np.int64)]
-            react["impression"] = np.where(react["impression"] >= 0, react["impression"] + shift, -1)
+            react["impression"] = np.where(
+                react["impression"] >= 0, react["impression"] + shift, -1
+            )
         return out
 
     def trace(self, env_meta: dict[str, Any] | None = None) -> Trace:
-        meta = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **self.extra_meta, **(env_meta or {}),
-                "episodes": len(self.episodes), "episode_seeds": [e.seed for e in self.episodes],
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        meta = {
+            "format": TRACE_FORMAT,
+            "version": TRACE_VERSION,
+            **self.extra_meta,
+            **(env_meta or {}),
+            "episodes": len(self.episodes),
+            "episode_seeds": [e.seed for e in self.episodes],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         tables = self.tables()
         meta["tables"] = {name: len(next(iter(cols.values()))) for name, cols in tables.items()}
         return Trace(meta, tables)
@@ -346,8 +420,11 @@ def write_trace(trace: Trace, path: str | Path, format: str = "parquet") -> Path
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            pq.write_table(pa.table({k: np.ascontiguousarray(v) for k, v in columns.items()}), file,
-                           compression="zstd")
+            pq.write_table(
+                pa.table({k: np.ascontiguousarray(v) for k, v in columns.items()}),
+                file,
+                compression="zstd",
+            )
         for other in TRACE_SUFFIXES.values():  # a rewrite in the other format leaves no stale table
             stale = folder / f"{name}{other}"
             if stale != file and stale.exists():
@@ -372,7 +449,9 @@ def _read_table(folder: Path, name: str, storage: str) -> dict[str, np.ndarray]:
         raise TraceError(f"{file}: not a readable {storage} table: {err}") from err
 
 
-def load_trace(path: str | Path, scenario: str | None = None, tables: tuple[str, ...] = TABLES) -> Trace:
+def load_trace(
+    path: str | Path, scenario: str | None = None, tables: tuple[str, ...] = TABLES
+) -> Trace:
     """Read and check a trace folder. ``scenario``: refuse a trace of another scenario.
 
     Raises :class:`TraceError` (a ``ValueError``) naming the file and the column for a wrong
@@ -394,14 +473,20 @@ def load_trace(path: str | Path, scenario: str | None = None, tables: tuple[str,
     if meta["format"] != TRACE_FORMAT:
         raise TraceError(f"{meta_file}: format={meta['format']!r} is not allowed: {TRACE_FORMAT!r}")
     if meta["version"] != TRACE_VERSION:
-        raise TraceError(f"{meta_file}: version={meta['version']!r} is not allowed: this PolicySim reads "
-                         f"trace version {TRACE_VERSION}")
+        raise TraceError(
+            f"{meta_file}: version={meta['version']!r} is not allowed: this PolicySim reads "
+            f"trace version {TRACE_VERSION}"
+        )
     if scenario is not None and meta["scenario"] != scenario:
-        raise TraceError(f"{meta_file}: scenario={meta['scenario']!r} is not allowed: this fit is for "
-                         f"scenario {scenario!r}")
+        raise TraceError(
+            f"{meta_file}: scenario={meta['scenario']!r} is not allowed: this fit is for "
+            f"scenario {scenario!r}"
+        )
     storage = meta.get("storage", "parquet")
     if storage not in TRACE_SUFFIXES:
-        raise TraceError(f"{meta_file}: storage={storage!r} is not allowed: one of {sorted(TRACE_SUFFIXES)}")
+        raise TraceError(
+            f"{meta_file}: storage={storage!r} is not allowed: one of {sorted(TRACE_SUFFIXES)}"
+        )
     n = int(meta["num_users"])
     loaded: dict[str, dict[str, np.ndarray]] = {}
     for name in tables:
@@ -416,21 +501,34 @@ def load_trace(path: str | Path, scenario: str | None = None, tables: tuple[str,
                 rows = len(values)
             if len(values) != rows:
                 raise TraceError(f"{file}: column {col!r} has {len(values)} rows, the table {rows}")
-            ok_kind = values.dtype.kind in ({"i", "u"} if kind == "i" else {"b"} if kind == "b" else {"f"})
+            ok_kind = values.dtype.kind in (
+                {"i", "u"} if kind == "i" else {"b"} if kind == "b" else {"f"}
+            )
             if not ok_kind and len(values):
-                raise TraceError(f"{file}: column {col!r} has dtype {values.dtype}; a "
-                                 f"{ {'i': 'integer', 'b': 'boolean', 'f': 'float'}[kind]} column is required")
+                raise TraceError(
+                    f"{file}: column {col!r} has dtype {values.dtype}; a "
+                    f"{ {'i': 'integer', 'b': 'boolean', 'f': 'float'}[kind] } column is required"
+                )
             if kind == "f" and len(values) and not np.all(np.isfinite(values)) and name != "rounds":
                 bad = int(np.flatnonzero(~np.isfinite(values))[0])
-                raise TraceError(f"{file}: column {col!r} holds {values[bad]} at row {bad}: finite numbers only")
+                raise TraceError(
+                    f"{file}: column {col!r} holds {values[bad]} at row {bad}: finite numbers only"
+                )
         for col in ("user", "author", "src", "dst"):
-            if col in columns and len(columns[col]) and (columns[col].min() < 0 or columns[col].max() >= n):
-                raise TraceError(f"{file}: column {col!r} holds a user id outside 0..{n - 1} (num_users={n})")
+            if (
+                col in columns
+                and len(columns[col])
+                and (columns[col].min() < 0 or columns[col].max() >= n)
+            ):
+                raise TraceError(
+                    f"{file}: column {col!r} holds a user id outside 0..{n - 1} (num_users={n})"
+                )
         loaded[name] = {col: columns[col] for col in SCHEMA[name]}
     if "reactions" in loaded and "impressions" in loaded:
         imp = loaded["reactions"]["impression"]
         if len(imp) and imp.max() >= len(loaded["impressions"]["user"]):
-            raise TraceError(f"{folder / ('reactions' + TRACE_SUFFIXES[storage])}: column 'impression' "
-                             "points past the impressions table")
+            raise TraceError(
+                f"{folder / ('reactions' + TRACE_SUFFIXES[storage])}: column 'impression' "
+                "points past the impressions table"
+            )
     return Trace(meta, loaded, folder)
-

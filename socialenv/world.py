@@ -12,8 +12,21 @@ from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
 from socialenv import kernels
 
 _POST_ARRAYS = (
-    "author", "round", "kind", "parent", "latent", "stance", "toxicity", "misinfo", "likes",
-    "dislikes", "retweets", "replies", "recommended", "cluster", "flagged",
+    "author",
+    "round",
+    "kind",
+    "parent",
+    "latent",
+    "stance",
+    "toxicity",
+    "misinfo",
+    "likes",
+    "dislikes",
+    "retweets",
+    "replies",
+    "recommended",
+    "cluster",
+    "flagged",
 )
 
 
@@ -107,7 +120,9 @@ class PostTable:
                 new[:kept] = old[cut : self.size]
                 setattr(self, name, new)
             else:
-                old[:kept] = old[cut : self.size]  # NumPy copies through a buffer only if they overlap
+                old[:kept] = old[
+                    cut : self.size
+                ]  # NumPy copies through a buffer only if they overlap
                 old[kept : self.size] = 0
         parent = self.parent
         parent[:kept] = np.where(parent[:kept] >= cut, parent[:kept] - cut, -1)
@@ -124,10 +139,18 @@ class PostTable:
             return v
 
         return PostColumns(
-            author=ro(self.author), round=ro(self.round), kind=ro(self.kind),
-            parent=ro(self.parent), latent=ro(self.latent), stance=ro(self.stance),
-            toxicity=ro(self.toxicity), misinfo=ro(self.misinfo), likes=ro(self.likes),
-            dislikes=ro(self.dislikes), retweets=ro(self.retweets), replies=ro(self.replies),
+            author=ro(self.author),
+            round=ro(self.round),
+            kind=ro(self.kind),
+            parent=ro(self.parent),
+            latent=ro(self.latent),
+            stance=ro(self.stance),
+            toxicity=ro(self.toxicity),
+            misinfo=ro(self.misinfo),
+            likes=ro(self.likes),
+            dislikes=ro(self.dislikes),
+            retweets=ro(self.retweets),
+            replies=ro(self.replies),
             text=self.text,
         )
 
@@ -139,8 +162,11 @@ class PostTable:
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PostTable:
         size = len(state["author"])
-        table = cls(state["latent"].shape[1], capacity=max(2 * size, 1024),
-                    with_text=state["text"] is not None)
+        table = cls(
+            state["latent"].shape[1],
+            capacity=max(2 * size, 1024),
+            with_text=state["text"] is not None,
+        )
         for name in _POST_ARRAYS:
             getattr(table, name)[:size] = state[name]
         table.size = size
@@ -182,11 +208,16 @@ class FollowGraph:
         if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
             src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
         else:
-            src, dst = src[keep].astype(np.int64, copy=False), dst[keep].astype(np.int64, copy=False)
+            src, dst = (
+                src[keep].astype(np.int64, copy=False),
+                dst[keep].astype(np.int64, copy=False),
+            )
         keys = src * num_users
         keys += dst
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
-        if len(keys) > 1 and (keys[1:] > keys[:-1]).all():  # sorted and distinct (a scenario's edges)
+        if (
+            len(keys) > 1 and (keys[1:] > keys[:-1]).all()
+        ):  # sorted and distinct (a scenario's edges)
             self.keys = keys
             indptr = np.zeros(num_users + 1, np.int64)
             np.cumsum(np.bincount(src, minlength=num_users), out=indptr[1:])
@@ -222,7 +253,11 @@ class FollowGraph:
         keys = src.astype(np.int64) * self.n + dst
         pos = np.searchsorted(self.keys, keys)
         pos_clipped = np.minimum(pos, len(self.keys) - 1)
-        return (pos < len(self.keys)) & (self.keys[pos_clipped] == keys) if len(self.keys) else np.zeros(len(keys), bool)
+        return (
+            (pos < len(self.keys)) & (self.keys[pos_clipped] == keys)
+            if len(self.keys)
+            else np.zeros(len(keys), bool)
+        )
 
     def follow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Add edges (self-follows and existing edges ignored); returns how many were new."""
@@ -238,10 +273,14 @@ class FollowGraph:
         if len(new):
             at = pos[~exists]
             self.keys = kernels.insert_sorted(self.keys, at, new)
-            if self._csr is not None:  # merge the edits into the cached CSR instead of rebuilding it
+            if (
+                self._csr is not None
+            ):  # merge the edits into the cached CSR instead of rebuilding it
                 indptr, indices = self._csr
-                self._csr = (indptr + self._row_shift(new // self.n),
-                             kernels.insert_sorted(indices, at, new % self.n))
+                self._csr = (
+                    indptr + self._row_shift(new // self.n),
+                    kernels.insert_sorted(indices, at, new % self.n),
+                )
             self._reverse = None
             self._src = None
         return len(new)
@@ -265,13 +304,21 @@ class FollowGraph:
             self.keys = kernels.delete_sorted(self.keys, hit)
             if self._csr is not None:
                 indptr, indices = self._csr
-                self._csr = (indptr - self._row_shift(removed_rows), kernels.delete_sorted(indices, hit))
+                self._csr = (
+                    indptr - self._row_shift(removed_rows),
+                    kernels.delete_sorted(indices, hit),
+                )
             self._reverse = None
             self._src = None
         return len(hit)
 
-    def edit(self, follow_src: np.ndarray, follow_dst: np.ndarray, unfollow_src: np.ndarray,
-             unfollow_dst: np.ndarray) -> tuple[int, int]:
+    def edit(
+        self,
+        follow_src: np.ndarray,
+        follow_dst: np.ndarray,
+        unfollow_src: np.ndarray,
+        unfollow_dst: np.ndarray,
+    ) -> tuple[int, int]:
         """:meth:`follow` then :meth:`unfollow` in one pass over the edges (the same graph and
         counts); returns (added, removed)."""
         n = self.n
@@ -293,7 +340,9 @@ class FollowGraph:
         new, at = new[~undone], at[~undone]
         removed_rows = self.keys[hit] // n
         size = len(self.keys) + len(new) - len(hit)
-        keys = kernels.merge_edits(self.keys, hit, at, new, self._buffer("keys", size, self.keys.dtype))
+        keys = kernels.merge_edits(
+            self.keys, hit, at, new, self._buffer("keys", size, self.keys.dtype)
+        )
         self._retire("keys", self.keys)
         self.keys = keys
         if self._csr is not None:
@@ -301,7 +350,9 @@ class FollowGraph:
             shift = self._row_shift(new // n)
             shift -= self._row_shift(removed_rows)
             shift += indptr
-            merged = kernels.merge_edits(indices, hit, at, new % n, self._buffer("indices", size, indices.dtype))
+            merged = kernels.merge_edits(
+                indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
+            )
             self._retire("indices", indices)
             self._csr = (shift, merged)
         self._reverse = None
@@ -314,7 +365,12 @@ class FollowGraph:
         anyone holds), else new memory with room for some growth."""
         spare = self._spare.pop(name, None)
         # two references: ``spare`` and getrefcount's argument; any view held elsewhere adds one
-        if spare is not None and spare.dtype == dtype and len(spare) >= size and sys.getrefcount(spare) == 2:
+        if (
+            spare is not None
+            and spare.dtype == dtype
+            and len(spare) >= size
+            and sys.getrefcount(spare) == 2
+        ):
             return spare[:size]
         return np.empty(size + size // 64 + 1024, dtype)[:size]
 
@@ -359,8 +415,16 @@ class UserState:
     exposure: np.ndarray
 
     _ARRAYS = (
-        "latent", "memory_latent", "stance", "discrete_stance", "opinion", "activity",
-        "toxicity_propensity", "susceptibility", "misinformed", "exposure",
+        "latent",
+        "memory_latent",
+        "stance",
+        "discrete_stance",
+        "opinion",
+        "activity",
+        "toxicity_propensity",
+        "susceptibility",
+        "misinformed",
+        "exposure",
     )
 
     def view(self) -> UserColumns:
@@ -370,10 +434,15 @@ class UserState:
             return v
 
         return UserColumns(
-            profiles=self.profiles, latent=ro(self.latent), memory_latent=ro(self.memory_latent),
-            stance=ro(self.stance), opinion=ro(self.opinion), activity=ro(self.activity),
+            profiles=self.profiles,
+            latent=ro(self.latent),
+            memory_latent=ro(self.memory_latent),
+            stance=ro(self.stance),
+            opinion=ro(self.opinion),
+            activity=ro(self.activity),
             toxicity_propensity=ro(self.toxicity_propensity),
-            susceptibility=ro(self.susceptibility), misinformed=ro(self.misinformed),
+            susceptibility=ro(self.susceptibility),
+            misinformed=ro(self.misinformed),
             exposure=ro(self.exposure),
         )
 
@@ -386,9 +455,15 @@ class UserState:
         for name in self._ARRAYS:
             target, value = getattr(self, name), np.asarray(state[name])
             if value.shape != target.shape:
-                raise ValueError(f"users.{name}: shape {value.shape} is not allowed: {target.shape}")
-            if value.dtype.kind not in "biuf" or (value.dtype.kind == "f" and not np.isfinite(value).all()):
-                raise ValueError(f"users.{name} is not allowed: finite numbers only (dtype {value.dtype})")
+                raise ValueError(
+                    f"users.{name}: shape {value.shape} is not allowed: {target.shape}"
+                )
+            if value.dtype.kind not in "biuf" or (
+                value.dtype.kind == "f" and not np.isfinite(value).all()
+            ):
+                raise ValueError(
+                    f"users.{name} is not allowed: finite numbers only (dtype {value.dtype})"
+                )
             target[...] = value
 
 
@@ -402,11 +477,18 @@ STANCE_LABELS = {-1: "against", 0: "undecided", 1: "in favour"}
 
 
 def stance_label(value: float) -> str:
-    """"against", "undecided" or "in favour": the word for a stance in [-1, 1], cut where
+    """ "against", "undecided" or "in favour": the word for a stance in [-1, 1], cut where
     :func:`discretize_stance` (and so the cross-stance metrics) cut it. ``play``, interviews
     and surveys label every stance with it."""
     return STANCE_LABELS[int(discretize_stance(np.asarray(value)))]
 
 
-__all__ = ["STANCE_LABELS", "FollowGraph", "PostKind", "PostTable", "UserState", "discretize_stance",
-           "stance_label"]
+__all__ = [
+    "STANCE_LABELS",
+    "FollowGraph",
+    "PostKind",
+    "PostTable",
+    "UserState",
+    "discretize_stance",
+    "stance_label",
+]

@@ -74,15 +74,46 @@ class VLLMRequest(BaseModel):
 
 
 #: openai.types.chat.CompletionCreateParams keys, plus the three transformers serve adds
-TRANSFORMERS_SERVE_FIELDS = frozenset({
-    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
-    "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
-    "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
-    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop",
-    "store", "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs",
-    "top_p", "user", "verbosity", "web_search_options", "generation_config",
-    "chat_template_kwargs",
-})
+TRANSFORMERS_SERVE_FIELDS = frozenset(
+    {
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+        "generation_config",
+        "chat_template_kwargs",
+    }
+)
 #: vLLM's default ``--max-logprobs``
 VLLM_MAX_LOGPROBS = 20
 #: what each server kind enforces and answers
@@ -92,8 +123,12 @@ ENFORCES: dict[str | None, tuple[str, ...]] = {
     "llama_cpp_python": ("json_object", "grammar"),
     "transformers_serve": (),
 }
-GIVES_LOGPROBS: dict[str | None, bool] = {None: True, "vllm": True, "llama_cpp_python": True,
-                                          "transformers_serve": False}
+GIVES_LOGPROBS: dict[str | None, bool] = {
+    None: True,
+    "vllm": True,
+    "llama_cpp_python": True,
+    "transformers_serve": False,
+}
 
 
 def validation_error(kind: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -105,12 +140,22 @@ def validation_error(kind: str, body: dict[str, Any]) -> tuple[int, dict[str, An
         return None
     if kind == "vllm" and body.get("top_logprobs") is not None:
         if not body.get("logprobs"):
-            return 400, {"error": {"message": "when using `top_logprobs`, `logprobs` must be set "
-                                              "to true.", "type": "BadRequestError", "code": 400}}
+            return 400, {
+                "error": {
+                    "message": "when using `top_logprobs`, `logprobs` must be set to true.",
+                    "type": "BadRequestError",
+                    "code": 400,
+                }
+            }
         if body["top_logprobs"] > VLLM_MAX_LOGPROBS:
-            return 400, {"error": {"message": f"Requested sample logprobs of {body['top_logprobs']}, "
-                                              f"which is greater than max allowed: {VLLM_MAX_LOGPROBS}",
-                                   "type": "BadRequestError", "code": 400}}
+            return 400, {
+                "error": {
+                    "message": f"Requested sample logprobs of {body['top_logprobs']}, "
+                    f"which is greater than max allowed: {VLLM_MAX_LOGPROBS}",
+                    "type": "BadRequestError",
+                    "code": 400,
+                }
+            }
     try:
         if kind == "llama_cpp_python":
             LlamaCppPythonRequest.model_validate(body)
@@ -118,8 +163,13 @@ def validation_error(kind: str, body: dict[str, Any]) -> tuple[int, dict[str, An
             request = VLLMRequest.model_validate(body)
             fmt = request.response_format
             if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is None:
-                return 400, {"error": {"message": "response_format.json_schema is required",
-                                       "type": "BadRequestError", "code": 400}}
+                return 400, {
+                    "error": {
+                        "message": "response_format.json_schema is required",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                }
     except ValidationError as err:
         if kind == "llama_cpp_python":  # its RouteErrorHandler wraps every exception as 500
             return 500, {"error": {"message": str(err), "type": "internal_server_error"}}
@@ -133,8 +183,13 @@ class FakeLLMServer:
     ``[slow]`` sleeps past the client timeout on the first attempt, ``[dead]`` always 500s.
     Agent prompts (``You are @user_N``) get a like of the first post in their feed."""
 
-    def __init__(self, slow_seconds: float = 1.0, attempts: Counter[str] | None = None,
-                 validate: str | None = None, free_text: bool | None = None) -> None:
+    def __init__(
+        self,
+        slow_seconds: float = 1.0,
+        attempts: Counter[str] | None = None,
+        validate: str | None = None,
+        free_text: bool | None = None,
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         #: the Authorization header of each request
         self.authorizations: list[str | None] = []
@@ -198,8 +253,11 @@ class FakeLLMServer:
         content = body["messages"][-1]["content"]
         enforced = self.enforced_form(body)
         if PROBE_VALUE in json.dumps(body.get("response_format")) + str(body.get("grammar")):
-            answer = (json.dumps({"probe": PROBE_VALUE}) if enforced
-                      else "Hello! How can I help you today?")
+            answer = (
+                json.dumps({"probe": PROBE_VALUE})
+                if enforced
+                else "Hello! How can I help you today?"
+            )
             return 200, self.completion(answer), 0.0
         if body.get("logprobs") and GIVES_LOGPROBS[self.validate]:
             return 200, self.completion("x", self.label_logprobs(content)), 0.0
@@ -219,7 +277,11 @@ class FakeLLMServer:
             return 200, self.completion('{"stance":"favor"}'), self.slow_seconds
         if content.startswith("You are @user_"):
             feed = re.findall(r"^\[(\d+)\]", content, flags=re.M)
-            answer = {"actions": [{"type": "like", "post_id": int(feed[0])}]} if feed else {"actions": []}
+            answer = (
+                {"actions": [{"type": "like", "post_id": int(feed[0])}]}
+                if feed
+                else {"actions": []}
+            )
             return 200, self.completion(json.dumps(answer)), 0.0
         if "Recent posts of" in content:
             return 200, self.completion('{"stance":"against"}'), 0.0
@@ -241,22 +303,41 @@ class FakeLLMServer:
     def label_logprobs(content: str) -> dict[str, Any]:
         """The first answer token's top logprobs for a stance prompt (see the module docstring)."""
         text = content.lower()
-        lead = ("against" if any(w in text for w in ("wrong", "cannot accept", "shameful"))
-                else "favor" if any(w in text for w in ("right call", "fought for", "proud"))
-                else "neutral")
-        top = [{"token": lead[:3], "logprob": -0.1, "bytes": None}] + [
-            {"token": label[:3], "logprob": -3.0, "bytes": None}
-            for label in ("against", "neutral", "favor") if label != lead] + [
-            {"token": "The", "logprob": -4.0, "bytes": None}]
-        return {"content": [{"token": lead[:3], "logprob": -0.1, "bytes": None,
-                             "top_logprobs": top}]}
+        lead = (
+            "against"
+            if any(w in text for w in ("wrong", "cannot accept", "shameful"))
+            else "favor"
+            if any(w in text for w in ("right call", "fought for", "proud"))
+            else "neutral"
+        )
+        top = (
+            [{"token": lead[:3], "logprob": -0.1, "bytes": None}]
+            + [
+                {"token": label[:3], "logprob": -3.0, "bytes": None}
+                for label in ("against", "neutral", "favor")
+                if label != lead
+            ]
+            + [{"token": "The", "logprob": -4.0, "bytes": None}]
+        )
+        return {
+            "content": [{"token": lead[:3], "logprob": -0.1, "bytes": None, "top_logprobs": top}]
+        }
 
     @staticmethod
     def completion(text: str, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
-            "id": "cmpl-test", "object": "chat.completion", "created": 0, "model": "tiny",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "logprobs": logprobs, "finish_reason": "stop"}],
+            "id": "cmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "tiny",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": logprobs,
+                    "finish_reason": "stop",
+                }
+            ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
         }
 

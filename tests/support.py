@@ -25,7 +25,9 @@ from socialenv import ENV_IDS
 from socialenv.loaders import LoaderConfig
 
 REC, EXPOSURE, MODERATION = "PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"
-assert set(ENV_IDS) == {REC, EXPOSURE, MODERATION}, "a new env id: add it here and to the tests that loop over env ids"
+assert set(ENV_IDS) == {REC, EXPOSURE, MODERATION}, (
+    "a new env id: add it here and to the tests that loop over env ids"
+)
 #: The two intervention envs whose action is a slate of (user, post) / (author, level) arms.
 LEVER_ENV_IDS: tuple[str, ...] = (REC, EXPOSURE)
 
@@ -39,8 +41,11 @@ HASH_LOADER = LoaderConfig(encoder="hash")
 #: The suite's default: 150 surrogate users, 3 rounds.
 SMALL_ENV: dict[str, Any] = {"num_users": 150, "rounds": 3}
 #: A small Rec lever (20 sampled users x 2 slots, 6 candidates each) for loops over many steps.
-SMALL_REC_LEVER: dict[str, Any] = {"candidate_users": 20, "budget": 2,
-                                   "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1}}
+SMALL_REC_LEVER: dict[str, Any] = {
+    "candidate_users": 20,
+    "budget": 2,
+    "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1},
+}
 
 
 def small_env(**overrides: Any) -> dict[str, Any]:
@@ -57,7 +62,9 @@ def assert_same(a: Any, b: Any, path: str = "") -> None:
     """Bit-for-bit equality of two trajectories (nested dicts, lists, tuples, arrays and
     scalars): the same keys, lengths, shapes and values, NaN equal to NaN."""
     if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        assert isinstance(b, dict) and a.keys() == b.keys(), (
+            f"{path}: keys {sorted(a)} != {sorted(b)}"
+        )
         for key in a:
             assert_same(a[key], b[key], f"{path}[{key!r}]")
     elif isinstance(a, list | tuple):
@@ -78,8 +85,9 @@ class ScriptedBackend(Backend):
         self.answer = answer
         self.calls: list[tuple[int, list[dict[str, Any] | None]]] = []
 
-    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
+    def generate(
+        self, prompts: Sequence[Messages], schemas: Schemas = None, sampling: Sampling | None = None
+    ) -> Generation:
         per_prompt = schema_list(schemas, len(prompts))
         self.calls.append((len(prompts), per_prompt))
         texts = [self.answer(i, prompt, per_prompt[i]) for i, prompt in enumerate(prompts)]

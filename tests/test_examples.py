@@ -26,9 +26,22 @@ SCRIPTS: dict[str, list[str]] = {
     "ppo_per_arm": ["examples/ppo_per_arm.py", "--smoke"],
     "wandb_sweep": ["examples/wandb_sweep.py", "--smoke"],
     # surrogate, ABM and LLM populations under the same policy
-    "population_comparison": ["examples/population_comparison.py", "--smoke", "--populations", "surrogate",
-                              "lorenz", "llm", "--llm-model", "tiny", "--users", "12", "--rounds", "1",
-                              "--seeds", "0"],
+    "population_comparison": [
+        "examples/population_comparison.py",
+        "--smoke",
+        "--populations",
+        "surrogate",
+        "lorenz",
+        "llm",
+        "--llm-model",
+        "tiny",
+        "--users",
+        "12",
+        "--rounds",
+        "1",
+        "--seeds",
+        "0",
+    ],
     "llm_agents": ["examples/llm_agents.py", "--users", "10", "--rounds", "1"],
     "vector_env_benchmark": ["benchmarks/vector_env.py", "--smoke"],
     "researcher_tools": ["examples/researcher_tools.py", "--smoke"],
@@ -50,15 +63,27 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
     workdir = tmp_path_factory.mktemp("examples")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": str(ROOT),
+        "MPLBACKEND": "Agg",
+    }
 
     def run(name: str) -> tuple[str, subprocess.CompletedProcess]:
         args = SCRIPTS[name]
         if name == "vector_env_benchmark":
             args = [*args, "--out", str(workdir / "vector_env.json")]
-        return name, subprocess.run([sys.executable, str(ROOT / args[0]), *args[1:]], cwd=workdir, env=env,
-                                    capture_output=True, text=True, timeout=600)
+        return name, subprocess.run(
+            [sys.executable, str(ROOT / args[0]), *args[1:]],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     present = [n for n in SCRIPTS if (ROOT / SCRIPTS[n][0]).exists()]
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -69,19 +94,39 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Compl
 def test_example_runs(name: str, runs: dict[str, subprocess.CompletedProcess]) -> None:
     assert (ROOT / SCRIPTS[name][0]).exists(), f"{SCRIPTS[name][0]} is missing"
     result = runs[name]
-    assert result.returncode == 0, f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"{name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     assert EXPECTED[name] in result.stdout, result.stdout[-3000:]
 
 
 @pytest.mark.slow
 def test_sft_dpo_example_runs(tmp_path: Path) -> None:
     """SFT → DPO → evaluation → env rounds with the adapter (≈ 7 min on 2 cores: slow)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-           "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT),
+        "MPLBACKEND": "Agg",
+    }
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "sft_dpo.py"), "--workdir", str(tmp_path / "run"),
-         "--rounds", "1", "--eval-examples", "2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
+        [
+            sys.executable,
+            str(ROOT / "examples" / "sft_dpo.py"),
+            "--workdir",
+            str(tmp_path / "run"),
+            "--rounds",
+            "1",
+            "--eval-examples",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert "round 0: reward" in result.stdout and "== done" in result.stdout
     assert (tmp_path / "run" / "dpo_adapter" / "adapter_config.json").exists()
@@ -95,4 +140,5 @@ def test_example_runs_from_the_install(script: str) -> None:
     assert "sys.path" not in text, f"{script} edits sys.path"
     for attribute in ("num_arms", "context_dim", "slate_size", "no_op"):
         assert not re.search(rf"(unwrapped|base|base_env)\.{attribute}\b", text), (
-            f"{script} reads {attribute} from the env: use observation_space / action_space")
+            f"{script} reads {attribute} from the env: use observation_space / action_space"
+        )

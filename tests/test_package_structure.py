@@ -57,10 +57,19 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tu
                 base = node.module or ""
             for alias in node.names:
                 yield f"{base}.{alias.name}", node.lineno
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in ("import_module", "__import__")
+                )
+            )
+        ):
             yield node.args[0].value, node.lineno
 
 
@@ -170,7 +179,9 @@ def test_no_import_runs_back_up() -> None:
 def test_no_module_import_cycle() -> None:
     graph = import_graph()
     found = cycles(graph)
-    assert not found, "modules importing each other:\n" + "\n".join(_describe(c, graph) for c in found)
+    assert not found, "modules importing each other:\n" + "\n".join(
+        _describe(c, graph) for c in found
+    )
 
 
 # ----------------------------------------------------------------------------- the checker
@@ -181,26 +192,42 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
-@pytest.mark.parametrize(("files", "arrow"), [
-    ({"bandits/x.py": "def f():\n    from socialenv.envs import rec\n"}, "bandits.x:2 -> socialenv.envs.rec"),
-    ({"agent_models/x.py": "import baselines\n"}, "agent_models.x:1 -> baselines"),
-    ({"socialenv/x.py": "def f():\n    import importlib\n    importlib.import_module('baselines.y')\n"},
-     "socialenv.x:3 -> baselines.y"),
-])
+@pytest.mark.parametrize(
+    ("files", "arrow"),
+    [
+        (
+            {"bandits/x.py": "def f():\n    from socialenv.envs import rec\n"},
+            "bandits.x:2 -> socialenv.envs.rec",
+        ),
+        ({"agent_models/x.py": "import baselines\n"}, "agent_models.x:1 -> baselines"),
+        (
+            {
+                "socialenv/x.py": "def f():\n    import importlib\n    importlib.import_module('baselines.y')\n"
+            },
+            "socialenv.x:3 -> baselines.y",
+        ),
+    ],
+)
 def test_checker_sees_a_back_arrow(tmp_path: Path, files: dict[str, str], arrow: str) -> None:
-    base = {f"{p}/__init__.py": "" for p in PACKAGES} | {"socialenv/envs/__init__.py": "",
-                                                         "socialenv/envs/rec.py": "",
-                                                         "baselines/y.py": ""}
+    base = {f"{p}/__init__.py": "" for p in PACKAGES} | {
+        "socialenv/envs/__init__.py": "",
+        "socialenv/envs/rec.py": "",
+        "baselines/y.py": "",
+    }
     _write(tmp_path, base | files)
     assert back_arrows(import_graph(tmp_path)) == [arrow]
 
 
 def test_checker_sees_a_lazy_relative_cycle(tmp_path: Path) -> None:
-    _write(tmp_path, {f"{p}/__init__.py": "" for p in PACKAGES} | {
-        "socialenv/a.py": "from socialenv.b import thing\n",
-        "socialenv/b.py": "def thing():\n    from .c import other\n",
-        "socialenv/c.py": "def other():\n    from . import a\n",
-        "socialenv/d.py": "from socialenv import a\n",
-    })
+    _write(
+        tmp_path,
+        {f"{p}/__init__.py": "" for p in PACKAGES}
+        | {
+            "socialenv/a.py": "from socialenv.b import thing\n",
+            "socialenv/b.py": "def thing():\n    from .c import other\n",
+            "socialenv/c.py": "def other():\n    from . import a\n",
+            "socialenv/d.py": "from socialenv import a\n",
+        },
+    )
     graph = import_graph(tmp_path)
     assert cycles(graph) == [["socialenv.a", "socialenv.b", "socialenv.c"]]

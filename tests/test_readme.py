@@ -16,8 +16,11 @@ import pytest
 
 from tests.support import ROOT
 
-BLOCK = re.compile(r"(?:<!--\s*readme-test:\s*(?P<mark>[^>]*?)\s*-->\s*\n)?(?P<indent>[ \t]*)```python\n"
-                   r"(?P<code>.*?)\n(?P=indent)```", re.S)
+BLOCK = re.compile(
+    r"(?:<!--\s*readme-test:\s*(?P<mark>[^>]*?)\s*-->\s*\n)?(?P<indent>[ \t]*)```python\n"
+    r"(?P<code>.*?)\n(?P=indent)```",
+    re.S,
+)
 
 
 def readme_blocks() -> list[tuple[str, str, str]]:
@@ -26,9 +29,11 @@ def readme_blocks() -> list[tuple[str, str, str]]:
     out = []
     for match in BLOCK.finditer(text):
         indent = match["indent"]
-        code = "\n".join(line[len(indent):] if line.startswith(indent) else line
-                         for line in match["code"].splitlines())
-        line = text[:match.start("code")].count("\n") + 1
+        code = "\n".join(
+            line[len(indent) :] if line.startswith(indent) else line
+            for line in match["code"].splitlines()
+        )
+        line = text[: match.start("code")].count("\n") + 1
         out.append((f"README.md:{line}", (match["mark"] or "").strip(), code))
     return out
 
@@ -42,7 +47,9 @@ def _params() -> list:
         elif mark == "slow":
             marks.append(pytest.mark.slow)
         elif mark:
-            raise ValueError(f"{block_id}: unknown readme-test marker {mark!r}: use slow or skip (reason)")
+            raise ValueError(
+                f"{block_id}: unknown readme-test marker {mark!r}: use slow or skip (reason)"
+            )
         params.append(pytest.param(code, id=block_id, marks=marks))
     return params
 
@@ -55,12 +62,27 @@ def test_readme_has_python_blocks_and_markers_are_known() -> None:
 
 @pytest.mark.parametrize("code", _params())
 def test_readme_block_runs(code: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-           "WANDB_MODE": "offline", "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=1800)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+        "WANDB_MODE": "offline",
+        "PYTHONWARNINGS": "ignore",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", result.stderr)
-    if result.returncode and missing and missing[1].split(".")[0] not in ("socialenv", "bandits", "baselines",
-                                                                         "agent_models"):
+    if (
+        result.returncode
+        and missing
+        and missing[1].split(".")[0] not in ("socialenv", "bandits", "baselines", "agent_models")
+    ):
         pytest.skip(f"needs {missing[1]} (an extra)")
     assert result.returncode == 0, f"{code}\n--- stderr:\n{result.stderr[-3000:]}"

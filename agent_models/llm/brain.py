@@ -87,8 +87,10 @@ from agent_models.types import (
 def profile_text(users: UserColumns, i: int) -> str:
     """The text embedded as user i's profile embedding (Eq. 7)."""
     d = users.profiles.describe(i)
-    return (f"{d['likely_identity']}. Interested in {d['interested_areas']}. "
-            f"Posting style: {d['posting_style']}. {d['interaction_behaviour']}.")
+    return (
+        f"{d['likely_identity']}. Interested in {d['interested_areas']}. "
+        f"Posting style: {d['posting_style']}. {d['interaction_behaviour']}."
+    )
 
 
 #: What the re-ask (``retry_invalid``) tells the agent about its rejected answer.
@@ -99,8 +101,8 @@ REASK_REASONS: dict[str, str] = {
     "unknown_post": "it used a post id that is not in [brackets] in your feed",
     "unknown_user": "it used a user id that is not shown (id ...) in your feed",
     "impossible_action": "it holds an impossible action (like and dislike of one post, following "
-                         "yourself or someone you already follow, unfollowing someone you do not follow, "
-                         "or a behaviour that is not allowed)",
+    "yourself or someone you already follow, unfollowing someone you do not follow, "
+    "or a behaviour that is not allowed)",
     "too_many_actions": "it has more actions than allowed",
     "placeholder_text": "a text was a placeholder, not your own words",
     "copied_prompt": "a text copied your instructions, profile, memories or feed; write your own new words",
@@ -116,16 +118,22 @@ def persona(users: UserColumns, i: int) -> dict[str, str]:
     described = p.describe(i)
     described["stance"] = stance_in_words(float(users.stance[i]))
     described["interaction_behaviour"] = interaction_in_words(
-        p.interaction_role[i], float(p.post_retweet_ratio[i]), float(p.reply_frequency[i]),
-        float(p.follower_following_ratio[i]), float(users.activity[i]))
+        p.interaction_role[i],
+        float(p.post_retweet_ratio[i]),
+        float(p.reply_frequency[i]),
+        float(p.follower_following_ratio[i]),
+        float(users.activity[i]),
+    )
     return described
 
 
 def reask_message(reason: str, max_actions: int, max_text_chars: int) -> str:
     """The user message of a re-ask after an answer rejected for ``reason``."""
     why = REASK_REASONS.get(reason, "it was not a valid answer")
-    return (f"Your answer was rejected: {why}. Answer again with one JSON object (at most "
-            f"{max_actions} actions, texts of at most {max_text_chars} characters), nothing else.")
+    return (
+        f"Your answer was rejected: {why}. Answer again with one JSON object (at most "
+        f"{max_actions} actions, texts of at most {max_text_chars} characters), nothing else."
+    )
 
 
 def without_topic(text: str | None, topic: str) -> str | None:
@@ -135,8 +143,12 @@ def without_topic(text: str | None, topic: str) -> str | None:
     return topic_free(text, topic)
 
 
-def checked_memory_text(raw: str, answer: type[SummaryAnswer] | type[ConsolidationAnswer],
-                        kind: str, invalid: dict[str, int]) -> str | None:
+def checked_memory_text(
+    raw: str,
+    answer: type[SummaryAnswer] | type[ConsolidationAnswer],
+    kind: str,
+    invalid: dict[str, int],
+) -> str | None:
     """The text of a summary / consolidation answer, or None after counting why it is
     rejected (``<kind>_malformed`` or ``<kind>_placeholder``) in ``invalid``."""
     value = parse_field(raw, answer)
@@ -231,8 +243,9 @@ class _Actions:
     @cached_property
     def written_user(self) -> np.ndarray:
         """Authors of the round's texts: posts first, then replies."""
-        return np.array(self.post_user + [self.r_user[i] for i in np.flatnonzero(self.is_reply)],
-                        np.int64)
+        return np.array(
+            self.post_user + [self.r_user[i] for i in np.flatnonzero(self.is_reply)], np.int64
+        )
 
     @cached_property
     def written_text(self) -> list[str]:
@@ -291,13 +304,18 @@ class LLMBrain(Brain):
 
     needs_text = True
 
-    def __init__(self, config: LLMConfig | dict[str, Any], backend: Backend | None = None,
-                 encoder: TextEncoder | None = None) -> None:
+    def __init__(
+        self,
+        config: LLMConfig | dict[str, Any],
+        backend: Backend | None = None,
+        encoder: TextEncoder | None = None,
+    ) -> None:
         self.config = config if isinstance(config, LLMConfig) else LLMConfig.model_validate(config)
         self._backend = backend
         cfg = self.config
-        self.encoder = encoder or TextEncoder(cfg.resolved_encoder(), cfg.encoder_device,
-                                              cfg.encoder_batch_size)
+        self.encoder = encoder or TextEncoder(
+            cfg.resolved_encoder(), cfg.encoder_device, cfg.encoder_batch_size
+        )
         self.toxicity = make_toxicity(cfg.toxicity)
         self.memory: MemoryStore | None = None
         self.news: list[str] = []
@@ -346,8 +364,9 @@ class LLMBrain(Brain):
         self._checked = False
         return self.encoder.encode([profile_text(users, i) for i in range(len(users))])
 
-    def check_labeller(self, users: UserColumns, posts: PostColumns, seed: int,
-                       topic: str) -> dict[str, float]:
+    def check_labeller(
+        self, users: UserColumns, posts: PostColumns, seed: int, topic: str
+    ) -> dict[str, float]:
         """Before round 0 (the first :meth:`act` after :meth:`reset`, which knows the topic):
         label the history posts of ``stance_check_users`` users (drawn from ``seed``) and
         compare with their seed stances (cut at ±1/3): agreement and confusion matrix
@@ -363,29 +382,40 @@ class LLMBrain(Brain):
         if not len(authors):
             return {}
         rng = np.random.default_rng([int(seed), 1])
-        chosen = np.sort(rng.choice(authors, min(cfg.stance_check_users, len(authors)),
-                                    replace=False))
+        chosen = np.sort(
+            rng.choice(authors, min(cfg.stance_check_users, len(authors)), replace=False)
+        )
         texts = {int(u): [] for u in chosen.tolist()}
         for i, a in zip(idx.tolist(), posts.author[idx].tolist(), strict=True):
             if a in texts:
                 texts[a].append(posts.text[i] or "")
         stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0}
-        labels = self._label(rng, topic, [users.profiles.name(u) for u in texts],
-                             list(texts.values()), stats)
-        truth = np.where(users.stance[chosen] > 1 / 3, 1, np.where(users.stance[chosen] < -1 / 3, -1, 0))
+        labels = self._label(
+            rng, topic, [users.profiles.name(u) for u in texts], list(texts.values()), stats
+        )
+        truth = np.where(
+            users.stance[chosen] > 1 / 3, 1, np.where(users.stance[chosen] < -1 / 3, -1, 0)
+        )
         check = labeller_check(labels.value, truth.tolist())
         check["stance_check_scored"] = float(labels.method == "scored")
         agreement = check.get("stance_check_agreement", 1.0)
         if agreement < cfg.stance_min_agreement:
-            message = (f"stance labeller: agrees with the scenario's seed stances on "
-                       f"{agreement:.0%} of {len(truth)} users (stance_min_agreement="
-                       f"{cfg.stance_min_agreement}; always answering the most common stance "
-                       f"would reach {check['stance_check_majority']:.0%}); labels "
-                       f"({labels.method}) by known stance against/neutral/favor: "
-                       + "; ".join(f"{t}: " + "/".join(
-                           str(int(check[f'stance_check_{t}_as_{x}'])) for x in ('against', 'neutral', 'favor'))
-                                   for t in ("against", "neutral", "favor"))
-                       + ". The stances of this run are not to be trusted: use a larger model.")
+            message = (
+                f"stance labeller: agrees with the scenario's seed stances on "
+                f"{agreement:.0%} of {len(truth)} users (stance_min_agreement="
+                f"{cfg.stance_min_agreement}; always answering the most common stance "
+                f"would reach {check['stance_check_majority']:.0%}); labels "
+                f"({labels.method}) by known stance against/neutral/favor: "
+                + "; ".join(
+                    f"{t}: "
+                    + "/".join(
+                        str(int(check[f"stance_check_{t}_as_{x}"]))
+                        for x in ("against", "neutral", "favor")
+                    )
+                    for t in ("against", "neutral", "favor")
+                )
+                + ". The stances of this run are not to be trusted: use a larger model."
+            )
             if cfg.strict:
                 raise LLMBackendError(message + " (strict=True refuses to run)")
             if not self._stance_warned:
@@ -418,20 +448,30 @@ class LLMBrain(Brain):
         self._checked = bool(state.get("checked", True))
         self._reset_seed = int(state.get("reset_seed", 0))
         self.constrained_answers, self.constrained_unparsed = (
-            int(x) for x in state.get("constrained", [0, 0]))
+            int(x) for x in state.get("constrained", [0, 0])
+        )
 
     # ------------------------------------------------------------------ helpers
-    def _call(self, prompts: list[Any], schemas: Any, sampling: Sampling,
-              stats: dict[str, float], tag: str) -> Generation:
+    def _call(
+        self,
+        prompts: list[Any],
+        schemas: Any,
+        sampling: Sampling,
+        stats: dict[str, float],
+        tag: str,
+    ) -> Generation:
         backend = self.backend
         fold = self.config.system_role == "fold" or (
-            self.config.system_role == "auto" and not backend.system_role)
+            self.config.system_role == "auto" and not backend.system_role
+        )
         if fold:
             prompts = [fold_system(p) for p in prompts]
         gen = backend.generate(prompts, schemas if self.config.constrained else None, sampling)
         if len(gen.texts) != len(prompts) or len(gen.finish_reasons) != len(prompts):
-            message = (f"backend {type(self.backend).__name__} returned {len(gen.texts)} completions "
-                       f"for {len(prompts)} prompts")
+            message = (
+                f"backend {type(self.backend).__name__} returned {len(gen.texts)} completions "
+                f"for {len(prompts)} prompts"
+            )
             if self.config.fail_on_backend_error:
                 raise LLMBackendError(message)
             gen = Generation.failed(len(prompts), message, gen.seconds)
@@ -444,15 +484,23 @@ class LLMBrain(Brain):
         stats[f"{tag}_completion_tokens"] = float(gen.completion_tokens.sum())
         return gen
 
-    def _sampling(self, rng: np.random.Generator, aux: bool, max_new_tokens: int,
-                  temperature: float | None = None) -> Sampling:
+    def _sampling(
+        self,
+        rng: np.random.Generator,
+        aux: bool,
+        max_new_tokens: int,
+        temperature: float | None = None,
+    ) -> Sampling:
         cfg = self.config
         if temperature is None:
             temperature = cfg.aux_temperature if aux else cfg.temperature
         return Sampling(
             temperature=temperature,
-            top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=max_new_tokens,
-            repetition_penalty=cfg.repetition_penalty, seed=int(rng.integers(0, 2**31 - 1)),
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            max_new_tokens=max_new_tokens,
+            repetition_penalty=cfg.repetition_penalty,
+            seed=int(rng.integers(0, 2**31 - 1)),
         )
 
     def _misinfo_embedding(self, message: str | None) -> np.ndarray | None:
@@ -474,8 +522,10 @@ class LLMBrain(Brain):
         idx = np.flatnonzero(posts.round < 0)
         idx = idx[np.lexsort((-idx, posts.author[idx]))]
         idx = idx[group_rank(posts.author[idx]) < k]
-        texts = [f"You posted: {clip(without_topic(posts.text[i], ri.topic), self.config.memory.memory_chars)}"
-                 for i in idx.tolist()]
+        texts = [
+            f"You posted: {clip(without_topic(posts.text[i], ri.topic), self.config.memory.memory_chars)}"
+            for i in idx.tolist()
+        ]
         if not texts:
             return
         if posts.latent.shape[1] == self.memory.dim:
@@ -490,9 +540,14 @@ class LLMBrain(Brain):
         """One round: the steps of the module docstring, one method each, in that order."""
         ri = round_input
         t_start = time.perf_counter()
-        stats: dict[str, float] = {"llm_calls": 0.0, "llm_seconds": 0.0, "llm_prompts": 0.0,
-                                   "replay_hits": 0.0, "encoder_seconds": 0.0,
-                                   "toxicity_seconds": 0.0}
+        stats: dict[str, float] = {
+            "llm_calls": 0.0,
+            "llm_seconds": 0.0,
+            "llm_prompts": 0.0,
+            "replay_hits": 0.0,
+            "encoder_seconds": 0.0,
+            "toxicity_seconds": 0.0,
+        }
         store = self._round_memory(ri)
         if not self._checked:
             self.stance_check = self.check_labeller(ri.users, ri.posts, self._reset_seed, ri.topic)
@@ -502,14 +557,19 @@ class LLMBrain(Brain):
         news = self.news + [e.headline for e in ri.news]
         active = np.asarray(ri.active, np.int64)
         if len(active) == 0:
-            return self._finish(RoundOutput(post_latent=np.zeros((0, store.dim), np.float32)),
-                                stats, news)
+            return self._finish(
+                RoundOutput(post_latent=np.zeros((0, store.dim), np.float32)), stats, news
+            )
         feeds = self._read_feeds(ri, active)
         remembered = self._recall(ri, active, feeds)
         prompts = self._agent_prompts(ri, active, feeds, remembered, news, stats)
-        decision = self._call(prompts.messages, prompts.schema_arg,
-                              self._sampling(ri.rng, False, self.config.max_new_tokens), stats,
-                              "agent")
+        decision = self._call(
+            prompts.messages,
+            prompts.schema_arg,
+            self._sampling(ri.rng, False, self.config.max_new_tokens),
+            stats,
+            "agent",
+        )
         invalid: dict[str, int] = {}
         actions = self._validate(ri, active, prompts, decision, invalid, stats)
         reads = self._memory_call(ri, active, feeds, invalid, stats)
@@ -563,57 +623,95 @@ class LLMBrain(Brain):
         elif users.latent.shape[1] == store.dim:
             queries = _unit_rows(users.latent[active])
         mcfg = self.config.memory
-        return store.retrieve(active, queries, ri.round, mcfg.top_k, mcfg.decay,
-                              mcfg.long_term_decay)
+        return store.retrieve(
+            active, queries, ri.round, mcfg.top_k, mcfg.decay, mcfg.long_term_decay
+        )
 
     # step 3 ---------------------------------------------------------------------------
-    def _agent_prompts(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds,
-                       remembered: list[list[str]], news: list[str],
-                       stats: dict[str, float]) -> _Prompts:
+    def _agent_prompts(
+        self,
+        ri: RoundInput,
+        active: np.ndarray,
+        feeds: _Feeds,
+        remembered: list[list[str]],
+        news: list[str],
+        stats: dict[str, float],
+    ) -> _Prompts:
         """The decision call's prompts (shared system part first) and answer schemas."""
         cfg = self.config
         t_prompt = time.perf_counter()
         users, n_posts, n_users = ri.users, len(ri.posts), len(ri.users)
-        shown_news = news[-cfg.news_in_prompt:] if cfg.news_in_prompt else []
-        system = agent_system_prompt(ri.topic, shown_news, behaviours=cfg.behaviours,
-                                     max_actions=cfg.max_actions, max_text_chars=cfg.max_text_chars,
-                                     reasoning=cfg.reasoning)
+        shown_news = news[-cfg.news_in_prompt :] if cfg.news_in_prompt else []
+        system = agent_system_prompt(
+            ri.topic,
+            shown_news,
+            behaviours=cfg.behaviours,
+            max_actions=cfg.max_actions,
+            max_text_chars=cfg.max_text_chars,
+            reasoning=cfg.reasoning,
+        )
         bdi = cfg.reasoning == "bdi"
         prompts = _Prompts()
         if cfg.schema_mode == "shared":
             prompts.shared_schema = answer_schema(
-                behaviours=cfg.behaviours, max_actions=cfg.max_actions,
-                max_text_chars=cfg.max_text_chars, post_ids=(0, n_posts - 1),
-                follow_ids=(0, n_users - 1), unfollow_ids=(0, n_users - 1), bdi=bdi,
-                bdi_chars=cfg.bdi_chars)
+                behaviours=cfg.behaviours,
+                max_actions=cfg.max_actions,
+                max_text_chars=cfg.max_text_chars,
+                post_ids=(0, n_posts - 1),
+                follow_ids=(0, n_users - 1),
+                unfollow_ids=(0, n_users - 1),
+                bdi=bdi,
+                bdi_chars=cfg.bdi_chars,
+            )
         for b, (lines, view) in enumerate(self._feed_lines(ri, active, feeds)):
             prompts.views.append(view)
-            prompts.messages.append([
-                {"role": "system", "content": system},
-                {"role": "user", "content": agent_user_prompt(
-                    users.profiles.name(int(active[b])), persona(users, view.user),
-                    remembered[b], lines, ri.round)},
-            ])
+            prompts.messages.append(
+                [
+                    {"role": "system", "content": system},
+                    {
+                        "role": "user",
+                        "content": agent_user_prompt(
+                            users.profiles.name(int(active[b])),
+                            persona(users, view.user),
+                            remembered[b],
+                            lines,
+                            ri.round,
+                        ),
+                    },
+                ]
+            )
             if prompts.shared_schema is None:
-                prompts.schemas.append(answer_schema(
-                    behaviours=cfg.behaviours, max_actions=cfg.max_actions,
-                    max_text_chars=cfg.max_text_chars, post_ids=sorted(set(view.post_ids)),
-                    follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
-                    bdi=bdi, bdi_chars=cfg.bdi_chars))
+                prompts.schemas.append(
+                    answer_schema(
+                        behaviours=cfg.behaviours,
+                        max_actions=cfg.max_actions,
+                        max_text_chars=cfg.max_text_chars,
+                        post_ids=sorted(set(view.post_ids)),
+                        follow_ids=view.follow_candidates(),
+                        unfollow_ids=view.unfollow_candidates(),
+                        bdi=bdi,
+                        bdi_chars=cfg.bdi_chars,
+                    )
+                )
         stats["prompt_seconds"] = time.perf_counter() - t_prompt
         return prompts
 
-    def _feed_lines(self, ri: RoundInput, active: np.ndarray,
-                    feeds: _Feeds) -> list[tuple[list[str], FeedView]]:
+    def _feed_lines(
+        self, ri: RoundInput, active: np.ndarray, feeds: _Feeds
+    ) -> list[tuple[list[str], FeedView]]:
         """Each agent's feed as prompt lines, and as the view its answer is checked against."""
         posts, profiles, texts = ri.posts, ri.users.profiles, ri.posts.text
         safe, has_posts = feeds.safe, bool(len(posts))
-        feed_l, authors_l, followed_l = (feeds.feed.tolist(), feeds.authors.tolist(),
-                                         feeds.followed.tolist())
+        feed_l, authors_l, followed_l = (
+            feeds.feed.tolist(),
+            feeds.authors.tolist(),
+            feeds.followed.tolist(),
+        )
         channel_l = np.asarray(ri.feed_channel).tolist()
         kind_a, parent_a, likes_a, replies_a, retweets_a = (
             getattr(posts, name)[safe].tolist() if has_posts else feed_l
-            for name in ("kind", "parent", "likes", "replies", "retweets"))
+            for name in ("kind", "parent", "likes", "replies", "retweets")
+        )
         out: list[tuple[list[str], FeedView]] = []
         for b, user in enumerate(active.tolist()):
             lines, ids, auth, fol = [], [], [], []
@@ -624,19 +722,36 @@ class LLMBrain(Brain):
                 ids.append(pid)
                 auth.append(a)
                 fol.append(followed_l[b][s])
-                lines.append(feed_line(
-                    pid, a, profiles.name(a), None if texts is None else texts[pid],
-                    followed=followed_l[b][s], channel=channel_l[b][s], kind=kind_a[b][s],
-                    parent=parent_a[b][s], likes=likes_a[b][s], replies=replies_a[b][s],
-                    retweets=retweets_a[b][s], text_chars=self.config.feed_text_chars,
-                    topic=ri.topic))
+                lines.append(
+                    feed_line(
+                        pid,
+                        a,
+                        profiles.name(a),
+                        None if texts is None else texts[pid],
+                        followed=followed_l[b][s],
+                        channel=channel_l[b][s],
+                        kind=kind_a[b][s],
+                        parent=parent_a[b][s],
+                        likes=likes_a[b][s],
+                        replies=replies_a[b][s],
+                        retweets=retweets_a[b][s],
+                        text_chars=self.config.feed_text_chars,
+                        topic=ri.topic,
+                    )
+                )
             out.append((lines, FeedView(user, ids, auth, fol)))
         return out
 
     # step 4 ---------------------------------------------------------------------------
-    def _validate(self, ri: RoundInput, active: np.ndarray, prompts: _Prompts,
-                  decision: Generation, invalid: dict[str, int],
-                  stats: dict[str, float]) -> _Actions:
+    def _validate(
+        self,
+        ri: RoundInput,
+        active: np.ndarray,
+        prompts: _Prompts,
+        decision: Generation,
+        invalid: dict[str, int],
+        stats: dict[str, float],
+    ) -> _Actions:
         """Parse and validate the answers (with ``retry_invalid``, re-ask the rejected ones
         once); a rejected answer is counted in ``invalid`` and that agent does nothing."""
         cfg = self.config
@@ -646,28 +761,56 @@ class LLMBrain(Brain):
             if decision.finish_reasons[b] == "error":
                 results.append("backend_error")
             else:
-                results.append(parse_answer(
-                    text, prompts.views[b], max_actions=cfg.max_actions,
-                    max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
-                    truncated=decision.finish_reasons[b] == "length", bdi=bdi))
+                results.append(
+                    parse_answer(
+                        text,
+                        prompts.views[b],
+                        max_actions=cfg.max_actions,
+                        max_text_chars=cfg.max_text_chars,
+                        behaviours=cfg.behaviours,
+                        truncated=decision.finish_reasons[b] == "length",
+                        bdi=bdi,
+                    )
+                )
         self._count_constrained(
             sum(f == "stop" for f in decision.finish_reasons),
-            sum(r in ("malformed_json", "schema") and f == "stop"
-                for r, f in zip(results, decision.finish_reasons, strict=True)))
+            sum(
+                r in ("malformed_json", "schema") and f == "stop"
+                for r, f in zip(results, decision.finish_reasons, strict=True)
+            ),
+        )
         accepted = RoundTexts(cfg.near_duplicate)
-        quality = {"text_checked": 0.0, "text_copied_prompt": 0.0, "text_json_debris": 0.0,
-                   "text_duplicate_text": 0.0}
-        self._check_texts(results, range(len(results)), active, prompts, accepted, quality,
-                          ri.topic)
+        quality = {
+            "text_checked": 0.0,
+            "text_copied_prompt": 0.0,
+            "text_json_debris": 0.0,
+            "text_duplicate_text": 0.0,
+        }
+        self._check_texts(
+            results, range(len(results)), active, prompts, accepted, quality, ri.topic
+        )
         if cfg.retry_invalid:
-            redo = self._reask(results, decision, prompts.messages, prompts.schemas,
-                               prompts.shared_schema, prompts.views, ri.rng, stats)
+            redo = self._reask(
+                results,
+                decision,
+                prompts.messages,
+                prompts.schemas,
+                prompts.shared_schema,
+                prompts.views,
+                ri.rng,
+                stats,
+            )
             self._check_texts(results, redo, active, prompts, accepted, quality, ri.topic)
             stats["reask_recovered"] = float(sum(not isinstance(results[b], str) for b in redo))
         stats.update(quality)
         stats["text_rejected"] = float(sum(r in TEXT_INVALID_REASONS for r in results))
-        stats["texts_accepted"] = float(sum(len(r.posts) + sum(t is not None for _, _, t in r.reactions)
-                                            for r in results if not isinstance(r, str)))
+        stats["texts_accepted"] = float(
+            sum(
+                len(r.posts) + sum(t is not None for _, _, t in r.reactions)
+                for r in results
+                if not isinstance(r, str)
+            )
+        )
         parsed: list[ParsedAnswer | None] = []
         for result in results:
             if isinstance(result, str):
@@ -676,16 +819,26 @@ class LLMBrain(Brain):
             else:
                 parsed.append(result)
         if bdi:
-            self.last_states = {int(active[b]): a.state for b, a in enumerate(parsed)
-                                if a is not None and a.state is not None}
+            self.last_states = {
+                int(active[b]): a.state
+                for b, a in enumerate(parsed)
+                if a is not None and a.state is not None
+            }
             for state in self.last_states.values():
                 key = f"emotion_{state['emotion']}"
                 stats[key] = stats.get(key, 0.0) + 1.0
         return _Actions.collect(active, parsed)
 
-    def _check_texts(self, results: list[ParsedAnswer | str], which: Any, active: np.ndarray,
-                     prompts: _Prompts, accepted: RoundTexts, quality: dict[str, float],
-                     topic: str) -> None:
+    def _check_texts(
+        self,
+        results: list[ParsedAnswer | str],
+        which: Any,
+        active: np.ndarray,
+        prompts: _Prompts,
+        accepted: RoundTexts,
+        quality: dict[str, float],
+        topic: str,
+    ) -> None:
         """Reject (in place) the answers in ``which`` whose texts copy their prompt, carry JSON
         debris or duplicate a text another agent of the round wrote (:mod:`.text_quality`);
         the texts of the answers kept join ``accepted``."""
@@ -698,13 +851,19 @@ class LLMBrain(Brain):
             if not texts:
                 continue
             author = int(active[b])
-            check = PromptCopyCheck("\n".join(m["content"] for m in prompts.messages[b]),
-                                    cfg.copy_ngram, cfg.copy_overlap, cfg.copy_run_words, topic)
+            check = PromptCopyCheck(
+                "\n".join(m["content"] for m in prompts.messages[b]),
+                cfg.copy_ngram,
+                cfg.copy_overlap,
+                cfg.copy_run_words,
+                topic,
+            )
             problem = None
             for text in texts:
                 quality["text_checked"] += 1
                 problem = check.problem(text) or (
-                    "duplicate_text" if accepted.duplicate(text, author) else None)
+                    "duplicate_text" if accepted.duplicate(text, author) else None
+                )
                 if problem is not None:
                     quality[f"text_{problem}"] += 1
                     break
@@ -714,32 +873,48 @@ class LLMBrain(Brain):
                 results[b] = problem
 
     # step 5 ---------------------------------------------------------------------------
-    def _memory_call(self, ri: RoundInput, active: np.ndarray, feeds: _Feeds,
-                     invalid: dict[str, int], stats: dict[str, float]) -> _Reads:
+    def _memory_call(
+        self,
+        ri: RoundInput,
+        active: np.ndarray,
+        feeds: _Feeds,
+        invalid: dict[str, int],
+        stats: dict[str, float],
+    ) -> _Reads:
         """One call for memory: summaries of the long posts read for the first time (short
         ones are kept verbatim) and consolidations of users over their short-term capacity."""
         cfg, mcfg, store = self.config, self.config.memory, self.memory
         assert store is not None
         reads = self._fresh_reads(ri, active, feeds)
         cons_users, cons_groups = store.sample_consolidation(
-            mcfg.short_term_capacity, mcfg.consolidate_size, ri.rng)
+            mcfg.short_term_capacity, mcfg.consolidate_size, ri.rng
+        )
         reads.cons_users, reads.cons_groups = cons_users, cons_groups
         names = ri.users.profiles
         mem_prompts: list[Any] = [
             summary_messages(names.name(int(ri.posts.author[p])), text, mcfg.summary_chars)
-            for p, text in zip(reads.to_summarise, reads.long_texts, strict=True)]
-        mem_prompts += [consolidation_messages(
-            names.name(u), [store.texts[r] for r in store.row[group]], mcfg.memory_chars)
-            for u, group in zip(cons_users.tolist(), cons_groups, strict=True)]
-        mem_schemas = ([summary_schema(mcfg.summary_chars)] * len(reads.to_summarise)
-                       + [consolidation_schema(mcfg.memory_chars)] * len(cons_users))
+            for p, text in zip(reads.to_summarise, reads.long_texts, strict=True)
+        ]
+        mem_prompts += [
+            consolidation_messages(
+                names.name(u), [store.texts[r] for r in store.row[group]], mcfg.memory_chars
+            )
+            for u, group in zip(cons_users.tolist(), cons_groups, strict=True)
+        ]
+        mem_schemas = [summary_schema(mcfg.summary_chars)] * len(reads.to_summarise) + [
+            consolidation_schema(mcfg.memory_chars)
+        ] * len(cons_users)
         stats["summaries"] = float(len(reads.to_summarise))
         stats["consolidations"] = float(len(cons_users))
         mem_texts: list[str] = []
         if mem_prompts:
-            gen = self._call(mem_prompts, mem_schemas,
-                             self._sampling(ri.rng, True, cfg.summary_max_new_tokens,
-                                            cfg.memory_temperature), stats, "memory")
+            gen = self._call(
+                mem_prompts,
+                mem_schemas,
+                self._sampling(ri.rng, True, cfg.summary_max_new_tokens, cfg.memory_temperature),
+                stats,
+                "memory",
+            )
             mem_texts = gen.texts
         before = sum(invalid.get(k, 0) for k in ("summary_malformed", "consolidation_malformed"))
         self._parse_memory_answers(ri, reads, mem_texts, invalid)
@@ -767,8 +942,9 @@ class LLMBrain(Brain):
                 reads.verbatim.append(p)
         return reads
 
-    def _parse_memory_answers(self, ri: RoundInput, reads: _Reads, raws: list[str],
-                              invalid: dict[str, int]) -> None:
+    def _parse_memory_answers(
+        self, ri: RoundInput, reads: _Reads, raws: list[str], invalid: dict[str, int]
+    ) -> None:
         """``reads.summaries`` (the clipped post for a rejected summary) and
         ``reads.consolidated`` (the joined short-term entries, clipped, for a rejected one)."""
         store, mcfg, texts = self.memory, self.config.memory, ri.posts.text
@@ -776,8 +952,14 @@ class LLMBrain(Brain):
         n_s = len(reads.to_summarise)
         for p, raw in zip(reads.to_summarise, raws[:n_s], strict=True):
             value = checked_memory_text(raw, SummaryAnswer, "summary", invalid)
-            reads.summaries[p] = value if value is not None else clip(
-                without_topic(texts[p] if texts is not None else "", ri.topic), mcfg.summary_chars)
+            reads.summaries[p] = (
+                value
+                if value is not None
+                else clip(
+                    without_topic(texts[p] if texts is not None else "", ri.topic),
+                    mcfg.summary_chars,
+                )
+            )
         for group, raw in zip(reads.cons_groups, raws[n_s:], strict=True):
             value = checked_memory_text(raw, ConsolidationAnswer, "consolidation", invalid)
             if value is None:
@@ -785,8 +967,14 @@ class LLMBrain(Brain):
             reads.consolidated.append(value[: mcfg.memory_chars])
 
     # step 6 ---------------------------------------------------------------------------
-    def _label(self, rng: np.random.Generator, topic: str, names: list[str],
-               texts: list[list[str]], stats: dict[str, float]) -> StanceLabels:
+    def _label(
+        self,
+        rng: np.random.Generator,
+        topic: str,
+        names: list[str],
+        texts: list[list[str]],
+        stats: dict[str, float],
+    ) -> StanceLabels:
         """Stance labels of users from their texts: scored where the backend can (see
         :mod:`.stance`), else decoded; counts the call in ``stats``."""
         cfg = self.config
@@ -795,12 +983,19 @@ class LLMBrain(Brain):
         labels: StanceLabels | None = None
         if cfg.stance_method != "decoded" and self._scoring is not False:
             try:
-                fold = cfg.system_role == "fold" or (cfg.system_role == "auto"
-                                                     and not backend.system_role)
-                labels = score_stances(backend, topic, names, texts, rng,
-                                       text_chars=cfg.feed_text_chars,
-                                       calibrate=cfg.stance_calibration == "contextual",
-                                       fold=fold)
+                fold = cfg.system_role == "fold" or (
+                    cfg.system_role == "auto" and not backend.system_role
+                )
+                labels = score_stances(
+                    backend,
+                    topic,
+                    names,
+                    texts,
+                    rng,
+                    text_chars=cfg.feed_text_chars,
+                    calibrate=cfg.stance_calibration == "contextual",
+                    fold=fold,
+                )
                 self._scoring = True
             except ScoringUnsupported:
                 if cfg.stance_method == "scored":
@@ -809,8 +1004,13 @@ class LLMBrain(Brain):
         if labels is None:
             labels = decode_stances(
                 lambda p, schema, sampling: self._call(p, schema, sampling, stats, "stance"),
-                topic, names, texts, rng, text_chars=cfg.feed_text_chars,
-                sampling=self._sampling(rng, True, cfg.stance_max_new_tokens))
+                topic,
+                names,
+                texts,
+                rng,
+                text_chars=cfg.feed_text_chars,
+                sampling=self._sampling(rng, True, cfg.stance_max_new_tokens),
+            )
             self._count_constrained(len(labels.value), sum(v is None for v in labels.value))
         else:
             stats["llm_calls"] += 1
@@ -830,19 +1030,29 @@ class LLMBrain(Brain):
         if n >= cfg.unparsed_min_answers and bad / n > cfg.max_unparsed_share:
             backend = self.backend
             form = getattr(backend, "form", None)
-            where = (f"the server at {', '.join(getattr(backend, 'urls', []))} answered "
-                     f"requests with response_format form {form!r}"
-                     if form is not None else f"backend {backend.name!r} decoded")
+            where = (
+                f"the server at {', '.join(getattr(backend, 'urls', []))} answered "
+                f"requests with response_format form {form!r}"
+                if form is not None
+                else f"backend {backend.name!r} decoded"
+            )
             raise LLMBackendError(
                 f"constrained decoding is not enforced: {bad} of {n} answers decoded under a "
                 f"JSON schema did not parse (max_unparsed_share={cfg.max_unparsed_share}); "
                 f"{where} but the answers do not follow the schema: the server accepts the "
                 "structured-output request and ignores it (e.g. `transformers serve` logs "
                 "'Ignoring unsupported fields: response_format'). Use a server that enforces "
-                "schemas (vLLM, llama.cpp, SGLang), or constrained=False with retry_invalid=True.")
+                "schemas (vLLM, llama.cpp, SGLang), or constrained=False with retry_invalid=True."
+            )
 
-    def _stance_call(self, ri: RoundInput, active: np.ndarray, actions: _Actions,
-                     invalid: dict[str, int], stats: dict[str, float]) -> _Stances:
+    def _stance_call(
+        self,
+        ri: RoundInput,
+        active: np.ndarray,
+        actions: _Actions,
+        invalid: dict[str, int],
+        stats: dict[str, float],
+    ) -> _Stances:
         """Stance (Eq. 1) of the users who wrote this round, from their new texts only (old
         posts are not labelled again); one decoding call asks whether each reply to a
         misinformation post agrees with its claim."""
@@ -850,13 +1060,19 @@ class LLMBrain(Brain):
         recent = self._recent_posts(ri, active, actions)
         stance_users = [u for u in active.tolist() if recent[u]]
         r_post, r_text = actions.r_post, actions.r_text
-        agree_idx = [i for i in np.flatnonzero(actions.is_reply).tolist()
-                     if ri.posts.misinfo[r_post[i]]]
+        agree_idx = [
+            i for i in np.flatnonzero(actions.is_reply).tolist() if ri.posts.misinfo[r_post[i]]
+        ]
         stances = _Stances()
         stats["stance_prompts"] = float(len(stance_users))
         if stance_users:
-            labels = self._label(ri.rng, ri.topic, [users.profiles.name(u) for u in stance_users],
-                                 [recent[u][: cfg.stance_history] for u in stance_users], stats)
+            labels = self._label(
+                ri.rng,
+                ri.topic,
+                [users.profiles.name(u) for u in stance_users],
+                [recent[u][: cfg.stance_history] for u in stance_users],
+                stats,
+            )
             for u, value in zip(stance_users, labels.value, strict=True):
                 if value is None:
                     invalid["stance_malformed"] = invalid.get("stance_malformed", 0) + 1
@@ -864,10 +1080,17 @@ class LLMBrain(Brain):
                     stances.value[u] = value
         if agree_idx:
             gen = self._call(
-                [agreement_messages(texts[r_post[i]] if texts is not None else "", r_text[i] or "")
-                 for i in agree_idx],
+                [
+                    agreement_messages(
+                        texts[r_post[i]] if texts is not None else "", r_text[i] or ""
+                    )
+                    for i in agree_idx
+                ],
                 [agreement_schema()] * len(agree_idx),
-                self._sampling(ri.rng, True, cfg.stance_max_new_tokens), stats, "agreement")
+                self._sampling(ri.rng, True, cfg.stance_max_new_tokens),
+                stats,
+                "agreement",
+            )
             unparsed = 0
             for i, raw in zip(agree_idx, gen.texts, strict=True):
                 agrees = parse_agreement(raw)
@@ -879,8 +1102,9 @@ class LLMBrain(Brain):
             self._count_constrained(len(agree_idx), unparsed)
         return stances
 
-    def _recent_posts(self, ri: RoundInput, active: np.ndarray,
-                      actions: _Actions) -> dict[int, list[str]]:
+    def _recent_posts(
+        self, ri: RoundInput, active: np.ndarray, actions: _Actions
+    ) -> dict[int, list[str]]:
         """Each active user's texts of this round (posts, then replies): the new evidence."""
         recent: dict[int, list[str]] = {u: [] for u in active.tolist()}
         for u, text in zip(actions.written_user.tolist(), actions.written_text, strict=True):
@@ -888,8 +1112,14 @@ class LLMBrain(Brain):
         return recent
 
     # step 7 ---------------------------------------------------------------------------
-    def _encode_and_score(self, ri: RoundInput, actions: _Actions, reads: _Reads,
-                          stances: _Stances, stats: dict[str, float]) -> _Encoded:
+    def _encode_and_score(
+        self,
+        ri: RoundInput,
+        actions: _Actions,
+        reads: _Reads,
+        stances: _Stances,
+        stats: dict[str, float],
+    ) -> _Encoded:
         """One encoder call (new texts, memories), one toxicity call, the misinformation rule."""
         cfg, users, posts, store = self.config, ri.users, ri.posts, self.memory
         assert store is not None
@@ -906,15 +1136,20 @@ class LLMBrain(Brain):
         enc.written_emb, enc.cons_emb = emb[:n_w], emb[n_w : n_w + n_c]
         n_posted, r_kind = len(actions.post_text), actions.r_kind
         if reuse:
-            enc.read_emb = _unit_rows(posts.latent[np.array(enc.read_order, np.int64)]
-                                      .reshape(-1, store.dim))
+            enc.read_emb = _unit_rows(
+                posts.latent[np.array(enc.read_order, np.int64)].reshape(-1, store.dim)
+            )
             react_emb = _unit_rows(posts.latent[actions.react_post].reshape(-1, store.dim))
         else:
             enc.read_emb = emb[n_w + n_c :]
-            react_emb = (self.encoder.encode([enc.own_texts[n_posted + i] for i in range(len(r_kind))])
-                         if len(r_kind) else np.zeros((0, store.dim), np.float32))
-        enc.own_emb = (np.concatenate([enc.written_emb[:n_posted], react_emb]) if enc.own_texts
-                       else react_emb)
+            react_emb = (
+                self.encoder.encode([enc.own_texts[n_posted + i] for i in range(len(r_kind))])
+                if len(r_kind)
+                else np.zeros((0, store.dim), np.float32)
+            )
+        enc.own_emb = (
+            np.concatenate([enc.written_emb[:n_posted], react_emb]) if enc.own_texts else react_emb
+        )
         if actions.is_reply.any():
             enc.own_emb[n_posted + np.flatnonzero(actions.is_reply)] = enc.written_emb[n_posted:]
         stats["encoder_seconds"] = time.perf_counter() - t_enc
@@ -922,12 +1157,22 @@ class LLMBrain(Brain):
         enc.written_tox = self.toxicity(written_text)
         stats["toxicity_seconds"] = time.perf_counter() - t_tox
         enc.has_misinfo = misinfo_emb is not None
-        enc.similarity = (enc.written_emb @ misinfo_emb if misinfo_emb is not None
-                          else np.full(n_w, -1.0, np.float32))
+        enc.similarity = (
+            enc.written_emb @ misinfo_emb
+            if misinfo_emb is not None
+            else np.full(n_w, -1.0, np.float32)
+        )
         enc.newly_misinformed = misinformation_update(
-            actions.react_user, actions.react_post, actions.react_kind, posts.misinfo,
-            actions.written_user, enc.similarity, cfg.misinfo_similarity, users.misinformed,
-            agreed_user=np.array(stances.agreed, np.int64))
+            actions.react_user,
+            actions.react_post,
+            actions.react_kind,
+            posts.misinfo,
+            actions.written_user,
+            enc.similarity,
+            cfg.misinfo_similarity,
+            users.misinformed,
+            agreed_user=np.array(stances.agreed, np.int64),
+        )
         return enc
 
     def _memory_texts(self, ri: RoundInput, actions: _Actions, reads: _Reads) -> _Encoded:
@@ -935,19 +1180,32 @@ class LLMBrain(Brain):
         clipped text, after their author) and the agents' own actions."""
         names, posts, texts = ri.users.profiles, ri.posts, ri.posts.text
         threshold = self.config.memory.length_threshold
-        read_texts = (
-            [f"@{names.name(int(posts.author[p]))}: {reads.summaries[p]}" for p in reads.to_summarise]
-            + [f"@{names.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), threshold)}"
-               for p in reads.verbatim])
-        own_texts = self._own_memory_texts(actions.post_text, actions.r_kind, actions.r_post,
-                                           actions.r_text, posts, ri.users, ri.topic,
-                                           reads.summaries)
-        return _Encoded(read_order=reads.to_summarise + reads.verbatim, read_texts=read_texts,
-                        own_texts=own_texts)
+        read_texts = [
+            f"@{names.name(int(posts.author[p]))}: {reads.summaries[p]}" for p in reads.to_summarise
+        ] + [
+            f"@{names.name(int(posts.author[p]))}: {clip(without_topic(texts[p] if texts else '', ri.topic), threshold)}"
+            for p in reads.verbatim
+        ]
+        own_texts = self._own_memory_texts(
+            actions.post_text,
+            actions.r_kind,
+            actions.r_post,
+            actions.r_text,
+            posts,
+            ri.users,
+            ri.topic,
+            reads.summaries,
+        )
+        return _Encoded(
+            read_order=reads.to_summarise + reads.verbatim,
+            read_texts=read_texts,
+            own_texts=own_texts,
+        )
 
     # memory writes ----------------------------------------------------------------------
-    def _write_memories(self, ri: RoundInput, actions: _Actions, reads: _Reads,
-                        enc: _Encoded) -> None:
+    def _write_memories(
+        self, ri: RoundInput, actions: _Actions, reads: _Reads, enc: _Encoded
+    ) -> None:
         """Store the read posts, the reads, the agents' own actions and the consolidations."""
         store = self.memory
         assert store is not None
@@ -960,65 +1218,96 @@ class LLMBrain(Brain):
         store.add_entries(reads.read_user[ok], ri.round, SHORT, known[ok], reads.read_post[ok])
         if enc.own_texts:
             own_user = np.array(actions.post_user + actions.r_user, np.int64)
-            store.add_entries(own_user, ri.round, SHORT, store.add_texts(enc.own_texts, enc.own_emb))
-        cons_rows = (store.add_texts(reads.consolidated, enc.cons_emb) if reads.consolidated
-                     else np.zeros(0, np.int64))
-        store.consolidate(reads.cons_users, reads.cons_groups, cons_rows, ri.round,
-                          self.config.memory.long_term_capacity)
+            store.add_entries(
+                own_user, ri.round, SHORT, store.add_texts(enc.own_texts, enc.own_emb)
+            )
+        cons_rows = (
+            store.add_texts(reads.consolidated, enc.cons_emb)
+            if reads.consolidated
+            else np.zeros(0, np.int64)
+        )
+        store.consolidate(
+            reads.cons_users,
+            reads.cons_groups,
+            cons_rows,
+            ri.round,
+            self.config.memory.long_term_capacity,
+        )
 
     # output -----------------------------------------------------------------------------
-    def _output(self, ri: RoundInput, actions: _Actions, stances: _Stances, enc: _Encoded,
-                invalid: dict[str, int]) -> RoundOutput:
+    def _output(
+        self,
+        ri: RoundInput,
+        actions: _Actions,
+        stances: _Stances,
+        enc: _Encoded,
+        invalid: dict[str, int],
+    ) -> RoundOutput:
         """The columns of :class:`RoundOutput`; a reply carries its author's stance and its
         own toxicity, other reactions the reacted post's stance (negated for a dislike)."""
         users, posts, a = ri.users, ri.posts, actions
         n_p = len(a.post_user)
         stance_now = np.where(users.stance > 1 / 3, 1, np.where(users.stance < -1 / 3, -1, 0))
-        author_stance = np.array([stances.value.get(u, stance_now[u])
-                                  for u in a.written_user.tolist()], np.float32)
+        author_stance = np.array(
+            [stances.value.get(u, stance_now[u]) for u in a.written_user.tolist()], np.float32
+        )
         react_stance = np.zeros(len(a.react_user), np.float32)
         if len(a.react_user):
             post_stance_of = posts.stance[a.react_post].astype(np.float32)
-            react_stance = np.where(a.react_kind == int(Behaviour.DISLIKE), -post_stance_of,
-                                    post_stance_of)
+            react_stance = np.where(
+                a.react_kind == int(Behaviour.DISLIKE), -post_stance_of, post_stance_of
+            )
             react_stance[a.is_reply] = author_stance[n_p:]
         react_tox = np.zeros(len(a.react_user), np.float32)
         react_tox[a.is_reply] = enc.written_tox[n_p:]
         newly = enc.newly_misinformed
         return RoundOutput(
-            react_user=a.react_user, react_post=a.react_post, react_kind=a.react_kind,
-            react_stance=react_stance.astype(np.float32), react_toxicity=react_tox,
+            react_user=a.react_user,
+            react_post=a.react_post,
+            react_kind=a.react_kind,
+            react_stance=react_stance.astype(np.float32),
+            react_toxicity=react_tox,
             react_text=a.r_text,
             post_user=np.array(a.post_user, np.int64),
             post_latent=enc.written_emb[:n_p].astype(np.float32),
-            post_stance=author_stance[:n_p], post_toxicity=enc.written_tox[:n_p].astype(np.float32),
-            post_misinfo=(enc.similarity[:n_p] >= self.config.misinfo_similarity) if enc.has_misinfo
+            post_stance=author_stance[:n_p],
+            post_toxicity=enc.written_tox[:n_p].astype(np.float32),
+            post_misinfo=(enc.similarity[:n_p] >= self.config.misinfo_similarity)
+            if enc.has_misinfo
             else np.zeros(n_p, bool),
             post_text=list(a.post_text),
-            follow_src=np.array(a.f_src, np.int64), follow_dst=np.array(a.f_dst, np.int64),
-            unfollow_src=np.array(a.u_src, np.int64), unfollow_dst=np.array(a.u_dst, np.int64),
+            follow_src=np.array(a.f_src, np.int64),
+            follow_dst=np.array(a.f_dst, np.int64),
+            unfollow_src=np.array(a.u_src, np.int64),
+            unfollow_dst=np.array(a.u_dst, np.int64),
             stance_user=np.array(list(stances.value), np.int64),
             stance_discrete=np.array(list(stances.value.values()), np.int8),
-            misinformed_user=newly, misinformed_value=np.ones(len(newly), bool),
+            misinformed_user=newly,
+            misinformed_value=np.ones(len(newly), bool),
             invalid=invalid,
         )
 
-    def _round_stats(self, stats: dict[str, float], active: np.ndarray, actions: _Actions,
-                     t_start: float) -> None:
+    def _round_stats(
+        self, stats: dict[str, float], active: np.ndarray, actions: _Actions, t_start: float
+    ) -> None:
         """Per-step token counts, the time split and the replay hit rate."""
         assert self.memory is not None
         total = time.perf_counter() - t_start
         steps = float(len(active))
-        stats.update({
-            "agent_steps": steps,
-            "valid_answers": float(sum(p is not None for p in actions.parsed)),
-            "prompt_tokens_per_step": stats["agent_prompt_tokens"] / steps,
-            "completion_tokens_per_step": stats["agent_completion_tokens"] / steps,
-            "memory_entries": float(len(self.memory)),
-            "round_seconds": total,
-            "other_seconds": total - stats["llm_seconds"] - stats["encoder_seconds"]
-            - stats["toxicity_seconds"],
-        })
+        stats.update(
+            {
+                "agent_steps": steps,
+                "valid_answers": float(sum(p is not None for p in actions.parsed)),
+                "prompt_tokens_per_step": stats["agent_prompt_tokens"] / steps,
+                "completion_tokens_per_step": stats["agent_completion_tokens"] / steps,
+                "memory_entries": float(len(self.memory)),
+                "round_seconds": total,
+                "other_seconds": total
+                - stats["llm_seconds"]
+                - stats["encoder_seconds"]
+                - stats["toxicity_seconds"],
+            }
+        )
         stats["outside_llm_share"] = (total - stats["llm_seconds"]) / max(total, 1e-9)
         stats.update(self.stance_check)
         stats["constrained_answers"] = float(self.constrained_answers)
@@ -1026,10 +1315,17 @@ class LLMBrain(Brain):
         if self.config.replay:
             stats["replay_hit_rate"] = stats["replay_hits"] / max(stats["llm_prompts"], 1.0)
 
-    def _reask(self, results: list[ParsedAnswer | str], decision: Generation, prompts: list[Any],
-               schemas: list[dict[str, Any]], shared_schema: dict[str, Any] | None,
-               views: list[FeedView], rng: np.random.Generator,
-               stats: dict[str, float]) -> list[int]:
+    def _reask(
+        self,
+        results: list[ParsedAnswer | str],
+        decision: Generation,
+        prompts: list[Any],
+        schemas: list[dict[str, Any]],
+        shared_schema: dict[str, Any] | None,
+        views: list[FeedView],
+        rng: np.random.Generator,
+        stats: dict[str, float],
+    ) -> list[int]:
         """Ask each agent whose answer was rejected (not for a backend error) once more, in one
         batched call, with its answer and the validation error appended; replaces
         ``results[b]`` by the new outcome. Counts ``reask_prompts`` / ``reask_recovered``."""
@@ -1039,35 +1335,64 @@ class LLMBrain(Brain):
         stats["reask_recovered"] = 0.0
         if not redo:
             return redo
-        retry_prompts = [[*prompts[b], {"role": "assistant", "content": decision.texts[b]},
-                          {"role": "user", "content": reask_message(str(results[b]), cfg.max_actions,
-                                                                   cfg.max_text_chars)}]
-                         for b in redo]
+        retry_prompts = [
+            [
+                *prompts[b],
+                {"role": "assistant", "content": decision.texts[b]},
+                {
+                    "role": "user",
+                    "content": reask_message(str(results[b]), cfg.max_actions, cfg.max_text_chars),
+                },
+            ]
+            for b in redo
+        ]
         retry_schemas = shared_schema if shared_schema is not None else [schemas[b] for b in redo]
-        gen = self._call(retry_prompts, retry_schemas,
-                         self._sampling(rng, False, cfg.max_new_tokens), stats, "reask")
+        gen = self._call(
+            retry_prompts,
+            retry_schemas,
+            self._sampling(rng, False, cfg.max_new_tokens),
+            stats,
+            "reask",
+        )
         for b, text, finish in zip(redo, gen.texts, gen.finish_reasons, strict=True):
             if finish == "error":
                 continue
-            result = parse_answer(text, views[b], max_actions=cfg.max_actions,
-                                  max_text_chars=cfg.max_text_chars, behaviours=cfg.behaviours,
-                                  truncated=finish == "length", bdi=cfg.reasoning == "bdi")
+            result = parse_answer(
+                text,
+                views[b],
+                max_actions=cfg.max_actions,
+                max_text_chars=cfg.max_text_chars,
+                behaviours=cfg.behaviours,
+                truncated=finish == "length",
+                bdi=cfg.reasoning == "bdi",
+            )
             if not isinstance(result, str):
                 stats["reask_recovered"] += 1
             results[b] = result
         return redo
 
-    def _own_memory_texts(self, post_text: list[str], r_kind: list[int], r_post: list[int],
-                          r_text: list[str | None], posts: PostColumns,
-                          users: UserColumns, topic: str = "",
-                          summaries: dict[int, str] | None = None) -> list[str]:
+    def _own_memory_texts(
+        self,
+        post_text: list[str],
+        r_kind: list[int],
+        r_post: list[int],
+        r_text: list[str | None],
+        posts: PostColumns,
+        users: UserColumns,
+        topic: str = "",
+        summaries: dict[int, str] | None = None,
+    ) -> list[str]:
         """Memory texts of the agents' own actions (posts first, then reactions). A reaction
         remembers what the post says: its summary when it has one, else its text (topic
         phrase shortened, see :func:`without_topic`)."""
         limit = self.config.memory.memory_chars
         summaries = summaries or {}
-        verbs = {int(Behaviour.RETWEET): "You retweeted", int(Behaviour.REPLY): "You replied to",
-                 int(Behaviour.LIKE): "You liked", int(Behaviour.DISLIKE): "You disliked"}
+        verbs = {
+            int(Behaviour.RETWEET): "You retweeted",
+            int(Behaviour.REPLY): "You replied to",
+            int(Behaviour.LIKE): "You liked",
+            int(Behaviour.DISLIKE): "You disliked",
+        }
         out = [f"You posted: {clip(t, limit)}" for t in post_text]
         texts = posts.text
         for kind, pid, text in zip(r_kind, r_post, r_text, strict=True):
@@ -1076,7 +1401,7 @@ class LLMBrain(Brain):
                 out.append(f"You replied to @{who}: {clip(text, limit)}")
             else:
                 seen = summaries.get(pid) or clip(
-                    without_topic(texts[pid] if texts is not None else None, topic), limit // 2)
+                    without_topic(texts[pid] if texts is not None else None, topic), limit // 2
+                )
                 out.append(f"{verbs[kind]} @{who}'s post: {seen}")
         return out
-

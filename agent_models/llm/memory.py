@@ -59,8 +59,10 @@ class MemoryStore:
         """Append texts with their (n, d) embeddings; returns their (n,) rows."""
         n = len(texts)
         if embeddings.shape != (n, self.dim):
-            raise ValueError(f"MemoryStore.add_texts: embeddings shape {embeddings.shape}, "
-                             f"expected ({n}, {self.dim})")
+            raise ValueError(
+                f"MemoryStore.add_texts: embeddings shape {embeddings.shape}, "
+                f"expected ({n}, {self.dim})"
+            )
         start = len(self.texts)
         if start + n > len(self._emb):
             grown = np.zeros((max(2 * len(self._emb), start + n), self.dim), np.float32)
@@ -70,14 +72,22 @@ class MemoryStore:
         self.texts.extend(texts)
         return np.arange(start, start + n, dtype=np.int64)
 
-    def add_entries(self, user: np.ndarray, round_: int | np.ndarray, kind: int,
-                    row: np.ndarray, source: np.ndarray | None = None) -> None:
+    def add_entries(
+        self,
+        user: np.ndarray,
+        round_: int | np.ndarray,
+        kind: int,
+        row: np.ndarray,
+        source: np.ndarray | None = None,
+    ) -> None:
         """Append entries (all arrays of one length)."""
         n = len(user)
         if n == 0:
             return
         self.user = np.concatenate([self.user, np.asarray(user, np.int64)])
-        self.round = np.concatenate([self.round, np.broadcast_to(np.asarray(round_, np.int32), (n,))])
+        self.round = np.concatenate(
+            [self.round, np.broadcast_to(np.asarray(round_, np.int32), (n,))]
+        )
         self.kind = np.concatenate([self.kind, np.full(n, kind, np.int8)])
         self.row = np.concatenate([self.row, np.asarray(row, np.int64)])
         src = np.full(n, -1, np.int64) if source is None else np.asarray(source, np.int64)
@@ -94,7 +104,9 @@ class MemoryStore:
             return np.zeros(len(user), bool)
         have = self.source >= 0
         existing = self.user[have] * (1 << 32) + self.source[have]
-        return np.isin(np.asarray(user, np.int64) * (1 << 32) + np.asarray(post, np.int64), existing)
+        return np.isin(
+            np.asarray(user, np.int64) * (1 << 32) + np.asarray(post, np.int64), existing
+        )
 
     # ------------------------------------------------------------------ retrieval
     def retrieve(
@@ -136,8 +148,13 @@ class MemoryStore:
         keep = group_rank(pos_r) < top_k
         for p, entry in zip(pos_r[keep].tolist(), sel[ranked][keep].tolist(), strict=True):
             r = int(self.round[entry])
-            label = ("long-term" if self.kind[entry] == LONG
-                     else "before the simulation" if r < 0 else f"round {r}")
+            label = (
+                "long-term"
+                if self.kind[entry] == LONG
+                else "before the simulation"
+                if r < 0
+                else f"round {r}"
+            )
             out[p].append(f"({label}) {self.texts[self.row[entry]]}")
         return out
 
@@ -161,8 +178,14 @@ class MemoryStore:
         groups = np.split(picked, bounds[1:])
         return over, groups
 
-    def consolidate(self, users: np.ndarray, groups: list[np.ndarray], rows: np.ndarray,
-                    now: int, long_term_capacity: int) -> None:
+    def consolidate(
+        self,
+        users: np.ndarray,
+        groups: list[np.ndarray],
+        rows: np.ndarray,
+        now: int,
+        long_term_capacity: int,
+    ) -> None:
         """Replace each group of entries by one long-term entry (text row ``rows[i]``), then
         keep at most ``long_term_capacity`` long-term entries per user (newest)."""
         if len(users):

@@ -89,10 +89,14 @@ def agent_system_prompt(
     elif reasoning != "none":
         raise ValueError(f"reasoning: {reasoning!r} not allowed; use 'none' or 'bdi'")
     text = _render(
-        "agent_system", template_dir,
+        "agent_system",
+        template_dir,
         behaviours="\n".join(f"- {BEHAVIOUR_HELP[b]}" for b in behaviours),
-        max_actions=max_actions, max_text_chars=max_text_chars,
-        topic=topic or "general news", news=news_block, reasoning=module,
+        max_actions=max_actions,
+        max_text_chars=max_text_chars,
+        topic=topic or "general news",
+        news=news_block,
+        reasoning=module,
     )
     return re.sub(r"\n{3,}", "\n\n", text)
 
@@ -104,7 +108,7 @@ def topic_free(text: str | None, topic: str) -> str | None:
         return text
     head = f"On {topic}:"
     if text.startswith(head):
-        text = text[len(head):].lstrip()
+        text = text[len(head) :].lstrip()
         return text[:1].upper() + text[1:] if text else text
     return text.replace(topic, "the topic")
 
@@ -130,15 +134,25 @@ def stance_in_words(stance: float) -> str:
 
 
 def _share(x: float) -> str:
-    for bound, words in ((0.05, "almost never"), (0.2, "rarely"), (0.4, "sometimes"),
-                         (0.6, "often"), (0.85, "most of the time")):
+    for bound, words in (
+        (0.05, "almost never"),
+        (0.2, "rarely"),
+        (0.4, "sometimes"),
+        (0.6, "often"),
+        (0.85, "most of the time"),
+    ):
         if x < bound:
             return words
     return "almost always"
 
 
-def interaction_in_words(role: str, post_retweet_ratio: float, reply_frequency: float,
-                         follower_following_ratio: float, activity: float | None) -> str:
+def interaction_in_words(
+    role: str,
+    post_retweet_ratio: float,
+    reply_frequency: float,
+    follower_following_ratio: float,
+    activity: float | None,
+) -> str:
     """The interaction statistics of a profile in plain language, with the base activity
     rate (the probability that the user is active in a round)."""
     if post_retweet_ratio >= 1.5:
@@ -147,15 +161,23 @@ def interaction_in_words(role: str, post_retweet_ratio: float, reply_frequency: 
         writes = "you retweet others more often than you write your own posts"
     else:
         writes = "you write your own posts about as often as you retweet"
-    audience = ("more people follow you than you follow" if follower_following_ratio >= 1.5
-                else "you follow more people than follow you" if follower_following_ratio <= 1 / 1.5
-                else "you follow about as many people as follow you")
-    parts = [f"You are a {role}: {writes}; you {_share(reply_frequency)} reply to others "
-             f"({reply_frequency:.0%} of what you do is replies); {audience}."]
+    audience = (
+        "more people follow you than you follow"
+        if follower_following_ratio >= 1.5
+        else "you follow more people than follow you"
+        if follower_following_ratio <= 1 / 1.5
+        else "you follow about as many people as follow you"
+    )
+    parts = [
+        f"You are a {role}: {writes}; you {_share(reply_frequency)} reply to others "
+        f"({reply_frequency:.0%} of what you do is replies); {audience}."
+    ]
     if activity is not None:
-        parts.append(f"You are on the platform in about {max(1, round(activity * 10))} of "
-                     "10 rounds; when you are, you react to the posts that catch your eye "
-                     "(like, dislike, reply, retweet) as a real user would.")
+        parts.append(
+            f"You are on the platform in about {max(1, round(activity * 10))} of "
+            "10 rounds; when you are, you react to the posts that catch your eye "
+            "(like, dislike, reply, retweet) as a real user would."
+        )
     return " ".join(parts)
 
 
@@ -182,8 +204,11 @@ def feed_line(
         where += f", retweet of [{parent}]"
     elif kind == 2 and parent >= 0:
         where += f", reply to [{parent}]"
-    counts = [f"{n} {label}" for n, label in ((likes, "likes"), (retweets, "retweets"),
-                                               (replies, "replies")) if n > 0]
+    counts = [
+        f"{n} {label}"
+        for n, label in ((likes, "likes"), (retweets, "retweets"), (replies, "replies"))
+        if n > 0
+    ]
     tail = f" ({', '.join(counts)})" if counts else ""
     return f"[{post_id}] {who} · {where}: {clip(topic_free(text, topic), text_chars)}{tail}"
 
@@ -198,7 +223,8 @@ def agent_user_prompt(
 ) -> str:
     """The per-agent user message: persona (``Profiles.describe`` keys), memories, feed lines."""
     return _render(
-        "agent_user", template_dir,
+        "agent_user",
+        template_dir,
         name=name,
         identity=persona.get("likely_identity", "unknown"),
         interests=persona.get("interested_areas", "general news"),
@@ -227,11 +253,21 @@ def agent_messages(
 ) -> Messages:
     """Chat messages of one agent-step (what the brain sends; use for SFT instructions)."""
     return [
-        {"role": "system", "content": agent_system_prompt(
-            topic, news, behaviours=behaviours, max_actions=max_actions,
-            max_text_chars=max_text_chars, template_dir=template_dir)},
-        {"role": "user", "content": agent_user_prompt(name, persona, memories, feed, round_,
-                                                      template_dir)},
+        {
+            "role": "system",
+            "content": agent_system_prompt(
+                topic,
+                news,
+                behaviours=behaviours,
+                max_actions=max_actions,
+                max_text_chars=max_text_chars,
+                template_dir=template_dir,
+            ),
+        },
+        {
+            "role": "user",
+            "content": agent_user_prompt(name, persona, memories, feed, round_, template_dir),
+        },
     ]
 
 
@@ -244,9 +280,15 @@ def label_list(labels: Sequence[str]) -> str:
     return ", ".join(labels[:-1]) + f" or {labels[-1]}" if len(labels) > 1 else labels[0]
 
 
-def stance_messages(topic: str, name: str, texts: Sequence[str], text_chars: int = 200,
-                    template_dir: str | None = None, order: Sequence[str] = STANCE_LABELS,
-                    scored: bool = False) -> Messages:
+def stance_messages(
+    topic: str,
+    name: str,
+    texts: Sequence[str],
+    text_chars: int = 200,
+    template_dir: str | None = None,
+    order: Sequence[str] = STANCE_LABELS,
+    scored: bool = False,
+) -> Messages:
     """Eq. 1: where a user stands on the topic, from its recent posts (topic phrase
     shortened, the topic is named once in the system message). ``order`` is the order the
     labels are listed in (randomised per prompt by the labeller); ``scored`` asks for one
@@ -254,45 +296,78 @@ def stance_messages(topic: str, name: str, texts: Sequence[str], text_chars: int
     if scored:
         answer_format = f"Answer with one word: {label_list(order)}."
     else:
-        answer_format = ('Answer with one JSON object: {"stance":"<' + label_list(order)
-                         + '>"}.')
+        answer_format = 'Answer with one JSON object: {"stance":"<' + label_list(order) + '>"}.'
     return [
-        {"role": "system", "content": _render("stance_system", template_dir,
-                                              topic=topic or "general news",
-                                              answer_format=answer_format)},
-        {"role": "user", "content": _render(
-            "stance_user", template_dir, name=name,
-            posts="\n".join(f"- {clip(topic_free(t, topic), text_chars)}" for t in texts))},
+        {
+            "role": "system",
+            "content": _render(
+                "stance_system",
+                template_dir,
+                topic=topic or "general news",
+                answer_format=answer_format,
+            ),
+        },
+        {
+            "role": "user",
+            "content": _render(
+                "stance_user",
+                template_dir,
+                name=name,
+                posts="\n".join(f"- {clip(topic_free(t, topic), text_chars)}" for t in texts),
+            ),
+        },
     ]
 
 
-def summary_messages(author_name: str, text: str, max_chars: int,
-                     template_dir: str | None = None) -> Messages:
+def summary_messages(
+    author_name: str, text: str, max_chars: int, template_dir: str | None = None
+) -> Messages:
     """Eq. 3: the salient summary of a read post."""
     return [
         {"role": "system", "content": _render("summary_system", template_dir, max_chars=max_chars)},
-        {"role": "user", "content": _render("summary_user", template_dir, author=author_name,
-                                            text=clip(text, 1000))},
+        {
+            "role": "user",
+            "content": _render(
+                "summary_user", template_dir, author=author_name, text=clip(text, 1000)
+            ),
+        },
     ]
 
 
-def consolidation_messages(name: str, memories: Sequence[str], max_chars: int,
-                           template_dir: str | None = None) -> Messages:
+def consolidation_messages(
+    name: str, memories: Sequence[str], max_chars: int, template_dir: str | None = None
+) -> Messages:
     """Merge sampled short-term memories into one long-term memory."""
     return [
-        {"role": "system", "content": _render("consolidate_system", template_dir,
-                                              max_chars=max_chars)},
-        {"role": "user", "content": _render(
-            "consolidate_user", template_dir, name=name,
-            memories="\n".join(f"- {clip(m, 300)}" for m in memories))},
+        {
+            "role": "system",
+            "content": _render("consolidate_system", template_dir, max_chars=max_chars),
+        },
+        {
+            "role": "user",
+            "content": _render(
+                "consolidate_user",
+                template_dir,
+                name=name,
+                memories="\n".join(f"- {clip(m, 300)}" for m in memories),
+            ),
+        },
     ]
 
 
-def agreement_messages(post: str, reply: str, text_chars: int = 300,
-                       template_dir: str | None = None) -> Messages:
+def agreement_messages(
+    post: str, reply: str, text_chars: int = 300, template_dir: str | None = None
+) -> Messages:
     """Does ``reply`` agree with the claim of ``post``? (misinformation adoption by reply)"""
     return [
         {"role": "system", "content": _render("agree_system", template_dir)},
-        {"role": "user", "content": _render("agree_user", template_dir, post=clip(post, text_chars),
-                                            reply=clip(reply, text_chars))},
+        {
+            "role": "user",
+            "content": _render(
+                "agree_user",
+                template_dir,
+                post=clip(post, text_chars),
+                reply=clip(reply, text_chars),
+            ),
+        },
     ]

@@ -45,15 +45,34 @@ INVALID_REASONS: tuple[str, ...] = (
 #: Problems of the auxiliary calls, also counted in ``RoundOutput.invalid`` (the brain then
 #: falls back: no stance observation / verbatim memory / no misinformation adoption).
 AUX_INVALID_REASONS: tuple[str, ...] = (
-    "stance_malformed", "summary_malformed", "consolidation_malformed", "agreement_malformed",
-    "summary_placeholder", "consolidation_placeholder",
+    "stance_malformed",
+    "summary_malformed",
+    "consolidation_malformed",
+    "agreement_malformed",
+    "summary_placeholder",
+    "consolidation_placeholder",
 )
 
 _PLACEHOLDER = re.compile(r"^(?:<[^<>]*>|[\W_]*)$")
-_PLACEHOLDER_WORDS = frozenset({
-    "text", "summary", "memory", "string", "post", "reply", "sentence", "your post",
-    "your reply", "your text", "your own words", "post text", "reply text", "none", "null",
-})
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        "text",
+        "summary",
+        "memory",
+        "string",
+        "post",
+        "reply",
+        "sentence",
+        "your post",
+        "your reply",
+        "your text",
+        "your own words",
+        "post text",
+        "reply text",
+        "none",
+        "null",
+    }
+)
 
 
 #: Written texts must not start with a bracket, white space or punctuation (under constrained
@@ -62,7 +81,6 @@ _PLACEHOLDER_WORDS = frozenset({
 #: by llama.cpp servers for ``json_object`` + schema and for the ``grammar`` form) applies a
 #: pattern to the raw JSON text, where those characters would end or escape the string.
 TEXT_PATTERN = r'^[^<>{}()\[\] \t\n.,:;…][^"\\]*$'
-
 
 
 def text_schema(max_chars: int) -> dict[str, Any]:
@@ -142,7 +160,12 @@ class UnfollowAction(_Strict):
 
 
 Action = Annotated[
-    PostAction | RetweetAction | ReplyAction | LikeAction | DislikeAction | FollowAction
+    PostAction
+    | RetweetAction
+    | ReplyAction
+    | LikeAction
+    | DislikeAction
+    | FollowAction
     | UnfollowAction,
     Field(discriminator="type"),
 ]
@@ -155,8 +178,16 @@ class AgentAnswer(_Strict):
 
 
 #: Emotions of the opt-in belief-desire-intention answer (``LLMConfig.reasoning="bdi"``).
-EMOTIONS: tuple[str, ...] = ("calm", "happy", "hopeful", "curious", "indifferent", "anxious",
-                             "sad", "angry")
+EMOTIONS: tuple[str, ...] = (
+    "calm",
+    "happy",
+    "hopeful",
+    "curious",
+    "indifferent",
+    "anxious",
+    "sad",
+    "angry",
+)
 #: The inner-state fields of a BDI answer, written before the actions.
 BDI_FIELDS: tuple[str, ...] = ("emotion", "belief", "desire", "intention")
 
@@ -164,7 +195,9 @@ BDI_FIELDS: tuple[str, ...] = ("emotion", "belief", "desire", "intention")
 class BDIAnswer(AgentAnswer):
     """An :class:`AgentAnswer` preceded by the agent's emotion, belief, desire and intention."""
 
-    emotion: Literal["calm", "happy", "hopeful", "curious", "indifferent", "anxious", "sad", "angry"]
+    emotion: Literal[
+        "calm", "happy", "hopeful", "curious", "indifferent", "anxious", "sad", "angry"
+    ]
     belief: str = Field(min_length=1)
     desire: str = Field(min_length=1)
     intention: str = Field(min_length=1)
@@ -281,8 +314,10 @@ def answer_schema(
     else:
         actions["items"] = {"type": "object"}
     if bdi:
-        state = {"emotion": {"type": "string", "enum": list(EMOTIONS)},
-                 **{k: text_schema(bdi_chars) for k in BDI_FIELDS[1:]}}
+        state = {
+            "emotion": {"type": "string", "enum": list(EMOTIONS)},
+            **{k: text_schema(bdi_chars) for k in BDI_FIELDS[1:]},
+        }
         return _obj({**state, "actions": actions})
     return _obj({"actions": actions})
 
@@ -327,12 +362,22 @@ class FeedView:
     followed: list[bool]
 
     def follow_candidates(self) -> list[int]:
-        return sorted({a for a, f in zip(self.post_authors, self.followed, strict=True)
-                       if not f and a != self.user})
+        return sorted(
+            {
+                a
+                for a, f in zip(self.post_authors, self.followed, strict=True)
+                if not f and a != self.user
+            }
+        )
 
     def unfollow_candidates(self) -> list[int]:
-        return sorted({a for a, f in zip(self.post_authors, self.followed, strict=True)
-                       if f and a != self.user})
+        return sorted(
+            {
+                a
+                for a, f in zip(self.post_authors, self.followed, strict=True)
+                if f and a != self.user
+            }
+        )
 
 
 @dataclass
@@ -372,7 +417,9 @@ def _depth(text: str) -> int:
     """Deepest bracket nesting of ``text``, ignoring brackets inside JSON strings (vectorized)."""
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
         return 0
-    brackets = _JSON_STRING.sub("", text).encode("ascii", "ignore").decode().translate(_BRACKETS_ONLY)
+    brackets = (
+        _JSON_STRING.sub("", text).encode("ascii", "ignore").decode().translate(_BRACKETS_ONLY)
+    )
     steps = np.frombuffer(brackets.encode(), np.uint8)
     return int(np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)).max(initial=0))
 
@@ -477,11 +524,13 @@ def parse_answer(
                     return "impossible_action"
                 reacted.setdefault(action.post_id, action.type)
             text_value = getattr(action, "text", None)
-            out.reactions.append((
-                int(_ACTION_BEHAVIOUR[action.type]),
-                action.post_id,
-                None if text_value is None else text_value[:max_text_chars],
-            ))
+            out.reactions.append(
+                (
+                    int(_ACTION_BEHAVIOUR[action.type]),
+                    action.post_id,
+                    None if text_value is None else text_value[:max_text_chars],
+                )
+            )
     return out
 
 

@@ -40,13 +40,18 @@ class TextEncoder:
     def model(self) -> Any:
         if self._model is None:
             st = require("sentence_transformers", "llm", "the LLM brain's encoder")
-            self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
+            self._model = st.SentenceTransformer(
+                self.path, device=self.device, local_files_only=True
+            )
         return self._model
 
     @property
     def dim(self) -> int:
         model = self.model
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        getter = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
         return int(getter())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -54,8 +59,11 @@ class TextEncoder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
         emb = self.model.encode(
-            [t or "" for t in texts], batch_size=self.batch_size, convert_to_numpy=True,
-            normalize_embeddings=True, show_progress_bar=False,
+            [t or "" for t in texts],
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
         )
         return np.asarray(emb, np.float32)
 
@@ -83,7 +91,9 @@ def make_toxicity(spec: str | Callable[[list[str]], Any]) -> Callable[[Sequence[
             return np.zeros(0, np.float32)
         values = np.asarray(resolve()(list(texts)), np.float32).reshape(-1)
         if len(values) != len(texts):
-            raise ValueError(f"toxicity: the classifier returned {len(values)} scores for {len(texts)} texts")
+            raise ValueError(
+                f"toxicity: the classifier returned {len(values)} scores for {len(texts)} texts"
+            )
         return np.clip(np.nan_to_num(values, nan=0.0), 0.0, 1.0)
 
     return score

@@ -59,11 +59,20 @@ def label_orders(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.argsort(rng.random((n, len(STANCE_LABELS))), axis=1)
 
 
-def stance_prompts(topic: str, names: Sequence[str], texts: Sequence[Sequence[str]],
-                   orders: np.ndarray, text_chars: int, scored: bool) -> list[Messages]:
-    return [stance_messages(topic, name, list(t), text_chars,
-                            order=[STANCE_LABELS[j] for j in order], scored=scored)
-            for name, t, order in zip(names, texts, orders, strict=True)]
+def stance_prompts(
+    topic: str,
+    names: Sequence[str],
+    texts: Sequence[Sequence[str]],
+    orders: np.ndarray,
+    text_chars: int,
+    scored: bool,
+) -> list[Messages]:
+    return [
+        stance_messages(
+            topic, name, list(t), text_chars, order=[STANCE_LABELS[j] for j in order], scored=scored
+        )
+        for name, t, order in zip(names, texts, orders, strict=True)
+    ]
 
 
 def _normalise(logp: np.ndarray) -> np.ndarray:
@@ -74,9 +83,17 @@ def _normalise(logp: np.ndarray) -> np.ndarray:
         return p / p.sum(axis=1, keepdims=True)
 
 
-def score_stances(backend: Backend, topic: str, names: Sequence[str],
-                  texts: Sequence[Sequence[str]], rng: np.random.Generator, *,
-                  text_chars: int, calibrate: bool, fold: bool = False) -> StanceLabels:
+def score_stances(
+    backend: Backend,
+    topic: str,
+    names: Sequence[str],
+    texts: Sequence[Sequence[str]],
+    rng: np.random.Generator,
+    *,
+    text_chars: int,
+    calibrate: bool,
+    fold: bool = False,
+) -> StanceLabels:
     """Score the three labels for each user (one backend scoring call, content-free
     calibration prompts included; ``fold``: system message folded into the user message);
     raises :class:`ScoringUnsupported` where the backend cannot."""
@@ -86,9 +103,14 @@ def score_stances(backend: Backend, topic: str, names: Sequence[str],
     cal_keys: list[tuple[int, ...]] = []
     if calibrate:
         cal_keys = sorted({tuple(o) for o in orders.tolist()})
-        prompts += stance_prompts(topic, ["user"] * len(cal_keys), [CONTENT_FREE] * len(cal_keys),
-                                  np.array(cal_keys, np.int64).reshape(-1, 3), text_chars,
-                                  scored=True)
+        prompts += stance_prompts(
+            topic,
+            ["user"] * len(cal_keys),
+            [CONTENT_FREE] * len(cal_keys),
+            np.array(cal_keys, np.int64).reshape(-1, 3),
+            text_chars,
+            scored=True,
+        )
     if fold:
         prompts = [fold_system(m) for m in prompts]
     score = getattr(backend, "score_labels", None)  # duck-typed backends may lack it
@@ -96,8 +118,10 @@ def score_stances(backend: Backend, topic: str, names: Sequence[str],
         raise ScoringUnsupported(f"{type(backend).__name__} cannot score labels")
     logp = np.asarray(score(prompts, list(STANCE_LABELS)), np.float64)
     if logp.shape != (len(prompts), len(STANCE_LABELS)):
-        raise LLMBackendError(f"score_labels returned shape {logp.shape} for "
-                              f"{len(prompts)} prompts and {len(STANCE_LABELS)} labels")
+        raise LLMBackendError(
+            f"score_labels returned shape {logp.shape} for "
+            f"{len(prompts)} prompts and {len(STANCE_LABELS)} labels"
+        )
     user_logp = logp[:n]
     if calibrate:
         # p(label | x) / p(label | content-free), in log space, per label order
@@ -107,27 +131,45 @@ def score_stances(backend: Backend, topic: str, names: Sequence[str],
         with np.errstate(divide="ignore"):
             user_logp = np.log(_normalise(user_logp)) - np.log(np.maximum(cal[index], 1e-12))
     probs = _normalise(user_logp)
-    value: list[int | None] = [None if not np.isfinite(p).all() else int(np.argmax(p)) - 1
-                               for p in probs]
+    value: list[int | None] = [
+        None if not np.isfinite(p).all() else int(np.argmax(p)) - 1 for p in probs
+    ]
     return StanceLabels(value, probs.astype(np.float32), "scored")
 
 
-def decode_stances(generate: Callable[[list[Messages], Any, Sampling], Generation], topic: str,
-                   names: Sequence[str], texts: Sequence[Sequence[str]],
-                   rng: np.random.Generator, *, text_chars: int,
-                   sampling: Sampling) -> StanceLabels:
+def decode_stances(
+    generate: Callable[[list[Messages], Any, Sampling], Generation],
+    topic: str,
+    names: Sequence[str],
+    texts: Sequence[Sequence[str]],
+    rng: np.random.Generator,
+    *,
+    text_chars: int,
+    sampling: Sampling,
+) -> StanceLabels:
     """The fallback: decode a JSON answer under the stance schema (label order randomised
     in the prompt); ``generate(prompts, schema, sampling)`` is the brain's backend call."""
     orders = label_orders(rng, len(names))
     prompts = stance_prompts(topic, names, texts, orders, text_chars, scored=False)
     gen = generate(prompts, stance_schema(), sampling)
-    value = [None if f == "error" else parse_stance(t)
-             for t, f in zip(gen.texts, gen.finish_reasons, strict=True)]
+    value = [
+        None if f == "error" else parse_stance(t)
+        for t, f in zip(gen.texts, gen.finish_reasons, strict=True)
+    ]
     return StanceLabels(value, np.full((len(names), 3), np.nan, np.float32), "decoded")
 
 
-__all__ = ["CONTENT_FREE", "ScoringUnsupported", "StanceLabels", "confusion_matrix",
-           "decode_stances", "label_orders", "labeller_check", "score_stances", "stance_prompts"]
+__all__ = [
+    "CONTENT_FREE",
+    "ScoringUnsupported",
+    "StanceLabels",
+    "confusion_matrix",
+    "decode_stances",
+    "label_orders",
+    "labeller_check",
+    "score_stances",
+    "stance_prompts",
+]
 
 
 def labeller_check(labelled: Sequence[int | None], truth: Sequence[int]) -> dict[str, float]:
@@ -153,5 +195,9 @@ def labeller_check(labelled: Sequence[int | None], truth: Sequence[int]) -> dict
 
 def confusion_matrix(check: dict[str, Any]) -> np.ndarray:
     """(3, 3) counts, rows = known stance, columns = label (against, neutral, favor)."""
-    return np.array([[check.get(f"stance_check_{t}_as_{label}", 0.0) for label in STANCE_LABELS]
-                     for t in STANCE_LABELS])
+    return np.array(
+        [
+            [check.get(f"stance_check_{t}_as_{label}", 0.0) for label in STANCE_LABELS]
+            for t in STANCE_LABELS
+        ]
+    )

@@ -32,7 +32,8 @@ _PREFIX = re.compile(
     r"|you (?:posted|liked|disliked|retweeted|replied to|followed|unfollowed)\b"
     r"|(?:likely identity|interested areas|your view on the topic|posting style|how you interact"
     r"|interaction behaviour|what you remember|your feed in round \d+)\s*:)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _DEBRIS = re.compile(r"""['"]\s*[}\]]|[{\[]\s*['"]|[}\]]\s*[,{}\[\]]|"\w+"\s*:""")
 
 
@@ -54,8 +55,9 @@ def char_grams(text: str, n: int = 4) -> set[str]:
 class PromptCopyCheck:
     """The copy and debris checks of the texts of one prompt."""
 
-    def __init__(self, prompt: str, ngram: int, overlap: float, run_words: int = 6,
-                 topic: str = "") -> None:
+    def __init__(
+        self, prompt: str, ngram: int, overlap: float, run_words: int = 6, topic: str = ""
+    ) -> None:
         if topic:
             prompt = prompt.replace(topic, " | ")
         self.prompt = normalise(prompt)

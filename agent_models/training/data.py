@@ -77,7 +77,15 @@ class ExampleConfig:
     max_actions: int = 4
     max_text_chars: int = 280
     feed_text_chars: int = 200
-    behaviours: tuple[str, ...] = ("post", "retweet", "reply", "like", "dislike", "follow", "unfollow")
+    behaviours: tuple[str, ...] = (
+        "post",
+        "retweet",
+        "reply",
+        "like",
+        "dislike",
+        "follow",
+        "unfollow",
+    )
     comment_as_reply: bool = True
     seed: int = 0
 
@@ -94,8 +102,12 @@ class FeedInfo:
     def view(self, user: int) -> Any:
         from agent_models.llm.schema import FeedView
 
-        return FeedView(user=user, post_ids=list(self.post_ids),
-                        post_authors=list(self.post_authors), followed=list(self.followed))
+        return FeedView(
+            user=user,
+            post_ids=list(self.post_ids),
+            post_authors=list(self.post_authors),
+            followed=list(self.followed),
+        )
 
 
 @dataclass
@@ -118,10 +130,18 @@ class Example:
             "prompt": self.prompt,
             "completion": [{"role": "assistant", "content": self.response}],
             "meta": {
-                "user": self.user, "name": self.name, "persona": self.persona, "topic": self.topic,
-                "behaviour": self.behaviour, "text": self.text,
-                "feed": {"post_ids": self.feed.post_ids, "post_authors": self.feed.post_authors,
-                         "followed": self.feed.followed, "target_post": self.feed.target_post},
+                "user": self.user,
+                "name": self.name,
+                "persona": self.persona,
+                "topic": self.topic,
+                "behaviour": self.behaviour,
+                "text": self.text,
+                "feed": {
+                    "post_ids": self.feed.post_ids,
+                    "post_authors": self.feed.post_authors,
+                    "followed": self.feed.followed,
+                    "target_post": self.feed.target_post,
+                },
                 **self.extra,
             },
         }
@@ -132,11 +152,20 @@ class Example:
         feed = meta["feed"]
         known = {"user", "name", "persona", "topic", "behaviour", "text", "feed"}
         return cls(
-            prompt=record["prompt"], response=record["completion"][0]["content"],
-            user=int(meta["user"]), name=meta["name"], persona=dict(meta["persona"]),
-            topic=meta["topic"], behaviour=meta["behaviour"], text=meta.get("text"),
-            feed=FeedInfo([int(x) for x in feed["post_ids"]], [int(x) for x in feed["post_authors"]],
-                          [bool(x) for x in feed["followed"]], feed.get("target_post")),
+            prompt=record["prompt"],
+            response=record["completion"][0]["content"],
+            user=int(meta["user"]),
+            name=meta["name"],
+            persona=dict(meta["persona"]),
+            topic=meta["topic"],
+            behaviour=meta["behaviour"],
+            text=meta.get("text"),
+            feed=FeedInfo(
+                [int(x) for x in feed["post_ids"]],
+                [int(x) for x in feed["post_authors"]],
+                [bool(x) for x in feed["followed"]],
+                feed.get("target_post"),
+            ),
             extra={k: v for k, v in meta.items() if k not in known},
         )
 
@@ -147,9 +176,12 @@ class Example:
         config = config or ExampleConfig()
         view = self.feed.view(self.user)
         return answer_schema(
-            behaviours=config.behaviours, max_actions=config.max_actions,
-            max_text_chars=config.max_text_chars, post_ids=view.post_ids,
-            follow_ids=view.follow_candidates(), unfollow_ids=view.unfollow_candidates(),
+            behaviours=config.behaviours,
+            max_actions=config.max_actions,
+            max_text_chars=config.max_text_chars,
+            post_ids=view.post_ids,
+            follow_ids=view.follow_candidates(),
+            unfollow_ids=view.unfollow_candidates(),
         )
 
 
@@ -157,8 +189,9 @@ def _clean_reply(text: str) -> str:
     return _LEADING_MENTIONS.sub("", text).strip()
 
 
-def _answer_actions(action: ObservedAction, target_post: int | None, config: ExampleConfig
-                    ) -> tuple[list[dict[str, Any]], str | None]:
+def _answer_actions(
+    action: ObservedAction, target_post: int | None, config: ExampleConfig
+) -> tuple[list[dict[str, Any]], str | None]:
     """(answer actions, the user's own text) of an observation; ([], None) if unusable."""
     limit = config.max_text_chars
     text = (action.text or "").strip()
@@ -184,7 +217,9 @@ def _answer_actions(action: ObservedAction, target_post: int | None, config: Exa
     return [], None
 
 
-def _sample_context(pool: Sequence[int], count: int, usable: Any, rng: np.random.Generator) -> list[int]:
+def _sample_context(
+    pool: Sequence[int], count: int, usable: Any, rng: np.random.Generator
+) -> list[int]:
     """Up to ``count`` distinct usable items of ``pool`` in random order: rejection sampling
     (bounded tries) for large pools, a full scan for small ones, so that building examples
     stays linear in the number of observations."""
@@ -232,7 +267,9 @@ def build_examples(
     name_to_user = {profiles.name(i).lower(): i for i in range(n_users)}
     follows: set[tuple[int, int]] = set()
     if follow_src is not None and follow_dst is not None:
-        follows = set(zip(np.asarray(follow_src).tolist(), np.asarray(follow_dst).tolist(), strict=True))
+        follows = set(
+            zip(np.asarray(follow_src).tolist(), np.asarray(follow_dst).tolist(), strict=True)
+        )
     # context pool: texts by event, and each user's posts by time
     by_event: dict[str, list[int]] = {}
     own: dict[int, list[int]] = {}
@@ -247,19 +284,27 @@ def build_examples(
     examples: list[Example] = []
     for j, a in enumerate(actions):
         if not 0 <= a.user < n_users:
-            raise ValueError(f"ObservedAction #{j}: user {a.user} is outside the profiles (N={n_users})")
+            raise ValueError(
+                f"ObservedAction #{j}: user {a.user} is outside the profiles (N={n_users})"
+            )
         needs_target = a.behaviour in (Behaviour.RETWEET, Behaviour.REPLY)
         n_context = config.feed_size - (1 if needs_target else 0)
         target_text = (a.target_text or "").strip() if needs_target else None
 
-        def usable(k: int, j: int = j, user: int = a.user, target: str | None = target_text) -> bool:
+        def usable(
+            k: int, j: int = j, user: int = a.user, target: str | None = target_text
+        ) -> bool:
             c = actions[k]
             return k != j and c.user != user and (c.text or "").strip() != target
 
         picks = _sample_context(by_event.get(a.event, []), n_context, usable, rng)
         if len(picks) < n_context:
-            picks += _sample_context(everything, n_context - len(picks),
-                                     lambda k, ev=a.event, f=usable: actions[k].event != ev and f(k), rng)
+            picks += _sample_context(
+                everything,
+                n_context - len(picks),
+                lambda k, ev=a.event, f=usable: actions[k].event != ev and f(k),
+                rng,
+            )
         entries: list[tuple[int, str, str | None, int]] = []  # (author, name, text, kind)
         for k in picks:
             c = actions[k]
@@ -267,8 +312,9 @@ def build_examples(
         target_index = None
         if needs_target:
             author_name = a.target_author or "someone"
-            author = name_to_user.get(author_name.lower(),
-                                     n_users + zlib.crc32(author_name.encode()) % 100_000)
+            author = name_to_user.get(
+                author_name.lower(), n_users + zlib.crc32(author_name.encode()) % 100_000
+            )
             if author == a.user:
                 author = n_users
             text = a.target_text or f"(a post by @{author_name}; its text is not in the data)"
@@ -282,28 +328,68 @@ def build_examples(
             continue
         channels = rng.integers(0, 3, size=len(entries))
         lines = [
-            feed_line(pid, author, name, text, followed=f,
-                      channel=(0 if f else int(ch)), text_chars=config.feed_text_chars)
-            for pid, (author, name, text, _), f, ch in zip(ids, entries, followed, channels, strict=True)
+            feed_line(
+                pid,
+                author,
+                name,
+                text,
+                followed=f,
+                channel=(0 if f else int(ch)),
+                text_chars=config.feed_text_chars,
+            )
+            for pid, (author, name, text, _), f, ch in zip(
+                ids, entries, followed, channels, strict=True
+            )
         ]
-        earlier = [k for k in own.get(a.user, []) if k != j and (
-            (actions[k].time or 0.0) < (a.time or 0.0) or (actions[k].time == a.time and k < j))]
-        memories = [f"You posted: {clip(actions[k].text, config.memory_chars)}" for k in earlier[-config.memories:]] \
-            if config.memories else []
+        earlier = [
+            k
+            for k in own.get(a.user, [])
+            if k != j
+            and (
+                (actions[k].time or 0.0) < (a.time or 0.0) or (actions[k].time == a.time and k < j)
+            )
+        ]
+        memories = (
+            [
+                f"You posted: {clip(actions[k].text, config.memory_chars)}"
+                for k in earlier[-config.memories :]
+            ]
+            if config.memories
+            else []
+        )
         news = [a.event] if a.event and a.event != topic and a.event != (a.text or "") else []
         persona = profiles.describe(a.user)
         prompt = agent_messages(
-            topic, profiles.name(a.user), persona, memories, lines, news, 0,
-            behaviours=config.behaviours, max_actions=config.max_actions,
+            topic,
+            profiles.name(a.user),
+            persona,
+            memories,
+            lines,
+            news,
+            0,
+            behaviours=config.behaviours,
+            max_actions=config.max_actions,
             max_text_chars=config.max_text_chars,
         )
-        examples.append(Example(
-            prompt=prompt, response=answer_json(answer), user=a.user, name=profiles.name(a.user),
-            persona=persona, topic=topic, behaviour=answer[0]["type"], text=own_text,
-            feed=FeedInfo(ids, [e[0] for e in entries], followed, target_post),
-            extra={"misinfo": bool(a.misinfo), "situation": "\n".join(
-                [f"Topic: {topic}"] + [f"News: {h}" for h in news] + ["Feed:"] + lines)},
-        ))
+        examples.append(
+            Example(
+                prompt=prompt,
+                response=answer_json(answer),
+                user=a.user,
+                name=profiles.name(a.user),
+                persona=persona,
+                topic=topic,
+                behaviour=answer[0]["type"],
+                text=own_text,
+                feed=FeedInfo(ids, [e[0] for e in entries], followed, target_post),
+                extra={
+                    "misinfo": bool(a.misinfo),
+                    "situation": "\n".join(
+                        [f"Topic: {topic}"] + [f"News: {h}" for h in news] + ["Feed:"] + lines
+                    ),
+                },
+            )
+        )
     return examples
 
 
@@ -375,8 +461,9 @@ class DPOStats:
     invalid_samples: int = 0
 
 
-def answer_summary(text: str | None, example: Example, config: ExampleConfig | None = None
-                   ) -> tuple[str, str | None, bool]:
+def answer_summary(
+    text: str | None, example: Example, config: ExampleConfig | None = None
+) -> tuple[str, str | None, bool]:
     """(first behaviour name or "nothing", the answer's own text or None, valid) of a raw
     completion, validated against the example's feed."""
     from agent_models.llm.schema import ParsedAnswer, parse_answer
@@ -384,8 +471,13 @@ def answer_summary(text: str | None, example: Example, config: ExampleConfig | N
     config = config or ExampleConfig()
     if text is None:
         return "nothing", None, False
-    parsed = parse_answer(text, example.feed.view(example.user), max_actions=config.max_actions,
-                          max_text_chars=config.max_text_chars, behaviours=config.behaviours)
+    parsed = parse_answer(
+        text,
+        example.feed.view(example.user),
+        max_actions=config.max_actions,
+        max_text_chars=config.max_text_chars,
+        behaviours=config.behaviours,
+    )
     if not isinstance(parsed, ParsedAnswer):
         return "nothing", None, False
     first = _first_behaviour(text)
@@ -452,13 +544,21 @@ def build_dpo_records(
     k = sampling.num_samples
     prompts = [ex.prompt for ex in examples for _ in range(k)]
     schemas = [ex.schema(config) for ex in examples for _ in range(k)]
-    generation = backend.generate(prompts, schemas, Sampling(
-        temperature=sampling.temperature, top_p=sampling.top_p,
-        max_new_tokens=sampling.max_new_tokens, seed=sampling.seed,
-    ))
+    generation = backend.generate(
+        prompts,
+        schemas,
+        Sampling(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_new_tokens=sampling.max_new_tokens,
+            seed=sampling.seed,
+        ),
+    )
     stats = DPOStats(examples=len(examples))
     summaries = []
-    for idx, (text, reason) in enumerate(zip(generation.texts, generation.finish_reasons, strict=True)):
+    for idx, (text, reason) in enumerate(
+        zip(generation.texts, generation.finish_reasons, strict=True)
+    ):
         ex = examples[idx // k]
         summaries.append(answer_summary(None if reason == "error" else text, ex, config))
     # similarity of each sample's text to the observed text (0 where either has none)
@@ -493,11 +593,18 @@ def build_dpo_records(
         else:
             stats.low_similarity += 1
         stats.pairs += 1
-        records.append({
-            "prompt": ex.prompt,
-            "chosen": [{"role": "assistant", "content": ex.response}],
-            "rejected": [{"role": "assistant", "content": generation.texts[s]}],
-            "meta": {"user": ex.user, "behaviour": ex.behaviour, "rejected_behaviour": behaviour,
-                     "similarity": float(sims[s]), "rejected_valid": bool(summaries[s][2])},
-        })
+        records.append(
+            {
+                "prompt": ex.prompt,
+                "chosen": [{"role": "assistant", "content": ex.response}],
+                "rejected": [{"role": "assistant", "content": generation.texts[s]}],
+                "meta": {
+                    "user": ex.user,
+                    "behaviour": ex.behaviour,
+                    "rejected_behaviour": behaviour,
+                    "similarity": float(sims[s]),
+                    "rejected_valid": bool(summaries[s][2]),
+                },
+            }
+        )
     return records, stats

@@ -86,5 +86,7 @@ def split_actions(
     order = np.random.default_rng(seed).permutation(len(actions))
     n_test = int(round(test_share * len(actions)))
     test = {int(i) for i in order[:n_test]}
-    return ([a for i, a in enumerate(actions) if i not in test],
-            [a for i, a in enumerate(actions) if i in test])
+    return (
+        [a for i, a in enumerate(actions) if i not in test],
+        [a for i, a in enumerate(actions) if i in test],
+    )

@@ -93,13 +93,35 @@ class TrainConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("lora_rank", "batch_size", "per_device_batch_size", "max_length", "logging_steps"):
-            check(getattr(self, name) >= 1, f"TrainConfig.{name}", "an integer >= 1", getattr(self, name))
-        check(self.epochs > 0 or self.max_steps > 0, "TrainConfig.epochs", "> 0 (or max_steps > 0)", self.epochs)
+        for name in (
+            "lora_rank",
+            "batch_size",
+            "per_device_batch_size",
+            "max_length",
+            "logging_steps",
+        ):
+            check(
+                getattr(self, name) >= 1,
+                f"TrainConfig.{name}",
+                "an integer >= 1",
+                getattr(self, name),
+            )
+        check(
+            self.epochs > 0 or self.max_steps > 0,
+            "TrainConfig.epochs",
+            "> 0 (or max_steps > 0)",
+            self.epochs,
+        )
         check(self.beta > 0, "TrainConfig.beta", "a number > 0", self.beta)
-        check(0 <= self.lora_dropout < 1, "TrainConfig.lora_dropout", "in [0, 1)", self.lora_dropout)
-        check(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "TrainConfig.device",
-              "'auto', 'cpu' or 'cuda[:N]'", self.device)
+        check(
+            0 <= self.lora_dropout < 1, "TrainConfig.lora_dropout", "in [0, 1)", self.lora_dropout
+        )
+        check(
+            self.device in ("auto", "cpu") or self.device.startswith("cuda"),
+            "TrainConfig.device",
+            "'auto', 'cpu' or 'cuda[:N]'",
+            self.device,
+        )
 
 
 @dataclass
@@ -125,7 +147,9 @@ def _device(config: TrainConfig) -> str:
     if config.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if config.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"TrainConfig.device={config.device!r}: CUDA is not available; use 'cpu'")
+        raise RuntimeError(
+            f"TrainConfig.device={config.device!r}: CUDA is not available; use 'cpu'"
+        )
     return config.device
 
 
@@ -140,7 +164,9 @@ def _records(data: str | Path | Sequence[dict[str, Any]], fields: Sequence[str])
     for i, r in enumerate(records):
         for key in fields:
             if key not in r:
-                raise ValueError(f"training record {i}: missing field {key!r} (need {list(fields)})")
+                raise ValueError(
+                    f"training record {i}: missing field {key!r} (need {list(fields)})"
+                )
     return Dataset.from_list([{k: r[k] for k in fields} for r in records])
 
 
@@ -171,7 +197,9 @@ def _lora(config: TrainConfig) -> Any:
     )
 
 
-def _common_args(config: TrainConfig, output_dir: Path, device: str, n: int, lr: float) -> dict[str, Any]:
+def _common_args(
+    config: TrainConfig, output_dir: Path, device: str, n: int, lr: float
+) -> dict[str, Any]:
     import torch
 
     world = max(1, int(os.environ.get("WORLD_SIZE", "1")))  # processes under accelerate/torchrun
@@ -207,8 +235,9 @@ def _common_args(config: TrainConfig, output_dir: Path, device: str, n: int, lr:
     )
 
 
-def _finish(trainer: Any, tokenizer: Any, output_dir: Path, base: str, config: TrainConfig,
-            kind: str) -> TrainResult:
+def _finish(
+    trainer: Any, tokenizer: Any, output_dir: Path, base: str, config: TrainConfig, kind: str
+) -> TrainResult:
     output = trainer.train()
     model = trainer.model
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -221,8 +250,9 @@ def _finish(trainer: Any, tokenizer: Any, output_dir: Path, base: str, config: T
     cfg["base_model_name_or_path"] = base  # the backends resolve the base model from here
     cfg_path.write_text(json.dumps(cfg, indent=2))
     info = {"kind": kind, "base_model": base, **asdict(config)}
-    (output_dir / "policysim_training.json").write_text(to_json(
-        {**info, "log_history": trainer.state.log_history}, indent=2))
+    (output_dir / "policysim_training.json").write_text(
+        to_json({**info, "log_history": trainer.state.log_history}, indent=2)
+    )
     return TrainResult(
         adapter_path=output_dir,
         steps=int(trainer.state.global_step),
@@ -255,10 +285,16 @@ def train_sft(
     dataset = _records(data, SFT_FIELDS)
     model, tokenizer = _load(model_path, device)
     output_dir = Path(output_dir)
-    args = SFTConfig(**_common_args(config, output_dir, device, len(dataset),
-                                    config.learning_rate or 1e-4))
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=_lora(config))
+    args = SFTConfig(
+        **_common_args(config, output_dir, device, len(dataset), config.learning_rate or 1e-4)
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=_lora(config),
+    )
     return _finish(trainer, tokenizer, output_dir, str(model_path), config, "sft")
 
 
@@ -301,8 +337,13 @@ def train_dpo(
     output_dir = Path(output_dir)
     common = _common_args(config, output_dir, device, len(dataset), config.learning_rate or 5e-6)
     args = DPOConfig(beta=config.beta, loss_type=[config.loss_type], **common)
-    trainer = DPOTrainer(model=model, args=args, train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=peft_config)
+    trainer = DPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
     result = _finish(trainer, tokenizer, output_dir, str(model_path), config, "dpo")
     if sft_adapter is not None:
         result.config["sft_adapter"] = str(sft_adapter)

@@ -69,7 +69,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     #: Number of scalar features appended to each arm's context.
     num_arm_features: int
 
-    def __init__(self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None"
@@ -77,9 +79,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.render_mode = render_mode
         kwargs = {**self.default_kwargs(), **kwargs}
         self.config = EnvConfig.from_kwargs(**kwargs)
-        self.brain = make_brain(self.config.users, llm=self.config.llm, surrogate=self.config.surrogate)
-        self.sim = Simulation(self.config, self.brain, self.config.feed_recommender,
-                              self.config.exposure_control)
+        self.brain = make_brain(
+            self.config.users, llm=self.config.llm, surrogate=self.config.surrogate
+        )
+        self.sim = Simulation(
+            self.config, self.brain, self.config.feed_recommender, self.config.exposure_control
+        )
         self._default_seed = seed
         #: ``seed=`` given to the constructor seeds the first reset that names no seed.
         self._pending_seed = seed
@@ -88,13 +93,18 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.context_dim = 2 * self._latent_dim + self.num_arm_features + self._extra_context_dim()
         low, high = self._context_bounds()
         obs_spaces: dict[str, spaces.Space] = {
-            "arms": spaces.Box(np.broadcast_to(low, (self.num_arms, self.context_dim)),
-                               np.broadcast_to(high, (self.num_arms, self.context_dim)), dtype=np.float32),
+            "arms": spaces.Box(
+                np.broadcast_to(low, (self.num_arms, self.context_dim)),
+                np.broadcast_to(high, (self.num_arms, self.context_dim)),
+                dtype=np.float32,
+            ),
             "action_mask": spaces.MultiBinary(self.num_arms),
         }
         n = self._num_users()
         if self.config.observe_users:
-            obs_spaces["user_context"] = spaces.Box(-1.0, 1.0, (n, 2 * self._latent_dim), np.float32)
+            obs_spaces["user_context"] = spaces.Box(
+                -1.0, 1.0, (n, 2 * self._latent_dim), np.float32
+            )
             obs_spaces["stance"] = spaces.Box(-1.0, 1.0, (n,), np.float32)
         if self.config.graph_observation:
             obs_spaces["graph"] = spaces.Graph(
@@ -110,7 +120,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.per_user = self._per_user()
         self.slate_size = self._slate_size()
         if self.config.action_format == "slate":
-            self.action_space = spaces.MultiDiscrete(np.full(self.slate_size, self.num_arms + 1, np.int64))
+            self.action_space = spaces.MultiDiscrete(
+                np.full(self.slate_size, self.num_arms + 1, np.int64)
+            )
         else:
             self.action_space = spaces.Box(-1.0, 1.0, (self.num_arms,), np.float32)
         warn_if_too_large(self)
@@ -164,7 +176,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """Candidate arms of the coming round; must hold "mask" (K,) bool."""
 
     @abstractmethod
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
+    def _arm_contexts(
+        self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
+    ) -> np.ndarray:
         """(K, context_dim) float32; arm k's user's propagated context is
         ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,))."""
 
@@ -174,7 +188,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         took effect and the injected (user, post) pairs for the round (may be empty)."""
 
     @abstractmethod
-    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+    def _arm_rewards(
+        self, applied: np.ndarray, result: RoundResult
+    ) -> tuple[np.ndarray, dict[str, float]]:
         """(len(applied),) rewards in :meth:`reward_bounds` and extra metrics for ``info``."""
 
     def reward_bounds(self) -> tuple[float, float]:
@@ -186,22 +202,27 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         the feature is bounded; override in subclasses, ±inf by default)."""
         return np.full(self.num_arm_features, -np.inf), np.full(self.num_arm_features, np.inf)
 
-    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+    def _arm_responded(
+        self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray
+    ) -> np.ndarray:
         """(len(applied),) bool: whether the population responded to each applied arm (for the
         ``observe_response`` observation); by default, whether its reward is positive."""
         del applied, result
         return rewards > 0
 
     # ------------------------------------------------------------------ helpers
-    def _pad_to_constant_norm(self, names: Sequence[str], bounds: dict[str, tuple[float, float]],
-                              unit_blocks: int) -> tuple[np.ndarray, np.ndarray]:
+    def _pad_to_constant_norm(
+        self, names: Sequence[str], bounds: dict[str, tuple[float, float]], unit_blocks: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(F,) bounds of the feature columns ``names`` from ``bounds``; the ``norm_pad``
         column's upper bound is the arm contexts' common norm (``unit_blocks`` unit-norm
         embedding blocks plus every other column at its largest square), kept in
         ``self._context_norm``."""
-        low, high = (np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in names), strict=True))
+        low, high = (
+            np.asarray(v, np.float64) for v in zip(*(bounds[n] for n in names), strict=True)
+        )
         pad = list(names).index("norm_pad")
-        others = np.maximum(low ** 2, high ** 2)
+        others = np.maximum(low**2, high**2)
         others[pad] = 0.0
         self._context_norm = float(np.sqrt(unit_blocks + others.sum()))
         high[pad] = self._context_norm
@@ -213,10 +234,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         embedding = 2 * self._latent_dim + self._extra_context_dim()
         low, high = self._feature_bounds()
         if low.shape != (self.num_arm_features,) or high.shape != (self.num_arm_features,):
-            raise ValueError(f"{type(self).__name__}._feature_bounds must return two arrays of shape "
-                             f"({self.num_arm_features},); got {low.shape} and {high.shape}")
-        return (np.concatenate([np.full(embedding, -1.0), low]).astype(np.float32),
-                np.concatenate([np.full(embedding, 1.0), high]).astype(np.float32))
+            raise ValueError(
+                f"{type(self).__name__}._feature_bounds must return two arrays of shape "
+                f"({self.num_arm_features},); got {low.shape} and {high.shape}"
+            )
+        return (
+            np.concatenate([np.full(embedding, -1.0), low]).astype(np.float32),
+            np.concatenate([np.full(embedding, 1.0), high]).astype(np.float32),
+        )
 
     def _num_users(self) -> int:
         scenario = self.config.scenario
@@ -305,20 +330,26 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         try:
             arr = np.asarray(action)
         except Exception as err:  # noqa: BLE001 - anything unconvertible is a bad action
-            raise ValueError(f"action must be an array of {self.slate_size} arm indices: {err}") from err
+            raise ValueError(
+                f"action must be an array of {self.slate_size} arm indices: {err}"
+            ) from err
         if arr.shape != (self.slate_size,):
             raise ValueError(
                 f"action has shape {arr.shape}; expected ({self.slate_size},): one arm index "
                 f"per slate slot (slate_size={self.slate_size})"
             )
         if not np.issubdtype(arr.dtype, np.integer):
-            if (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
-                    and np.all(np.mod(arr, 1) == 0)):
+            if (
+                np.issubdtype(arr.dtype, np.floating)
+                and np.all(np.isfinite(arr))
+                and np.all(np.mod(arr, 1) == 0)
+            ):
                 out_of_range = (arr < 0) | (arr > self.num_arms)
                 if out_of_range.any():
                     raise ValueError(
                         f"action holds arm index {arr[out_of_range][0]!r}; allowed: "
-                        f"0..{self.num_arms - 1}, or {self.num_arms} for an empty slot")
+                        f"0..{self.num_arms - 1}, or {self.num_arms} for an empty slot"
+                    )
                 arr = arr.astype(np.int64)
             else:
                 raise ValueError(f"action must hold integer arm indices, got dtype {arr.dtype}")
@@ -346,9 +377,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                 raise ValueError("complex scores are not allowed (real numbers only)")
             arr = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"action must be {self.num_arms} real scores, one per arm: {err}") from err
+            raise ValueError(
+                f"action must be {self.num_arms} real scores, one per arm: {err}"
+            ) from err
         if arr.shape != (self.num_arms,):
-            raise ValueError(f"action has shape {arr.shape}; expected ({self.num_arms},): one score per arm")
+            raise ValueError(
+                f"action has shape {arr.shape}; expected ({self.num_arms},): one score per arm"
+            )
         if not np.all(np.isfinite(arr)):
             raise ValueError("action scores must be finite (no NaN or inf)")
         allowed = np.flatnonzero(self._arms["mask"])
@@ -375,11 +410,15 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._check_open()
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0
+        ):
             raise ValueError(f"seed={seed!r} is not allowed: an integer >= 0 or None")
         if options is not None and (not isinstance(options, dict) or options):
-            raise ValueError(f"options={options!r} is not allowed: this env takes no reset options "
-                             "(None or {})")
+            raise ValueError(
+                f"options={options!r} is not allowed: this env takes no reset options "
+                "(None or {})"
+            )
         if seed is None and self._pending_seed is not None:
             seed = self._pending_seed
         self._pending_seed = None
@@ -431,8 +470,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             responded = np.zeros(len(slate), bool)
             if len(applied_arms):
                 responded[slot] = self._arm_responded(applied_arms, result, rewards)
-            self._response = {"response_applied": applied.astype(np.int8), "response_reward": slot_rewards,
-                              "response_reacted": responded.astype(np.int8)}
+            self._response = {
+                "response_applied": applied.astype(np.int8),
+                "response_reward": slot_rewards,
+                "response_reacted": responded.astype(np.int8),
+            }
         truncated = self.sim.round >= self.config.rounds
         obs = self._observe()
         info = {
@@ -468,7 +510,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return float(slot_rewards.sum() / self.slate_size)
 
     # ------------------------------------------------------------------ researcher tools
-    def trace(self, path: str | Path | None = None, format: str = "parquet", recorder: Any = None) -> Any:
+    def trace(
+        self, path: str | Path | None = None, format: str = "parquet", recorder: Any = None
+    ) -> Any:
         """Record a behaviour trace of the coming rounds (:mod:`socialenv.trace`): returns the
         :class:`~socialenv.trace.TraceRecorder` (``recorder``: one to continue, e.g. across the
         envs of several seeds); with ``path`` the trace folder is (re)written at the end of every
@@ -496,9 +540,17 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "num_users": int(len(self.sim.users.opinion)),
             "rounds": int(self.config.rounds),
             # the lever's size, so that a fitted surrogate can replay the trace's platform
-            "env_kwargs": {name: getattr(self.config, name) for name in
-                           ("budget", "candidate_users", "candidates", "exposure_users", "lever_share")
-                           if isinstance(getattr(self.config, name, None), int | float | dict)},
+            "env_kwargs": {
+                name: getattr(self.config, name)
+                for name in (
+                    "budget",
+                    "candidate_users",
+                    "candidates",
+                    "exposure_users",
+                    "lever_share",
+                )
+                if isinstance(getattr(self.config, name, None), int | float | dict)
+            },
         }
         if type(self.brain) is SurrogateBrain:
             meta["surrogate"] = asdict(self.brain.config)
@@ -611,8 +663,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.spec is not None and self.spec.id in ids:
             return self.spec.id
         if not ids:
-            raise ValueError(f"{type(self).__qualname__} is not a registered PolicySim env "
-                             f"({sorted(ENV_IDS)}); only those can be saved")
+            raise ValueError(
+                f"{type(self).__qualname__} is not a registered PolicySim env "
+                f"({sorted(ENV_IDS)}); only those can be saved"
+            )
         return ids[0]
 
     def _env_state(self) -> dict[str, Any]:
@@ -649,8 +703,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
         if not isinstance(state, dict) or not required <= set(state):
-            raise CheckpointError(f"{path} is not a PolicySim env checkpoint: it lacks "
-                                  f"{sorted(required - set(state) if isinstance(state, dict) else required)}")
+            raise CheckpointError(
+                f"{path} is not a PolicySim env checkpoint: it lacks "
+                f"{sorted(required - set(state) if isinstance(state, dict) else required)}"
+            )
         env_id = state["env_id"]
         if env_id not in ENV_IDS:
             raise CheckpointError(f"{path}: env id {env_id!r} is not one of {sorted(ENV_IDS)}")
@@ -662,10 +718,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         module, qualname = ENV_IDS[env_id].split(":")
         env_cls = getattr(importlib.import_module(module), qualname)
         if not issubclass(env_cls, cls):
-            raise CheckpointError(f"{path} holds a {env_id} env ({qualname}), not a {cls.__name__}: "
-                                  f"load it with {qualname}.load or load_env")
-        kwargs = fill_placeholders(state["config"], overrides,
-                                   lambda name: f"load_env(path, {name}=...)")
+            raise CheckpointError(
+                f"{path} holds a {env_id} env ({qualname}), not a {cls.__name__}: "
+                f"load it with {qualname}.load or load_env"
+            )
+        kwargs = fill_placeholders(
+            state["config"], overrides, lambda name: f"load_env(path, {name}=...)"
+        )
         env = env_cls(seed=state["default_seed"], **kwargs)
         try:
             env.reset(seed=0)
@@ -673,13 +732,19 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             env.sim.load_state_dict(state["sim"])
             env._load_env_state(state["env"])
             saved_round = env.sim.round
-            if isinstance(saved_round, bool) or not isinstance(saved_round, int | np.integer) \
-                    or not 0 <= saved_round <= env.config.rounds:
-                raise ValueError(f"sim.round={saved_round!r} is not allowed: an integer in "
-                                 f"[0, rounds={env.config.rounds}]")
+            if (
+                isinstance(saved_round, bool)
+                or not isinstance(saved_round, int | np.integer)
+                or not 0 <= saved_round <= env.config.rounds
+            ):
+                raise ValueError(
+                    f"sim.round={saved_round!r} is not allowed: an integer in "
+                    f"[0, rounds={env.config.rounds}]"
+                )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
-            raise CheckpointError(f"{path}: the saved state does not fit the env: "
-                                  f"{type(err).__name__}: {err}") from err
+            raise CheckpointError(
+                f"{path}: the saved state does not fit the env: {type(err).__name__}: {err}"
+            ) from err
         return env
 
 
@@ -696,8 +761,11 @@ def response_spaces(budget: int, low: float = 0.0, high: float = 1.0) -> dict[st
 
 def empty_response(budget: int) -> dict[str, np.ndarray]:
     """The response before the first step of an episode: no slate, all zeros."""
-    return {"response_applied": np.zeros(budget, np.int8), "response_reward": np.zeros(budget, np.float32),
-            "response_reacted": np.zeros(budget, np.int8)}
+    return {
+        "response_applied": np.zeros(budget, np.int8),
+        "response_reward": np.zeros(budget, np.float32),
+        "response_reacted": np.zeros(budget, np.int8),
+    }
 
 
 def load_env(path: str | Path, **overrides: Any) -> PolicySimEnv:

@@ -11,9 +11,18 @@ from socialenv.simulation import RoundResult
 
 #: The scalar features appended to each Exposure arm's context, in order (see ``ExposureEnv``).
 EXPOSURE_ARM_FEATURES: tuple[str, ...] = (
-    "level", "flagged_share", "level_x_flagged_share", "log_followers", "level_x_log_followers",
-    "stance", "recent_toxicity", "log_recent_posts", "level_x_log_recent_posts", "current_level",
-    "governed", "norm_pad",
+    "level",
+    "flagged_share",
+    "level_x_flagged_share",
+    "log_followers",
+    "level_x_log_followers",
+    "stance",
+    "recent_toxicity",
+    "log_recent_posts",
+    "level_x_log_recent_posts",
+    "current_level",
+    "governed",
+    "norm_pad",
 )
 #: log(1 + recent posts) is divided by this (a user with 100 recent posts scores 1).
 _LOG_POSTS_SCALE = float(np.log1p(100.0))
@@ -172,7 +181,9 @@ class ExposureEnv(PolicySimEnv):
         bounds["log_recent_posts"] = bounds["level_x_log_recent_posts"] = (0.0, log_posts)
         return self._pad_to_constant_norm(EXPOSURE_ARM_FEATURES, bounds, unit_blocks=2)
 
-    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+    def _arm_responded(
+        self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray
+    ) -> np.ndarray:
         """Whether each applied arm's user had at least one impression this round (the level
         had something to act on)."""
         author = self.sim.posts.author[result.impression_post]
@@ -216,23 +227,43 @@ class ExposureEnv(PolicySimEnv):
         arm_level = np.tile(levels, self._capacity)
         return {"user": arm_user, "level": arm_level, "mask": arm_user >= 0}
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
+    def _arm_contexts(
+        self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
+    ) -> np.ndarray:
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         level = arms["level"]
         indptr, _ = sim.graph.followers_csr()
-        followers = (np.log1p(np.diff(indptr)[user]) / np.log1p(self._num_users())).astype(np.float32)
+        followers = (np.log1p(np.diff(indptr)[user]) / np.log1p(self._num_users())).astype(
+            np.float32
+        )
         lo, hi = sim.recent_post_range(self.config.recommender.window)
-        recent_posts = np.log1p(np.bincount(sim.posts.author[lo:hi], minlength=len(sim.users.stance))[user]) / _LOG_POSTS_SCALE
+        recent_posts = (
+            np.log1p(np.bincount(sim.posts.author[lo:hi], minlength=len(sim.users.stance))[user])
+            / _LOG_POSTS_SCALE
+        )
         flagged = sim.recent_misinfo[user]
-        features = np.column_stack([
-            level, flagged, level * flagged, followers, level * followers,
-            sim.users.stance[user], sim.recent_toxicity[user], recent_posts, level * recent_posts,
-            sim.users.exposure[user], self._governed[user].astype(np.float32), np.zeros(len(user)),
-        ])
-        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(np.float32)
+        features = np.column_stack(
+            [
+                level,
+                flagged,
+                level * flagged,
+                followers,
+                level * followers,
+                sim.users.stance[user],
+                sim.recent_toxicity[user],
+                recent_posts,
+                level * recent_posts,
+                sim.users.exposure[user],
+                self._governed[user].astype(np.float32),
+                np.zeros(len(user)),
+            ]
+        )
+        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(
+            np.float32
+        )
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
-        context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))
+        context[:, -1] = np.sqrt(np.maximum(self._context_norm**2 - squared, 0.0))
         context[~arms["mask"]] = 0.0
         return context
 
@@ -258,8 +289,9 @@ class ExposureEnv(PolicySimEnv):
         mine = arm_of >= 0
 
         def per_user(values: np.ndarray) -> np.ndarray:
-            return np.bincount(arm_of[mine], weights=values[mine].astype(np.float64),
-                               minlength=len(user))
+            return np.bincount(
+                arm_of[mine], weights=values[mine].astype(np.float64), minlength=len(user)
+            )
 
         impressions = per_user(np.ones(len(author)))
         if cfg.misinformation_mode == "effect":
@@ -267,15 +299,18 @@ class ExposureEnv(PolicySimEnv):
             delivered_at_risk = per_user(~removed & is_mis & at_risk)
             removed_clean = per_user(removed & ~is_mis)
             harmed = per_user(~removed & is_mis & newly[receiver])
-            reward = 0.5 + 0.5 * (removed_at_risk - delivered_at_risk - w_v * removed_clean
-                                  - harmed) / np.maximum(impressions, 1)
+            reward = 0.5 + 0.5 * (
+                removed_at_risk - delivered_at_risk - w_v * removed_clean - harmed
+            ) / np.maximum(impressions, 1)
         else:
             misinformed_after = per_user(sim.users.misinformed[receiver])
             share = np.where(impressions > 0, misinformed_after / np.maximum(impressions, 1), 0.0)
             reward = (1 - w_v) * (1 - share) + w_v * sim.users.exposure[user]
         return np.clip(reward, 0.0, 1.0)
 
-    def _objective_changes(self, result: RoundResult) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    def _objective_changes(
+        self, result: RoundResult
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
         """Per author with impressions this round: the estimated change of the objective
         their level caused, q̂·(misinformation impressions removed from receivers not yet
         misinformed) − ``clean_removal_cost``·(clean impressions removed), with q̂ this
@@ -293,7 +328,9 @@ class ExposureEnv(PolicySimEnv):
         uptake = newly / shown_at_risk if shown_at_risk else 0.0
         authors, row = np.unique(author, return_inverse=True)
         row = row.reshape(-1)
-        removed_at_risk = np.bincount(row, weights=removed & is_mis & at_risk, minlength=len(authors))
+        removed_at_risk = np.bincount(
+            row, weights=removed & is_mis & at_risk, minlength=len(authors)
+        )
         removed_clean = np.bincount(row, weights=removed & ~is_mis, minlength=len(authors))
         change = uptake * removed_at_risk - cost * removed_clean
         active = max(len(result.active), 1)
@@ -305,7 +342,9 @@ class ExposureEnv(PolicySimEnv):
         }
         return authors, change, metrics
 
-    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+    def _arm_rewards(
+        self, applied: np.ndarray, result: RoundResult
+    ) -> tuple[np.ndarray, dict[str, float]]:
         sim = self.sim
         governed = np.flatnonzero(self._governed)
         impression_author = sim.posts.author[result.impression_post]
@@ -316,8 +355,9 @@ class ExposureEnv(PolicySimEnv):
             scored = np.union1d(authors, applied_users)
             user_reward = self._user_rewards(scored, result)
             rewards = user_reward[np.searchsorted(scored, applied_users)].astype(np.float32)
-            self._platform_reward = (float(user_reward[np.searchsorted(scored, authors)].mean())
-                                     if len(authors) else 0.5)
+            self._platform_reward = (
+                float(user_reward[np.searchsorted(scored, authors)].mean()) if len(authors) else 0.5
+            )
         else:
             n = len(sim.users.stance)
             change_of = np.zeros(n)
@@ -333,7 +373,9 @@ class ExposureEnv(PolicySimEnv):
             **objective,
             "mean_exposure": float(sim.users.exposure.mean()),
             "governed_users": float(len(governed)),
-            "policy_share": float((sim.users.exposure[impression_author] < 1).mean()) if len(impression_author) else 0.0,
+            "policy_share": float((sim.users.exposure[impression_author] < 1).mean())
+            if len(impression_author)
+            else 0.0,
             "classifier_precision": float((mis & flag).sum() / max(flag.sum(), 1)),
             "classifier_recall": float((mis & flag).sum() / max(mis.sum(), 1)),
         }

@@ -16,8 +16,13 @@ MODERATION_FEATURES: tuple[str, ...] = (
     *(f"action_{a}" for a in MODERATION_ACTIONS),
     "flagged",
     *(f"flagged_x_{a}" for a in MODERATION_ACTIONS),
-    "log_engagement", "post_age", "author_flagged_share", "log_author_followers",
-    "post_stance", "is_retweet", "flagged_x_log_engagement",
+    "log_engagement",
+    "post_age",
+    "author_flagged_share",
+    "log_author_followers",
+    "post_stance",
+    "is_retweet",
+    "flagged_x_log_engagement",
 )
 
 
@@ -173,11 +178,17 @@ class ModerationEnv(PolicySimEnv):
     def default_kwargs(cls) -> dict[str, Any]:
         return {"scenario": "misinformation", "budget": 10}
 
-    def __init__(self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(render_mode=render_mode, seed=seed, **kwargs)
-        self.moderation_config: ModerationConfig = ModerationConfig.from_spec(self.config.moderation)
+        self.moderation_config: ModerationConfig = ModerationConfig.from_spec(
+            self.config.moderation
+        )
         self.sim.moderation = ModerationState(self.moderation_config, self._num_users())
-        self._action_index = np.array([MODERATION_ACTIONS.index(a) for a in self.moderation_config.actions])
+        self._action_index = np.array(
+            [MODERATION_ACTIONS.index(a) for a in self.moderation_config.actions]
+        )
         self._round_actions: dict[str, Any] = {}
 
     def _num_arms(self) -> int:
@@ -198,7 +209,11 @@ class ModerationEnv(PolicySimEnv):
 
         def draw(pool: np.ndarray, w: np.ndarray, size: int) -> np.ndarray:
             size = min(size, len(pool))
-            return rng.choice(pool, size=size, replace=False, p=w / w.sum()) if size else np.zeros(0, np.int64)
+            return (
+                rng.choice(pool, size=size, replace=False, p=w / w.sum())
+                if size
+                else np.zeros(0, np.int64)
+            )
 
         first = draw(ids[flagged], weight[flagged], n_flagged)
         rest = np.setdiff1d(ids, first)
@@ -216,8 +231,12 @@ class ModerationEnv(PolicySimEnv):
         t = sim.round
         allowed = np.select(
             [name == 0, name == 1, name == 2, name == 3],
-            [~mod.deleted[safe], ~mod.suspended(t)[np.maximum(author, 0)], ~mod.labelled[safe],
-             mod.downranked_until[safe] <= t],
+            [
+                ~mod.deleted[safe],
+                ~mod.suspended(t)[np.maximum(author, 0)],
+                ~mod.labelled[safe],
+                mod.downranked_until[safe] <= t,
+            ],
         )
         return {"user": author, "post": arm_post, "action": arm_action, "mask": exists & allowed}
 
@@ -229,7 +248,9 @@ class ModerationEnv(PolicySimEnv):
     def _slate_size(self) -> int:
         return self.config.budget
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
+    def _arm_contexts(
+        self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
+    ) -> np.ndarray:
         sim, mod = self.sim, self.sim.moderation
         p = sim.posts
         post = np.maximum(arms["post"], 0)
@@ -237,22 +258,40 @@ class ModerationEnv(PolicySimEnv):
         onehot = np.zeros((len(post), len(MODERATION_ACTIONS)), np.float32)
         onehot[np.arange(len(post)), self._action_index[arms["action"]]] = 1.0
         flag = mod.flag[post].astype(np.float32)
-        engagement = np.log1p(p.likes[post] + 2.0 * p.retweets[post] + p.replies[post]).astype(np.float32)
+        engagement = np.log1p(p.likes[post] + 2.0 * p.retweets[post] + p.replies[post]).astype(
+            np.float32
+        )
         lo, hi = sim.recent_post_range(self.config.recommender.window)
         n = len(sim.users.stance)
         written = np.bincount(p.author[lo:hi], minlength=n)
-        flagged = np.bincount(p.author[lo:hi], weights=mod.flag[lo:hi].astype(np.float64), minlength=n)
+        flagged = np.bincount(
+            p.author[lo:hi], weights=mod.flag[lo:hi].astype(np.float64), minlength=n
+        )
         author_share = (flagged / np.maximum(written, 1))[author]
         followers_indptr, _ = sim.graph.followers_csr()
-        features = np.concatenate([
-            onehot, flag[:, None], flag[:, None] * onehot,
-            np.stack([
-                engagement, (sim.round - p.round[post]).astype(np.float32), author_share,
-                np.log1p(np.diff(followers_indptr)[author]), p.stance[post],
-                (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32), flag * engagement,
-            ], axis=1),
-        ], axis=1)
-        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(np.float32)
+        features = np.concatenate(
+            [
+                onehot,
+                flag[:, None],
+                flag[:, None] * onehot,
+                np.stack(
+                    [
+                        engagement,
+                        (sim.round - p.round[post]).astype(np.float32),
+                        author_share,
+                        np.log1p(np.diff(followers_indptr)[author]),
+                        p.stance[post],
+                        (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32),
+                        flag * engagement,
+                    ],
+                    axis=1,
+                ),
+            ],
+            axis=1,
+        )
+        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(
+            np.float32
+        )
         context[~arms["mask"]] = 0.0
         return context
 
@@ -274,11 +313,19 @@ class ModerationEnv(PolicySimEnv):
         harmful = mod.harmful(sim.posts, post)
         wrongful = ((name == 0) | (name == 1)) & ~harmful
         cost = np.array([cfg.cost[MODERATION_ACTIONS[i]] for i in name], np.float64)
-        self._round_actions = {"applied": applied, "post": post, "author": author, "name": name,
-                               "wrongful": wrongful, "cost": cost}
+        self._round_actions = {
+            "applied": applied,
+            "post": post,
+            "author": author,
+            "name": name,
+            "wrongful": wrongful,
+            "cost": cost,
+        }
         return applied, (None, None)
 
-    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+    def _arm_rewards(
+        self, applied: np.ndarray, result: RoundResult
+    ) -> tuple[np.ndarray, dict[str, float]]:
         sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
         p = sim.posts
         acts = self._round_actions
@@ -291,14 +338,23 @@ class ModerationEnv(PolicySimEnv):
         # harm of each impression if delivered, and what the decisions in force took off it
         mis_harm = cfg.misinformation_weight * is_mis
         harm_if_delivered = mis_harm + cfg.toxicity_weight * is_tox
-        delivered_harm = np.where(delivered, harm_if_delivered - cfg.label_uptake_reduction * mis_harm * labelled, 0.0)
+        delivered_harm = np.where(
+            delivered, harm_if_delivered - cfg.label_uptake_reduction * mis_harm * labelled, 0.0
+        )
         averted = harm_if_delivered - delivered_harm
         clean_lost = (removed & clean).astype(np.float64)
         wrongful = acts["wrongful"] if acts else np.zeros(0, bool)
         cost = acts["cost"] if acts else np.zeros(0)
         penalty = cfg.wrongful_penalty * float(wrongful.sum()) + float(cost.sum())
-        step_reward = 1.0 - (float(delivered_harm.sum()) + cfg.visibility_weight * float(clean_lost.sum())
-                             + penalty) / total
+        step_reward = (
+            1.0
+            - (
+                float(delivered_harm.sum())
+                + cfg.visibility_weight * float(clean_lost.sum())
+                + penalty
+            )
+            / total
+        )
 
         k = len(applied)
         rewards = np.zeros(k, np.float32)
@@ -308,7 +364,9 @@ class ModerationEnv(PolicySimEnv):
             on_post = name != 1
             position[acts["post"][on_post]] = np.flatnonzero(on_post)
             parent = p.parent[imp_post]
-            original = np.where((p.kind[imp_post] == int(PostKind.RETWEET)) & (parent >= 0), parent, imp_post)
+            original = np.where(
+                (p.kind[imp_post] == int(PostKind.RETWEET)) & (parent >= 0), parent, imp_post
+            )
             arm_of_post = np.where(position[imp_post] >= 0, position[imp_post], position[original])
             by_author = np.full(len(sim.users.stance), -1, np.int64)
             by_author[acts["author"][~on_post]] = np.flatnonzero(~on_post)
@@ -316,8 +374,11 @@ class ModerationEnv(PolicySimEnv):
             gain = np.zeros(k)
             for arm_of in (arm_of_post, arm_of_author):
                 mine = arm_of >= 0
-                gain += np.bincount(arm_of[mine], weights=(averted - cfg.visibility_weight * clean_lost)[mine],
-                                    minlength=k)
+                gain += np.bincount(
+                    arm_of[mine],
+                    weights=(averted - cfg.visibility_weight * clean_lost)[mine],
+                    minlength=k,
+                )
             gain -= cfg.wrongful_penalty * wrongful + cost
             rewards = np.clip(0.5 + 0.5 * gain / cfg.credit_scale, 0.0, 1.0).astype(np.float32)
         mis_share = float((delivered & is_mis).sum()) / total
@@ -331,7 +392,9 @@ class ModerationEnv(PolicySimEnv):
             for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
                 n_actions[MODERATION_ACTIONS[int(i)]] = float(count)
         scored = mod.scored
-        objective = (float(averted.sum()) - cfg.visibility_weight * float(clean_lost.sum()) - penalty) / total
+        objective = (
+            float(averted.sum()) - cfg.visibility_weight * float(clean_lost.sum()) - penalty
+        ) / total
         extra = {
             "objective": objective,
             "moderation_reward": float(step_reward),

@@ -14,19 +14,39 @@ from socialenv.envs.base import PolicySimEnv
 from socialenv.simulation import RoundResult, Stream
 
 _ENGAGEMENT_KEYS = {
-    int(Behaviour.REPLY): "reply", int(Behaviour.RETWEET): "retweet",
-    int(Behaviour.LIKE): "like", int(Behaviour.DISLIKE): "dislike",
+    int(Behaviour.REPLY): "reply",
+    int(Behaviour.RETWEET): "retweet",
+    int(Behaviour.LIKE): "like",
+    int(Behaviour.DISLIKE): "dislike",
 }
 
 
 #: The scalar features appended to each Rec arm's context, in order (see ``RecEnv``).
 REC_ARM_FEATURES: tuple[str, ...] = (
-    "receiver_stance", "author_stance", "stance_divergence", "cross_stance", "post_toxicity",
-    "log_engagement", "post_age", "interest_similarity", "receiver_recent_toxicity",
-    "post_flagged", "receiver_activity", "post_stance", "agreement", "receiver_reply_propensity",
-    "source_interest", "source_opposite", "source_popular", "source_fresh",
-    "receiver_reply_toxicity", "receiver_cross_civility", "cross_x_reply_toxicity",
-    "cross_x_cross_civility", "cross_x_recent_toxicity", "norm_pad",
+    "receiver_stance",
+    "author_stance",
+    "stance_divergence",
+    "cross_stance",
+    "post_toxicity",
+    "log_engagement",
+    "post_age",
+    "interest_similarity",
+    "receiver_recent_toxicity",
+    "post_flagged",
+    "receiver_activity",
+    "post_stance",
+    "agreement",
+    "receiver_reply_propensity",
+    "source_interest",
+    "source_opposite",
+    "source_popular",
+    "source_fresh",
+    "receiver_reply_toxicity",
+    "receiver_cross_civility",
+    "cross_x_reply_toxicity",
+    "cross_x_cross_civility",
+    "cross_x_recent_toxicity",
+    "norm_pad",
 )
 #: Columns of the kernel's features (the rest are appended by ``RecEnv._arm_contexts``).
 _KERNEL_FEATURES = REC_ARM_FEATURES.index("source_fresh") + 1
@@ -43,8 +63,14 @@ _LOG_ENGAGEMENT_SCALE = float(np.log1p(1000.0))
 _REPLY_PROPENSITY_SCALE = float(np.log(250.0))
 
 
-def reaction_values(reward: RewardConfig, discrete: np.ndarray, react_user: np.ndarray, author: np.ndarray,
-                    kind: np.ndarray, toxicity: np.ndarray) -> dict[str, np.ndarray]:
+def reaction_values(
+    reward: RewardConfig,
+    discrete: np.ndarray,
+    react_user: np.ndarray,
+    author: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+) -> dict[str, np.ndarray]:
     """Per reaction: whether it is hostile (a dislike, a reply at or above
     ``reward.hostile_toxicity``), whether it is civil and across opposite discrete stances
     (``discrete`` at the start of the round), and its value to the objective: +1 for a
@@ -54,8 +80,11 @@ def reaction_values(reward: RewardConfig, discrete: np.ndarray, react_user: np.n
     hostile = (kind == int(Behaviour.DISLIKE)) | (reply & (toxicity >= reward.hostile_toxicity))
     cross = (discrete[react_user].astype(np.int16) * discrete[author]) == -1
     civil_cross = cross & ~hostile
-    value = (civil_cross.astype(np.float64) - reward.hostile_weight * hostile
-             - reward.reply_toxicity_weight * np.where(reply, toxicity, 0.0))
+    value = (
+        civil_cross.astype(np.float64)
+        - reward.hostile_weight * hostile
+        - reward.reply_toxicity_weight * np.where(reply, toxicity, 0.0)
+    )
     return {"hostile": hostile, "civil_cross": civil_cross, "cross": cross, "value": value}
 
 
@@ -240,15 +269,30 @@ class RecEnv(PolicySimEnv):
         # engagement counters are int32 (4 of them); post age and reply propensity are scaled
         # to at most 1 in absolute value; the norm pad tops every context up to one norm
         bounds = {name: (0.0, 1.0) for name in REC_ARM_FEATURES}
-        bounds.update({name: (-1.0, 1.0) for name in (
-            "receiver_stance", "author_stance", "interest_similarity", "post_stance", "agreement")})
-        bounds["log_engagement"] = (0.0, float(np.log1p(4.0 * np.iinfo(np.int32).max) / _LOG_ENGAGEMENT_SCALE))
+        bounds.update(
+            {
+                name: (-1.0, 1.0)
+                for name in (
+                    "receiver_stance",
+                    "author_stance",
+                    "interest_similarity",
+                    "post_stance",
+                    "agreement",
+                )
+            }
+        )
+        bounds["log_engagement"] = (
+            0.0,
+            float(np.log1p(4.0 * np.iinfo(np.int32).max) / _LOG_ENGAGEMENT_SCALE),
+        )
         bounds["receiver_reply_propensity"] = (-1.0, float(np.log(4.0) / _REPLY_PROPENSITY_SCALE))
         bounds["norm_pad"] = (0.0, 1.0)
         # unit-norm embeddings and their graph averages: 2 user blocks + 1 post block
         return self._pad_to_constant_norm(REC_ARM_FEATURES, bounds, unit_blocks=3)
 
-    def _arm_responded(self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray) -> np.ndarray:
+    def _arm_responded(
+        self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray
+    ) -> np.ndarray:
         """Whether each applied arm's receiver reacted to the injected post this round."""
         out = result.output
         n_posts = len(self.sim.posts)
@@ -283,8 +327,13 @@ class RecEnv(PolicySimEnv):
         if take:
             users[:take] = np.sort(rng.choice(active, size=take, replace=False))
         candidates = generate_candidates(
-            sim.feed_context(), users[:take], cfg.candidates, cfg.recommender.window,
-            cfg.recommender.popular_pool, rng, cfg.recommender.candidate_oversample,
+            sim.feed_context(),
+            users[:take],
+            cfg.candidates,
+            cfg.recommender.window,
+            cfg.recommender.popular_pool,
+            rng,
+            cfg.recommender.candidate_oversample,
         )
         post = np.full((u_count, c_count), -1, np.int64)
         source = np.zeros((u_count, c_count), np.int8)
@@ -295,7 +344,9 @@ class RecEnv(PolicySimEnv):
         mask = (arm_user >= 0) & (arm_post >= 0)
         return {"user": arm_user, "post": arm_post, "source": source.ravel(), "mask": mask}
 
-    def _arm_contexts(self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray) -> np.ndarray:
+    def _arm_contexts(
+        self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
+    ) -> np.ndarray:
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         post = np.maximum(arms["post"], 0)
@@ -304,10 +355,26 @@ class RecEnv(PolicySimEnv):
         column = width + d
         context = np.empty((len(user), column + _KERNEL_FEATURES), np.float32)
         kernels.rec_arm_columns(
-            context, user_rows, arm_row, p.latent, user, post,
+            context,
+            user_rows,
+            arm_row,
+            p.latent,
+            user,
+            post,
             (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity),
-            (p.author, p.likes, p.retweets, p.replies, p.dislikes, p.toxicity, p.round, p.flagged, p.stance),
-            sim.round, arms["source"],
+            (
+                p.author,
+                p.likes,
+                p.retweets,
+                p.replies,
+                p.dislikes,
+                p.toxicity,
+                p.round,
+                p.flagged,
+                p.stance,
+            ),
+            sim.round,
+            arms["source"],
         )
         # the columns whose NumPy functions (SIMD log, einsum) a compiled kernel would not
         # reproduce bit for bit
@@ -315,19 +382,39 @@ class RecEnv(PolicySimEnv):
         np.log1p(engagement, out=engagement)
         engagement /= _LOG_ENGAGEMENT_SCALE
         context[:, column + REC_ARM_FEATURES.index("post_age")] /= self.config.rounds + 1
-        np.einsum("kd,kd->k", people.latent.take(user, axis=0), context[:, width:column],
-                  out=context[:, column + REC_ARM_FEATURES.index("interest_similarity")])
-        context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = np.log(
-            np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25) / _REPLY_PROPENSITY_SCALE
+        np.einsum(
+            "kd,kd->k",
+            people.latent.take(user, axis=0),
+            context[:, width:column],
+            out=context[:, column + REC_ARM_FEATURES.index("interest_similarity")],
+        )
+        context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = (
+            np.log(np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25)
+            / _REPLY_PROPENSITY_SCALE
+        )
         history = self._observed_history()
         cross = context[:, column + REC_ARM_FEATURES.index("cross_stance")]
         reply_toxicity, civility = history["reply_toxicity"][user], history["cross_civility"][user]
-        context = np.concatenate([
-            context, np.stack([reply_toxicity, civility, cross * reply_toxicity, cross * civility,
-                               cross * context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
-                               np.zeros(len(user), np.float32)], axis=1)], axis=1)
+        context = np.concatenate(
+            [
+                context,
+                np.stack(
+                    [
+                        reply_toxicity,
+                        civility,
+                        cross * reply_toxicity,
+                        cross * civility,
+                        cross
+                        * context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
+                        np.zeros(len(user), np.float32),
+                    ],
+                    axis=1,
+                ),
+            ],
+            axis=1,
+        )
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
-        context[:, -1] = np.sqrt(np.maximum(self._context_norm ** 2 - squared, 0.0))
+        context[:, -1] = np.sqrt(np.maximum(self._context_norm**2 - squared, 0.0))
         context[~arms["mask"]] = 0.0
         return context
 
@@ -341,12 +428,16 @@ class RecEnv(PolicySimEnv):
         if getattr(self, "_history", None) is None or len(self._history["reply_toxicity"]) != n:
             self._history = {
                 "reply_toxicity": np.full(n, _PRIOR_REPLY_TOXICITY, np.float32),
-                "cross_civil": np.full(n, _PRIOR_CROSS_REACTIONS * _PRIOR_CROSS_CIVILITY, np.float64),
+                "cross_civil": np.full(
+                    n, _PRIOR_CROSS_REACTIONS * _PRIOR_CROSS_CIVILITY, np.float64
+                ),
                 "cross_total": np.full(n, _PRIOR_CROSS_REACTIONS, np.float64),
             }
         h = self._history
-        return {"reply_toxicity": h["reply_toxicity"],
-                "cross_civility": (h["cross_civil"] / h["cross_total"]).astype(np.float32)}
+        return {
+            "reply_toxicity": h["reply_toxicity"],
+            "cross_civility": (h["cross_civil"] / h["cross_total"]).astype(np.float32),
+        }
 
     def _observe_round(self, result: RoundResult, values: dict[str, np.ndarray]) -> None:
         """Update the observed history with the round's reactions."""
@@ -355,14 +446,20 @@ class RecEnv(PolicySimEnv):
         reply = out.react_kind == int(Behaviour.REPLY)
         if reply.any():
             rng = self.sim.rng(result.round, Stream.OBSERVED)
-            seen = np.clip(out.react_toxicity[reply] + rng.normal(0.0, OBSERVED_TOXICITY_NOISE, int(reply.sum())),
-                           0.0, 1.0)
+            seen = np.clip(
+                out.react_toxicity[reply]
+                + rng.normal(0.0, OBSERVED_TOXICITY_NOISE, int(reply.sum())),
+                0.0,
+                1.0,
+            )
             who = out.react_user[reply]
             total = np.bincount(who, weights=seen, minlength=len(h["reply_toxicity"]))
             count = np.bincount(who, minlength=len(h["reply_toxicity"]))
             wrote = count > 0
-            h["reply_toxicity"][wrote] = (OBSERVED_HISTORY_DECAY * h["reply_toxicity"][wrote]
-                                          + (1 - OBSERVED_HISTORY_DECAY) * total[wrote] / count[wrote])
+            h["reply_toxicity"][wrote] = (
+                OBSERVED_HISTORY_DECAY * h["reply_toxicity"][wrote]
+                + (1 - OBSERVED_HISTORY_DECAY) * total[wrote] / count[wrote]
+            )
         cross = values["cross"]
         n = len(h["cross_total"])
         h["cross_total"] += np.bincount(out.react_user[cross], minlength=n)
@@ -386,11 +483,19 @@ class RecEnv(PolicySimEnv):
         self.sim.posts.recommended[post] = True
         return chosen, (user, post)
 
-    def _arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+    def _arm_rewards(
+        self, applied: np.ndarray, result: RoundResult
+    ) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.config.reward
         out = result.output
-        values = reaction_values(cfg, result.discrete_before, out.react_user,
-                                 self.sim.posts.author[out.react_post], out.react_kind, out.react_toxicity)
+        values = reaction_values(
+            cfg,
+            result.discrete_before,
+            out.react_user,
+            self.sim.posts.author[out.react_post],
+            out.react_kind,
+            out.react_toxicity,
+        )
         self._observe_round(result, values)
         active = max(len(result.active), 1)
         metrics = {
@@ -404,8 +509,9 @@ class RecEnv(PolicySimEnv):
             reward, extra = self._objective_arm_rewards(applied, result, values)
         return reward, {**extra, **metrics}
 
-    def _objective_arm_rewards(self, applied: np.ndarray, result: RoundResult,
-                               values: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+    def _objective_arm_rewards(
+        self, applied: np.ndarray, result: RoundResult, values: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, dict[str, float]]:
         """Each applied arm's contribution to the objective (the value of its receiver's
         reactions to its post) minus what a built-in personalized slot earned this round
         (per impression, over the users the policy did not govern)."""
@@ -415,31 +521,45 @@ class RecEnv(PolicySimEnv):
         arm_key = arms["user"][applied] * n_posts + arms["post"][applied]
         distinct, arm_of = np.unique(arm_key, return_inverse=True)
         position = np.searchsorted(distinct, react_key)
-        hit = (position < len(distinct)) & (distinct[np.minimum(position, max(len(distinct) - 1, 0))]
-                                            == react_key) if len(distinct) else np.zeros(len(react_key), bool)
+        hit = (
+            (position < len(distinct))
+            & (distinct[np.minimum(position, max(len(distinct) - 1, 0))] == react_key)
+            if len(distinct)
+            else np.zeros(len(react_key), bool)
+        )
         per_key = np.bincount(position[hit], weights=values["value"][hit], minlength=len(distinct))
         contribution = per_key[arm_of.reshape(-1)] if len(applied) else np.zeros(0)
         governed = np.unique(arms["user"][arms["mask"]])
         rows = ~np.isin(result.active, governed)
         feed, channel = result.feed[rows], result.feed_channel[rows]
         builtin = (feed >= 0) & (channel == int(FeedChannel.PERSONALIZED))
-        slot_key = np.broadcast_to(result.active[rows][:, None], feed.shape)[builtin] * n_posts + feed[builtin]
-        baseline = (float(values["value"][kernels.isin(react_key, slot_key)].sum() / len(slot_key))
-                    if len(slot_key) else 0.0)
+        slot_key = (
+            np.broadcast_to(result.active[rows][:, None], feed.shape)[builtin] * n_posts
+            + feed[builtin]
+        )
+        baseline = (
+            float(values["value"][kernels.isin(react_key, slot_key)].sum() / len(slot_key))
+            if len(slot_key)
+            else 0.0
+        )
         change = contribution - baseline
         self._objective_step = float(change.sum() / max(len(governed), 1))
         reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
         injected = kernels.isin(react_key, arm_key)
         reacted = kernels.isin(arm_key, react_key)
         extra = {
-            "cross_interaction_ratio_recommended": float(values["cross"][injected].mean()) if injected.any() else 0.0,
+            "cross_interaction_ratio_recommended": float(values["cross"][injected].mean())
+            if injected.any()
+            else 0.0,
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
             "builtin_slot_value": baseline,
             "governed_users": float(len(governed)),
         }
         return reward, extra
 
-    def _paper_arm_rewards(self, applied: np.ndarray, result: RoundResult) -> tuple[np.ndarray, dict[str, float]]:
+    def _paper_arm_rewards(
+        self, applied: np.ndarray, result: RoundResult
+    ) -> tuple[np.ndarray, dict[str, float]]:
         """``reward.form="paper"``: Eq. 9 per arm, in [0, 1]."""
         cfg = self.config.reward
         arms = self._arms
@@ -459,14 +579,21 @@ class RecEnv(PolicySimEnv):
         hostile_reaction = hostile.astype(np.float64)
         order = np.argsort(react_key, kind="stable")
         # per applied arm, the max over its receiver's reactions to its post (0 if none)
-        reacted, best = kernels.keyed_max(react_key[order], arm_key, np.stack(
-            [weight, out.react_toxicity.astype(np.float64), civil_reaction, hostile_reaction])[:, order])
+        reacted, best = kernels.keyed_max(
+            react_key[order],
+            arm_key,
+            np.stack(
+                [weight, out.react_toxicity.astype(np.float64), civil_reaction, hostile_reaction]
+            )[:, order],
+        )
         engagement, toxicity, civil, hostile_any = best[0], best[1], best[2], best[3] > 0
         author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
             follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
             followed = kernels.isin(receiver * self.sim.graph.n + author, follow_key)
-            engagement = np.where(followed, np.maximum(engagement, cfg.engagement["follow"]), engagement)
+            engagement = np.where(
+                followed, np.maximum(engagement, cfg.engagement["follow"]), engagement
+            )
             civil = np.where(followed, 1.0, civil)
         civil = civil * ~hostile_any
         d = result.discrete_before.astype(np.float64)
@@ -474,8 +601,11 @@ class RecEnv(PolicySimEnv):
         if cfg.divergence_needs_reaction:
             divergence = divergence * civil
         reward = np.clip(
-            cfg.stance_weight * divergence + cfg.engagement_weight * engagement * civil
-            - cfg.toxicity_weight * toxicity, 0.0, 1.0,
+            cfg.stance_weight * divergence
+            + cfg.engagement_weight * engagement * civil
+            - cfg.toxicity_weight * toxicity,
+            0.0,
+            1.0,
         ).astype(np.float32)
         injected = kernels.isin(react_key, arm_key)
         cross = (

@@ -57,8 +57,9 @@ def _flat_size(space: spaces.Space) -> int:
         return 0
 
 
-def flat_ppo_memory(observation_space: spaces.Space, action_space: spaces.Space,
-                    steps: int = ROLLOUT_STEPS) -> dict[str, int]:
+def flat_ppo_memory(
+    observation_space: spaces.Space, action_space: spaces.Space, steps: int = ROLLOUT_STEPS
+) -> dict[str, int]:
     """Estimated peak resident bytes of a ``steps``-step PPO rollout and update, per recipe:
     ``"sb3"`` (PPO, ``MultiInputPolicy``, 64 × 64 MLPs, minibatch 64), ``"cleanrl"``
     (``ppo.py``: minibatch ``steps / 4``) and ``"maskable"`` (MaskablePPO: SB3 plus a float32
@@ -67,16 +68,18 @@ def flat_ppo_memory(observation_space: spaces.Space, action_space: spaces.Space,
     if isinstance(action_space, spaces.MultiDiscrete):
         logits = int(np.sum(action_space.nvec))
     else:
-        logits = 2 * _flat_size(action_space)   # Gaussian mean and log-std
+        logits = 2 * _flat_size(action_space)  # Gaussian mean and log-std
     return _estimate(obs, logits, steps)
 
 
 def _estimate(obs: int, logits: int, steps: int = ROLLOUT_STEPS) -> dict[str, int]:
-    params = obs * 64 * 2 + 64 * logits          # the two first layers and the action head
-    weights = params * 4 * 4                     # float32 weights, gradients, Adam's two moments
+    params = obs * 64 * 2 + 64 * logits  # the two first layers and the action head
+    weights = params * 4 * 4  # float32 weights, gradients, Adam's two moments
     # SB3 swaps and flattens its buffers into a copy before the update
     sb3 = BASE_BYTES + 2 * steps * obs * 4 + weights + 64 * logits * 4 * LOGIT_COPIES
-    cleanrl = BASE_BYTES + steps * obs * 4 + weights + (steps // 4) * (obs + logits * LOGIT_COPIES) * 4
+    cleanrl = (
+        BASE_BYTES + steps * obs * 4 + weights + (steps // 4) * (obs + logits * LOGIT_COPIES) * 4
+    )
     # float32 masks, partly copied when the buffer is flattened (1.5 copies fit the measured peaks)
     maskable = sb3 + 1.5 * steps * logits * 4
     return {"sb3": int(sb3), "cleanrl": int(cleanrl), "maskable": int(maskable)}
@@ -118,29 +121,47 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     over = {name: size for name, size in estimate.items() if size > budget}
     if not over:
         return None
-    names = {"sb3": "SB3 PPO('MultiInputPolicy')", "cleanrl": "a CleanRL-style PPO",
-             "maskable": "sb3-contrib MaskablePPO"}
+    names = {
+        "sb3": "SB3 PPO('MultiInputPolicy')",
+        "cleanrl": "a CleanRL-style PPO",
+        "maskable": "sb3-contrib MaskablePPO",
+    }
     env_fields = {f.name for f in fields(env.config)}
     lever = [k for k in LEVER_KWARGS.get(type(env).__name__, ()) if k.split("=")[0] in env_fields]
-    form = (f"the slate action MultiDiscrete([{env.num_arms + 1}] * {env.slate_size})"
-            if isinstance(env.action_space, spaces.MultiDiscrete) else f"the scores action Box({env.num_arms},)")
+    form = (
+        f"the slate action MultiDiscrete([{env.num_arms + 1}] * {env.slate_size})"
+        if isinstance(env.action_space, spaces.MultiDiscrete)
+        else f"the scores action Box({env.num_arms},)"
+    )
     needs = ", ".join(f"{names[n]} ≈ {size / GIB:.1f} GiB" for n, size in over.items())
     share = _fitting_scale(env, budget)
-    example = next(((k, getattr(env.config, k)) for k in lever
-                    if isinstance(getattr(env.config, k, None), int | float)
-                    and not isinstance(getattr(env.config, k), bool)), None)
+    example = next(
+        (
+            (k, getattr(env.config, k))
+            for k in lever
+            if isinstance(getattr(env.config, k, None), int | float)
+            and not isinstance(getattr(env.config, k), bool)
+        ),
+        None,
+    )
     target = f"K ≈ {int(env.num_arms * share)} arms"
     if example is not None:
         value = example[1] * share
-        target += f", e.g. {example[0]}={int(value) if isinstance(example[1], int) else round(value, 3)}"
-    per_arm = ("action_format='scores' or baselines.per_arm (PerUserChoice + PerArmPolicy: one shared "
-               "network scores each arm from its context, so neither the head nor the rollout grows with K)")
-    return (f"{_env_id(env)}: K = {env.num_arms} arms × {env.context_dim} "
-            f"features and {form}; a flat deep-RL policy over a {ROLLOUT_STEPS}-step PPO rollout needs more than "
-            f"{budget / GIB:.0f} GiB ({needs}). Use {per_arm}, or shrink the lever "
-            f"({', '.join(lever) or 'its size arguments'}) to about {share:.0%} ({target}). "
-            "Bandits (policysim run --policy ...) are not affected. "
-            "BENCHMARKS.md, 'RL libraries', gives the sizes that fit.")
+        target += (
+            f", e.g. {example[0]}={int(value) if isinstance(example[1], int) else round(value, 3)}"
+        )
+    per_arm = (
+        "action_format='scores' or baselines.per_arm (PerUserChoice + PerArmPolicy: one shared "
+        "network scores each arm from its context, so neither the head nor the rollout grows with K)"
+    )
+    return (
+        f"{_env_id(env)}: K = {env.num_arms} arms × {env.context_dim} "
+        f"features and {form}; a flat deep-RL policy over a {ROLLOUT_STEPS}-step PPO rollout needs more than "
+        f"{budget / GIB:.0f} GiB ({needs}). Use {per_arm}, or shrink the lever "
+        f"({', '.join(lever) or 'its size arguments'}) to about {share:.0%} ({target}). "
+        "Bandits (policysim run --policy ...) are not affected. "
+        "BENCHMARKS.md, 'RL libraries', gives the sizes that fit."
+    )
 
 
 def warn_if_too_large(env: Any) -> None:

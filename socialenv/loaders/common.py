@@ -94,15 +94,21 @@ class LoaderConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name, allowed in (("profile", ("auto", "heuristic", "llm")),
-                              ("stance", ("auto", "heuristic", "llm")),
-                              ("toxicity", ("auto", "profanity", "lexicon"))):
+        for name, allowed in (
+            ("profile", ("auto", "heuristic", "llm")),
+            ("stance", ("auto", "heuristic", "llm")),
+            ("toxicity", ("auto", "profanity", "lexicon")),
+        ):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"LoaderConfig.{name}={getattr(self, name)!r} is not allowed: use one of {allowed}")
+                raise ValueError(
+                    f"LoaderConfig.{name}={getattr(self, name)!r} is not allowed: use one of {allowed}"
+                )
         if self.max_users is not None and self.max_users < 2:
             raise config_error("LoaderConfig.max_users", self.max_users, "an integer >= 2 or None")
         if self.max_history_per_user < 0:
-            raise config_error("LoaderConfig.max_history_per_user", self.max_history_per_user, "an integer >= 0")
+            raise config_error(
+                "LoaderConfig.max_history_per_user", self.max_history_per_user, "an integer >= 0"
+            )
         if not 0.0 <= self.activity_floor <= self.activity_ceiling <= 1.0:
             raise ValueError("LoaderConfig: need 0 <= activity_floor <= activity_ceiling <= 1")
 
@@ -141,7 +147,9 @@ class RawPost:
 
 
 _KIND_TO_BEHAVIOUR = {
-    PostKind.POST: Behaviour.POST, PostKind.RETWEET: Behaviour.RETWEET, PostKind.REPLY: Behaviour.REPLY,
+    PostKind.POST: Behaviour.POST,
+    PostKind.RETWEET: Behaviour.RETWEET,
+    PostKind.REPLY: Behaviour.REPLY,
 }
 
 # ---------------------------------------------------------------- stance
@@ -176,11 +184,14 @@ def heuristic_stance(
     n = len(texts)
     lowered = [t.lower() for t in texts]
     on_topic = np.array(
-        [not topic_keywords or any(_contains(t, k) for k in topic_keywords) for t in lowered], dtype=bool
+        [not topic_keywords or any(_contains(t, k) for k in topic_keywords) for t in lowered],
+        dtype=bool,
     )
     score = np.zeros(n, dtype=np.float32)
     for i, t in enumerate(lowered):
-        score[i] = sum(_contains(t, k) for k in pro_keywords) - sum(_contains(t, k) for k in anti_keywords)
+        score[i] = sum(_contains(t, k) for k in pro_keywords) - sum(
+            _contains(t, k) for k in anti_keywords
+        )
     if sentiment_weight:
         try:
             score += sentiment_weight * sentiment_scores(list(texts))
@@ -191,8 +202,14 @@ def heuristic_stance(
     return stance
 
 
-def llm_stance(texts: Sequence[str], topic: str, backend: Any, *, author_names: Sequence[str] | None = None,
-               max_new_tokens: int = 16) -> tuple[np.ndarray, int]:
+def llm_stance(
+    texts: Sequence[str],
+    topic: str,
+    backend: Any,
+    *,
+    author_names: Sequence[str] | None = None,
+    max_new_tokens: int = 16,
+) -> tuple[np.ndarray, int]:
     """(n,) int8 stance of each post from an LLM backend and the number of answers that did
     not validate (those count as 0). One batched call, decoded under the agents' stance
     schema with the agents' stance prompt (:func:`agent_models.llm.prompts.stance_messages`)."""
@@ -218,9 +235,31 @@ def llm_stance(texts: Sequence[str], topic: str, backend: Any, *, author_names: 
 
 #: Fallback toxicity lexicon (score = min(1, 0.35 * hits)).
 TOXIC_WORDS: tuple[str, ...] = (
-    "idiot", "stupid", "moron", "dumb", "hate", "shut up", "loser", "fool", "scum", "trash",
-    "disgusting", "pathetic", "liar", "fuck", "shit", "damn", "crap", "bitch", "bastard",
-    "傻", "滚", "垃圾", "白痴", "混蛋", "脑残",
+    "idiot",
+    "stupid",
+    "moron",
+    "dumb",
+    "hate",
+    "shut up",
+    "loser",
+    "fool",
+    "scum",
+    "trash",
+    "disgusting",
+    "pathetic",
+    "liar",
+    "fuck",
+    "shit",
+    "damn",
+    "crap",
+    "bitch",
+    "bastard",
+    "傻",
+    "滚",
+    "垃圾",
+    "白痴",
+    "混蛋",
+    "脑残",
 )
 
 
@@ -231,8 +270,9 @@ def toxicity_scores(texts: Sequence[str], method: str = "auto") -> np.ndarray:
         return np.zeros(0, dtype=np.float32)
     if method in ("auto", "profanity"):
         try:
-            module = require("profanity_check", "llm", "toxicity method='profanity'",
-                             hint="or method='lexicon'")
+            module = require(
+                "profanity_check", "llm", "toxicity method='profanity'", hint="or method='lexicon'"
+            )
         except DependencyNotInstalled:
             if method == "profanity":
                 raise
@@ -288,7 +328,9 @@ def assemble(
     use_llm_stance = config.stance == "llm" or (config.stance == "auto" and backend is not None)
     if (use_llm_profile or use_llm_stance) and backend is None:
         raise ValueError("LoaderConfig: profile='llm' / stance='llm' need a backend=")
-    profiles = extract_profiles(records, backend=backend if use_llm_profile else None, topics=TOPICS)
+    profiles = extract_profiles(
+        records, backend=backend if use_llm_profile else None, topics=TOPICS
+    )
     encoder = load_encoder(config.encoder)
 
     # history: most recent posts of each user
@@ -304,12 +346,16 @@ def assemble(
     history_author = np.array([p.user for p in hist], dtype=np.int64)
     history_latent = encoder.encode(texts) if texts else np.zeros((0, encoder.dim), np.float32)
     if use_llm_stance and texts:
-        stance, _ = llm_stance(texts, topic, backend,
-                               author_names=[records[p.user].name for p in hist])
+        stance, _ = llm_stance(
+            texts, topic, backend, author_names=[records[p.user].name for p in hist]
+        )
     else:
         stance = heuristic_stance(
-            texts, topic_keywords=config.topic_keywords, pro_keywords=config.pro_keywords,
-            anti_keywords=config.anti_keywords, threshold=config.stance_threshold,
+            texts,
+            topic_keywords=config.topic_keywords,
+            pro_keywords=config.pro_keywords,
+            anti_keywords=config.anti_keywords,
+            threshold=config.stance_threshold,
             sentiment_weight=config.sentiment_weight,
         )
     history_stance = stance.astype(np.float32)
@@ -335,11 +381,17 @@ def assemble(
     tox = np.zeros(n, dtype=np.float32)
     if len(hist):
         counts1 = np.maximum(np.bincount(history_author, minlength=n), 1)
-        opinion = (np.bincount(history_author, history_stance, minlength=n) / counts1).astype(np.float32)
-        tox = (np.bincount(history_author, history_toxicity, minlength=n) / counts1).astype(np.float32)
+        opinion = (np.bincount(history_author, history_stance, minlength=n) / counts1).astype(
+            np.float32
+        )
+        tox = (np.bincount(history_author, history_toxicity, minlength=n) / counts1).astype(
+            np.float32
+        )
     ranks = np.argsort(np.argsort(total_posts, kind="stable"), kind="stable")
     pct = (ranks + 1) / n
-    activity = (config.activity_floor + (config.activity_ceiling - config.activity_floor) * pct).astype(np.float32)
+    activity = (
+        config.activity_floor + (config.activity_ceiling - config.activity_floor) * pct
+    ).astype(np.float32)
     activity = np.clip(activity, 1e-3, 1.0)
     if susceptibility is None:
         susceptibility = np.full(n, config.default_susceptibility, dtype=np.float32)

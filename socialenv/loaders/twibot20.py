@@ -65,7 +65,9 @@ def _files(paths: str | Path | Sequence[str | Path], keep_unlabelled: bool) -> l
             names = SPLIT_FILES + (("support.json",) if keep_unlabelled else ())
             found = [p / n for n in names if (p / n).exists()]
             if not found:
-                raise FileNotFoundError(f"{p}: no TwiBot-20 file ({', '.join(names)}) in this folder")
+                raise FileNotFoundError(
+                    f"{p}: no TwiBot-20 file ({', '.join(names)}) in this folder"
+                )
             files.extend(found)
         elif p.exists():
             files.append(p)
@@ -82,7 +84,9 @@ def _int_field(value: Any, file: Path, record: str, name: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool):
-        raise DatasetFormatError(file, record, name, f"expected an integer string like '123 ', got {value!r}")
+        raise DatasetFormatError(
+            file, record, name, f"expected an integer string like '123 ', got {value!r}"
+        )
     number: int | None = None
     if isinstance(value, int):
         number = value
@@ -93,8 +97,12 @@ def _int_field(value: Any, file: Path, record: str, name: str) -> int:
         if s.isascii() and s.isdigit() and len(s) <= 16:
             number = int(s)
     if number is None or abs(number) > MAX_COUNT:
-        raise DatasetFormatError(file, record, name, f"expected an integer string like '123 ' "
-                                                     f"(at most {MAX_COUNT}), got {value!r}")
+        raise DatasetFormatError(
+            file,
+            record,
+            name,
+            f"expected an integer string like '123 ' (at most {MAX_COUNT}), got {value!r}",
+        )
     return number
 
 
@@ -102,7 +110,9 @@ def _str_field(value: Any, file: Path, record: str, name: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise DatasetFormatError(file, record, name, f"expected a string, got {type(value).__name__}")
+        raise DatasetFormatError(
+            file, record, name, f"expected a string, got {type(value).__name__}"
+        )
     s = value.strip()
     return "" if s == "None" else s
 
@@ -119,31 +129,46 @@ def _id_list(value: Any, file: Path, record: str, name: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise DatasetFormatError(file, record, name, f"expected a list of user IDs, got {type(value).__name__}")
+        raise DatasetFormatError(
+            file, record, name, f"expected a list of user IDs, got {type(value).__name__}"
+        )
     out = []
     for k, v in enumerate(value):
         if not isinstance(v, (str, int)) or isinstance(v, bool):
-            raise DatasetFormatError(file, record, f"{name}[{k}]", f"expected a user ID string, got {v!r}")
+            raise DatasetFormatError(
+                file, record, f"{name}[{k}]", f"expected a user ID string, got {v!r}"
+            )
         out.append(str(v).strip())
     return out
 
 
 def _parse_user(raw: Any, file: Path, index: int) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise DatasetFormatError(file, index, None, f"expected a user object, got {type(raw).__name__}")
+        raise DatasetFormatError(
+            file, index, None, f"expected a user object, got {type(raw).__name__}"
+        )
     uid = raw.get("ID")
     if not isinstance(uid, (str, int)) or isinstance(uid, bool) or not str(uid).strip():
-        raise DatasetFormatError(file, index, "ID", f"missing or not a non-empty ID string: {uid!r}")
+        raise DatasetFormatError(
+            file, index, "ID", f"missing or not a non-empty ID string: {uid!r}"
+        )
     uid = str(uid).strip()
     rec = f"{index} (ID {uid})"
     profile = raw.get("profile")
     if not isinstance(profile, dict):
-        raise DatasetFormatError(file, rec, "profile", f"expected an object of profile fields, got {type(profile).__name__}")
+        raise DatasetFormatError(
+            file,
+            rec,
+            "profile",
+            f"expected an object of profile fields, got {type(profile).__name__}",
+        )
     label = raw.get("label")
     if label is not None:
         label = str(label).strip()
         if label not in ("0", "1"):
-            raise DatasetFormatError(file, rec, "label", f"expected '0' (human) or '1' (bot), got {raw.get('label')!r}")
+            raise DatasetFormatError(
+                file, rec, "label", f"expected '0' (human) or '1' (bot), got {raw.get('label')!r}"
+            )
     domain = raw.get("domain")
     if domain is None:
         domains: list[str] = []
@@ -152,23 +177,37 @@ def _parse_user(raw: Any, file: Path, index: int) -> dict[str, Any]:
     elif isinstance(domain, list) and all(isinstance(d, str) for d in domain):
         domains = [d.strip() for d in domain]
     else:
-        raise DatasetFormatError(file, rec, "domain", f"expected a list of domain names, got {domain!r}")
+        raise DatasetFormatError(
+            file, rec, "domain", f"expected a list of domain names, got {domain!r}"
+        )
     tweets = raw.get("tweet")
     if tweets is None:
         tweets = []
     if not isinstance(tweets, list):
-        raise DatasetFormatError(file, rec, "tweet", f"expected a list of tweet texts or null, got {type(tweets).__name__}")
+        raise DatasetFormatError(
+            file,
+            rec,
+            "tweet",
+            f"expected a list of tweet texts or null, got {type(tweets).__name__}",
+        )
     texts: list[str] = []
     for k, t in enumerate(tweets):
         if t is None:
             continue
         if not isinstance(t, str):
-            raise DatasetFormatError(file, rec, f"tweet[{k}]", f"expected a tweet text, got {type(t).__name__}")
+            raise DatasetFormatError(
+                file, rec, f"tweet[{k}]", f"expected a tweet text, got {type(t).__name__}"
+            )
         if t.strip():
             texts.append(t.strip())
     neighbor = raw.get("neighbor")
     if neighbor is not None and not isinstance(neighbor, dict):
-        raise DatasetFormatError(file, rec, "neighbor", f"expected {{'following': [...], 'follower': [...]}} or null, got {type(neighbor).__name__}")
+        raise DatasetFormatError(
+            file,
+            rec,
+            "neighbor",
+            f"expected {{'following': [...], 'follower': [...]}} or null, got {type(neighbor).__name__}",
+        )
     neighbor = neighbor or {}
     return {
         "id": uid,
@@ -177,10 +216,15 @@ def _parse_user(raw: Any, file: Path, index: int) -> dict[str, Any]:
         "tweets": texts,
         "following": _id_list(neighbor.get("following"), file, rec, "neighbor.following"),
         "follower": _id_list(neighbor.get("follower"), file, rec, "neighbor.follower"),
-        "screen_name": _str_field(profile.get("screen_name"), file, rec, "profile.screen_name") or uid,
+        "screen_name": _str_field(profile.get("screen_name"), file, rec, "profile.screen_name")
+        or uid,
         "description": _str_field(profile.get("description"), file, rec, "profile.description"),
-        "followers": _int_field(profile.get("followers_count"), file, rec, "profile.followers_count"),
-        "following_count": _int_field(profile.get("friends_count"), file, rec, "profile.friends_count"),
+        "followers": _int_field(
+            profile.get("followers_count"), file, rec, "profile.followers_count"
+        ),
+        "following_count": _int_field(
+            profile.get("friends_count"), file, rec, "profile.friends_count"
+        ),
         "statuses": _int_field(profile.get("statuses_count"), file, rec, "profile.statuses_count"),
         "verified": _bool_field(profile.get("verified"), file, rec, "profile.verified"),
     }
@@ -191,13 +235,17 @@ def _read_file(file: Path) -> list[Any]:
         with file.open(encoding="utf-8") as f:
             data = json.load(f)
     except json.JSONDecodeError as exc:
-        raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+        raise DatasetFormatError(
+            file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from exc
     except UnicodeDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
     except RecursionError:
         raise DatasetFormatError(file, None, None, "not valid JSON: nested too deeply") from None
     if not isinstance(data, list):
-        raise DatasetFormatError(file, None, None, f"expected a JSON array of users, got {type(data).__name__}")
+        raise DatasetFormatError(
+            file, None, None, f"expected a JSON array of users, got {type(data).__name__}"
+        )
     return data
 
 
@@ -260,7 +308,9 @@ def read_twibot20(
             f"{', '.join(map(str, files))}: {len(users)} user(s) match domain={domain!r}, "
             f"labels={keep_labels}; a scenario needs at least 2"
         )
-    chosen = select_users(np.array([len(u["tweets"]) for u in users], dtype=np.float64), config.max_users)
+    chosen = select_users(
+        np.array([len(u["tweets"]) for u in users], dtype=np.float64), config.max_users
+    )
     users = [users[int(i)] for i in chosen]
     row = {u["id"]: i for i, u in enumerate(users)}
     n = len(users)
@@ -285,26 +335,47 @@ def read_twibot20(
     posts: list[RawPost] = []
     for i, u in enumerate(users):
         kinds = [int(classify_tweet(t)) for t in u["tweets"]]
-        records.append(UserRecord(
-            name=u["screen_name"], description=u["description"], posts=u["tweets"], kinds=kinds,
-            followers=u["followers"], following=u["following_count"], verified=u["verified"],
-            domains=tuple(u["domains"]), statuses=u["statuses"] or None,
-        ))
+        records.append(
+            UserRecord(
+                name=u["screen_name"],
+                description=u["description"],
+                posts=u["tweets"],
+                kinds=kinds,
+                followers=u["followers"],
+                following=u["following_count"],
+                verified=u["verified"],
+                domains=tuple(u["domains"]),
+                statuses=u["statuses"] or None,
+            )
+        )
         for k, (text, kind) in enumerate(zip(u["tweets"], kinds, strict=True)):
             target_author = target_text = None
             if kind == PostKind.RETWEET:
                 target_author, target_text = _split_retweet(text)
             elif kind == PostKind.REPLY:
                 target_author = text.split()[0][1:].rstrip(":,")
-            posts.append(RawPost(
-                user=i, text=text, kind=PostKind(kind), time=float(-k),
-                target_text=target_text, target_author=target_author,
-            ))
+            posts.append(
+                RawPost(
+                    user=i,
+                    text=text,
+                    kind=PostKind(kind),
+                    time=float(-k),
+                    target_text=target_text,
+                    target_author=target_author,
+                )
+            )
     total = np.array([max(u["statuses"], len(u["tweets"])) for u in users], dtype=np.float64)
     name = f"twibot20-{domain.lower()}" if domain else "twibot20"
     return assemble(
-        name=name, topic=topic, records=records, posts=posts, follow_src=follow_src,
-        follow_dst=follow_dst, total_posts=total, config=config, backend=backend,
+        name=name,
+        topic=topic,
+        records=records,
+        posts=posts,
+        follow_src=follow_src,
+        follow_dst=follow_dst,
+        total_posts=total,
+        config=config,
+        backend=backend,
         user_ids=[u["id"] for u in users],
         source=files[0] if len(files) == 1 else files[0].parent,
     )
@@ -322,6 +393,11 @@ def load_twibot20(
 ) -> Scenario:
     """The :class:`Scenario` of :func:`read_twibot20` (same arguments)."""
     return read_twibot20(
-        paths, domain=domain, keep_labels=keep_labels, keep_unlabelled=keep_unlabelled,
-        require_tweets_and_neighbors=require_tweets_and_neighbors, config=config, backend=backend,
+        paths,
+        domain=domain,
+        keep_labels=keep_labels,
+        keep_unlabelled=keep_unlabelled,
+        require_tweets_and_neighbors=require_tweets_and_neighbors,
+        config=config,
+        backend=backend,
     ).scenario

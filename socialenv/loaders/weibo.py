@@ -76,16 +76,28 @@ def _index(root: Path) -> tuple[Path, list[tuple[str, int]]]:
             continue
         m = _LINE.match(line.strip())
         if m is None:
-            raise DatasetFormatError(index_file, f"line {lineno}", "eid",
-                                     f"expected 'eid:<id> label:<0|1> <mids...>', got {line[:80]!r}")
+            raise DatasetFormatError(
+                index_file,
+                f"line {lineno}",
+                "eid",
+                f"expected 'eid:<id> label:<0|1> <mids...>', got {line[:80]!r}",
+            )
         eid, label = m.group(1), m.group(2)
         if not _EID.fullmatch(eid):
-            raise DatasetFormatError(index_file, f"line {lineno}", "eid",
-                                     f"an event id is letters, digits, '_' and '-' (it names a file "
-                                     f"in the dataset folder), got {eid[:80]!r}")
+            raise DatasetFormatError(
+                index_file,
+                f"line {lineno}",
+                "eid",
+                f"an event id is letters, digits, '_' and '-' (it names a file "
+                f"in the dataset folder), got {eid[:80]!r}",
+            )
         if label not in ("0", "1"):
-            raise DatasetFormatError(index_file, f"line {lineno} (eid {eid})", "label",
-                                     f"expected 0 (non-rumour) or 1 (rumour), got {label!r}")
+            raise DatasetFormatError(
+                index_file,
+                f"line {lineno} (eid {eid})",
+                "label",
+                f"expected 0 (non-rumour) or 1 (rumour), got {label!r}",
+            )
         events.append((eid, int(label)))
     if not events:
         raise DatasetFormatError(index_file, None, None, "no events listed")
@@ -96,11 +108,17 @@ def _event_file(index_file: Path, eid: str) -> Path:
     root = index_file.parent
     for candidate in (root / "Weibo" / f"{eid}.json", root / f"{eid}.json"):
         if not candidate.resolve().is_relative_to(root.resolve()):
-            raise DatasetFormatError(index_file, f"eid {eid}", "eid", "the event file is outside the dataset folder")
+            raise DatasetFormatError(
+                index_file, f"eid {eid}", "eid", "the event file is outside the dataset folder"
+            )
         if candidate.exists():
             return candidate
-    raise DatasetFormatError(index_file, f"eid {eid}", "eid",
-                             f"event file not found (looked for Weibo/{eid}.json and {eid}.json in {root})")
+    raise DatasetFormatError(
+        index_file,
+        f"eid {eid}",
+        "eid",
+        f"event file not found (looked for Weibo/{eid}.json and {eid}.json in {root})",
+    )
 
 
 #: Largest magnitude of a count or timestamp (2^53: every integer up to it is exact in a float).
@@ -125,8 +143,12 @@ def _num(value: Any, file: Path, rec: str, name: str, *, required: bool = False)
     if number is None:
         raise DatasetFormatError(file, rec, name, f"expected a number, got {value!r}")
     if not math.isfinite(number) or abs(number) > MAX_NUMBER:
-        raise DatasetFormatError(file, rec, name, f"expected a finite number of at most {MAX_NUMBER:.0e} "
-                                                  f"in size, got {value!r}")
+        raise DatasetFormatError(
+            file,
+            rec,
+            name,
+            f"expected a finite number of at most {MAX_NUMBER:.0e} in size, got {value!r}",
+        )
     return number
 
 
@@ -136,7 +158,9 @@ def _ident(value: Any, file: Path, rec: str, name: str, *, required: bool) -> st
             raise DatasetFormatError(file, rec, name, "missing (expected an id)")
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DatasetFormatError(file, rec, name, f"expected an id (string or integer), got {value!r}")
+        raise DatasetFormatError(
+            file, rec, name, f"expected an id (string or integer), got {value!r}"
+        )
     return str(value).strip()
 
 
@@ -144,7 +168,9 @@ def _parse_event(file: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise DatasetFormatError(file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from exc
+        raise DatasetFormatError(
+            file, None, None, f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from exc
     except UnicodeDecodeError as exc:
         raise DatasetFormatError(file, None, None, f"not UTF-8 text: {exc}") from exc
     except RecursionError:
@@ -154,18 +180,24 @@ def _parse_event(file: Path) -> list[dict[str, Any]]:
     posts = []
     for k, raw in enumerate(data):
         if not isinstance(raw, dict):
-            raise DatasetFormatError(file, k, None, f"expected a post object, got {type(raw).__name__}")
+            raise DatasetFormatError(
+                file, k, None, f"expected a post object, got {type(raw).__name__}"
+            )
         mid = _ident(raw.get("mid"), file, str(k), "mid", required=True)
         rec = f"{k} (mid {mid})"
         text = raw.get("text")
         if text is None:
             text = ""
         if not isinstance(text, str):
-            raise DatasetFormatError(file, rec, "text", f"expected a string, got {type(text).__name__}")
+            raise DatasetFormatError(
+                file, rec, "text", f"expected a string, got {type(text).__name__}"
+            )
         verified = raw.get("verified", False)
         if isinstance(verified, str):
             if verified.strip() not in ("True", "False", "true", "false", ""):
-                raise DatasetFormatError(file, rec, "verified", f"expected a boolean, got {verified!r}")
+                raise DatasetFormatError(
+                    file, rec, "verified", f"expected a boolean, got {verified!r}"
+                )
             verified = verified.strip() in ("True", "true")
         elif not isinstance(verified, (bool, int)) and verified is not None:
             raise DatasetFormatError(file, rec, "verified", f"expected a boolean, got {verified!r}")
@@ -174,20 +206,24 @@ def _parse_event(file: Path) -> list[dict[str, Any]]:
             raise DatasetFormatError(file, rec, "screen_name", f"expected a string, got {name!r}")
         bio = raw.get("user_description") or ""
         if not isinstance(bio, str):
-            raise DatasetFormatError(file, rec, "user_description", f"expected a string, got {bio!r}")
-        posts.append({
-            "mid": mid,
-            "uid": _ident(raw.get("uid"), file, rec, "uid", required=True),
-            "parent": _ident(raw.get("parent"), file, rec, "parent", required=False),
-            "text": text.strip(),
-            "t": _num(raw.get("t"), file, rec, "t", required=True),
-            "name": (name or "").strip(),
-            "bio": bio.strip(),
-            "followers": _num(raw.get("followers_count"), file, rec, "followers_count"),
-            "following": _num(raw.get("friends_count"), file, rec, "friends_count"),
-            "statuses": _num(raw.get("statuses_count"), file, rec, "statuses_count"),
-            "verified": bool(verified),
-        })
+            raise DatasetFormatError(
+                file, rec, "user_description", f"expected a string, got {bio!r}"
+            )
+        posts.append(
+            {
+                "mid": mid,
+                "uid": _ident(raw.get("uid"), file, rec, "uid", required=True),
+                "parent": _ident(raw.get("parent"), file, rec, "parent", required=False),
+                "text": text.strip(),
+                "t": _num(raw.get("t"), file, rec, "t", required=True),
+                "name": (name or "").strip(),
+                "bio": bio.strip(),
+                "followers": _num(raw.get("followers_count"), file, rec, "followers_count"),
+                "following": _num(raw.get("friends_count"), file, rec, "friends_count"),
+                "statuses": _num(raw.get("statuses_count"), file, rec, "statuses_count"),
+                "verified": bool(verified),
+            }
+        )
     return posts
 
 
@@ -229,9 +265,18 @@ def read_weibo(
             event_sizes.append((len(posts), source_text))
         for p in posts:
             uid = p["uid"]
-            info = user_info.setdefault(uid, {"name": "", "bio": "", "followers": 0.0,
-                                              "following": 0.0, "statuses": 0.0, "verified": False,
-                                              "t": -np.inf})
+            info = user_info.setdefault(
+                uid,
+                {
+                    "name": "",
+                    "bio": "",
+                    "followers": 0.0,
+                    "following": 0.0,
+                    "statuses": 0.0,
+                    "verified": False,
+                    "t": -np.inf,
+                },
+            )
             if p["t"] >= info["t"]:  # latest post's user fields win
                 info.update(t=p["t"], name=p["name"] or info["name"], bio=p["bio"] or info["bio"])
             info["followers"] = max(info["followers"], p["followers"])
@@ -244,7 +289,9 @@ def read_weibo(
                 rumour_users.setdefault(uid, set()).add(eid)
 
     uids = list(user_posts)
-    chosen = select_users(np.array([len(user_posts[u]) for u in uids], dtype=np.float64), config.max_users)
+    chosen = select_users(
+        np.array([len(user_posts[u]) for u in uids], dtype=np.float64), config.max_users
+    )
     uids = [uids[int(i)] for i in chosen]
     row = {u: i for i, u in enumerate(uids)}
     n = len(uids)
@@ -255,7 +302,9 @@ def read_weibo(
     dst: list[int] = []
     for i, uid in enumerate(uids):
         info = user_info[uid]
-        items = sorted(user_posts[uid], key=lambda x: (-x[0]["t"], x[0]["mid"]))  # most recent first
+        items = sorted(
+            user_posts[uid], key=lambda x: (-x[0]["t"], x[0]["mid"])
+        )  # most recent first
         texts, kinds = [], []
         for p, label, source_text in items:
             parent = p["parent"]
@@ -267,16 +316,32 @@ def read_weibo(
             text = p["text"] or (target_text or "")
             texts.append(text)
             kinds.append(int(kind))
-            raw_posts.append(RawPost(
-                user=i, text=text, kind=kind, time=p["t"], misinfo=label == 1,
-                event=source_text, target_text=target_text,
-                target_author=user_info[target_uid]["name"] or target_uid if target_uid else None,
-            ))
-        records.append(UserRecord(
-            name=info["name"] or uid, description=info["bio"], posts=texts, kinds=kinds,
-            followers=int(info["followers"]), following=int(info["following"]),
-            verified=bool(info["verified"]), statuses=int(info["statuses"]) or None,
-        ))
+            raw_posts.append(
+                RawPost(
+                    user=i,
+                    text=text,
+                    kind=kind,
+                    time=p["t"],
+                    misinfo=label == 1,
+                    event=source_text,
+                    target_text=target_text,
+                    target_author=user_info[target_uid]["name"] or target_uid
+                    if target_uid
+                    else None,
+                )
+            )
+        records.append(
+            UserRecord(
+                name=info["name"] or uid,
+                description=info["bio"],
+                posts=texts,
+                kinds=kinds,
+                followers=int(info["followers"]),
+                following=int(info["following"]),
+                verified=bool(info["verified"]),
+                statuses=int(info["statuses"]) or None,
+            )
+        )
     follow_src, follow_dst = dedupe_edges(src, dst, n)
     joined = np.array([len(event_users[u]) for u in uids], dtype=np.float32)
     rumours = np.array([len(rumour_users.get(u, ())) for u in uids], dtype=np.float32)
@@ -284,12 +349,23 @@ def read_weibo(
     susceptibility = (rumours + 2 * prior) / (joined + 2)
     misinformed = rumours > 0
     message = max(event_sizes)[1] if event_sizes else None
-    total = np.array([max(user_info[u]["statuses"], len(user_posts[u])) for u in uids], dtype=np.float64)
+    total = np.array(
+        [max(user_info[u]["statuses"], len(user_posts[u])) for u in uids], dtype=np.float64
+    )
     return assemble(
-        name="weibo-rumour", topic=config.topic or "rumours and news events on Weibo",
-        records=records, posts=raw_posts, follow_src=follow_src, follow_dst=follow_dst,
-        total_posts=total, config=config, backend=backend, susceptibility=susceptibility,
-        misinformed=misinformed, misinformation_message=message, user_ids=uids,
+        name="weibo-rumour",
+        topic=config.topic or "rumours and news events on Weibo",
+        records=records,
+        posts=raw_posts,
+        follow_src=follow_src,
+        follow_dst=follow_dst,
+        total_posts=total,
+        config=config,
+        backend=backend,
+        susceptibility=susceptibility,
+        misinformed=misinformed,
+        misinformation_message=message,
+        user_ids=uids,
         source=index_file.parent,
     )
 

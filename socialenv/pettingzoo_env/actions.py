@@ -25,7 +25,9 @@ def encode_user_action(behaviours: np.ndarray, post: bool = False) -> np.ndarray
     :data:`USER_BEHAVIOURS` order) and the ``post`` flag."""
     behaviours = np.asarray(behaviours)
     if behaviours.ndim != 2 or behaviours.shape[1] != len(USER_BEHAVIOURS):
-        raise ValueError(f"behaviours must have shape (F, {len(USER_BEHAVIOURS)}); got {behaviours.shape}")
+        raise ValueError(
+            f"behaviours must have shape (F, {len(USER_BEHAVIOURS)}); got {behaviours.shape}"
+        )
     return np.concatenate([behaviours.astype(np.int8).reshape(-1), [np.int8(bool(post))]])
 
 
@@ -46,8 +48,9 @@ class ExternalActions:
     post: np.ndarray
 
 
-def decode_user_actions(actions: dict[str, Any], controlled: np.ndarray, observed_feed: np.ndarray,
-                        feed_slots: int) -> ExternalActions:
+def decode_user_actions(
+    actions: dict[str, Any], controlled: np.ndarray, observed_feed: np.ndarray, feed_slots: int
+) -> ExternalActions:
     """The behaviours in ``actions`` (agent -> ``MultiBinary(F·6 + 1)`` action, absent or None
     = do nothing) of the ``controlled`` users, on the (C, F) feeds they observed."""
     f, b = feed_slots, len(USER_BEHAVIOURS)
@@ -66,12 +69,20 @@ def decode_user_actions(actions: dict[str, Any], controlled: np.ndarray, observe
         rows.append(i)
         decoded.append(a.astype(bool))
     if not rows:
-        return ExternalActions(np.zeros(0, np.int64), np.zeros((0, f), np.int64),
-                               np.zeros((0, f, b), bool), np.zeros(0, bool))
+        return ExternalActions(
+            np.zeros(0, np.int64),
+            np.zeros((0, f), np.int64),
+            np.zeros((0, f, b), bool),
+            np.zeros(0, bool),
+        )
     arr = np.stack(decoded)
     idx = np.asarray(rows)
-    return ExternalActions(user=controlled[idx], feed=observed_feed[idx],
-                           behaviours=arr[:, :-1].reshape(len(idx), f, b), post=arr[:, -1])
+    return ExternalActions(
+        user=controlled[idx],
+        feed=observed_feed[idx],
+        behaviours=arr[:, :-1].reshape(len(idx), f, b),
+        post=arr[:, -1],
+    )
 
 
 def user_action_space(feed_slots: int) -> spaces.MultiBinary:

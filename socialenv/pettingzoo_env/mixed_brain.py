@@ -42,29 +42,40 @@ def merge_outputs(inner: RoundOutput, external: RoundOutput) -> RoundOutput:
         if latent is not None and latent.ndim == 2:
             d = latent.shape[1]
     latents = [x for x in (inner.post_latent, external.post_latent) if x is not None and len(x)]
-    post_latent = np.concatenate(latents).astype(np.float32) if latents else (
-        np.zeros((0, d), np.float32) if d is not None else None)
+    post_latent = (
+        np.concatenate(latents).astype(np.float32)
+        if latents
+        else (np.zeros((0, d), np.float32) if d is not None else None)
+    )
     return RoundOutput(
         react_user=_cat([inner.react_user, external.react_user], np.int64),
         react_post=_cat([inner.react_post, external.react_post], np.int64),
         react_kind=_cat([inner.react_kind, external.react_kind], np.int8),
         react_stance=_cat([inner.react_stance, external.react_stance], np.float32),
         react_toxicity=_cat([inner.react_toxicity, external.react_toxicity], np.float32),
-        react_text=_texts(inner.react_text, len(inner.react_user), external.react_text, len(external.react_user)),
+        react_text=_texts(
+            inner.react_text, len(inner.react_user), external.react_text, len(external.react_user)
+        ),
         post_user=_cat([inner.post_user, external.post_user], np.int64),
         post_latent=post_latent,
         post_stance=_cat([inner.post_stance, external.post_stance], np.float32),
         post_toxicity=_cat([inner.post_toxicity, external.post_toxicity], np.float32),
         post_misinfo=_cat([inner.post_misinfo, external.post_misinfo], np.bool_),
-        post_text=_texts(inner.post_text, len(inner.post_user), external.post_text, len(external.post_user)),
+        post_text=_texts(
+            inner.post_text, len(inner.post_user), external.post_text, len(external.post_user)
+        ),
         follow_src=_cat([inner.follow_src, external.follow_src], np.int64),
         follow_dst=_cat([inner.follow_dst, external.follow_dst], np.int64),
         unfollow_src=_cat([inner.unfollow_src, external.unfollow_src], np.int64),
         unfollow_dst=_cat([inner.unfollow_dst, external.unfollow_dst], np.int64),
-        stance_user=inner.stance_user, stance_discrete=inner.stance_discrete,
-        opinion_user=inner.opinion_user, opinion_value=inner.opinion_value,
-        misinformed_user=inner.misinformed_user, misinformed_value=inner.misinformed_value,
-        invalid=dict(inner.invalid), stats={**inner.stats, **external.stats},
+        stance_user=inner.stance_user,
+        stance_discrete=inner.stance_discrete,
+        opinion_user=inner.opinion_user,
+        opinion_value=inner.opinion_value,
+        misinformed_user=inner.misinformed_user,
+        misinformed_value=inner.misinformed_value,
+        invalid=dict(inner.invalid),
+        stats={**inner.stats, **external.stats},
     )
 
 
@@ -77,8 +88,13 @@ class ExternalActionBrain(Brain):
     actually delivered to the user this round (see :mod:`socialenv.pettingzoo_env`).
     """
 
-    def __init__(self, inner: Brain, controlled: np.ndarray | None = None,
-                 reply_toxicity: float = 0.0, post_toxicity: float = 0.0) -> None:
+    def __init__(
+        self,
+        inner: Brain,
+        controlled: np.ndarray | None = None,
+        reply_toxicity: float = 0.0,
+        post_toxicity: float = 0.0,
+    ) -> None:
         for name, value in (("reply_toxicity", reply_toxicity), ("post_toxicity", post_toxicity)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value!r} is not allowed: a number in [0, 1]")
@@ -132,7 +148,9 @@ class ExternalActionBrain(Brain):
         is_controlled[self.controlled] = True
         outside = is_controlled[active]
         inner_input = replace(
-            round_input, active=active[~outside], feed=round_input.feed[~outside],
+            round_input,
+            active=active[~outside],
+            feed=round_input.feed[~outside],
             feed_channel=round_input.feed_channel[~outside],
         )
         inner_out = self.inner.act(inner_input)
@@ -153,8 +171,8 @@ class ExternalActionBrain(Brain):
         here = (row < len(ri.active)) & (ri.active[row_clipped] == acts.user)
         user, observed = acts.user[here], acts.feed[here]
         behaviours, post = acts.behaviours[here], acts.post[here]
-        slot = np.searchsorted(self.controlled, user)                           # controlled is sorted
-        delivered_feed = ri.feed[row_clipped[here]]                              # (C', F')
+        slot = np.searchsorted(self.controlled, user)  # controlled is sorted
+        delivered_feed = ri.feed[row_clipped[here]]  # (C', F')
         seen = observed >= 0
         delivered = seen & (observed[:, :, None] == delivered_feed[:, None, :]).any(axis=2)
         posts, users = ri.posts, ri.users
@@ -168,8 +186,12 @@ class ExternalActionBrain(Brain):
         react_user, react_post = _cat(r_user, np.int64), _cat(r_post, np.int64)
         react_kind = _cat(r_kind, np.int8)
         is_retweet = react_kind == Behaviour.RETWEET
-        react_stance = np.where(is_retweet, posts.stance[react_post], users.opinion[react_user]).astype(np.float32)
-        react_toxicity = np.where(react_kind == Behaviour.REPLY, self.reply_toxicity, 0.0).astype(np.float32)
+        react_stance = np.where(
+            is_retweet, posts.stance[react_post], users.opinion[react_user]
+        ).astype(np.float32)
+        react_toxicity = np.where(react_kind == Behaviour.REPLY, self.reply_toxicity, 0.0).astype(
+            np.float32
+        )
 
         follow_c, follow_s = np.nonzero(behaviours[:, :, 4] & delivered)
         unfollow_c, unfollow_s = np.nonzero(behaviours[:, :, 5] & delivered)
@@ -182,16 +204,23 @@ class ExternalActionBrain(Brain):
         self.last_reactions[slot] = (behaviours[:, :, :4] & delivered[:, :, None]).sum(axis=(1, 2))
         self.last_posted[slot] = post.astype(bool)
         return RoundOutput(
-            react_user=react_user, react_post=react_post, react_kind=react_kind,
-            react_stance=react_stance, react_toxicity=react_toxicity,
-            post_user=poster.astype(np.int64), post_latent=latent,
+            react_user=react_user,
+            react_post=react_post,
+            react_kind=react_kind,
+            react_stance=react_stance,
+            react_toxicity=react_toxicity,
+            post_user=poster.astype(np.int64),
+            post_latent=latent,
             post_stance=users.opinion[poster].astype(np.float32),
             post_toxicity=np.full(len(poster), self.post_toxicity, np.float32),
             post_misinfo=users.misinformed[poster].astype(bool),
-            follow_src=user[follow_c], follow_dst=posts.author[observed[follow_c, follow_s]],
-            unfollow_src=user[unfollow_c], unfollow_dst=posts.author[observed[unfollow_c, unfollow_s]],
-            stats={"external_reactions": float(len(react_user)), "external_posts": float(len(poster)),
-                   "external_dropped_reactions": float(dropped.sum())},
+            follow_src=user[follow_c],
+            follow_dst=posts.author[observed[follow_c, follow_s]],
+            unfollow_src=user[unfollow_c],
+            unfollow_dst=posts.author[observed[unfollow_c, unfollow_s]],
+            stats={
+                "external_reactions": float(len(react_user)),
+                "external_posts": float(len(poster)),
+                "external_dropped_reactions": float(dropped.sum()),
+            },
         )
-
-

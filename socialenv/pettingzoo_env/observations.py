@@ -24,13 +24,32 @@ from socialenv.simulation import Stream
 
 #: Per-slot scalar features of a user's feed observation (after the post embedding).
 FEED_FEATURES: tuple[str, ...] = (
-    "post_stance", "author_stance", "stance_gap", "toxicity", "log_engagement", "age",
-    "misinfo", "relational", "personalized", "headline", "similarity",
+    "post_stance",
+    "author_stance",
+    "stance_gap",
+    "toxicity",
+    "log_engagement",
+    "age",
+    "misinfo",
+    "relational",
+    "personalized",
+    "headline",
+    "similarity",
 )
 #: A user's own state in its observation.
 STATE_FEATURES: tuple[str, ...] = (
-    "active", "stance", "opinion", "discrete_stance", "misinformed", "exposure", "activity",
-    "toxicity_propensity", "susceptibility", "log_followers", "log_followees", "progress",
+    "active",
+    "stance",
+    "opinion",
+    "discrete_stance",
+    "misinformed",
+    "exposure",
+    "activity",
+    "toxicity_propensity",
+    "susceptibility",
+    "log_followers",
+    "log_followees",
+    "progress",
 )
 
 
@@ -49,7 +68,9 @@ class CachedFeeds:
     def clear(self) -> None:
         self._key, self._value = None, None
 
-    def build_feeds(self, ctx: Any, active: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def build_feeds(
+        self, ctx: Any, active: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         key = (ctx.round, len(ctx.posts), len(ctx.graph), active.tobytes())
         if key != self._key or self._value is None:
             self._value = self.inner.build_feeds(ctx, active, rng)
@@ -94,11 +115,17 @@ def user_feeds(base: Any, controlled: np.ndarray, feeds: CachedFeeds, feed_slots
     c = len(ctrl)
     active = sim.active
     pos = np.searchsorted(active, ctrl)
-    is_active = (pos < len(active)) & (active[np.minimum(pos, max(len(active) - 1, 0))] == ctrl) if len(active) else np.zeros(c, bool)
+    is_active = (
+        (pos < len(active)) & (active[np.minimum(pos, max(len(active) - 1, 0))] == ctrl)
+        if len(active)
+        else np.zeros(c, bool)
+    )
     feed = np.full((c, f), -1, np.int64)
     channel = np.zeros((c, f), np.int8)
     if is_active.any() and sim.round < base.config.rounds:
-        all_feed, all_channel = feeds.build_feeds(sim.feed_context(), active, sim.rng(sim.round, Stream.FEED))
+        all_feed, all_channel = feeds.build_feeds(
+            sim.feed_context(), active, sim.rng(sim.round, Stream.FEED)
+        )
         rows = pos[is_active]
         mine, ch = all_feed[rows], all_channel[rows]
         own = (mine >= 0) & (posts.author[np.maximum(mine, 0)] == ctrl[is_active][:, None])
@@ -107,7 +134,9 @@ def user_feeds(base: Any, controlled: np.ndarray, feeds: CachedFeeds, feed_slots
     return UserFeeds(feed=feed, channel=channel, active=is_active)
 
 
-def user_observations(base: Any, controlled: np.ndarray, seen: UserFeeds) -> list[dict[str, np.ndarray]]:
+def user_observations(
+    base: Any, controlled: np.ndarray, seen: UserFeeds
+) -> list[dict[str, np.ndarray]]:
     """Each controlled user's observation (in ``controlled`` order) of its feed ``seen``."""
     sim = base.sim
     users, posts, ctrl = sim.users, sim.posts, controlled
@@ -116,43 +145,72 @@ def user_observations(base: Any, controlled: np.ndarray, seen: UserFeeds) -> lis
     valid = feed >= 0
     p = np.maximum(feed, 0)
     opinion = users.opinion[ctrl][:, None]
-    engagement = (posts.likes[p] + posts.retweets[p] + posts.replies[p] + posts.dislikes[p]).astype(np.float32)
-    features = np.stack([
-        posts.stance[p], users.stance[posts.author[p]], np.abs(posts.stance[p] - opinion) / 2,
-        posts.toxicity[p], np.log1p(engagement), (sim.round - posts.round[p]).astype(np.float32),
-        posts.misinfo[p].astype(np.float32),
-        (channel == FeedChannel.RELATIONAL).astype(np.float32),
-        (channel == FeedChannel.PERSONALIZED).astype(np.float32),
-        (channel == FeedChannel.HEADLINE).astype(np.float32),
-        np.einsum("cd,cfd->cf", users.latent[ctrl], posts.latent[p]),
-    ], axis=2)
+    engagement = (posts.likes[p] + posts.retweets[p] + posts.replies[p] + posts.dislikes[p]).astype(
+        np.float32
+    )
+    features = np.stack(
+        [
+            posts.stance[p],
+            users.stance[posts.author[p]],
+            np.abs(posts.stance[p] - opinion) / 2,
+            posts.toxicity[p],
+            np.log1p(engagement),
+            (sim.round - posts.round[p]).astype(np.float32),
+            posts.misinfo[p].astype(np.float32),
+            (channel == FeedChannel.RELATIONAL).astype(np.float32),
+            (channel == FeedChannel.PERSONALIZED).astype(np.float32),
+            (channel == FeedChannel.HEADLINE).astype(np.float32),
+            np.einsum("cd,cfd->cf", users.latent[ctrl], posts.latent[p]),
+        ],
+        axis=2,
+    )
     feed_obs = np.concatenate([posts.latent[p], features], axis=2).astype(np.float32)
     feed_obs[~valid] = 0.0
     followers_indptr, _ = sim.graph.followers_csr()
     followees_indptr, _ = sim.graph.followees_csr()
-    state = np.stack([
-        is_active.astype(np.float32), users.stance[ctrl], users.opinion[ctrl],
-        users.discrete_stance[ctrl].astype(np.float32), users.misinformed[ctrl].astype(np.float32),
-        users.exposure[ctrl], users.activity[ctrl], users.toxicity_propensity[ctrl],
-        users.susceptibility[ctrl], np.log1p(np.diff(followers_indptr)[ctrl]).astype(np.float32),
-        np.log1p(np.diff(followees_indptr)[ctrl]).astype(np.float32),
-        np.full(c, sim.round / base.config.rounds, np.float32),
-    ], axis=1).astype(np.float32)
-    embedding = np.concatenate([users.latent[ctrl], users.memory_latent[ctrl]], axis=1).astype(np.float32)
-    return [{"feed": feed_obs[i], "feed_mask": valid[i].astype(np.int8), "state": state[i],
-             "embedding": embedding[i]} for i in range(c)]
+    state = np.stack(
+        [
+            is_active.astype(np.float32),
+            users.stance[ctrl],
+            users.opinion[ctrl],
+            users.discrete_stance[ctrl].astype(np.float32),
+            users.misinformed[ctrl].astype(np.float32),
+            users.exposure[ctrl],
+            users.activity[ctrl],
+            users.toxicity_propensity[ctrl],
+            users.susceptibility[ctrl],
+            np.log1p(np.diff(followers_indptr)[ctrl]).astype(np.float32),
+            np.log1p(np.diff(followees_indptr)[ctrl]).astype(np.float32),
+            np.full(c, sim.round / base.config.rounds, np.float32),
+        ],
+        axis=1,
+    ).astype(np.float32)
+    embedding = np.concatenate([users.latent[ctrl], users.memory_latent[ctrl]], axis=1).astype(
+        np.float32
+    )
+    return [
+        {
+            "feed": feed_obs[i],
+            "feed_mask": valid[i].astype(np.int8),
+            "state": state[i],
+            "embedding": embedding[i],
+        }
+        for i in range(c)
+    ]
 
 
 def user_observation_space(feed_slots: int, latent_dim: int) -> spaces.Dict:
     """A controlled user's observation space (a new object per call: one per agent, so
     seeding one agent's space does not touch another's)."""
     f, d = feed_slots, latent_dim
-    return spaces.Dict({
-        "feed": spaces.Box(-np.inf, np.inf, (f, d + len(FEED_FEATURES)), np.float32),
-        "feed_mask": spaces.MultiBinary(f),
-        "state": spaces.Box(-np.inf, np.inf, (len(STATE_FEATURES),), np.float32),
-        "embedding": spaces.Box(-np.inf, np.inf, (2 * d,), np.float32),
-    })
+    return spaces.Dict(
+        {
+            "feed": spaces.Box(-np.inf, np.inf, (f, d + len(FEED_FEATURES)), np.float32),
+            "feed_mask": spaces.MultiBinary(f),
+            "state": spaces.Box(-np.inf, np.inf, (len(STATE_FEATURES),), np.float32),
+            "embedding": spaces.Box(-np.inf, np.inf, (2 * d,), np.float32),
+        }
+    )
 
 
 def platform_observation(obs: dict[str, Any]) -> dict[str, Any]:

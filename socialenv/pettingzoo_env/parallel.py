@@ -55,24 +55,44 @@ class PolicySimParallelEnv(ParallelEnv):
             brain, "surrogate", "llm" or an ABM name —, ``scenario``, ...).
     """
 
-    metadata = {"name": "policysim_parallel_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
+    metadata = {
+        "name": "policysim_parallel_v0",
+        "render_modes": ["ansi", "rgb_array"],
+        "is_parallelizable": True,
+    }
 
-    def __init__(self, env_id: str = "PolicySim-Rec-v0", controlled_users: int | Any = 10,
-                 platform_agent: bool = True, platform_policy: Any = None,
-                 feed_slots: int | None = None, user_reward_weights: dict[str, float] | None = None,
-                 reply_toxicity: float = 0.0, post_toxicity: float = 0.0,
-                 render_mode: str | None = None, max_cycles: int | None = None,
-                 **env_kwargs: Any) -> None:
+    def __init__(
+        self,
+        env_id: str = "PolicySim-Rec-v0",
+        controlled_users: int | Any = 10,
+        platform_agent: bool = True,
+        platform_policy: Any = None,
+        feed_slots: int | None = None,
+        user_reward_weights: dict[str, float] | None = None,
+        reply_toxicity: float = 0.0,
+        post_toxicity: float = 0.0,
+        render_mode: str | None = None,
+        max_cycles: int | None = None,
+        **env_kwargs: Any,
+    ) -> None:
         if max_cycles is not None:
             rounds = env_kwargs.setdefault("rounds", max_cycles)
-            check(rounds == max_cycles, "max_cycles", f"PettingZoo's name for rounds: equal to rounds={rounds!r} "
-                  "when both are given", max_cycles)
+            check(
+                rounds == max_cycles,
+                "max_cycles",
+                f"PettingZoo's name for rounds: equal to rounds={rounds!r} when both are given",
+                max_cycles,
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None")
+            raise ValueError(
+                f"render_mode={render_mode!r} is not allowed: use one of {self.metadata['render_modes']} or None"
+            )
         self.render_mode = render_mode
         users = env_kwargs.pop("users", "surrogate")
         inner = make_brain(users, llm=env_kwargs.get("llm"), surrogate=env_kwargs.get("surrogate"))
-        self.brain = ExternalActionBrain(inner, reply_toxicity=reply_toxicity, post_toxicity=post_toxicity)
+        self.brain = ExternalActionBrain(
+            inner, reply_toxicity=reply_toxicity, post_toxicity=post_toxicity
+        )
         self.env = gym.make(env_id, users=self.brain, render_mode=render_mode, **env_kwargs)
         base = self.base = self.env.unwrapped
         n = base._num_users()
@@ -83,14 +103,20 @@ class PolicySimParallelEnv(ParallelEnv):
         base.sim.recommender = self._feeds
 
         rec = base.config.recommender
-        self.feed_slots = int(feed_slots if feed_slots is not None else rec.relational + rec.personalized + rec.headline)
+        self.feed_slots = int(
+            feed_slots
+            if feed_slots is not None
+            else rec.relational + rec.personalized + rec.headline
+        )
         if self.feed_slots < 1:
             raise ValueError(f"feed_slots={self.feed_slots} is not allowed: an integer >= 1")
         self._kind_weight = reaction_weights(user_reward_weights)
 
         self.platform_agent = bool(platform_agent)
         if self.platform_agent and platform_policy is not None:
-            raise ValueError("platform_policy is used only without a platform agent (platform_agent=False)")
+            raise ValueError(
+                "platform_policy is used only without a platform agent (platform_agent=False)"
+            )
         if base.config.action_format == "scores" and not self.platform_agent:
             raise ValueError(
                 'action_format="scores" needs the platform agent (platform_agent=True): a score '
@@ -100,7 +126,9 @@ class PolicySimParallelEnv(ParallelEnv):
         self._platform_policy_spec = platform_policy
         self.platform_policy = self._make_platform_policy(platform_policy)
 
-        self.possible_agents = ([PLATFORM] if self.platform_agent else []) + [user_agent(u) for u in controlled]
+        self.possible_agents = ([PLATFORM] if self.platform_agent else []) + [
+            user_agent(u) for u in controlled
+        ]
         self.agents: list[str] = []
         d = base._latent_dim
         f = self.feed_slots
@@ -110,7 +138,9 @@ class PolicySimParallelEnv(ParallelEnv):
             self.observation_spaces[user_agent(u)] = user_observation_space(f, d)
             self.action_spaces[user_agent(u)] = user_action_space(f)
         if self.platform_agent:
-            self.observation_spaces[PLATFORM] = spaces.Dict(platform_observation(base.observation_space.spaces))
+            self.observation_spaces[PLATFORM] = spaces.Dict(
+                platform_observation(base.observation_space.spaces)
+            )
             self.action_spaces[PLATFORM] = base.action_space
         self.state_space = spaces.Box(-1.0, 1.0, (2 * n,), np.float32)
         self._position = np.full(n, -1, np.int64)
@@ -137,9 +167,17 @@ class PolicySimParallelEnv(ParallelEnv):
 
     def _observe_users(self) -> dict[str, dict[str, np.ndarray]]:
         seen = user_feeds(self.base, self.controlled, self._feeds, self.feed_slots)
-        self._user_feed, self._user_channel, self._user_active = seen.feed, seen.channel, seen.active
-        return {user_agent(u): obs for u, obs in
-                zip(self.controlled, user_observations(self.base, self.controlled, seen), strict=True)}
+        self._user_feed, self._user_channel, self._user_active = (
+            seen.feed,
+            seen.channel,
+            seen.active,
+        )
+        return {
+            user_agent(u): obs
+            for u, obs in zip(
+                self.controlled, user_observations(self.base, self.controlled, seen), strict=True
+            )
+        }
 
     def _observe(self) -> dict[str, Any]:
         obs: dict[str, Any] = self._observe_users()
@@ -167,39 +205,56 @@ class PolicySimParallelEnv(ParallelEnv):
             raise RuntimeError("the episode is over (all agents truncated): call reset()")
         unknown = set(actions) - set(self.possible_agents)
         if unknown:
-            raise ValueError(f"actions for unknown agent(s) {sorted(unknown)}; agents: {self.agents}")
+            raise ValueError(
+                f"actions for unknown agent(s) {sorted(unknown)}; agents: {self.agents}"
+            )
         base = self.base
         no_slate = np.full(base.slate_size, base.no_op, np.int64)
         gym_obs = self._gym_obs
         if self.platform_agent:
             slate = actions.get(PLATFORM)
             if slate is None and base.config.action_format == "scores":
-                raise ValueError('the "platform" agent must act every step with action_format="scores" '
-                                 "(one score per arm; a score action has no empty slot)")
+                raise ValueError(
+                    'the "platform" agent must act every step with action_format="scores" '
+                    "(one score per arm; a score action has no empty slot)"
+                )
             slate = no_slate if slate is None else slate
         elif self.platform_policy is None:
             slate = no_slate
         else:
             slate = slate_for(self.platform_policy, gym_obs, self.env)
         self._acted = self._user_active.copy()
-        self.brain.set_actions(decode_user_actions(actions, self.controlled, self._user_feed, self.feed_slots))
+        self.brain.set_actions(
+            decode_user_actions(actions, self.controlled, self._user_feed, self.feed_slots)
+        )
         try:
             self._gym_obs, reward, terminated, truncated, info = self.env.step(slate)
         finally:
             self.brain.set_actions(None)
         applied = info["arm_applied"]
         if not self.platform_agent and applied.any() and hasattr(self.platform_policy, "update"):
-            self.platform_policy.update(gym_obs["arms"][info["arm_indices"][applied]], info["arm_rewards"][applied])
+            self.platform_policy.update(
+                gym_obs["arms"][info["arm_indices"][applied]], info["arm_rewards"][applied]
+            )
         out = base._last_result.output
-        user_reward = user_rewards(base.sim.posts.author[out.react_post], out.react_kind, self._position,
-                                   self._kind_weight, len(self.controlled))
+        user_reward = user_rewards(
+            base.sim.posts.author[out.react_post],
+            out.react_kind,
+            self._position,
+            self._kind_weight,
+            len(self.controlled),
+        )
         obs = self._observe()
-        rewards: dict[str, float] = {user_agent(u): float(user_reward[i]) for i, u in enumerate(self.controlled)}
+        rewards: dict[str, float] = {
+            user_agent(u): float(user_reward[i]) for i, u in enumerate(self.controlled)
+        }
         infos: dict[str, dict[str, Any]] = {
-            user_agent(u): {"active": bool(self._acted[i]),
-                            "reactions": int(self.brain.last_reactions[i]),
-                            "dropped_reactions": int(self.brain.last_dropped[i]),
-                            "posted": bool(self.brain.last_posted[i])}
+            user_agent(u): {
+                "active": bool(self._acted[i]),
+                "reactions": int(self.brain.last_reactions[i]),
+                "dropped_reactions": int(self.brain.last_dropped[i]),
+                "posted": bool(self.brain.last_posted[i]),
+            }
             for i, u in enumerate(self.controlled)
         }
         if self.platform_agent:

@@ -61,9 +61,13 @@ class SweepConfig:
             raise ValueError(f"wandb={self.wandb!r} is not allowed: one of {WANDB_MODES} or None")
         for key, values in self.grid.items():
             if not isinstance(values, list | tuple) or not values:
-                raise ValueError(f"grid[{key!r}] must be a non-empty list of values; got {values!r}")
+                raise ValueError(
+                    f"grid[{key!r}] must be a non-empty list of values; got {values!r}"
+                )
             if key in RUN_PARAMETERS:
-                raise ValueError(f"grid[{key!r}]: {key} is set by the sweep itself, not varied as an env argument")
+                raise ValueError(
+                    f"grid[{key!r}]: {key} is set by the sweep itself, not varied as an env argument"
+                )
         unknown = set(self.policy_kwargs) - set(self.policies)
         if unknown:
             raise ValueError(f"policy_kwargs names policies not in the sweep: {sorted(unknown)}")
@@ -75,8 +79,10 @@ class SweepConfig:
         from socialenv.registration import ENV_IDS
 
         if self.env_id not in ENV_IDS:
-            raise ValueError(f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
-                             f"{did_you_mean(self.env_id, ENV_IDS)}")
+            raise ValueError(
+                f"env_id={self.env_id!r} is not allowed: use one of {sorted(ENV_IDS)}"
+                f"{did_you_mean(self.env_id, ENV_IDS)}"
+            )
         allowed = policy_names()
         bad = [p for p in self.policies if p not in allowed]
         if bad:
@@ -94,7 +100,10 @@ class SweepConfig:
     def configs(self) -> list[dict[str, Any]]:
         """The grid's configs (each a dict of the varied env arguments)."""
         keys = list(self.grid)
-        return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(self.grid[k] for k in keys))]
+        return [
+            dict(zip(keys, values, strict=True))
+            for values in itertools.product(*(self.grid[k] for k in keys))
+        ]
 
     def trials(self) -> list[Trial]:
         """All trials, policy-major, then config, then seed."""
@@ -102,12 +111,20 @@ class SweepConfig:
         for policy in self.policies:
             for ci, cfg in enumerate(self.configs()):
                 for seed in self.seeds:
-                    out.append(Trial(
-                        index=len(out), name=f"{policy}-c{ci}-s{seed}", env_id=self.env_id,
-                        policy=policy, seed=seed, episodes=self.episodes, config_index=ci,
-                        config=cfg, env_kwargs={**self.env_kwargs, **cfg},
-                        policy_kwargs=dict(self.policy_kwargs.get(policy, {})),
-                    ))
+                    out.append(
+                        Trial(
+                            index=len(out),
+                            name=f"{policy}-c{ci}-s{seed}",
+                            env_id=self.env_id,
+                            policy=policy,
+                            seed=seed,
+                            episodes=self.episodes,
+                            config_index=ci,
+                            config=cfg,
+                            env_kwargs={**self.env_kwargs, **cfg},
+                            policy_kwargs=dict(self.policy_kwargs.get(policy, {})),
+                        )
+                    )
         return out
 
 

@@ -31,7 +31,9 @@ def _package_dirs() -> list[str]:
 
     from agent_models.plugins import plugin_modules
 
-    names = dict.fromkeys(["socialenv", "bandits", "agent_models", *(m.split(".")[0] for m in plugin_modules())])
+    names = dict.fromkeys(
+        ["socialenv", "bandits", "agent_models", *(m.split(".")[0] for m in plugin_modules())]
+    )
     dirs = []
     for name in names:
         spec = find_spec(name)
@@ -40,8 +42,9 @@ def _package_dirs() -> list[str]:
     return dirs
 
 
-def _run_local(trials: list[Trial], settings: dict[str, Any],
-               on_result: Callable[[dict[str, Any]], None]) -> None:
+def _run_local(
+    trials: list[Trial], settings: dict[str, Any], on_result: Callable[[dict[str, Any]], None]
+) -> None:
     for trial in trials:
         try:
             on_result(run_trial(trial, **settings))
@@ -49,16 +52,27 @@ def _run_local(trials: list[Trial], settings: dict[str, Any],
             on_result(trial_failure(trial, err))
 
 
-def _run_ray(trials: list[Trial], settings: dict[str, Any], on_result: Callable[[dict[str, Any]], None],
-             address: str | None, num_cpus: int | None, cpus_per_trial: float, ship_code: bool,
-             shutdown: bool) -> float:
+def _run_ray(
+    trials: list[Trial],
+    settings: dict[str, Any],
+    on_result: Callable[[dict[str, Any]], None],
+    address: str | None,
+    num_cpus: int | None,
+    cpus_per_trial: float,
+    ship_code: bool,
+    shutdown: bool,
+) -> float:
     """Run the trials as Ray tasks; returns the seconds spent starting / joining Ray."""
     ray = require("ray", "distributed", "backend='ray'")
 
     started = False
     start = time.perf_counter()
     if not ray.is_initialized():
-        init: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
+        init: dict[str, Any] = {
+            "address": address,
+            "include_dashboard": False,
+            "log_to_driver": False,
+        }
         if address is None and num_cpus is not None:
             init["num_cpus"] = num_cpus
         if ship_code:
@@ -93,14 +107,20 @@ def trial_identity(trial: dict[str, Any]) -> str:
 def _finished_trials(log: Path, trials: list[Trial]) -> list[dict[str, Any]]:
     """The successful records of ``log`` whose definition equals one of ``trials`` (a trial
     run under another configuration, a failed one or a line cut short runs again)."""
-    wanted = {trial_identity(json.loads(to_json(asdict(t)))): t for t in trials}  # as the log holds it
+    wanted = {
+        trial_identity(json.loads(to_json(asdict(t)))): t for t in trials
+    }  # as the log holds it
     kept: dict[str, dict[str, Any]] = {}
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):
             continue  # a line cut short when the sweep died
-        if not isinstance(record, dict) or "error" in record or not isinstance(record.get("trial"), dict):
+        if (
+            not isinstance(record, dict)
+            or "error" in record
+            or not isinstance(record.get("trial"), dict)
+        ):
             continue
         trial = wanted.get(trial_identity(record["trial"]))
         if trial is not None and _plain_record(record):
@@ -111,20 +131,35 @@ def _finished_trials(log: Path, trials: list[Trial]) -> list[dict[str, Any]]:
 
 def _plain_record(record: dict[str, Any]) -> bool:
     """A trial record whose rows are number-valued dicts (what the report aggregates)."""
+
     def number(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
     rows = record.get("rows")
-    return (isinstance(rows, list) and bool(rows) and isinstance(record.get("summary"), dict)
-            and number(record.get("seconds"))
-            and all(isinstance(row, dict) and all(isinstance(k, str) and number(v) for k, v in row.items())
-                    for row in rows))
+    return (
+        isinstance(rows, list)
+        and bool(rows)
+        and isinstance(record.get("summary"), dict)
+        and number(record.get("seconds"))
+        and all(
+            isinstance(row, dict) and all(isinstance(k, str) and number(v) for k, v in row.items())
+            for row in rows
+        )
+    )
 
 
-def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None = None,
-              num_cpus: int | None = None, cpus_per_trial: float = 1.0, ship_code: bool = False,
-              shutdown: bool = True, progress: Callable[[dict[str, Any], int, int], None] | None = None,
-              resume: bool = False) -> SweepResult:
+def run_sweep(
+    config: SweepConfig,
+    backend: str = "ray",
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    cpus_per_trial: float = 1.0,
+    ship_code: bool = False,
+    shutdown: bool = True,
+    progress: Callable[[dict[str, Any], int, int], None] | None = None,
+    resume: bool = False,
+) -> SweepResult:
     """Run every trial of ``config`` and aggregate over seeds.
 
     Args:
@@ -145,8 +180,10 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
     as it ends (a failed one with its error and traceback), so a sweep that dies keeps them.
     """
     if backend not in SWEEP_BACKENDS:
-        raise ValueError(f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}"
-                         f"{did_you_mean(backend, SWEEP_BACKENDS)}")
+        raise ValueError(
+            f"backend={backend!r} is not allowed: use one of {SWEEP_BACKENDS}"
+            f"{did_you_mean(backend, SWEEP_BACKENDS)}"
+        )
     if cpus_per_trial <= 0:
         raise ValueError(f"cpus_per_trial={cpus_per_trial!r} is not allowed: a number > 0")
     config.validate()
@@ -155,7 +192,9 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     settings = {
-        "wandb_mode": config.wandb, "wandb_project": config.wandb_project, "group": config.name,
+        "wandb_mode": config.wandb,
+        "wandb_project": config.wandb_project,
+        "group": config.name,
         "out_dir": str(out_dir / "wandb") if out_dir else None,
     }
     results: list[dict[str, Any]] = []
@@ -184,12 +223,21 @@ def run_sweep(config: SweepConfig, backend: str = "ray", *, address: str | None 
     if backend == "local":
         _run_local(trials, settings, on_result)
     else:
-        startup = _run_ray(trials, settings, on_result, address, num_cpus, cpus_per_trial, ship_code, shutdown)
+        startup = _run_ray(
+            trials, settings, on_result, address, num_cpus, cpus_per_trial, ship_code, shutdown
+        )
     seconds = time.perf_counter() - start
     results.sort(key=lambda r: r["trial"]["index"])
     failures = [{"trial": r["trial"]["name"], "error": r["error"]} for r in results if "error" in r]
-    result = SweepResult(table=aggregate(results), trials=results, failures=failures,
-                         backend=backend, seconds=seconds, out_dir=out_dir, startup_seconds=startup)
+    result = SweepResult(
+        table=aggregate(results),
+        trials=results,
+        failures=failures,
+        backend=backend,
+        seconds=seconds,
+        out_dir=out_dir,
+        startup_seconds=startup,
+    )
     if out_dir is not None:
         write_sweep(result, config, out_dir)
     return result

@@ -37,17 +37,24 @@ def load_grid(path: str | Path) -> SweepConfig:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"grid file {path} does not exist")
-    spec = read_data_file(path, "grid file", max_bytes=MAX_GRID_FILE_BYTES, max_depth=MAX_GRID_DEPTH) or {}
+    spec = (
+        read_data_file(path, "grid file", max_bytes=MAX_GRID_FILE_BYTES, max_depth=MAX_GRID_DEPTH)
+        or {}
+    )
     if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
         raise ValueError(f"{path}: a grid file needs a 'parameters' mapping (W&B sweep format)")
     method = spec.get("method", "grid")
     if method != "grid":
-        raise ValueError(f"{path}: method={method!r} is not allowed: policysim sweep runs 'grid' sweeps")
+        raise ValueError(
+            f"{path}: method={method!r} is not allowed: policysim sweep runs 'grid' sweeps"
+        )
     fixed: dict[str, Any] = {}
     varied: dict[str, list[Any]] = {}
     for key, param in spec["parameters"].items():
         if not isinstance(param, dict) or not ({"value", "values"} & set(param)):
-            raise ValueError(f"{path}: parameter {key!r} needs 'value' or 'values' (grid sweeps take no distributions)")
+            raise ValueError(
+                f"{path}: parameter {key!r} needs 'value' or 'values' (grid sweeps take no distributions)"
+            )
         if "values" in param:
             if not isinstance(param["values"], list) or not param["values"]:
                 raise ValueError(f"{path}: parameter {key!r}: 'values' must be a non-empty list")
@@ -68,9 +75,16 @@ def load_grid(path: str | Path) -> SweepConfig:
         raise ValueError(f"{path}: episodes must have a single value")
     policy_kwargs = take("policy_kwargs", [{}])
     if len(policy_kwargs) != 1 or not isinstance(policy_kwargs[0], dict):
-        raise ValueError(f"{path}: policy_kwargs must be a single mapping policy -> hyper-parameters")
+        raise ValueError(
+            f"{path}: policy_kwargs must be a single mapping policy -> hyper-parameters"
+        )
     return SweepConfig(
-        name=str(spec.get("name", path.stem)), env_id=str(env_ids[0]),
-        policies=tuple(take("policy", ["origin", "random"])), seeds=tuple(take("seed", [0])),
-        episodes=int(episodes[0]), env_kwargs=fixed, grid=varied, policy_kwargs=policy_kwargs[0],
+        name=str(spec.get("name", path.stem)),
+        env_id=str(env_ids[0]),
+        policies=tuple(take("policy", ["origin", "random"])),
+        seeds=tuple(take("seed", [0])),
+        episodes=int(episodes[0]),
+        env_kwargs=fixed,
+        grid=varied,
+        policy_kwargs=policy_kwargs[0],
     )

@@ -62,8 +62,13 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = [row for m in members for row in m["rows"]]
         keys = [k for k in rows[0] if k not in ("seed", "episode", "round")]
         summary = summarize(rows, keys)
-        entry = {"policy": policy, "config_index": ci, "config": members[0]["trial"]["config"],
-                 "seeds": summary["seeds"], "seconds": sum(m["seconds"] for m in members) / len(members)}
+        entry = {
+            "policy": policy,
+            "config_index": ci,
+            "config": members[0]["trial"]["config"],
+            "seeds": summary["seeds"],
+            "seconds": sum(m["seconds"] for m in members) / len(members),
+        }
         entry.update({k: v for k, v in summary.items() if isinstance(v, dict) and "mean" in v})
         table.append(entry)
     table.sort(key=lambda e: (e["config_index"], e["policy"]))
@@ -73,15 +78,26 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_sweep(result: SweepResult, config: SweepConfig, out_dir: Path) -> None:
     """``sweep.json`` (config, table, trials, failures) and ``rounds.csv`` in ``out_dir``."""
     payload = {
-        "config": to_json_data(asdict(config)), "backend": result.backend, "seconds": result.seconds,
+        "config": to_json_data(asdict(config)),
+        "backend": result.backend,
+        "seconds": result.seconds,
         "startup_seconds": result.startup_seconds,
-        "table": result.table, "failures": result.failures,
+        "table": result.table,
+        "failures": result.failures,
         "trials": [{k: v for k, v in r.items() if k != "rows"} for r in result.trials],
     }
     (out_dir / "sweep.json").write_text(to_json(payload, indent=2))
-    rows = [{"trial": r["trial"]["name"], "policy": r["trial"]["policy"],
-             "config_index": r["trial"]["config_index"], **row}
-            for r in result.trials if "error" not in r for row in r["rows"]]
+    rows = [
+        {
+            "trial": r["trial"]["name"],
+            "policy": r["trial"]["policy"],
+            "config_index": r["trial"]["config_index"],
+            **row,
+        }
+        for r in result.trials
+        if "error" not in r
+        for row in r["rows"]
+    ]
     if rows:
         fieldnames = list(rows[0]) + sorted({k for row in rows for k in row} - set(rows[0]))
         with (out_dir / "rounds.csv").open("w", newline="") as fh:
@@ -94,8 +110,10 @@ def config_label(config: dict[str, Any]) -> str:
     """Short text for a grid config (``budget=5, users=lorenz``)."""
     if not config:
         return "-"
-    return ", ".join(f"{k}={v if not isinstance(v, dict) else json.dumps(v, separators=(',', ':'))}"
-                     for k, v in config.items())
+    return ", ".join(
+        f"{k}={v if not isinstance(v, dict) else json.dumps(v, separators=(',', ':'))}"
+        for k, v in config.items()
+    )
 
 
 def print_table(result: SweepResult, console: Any = None, title: str | None = None) -> None:
@@ -124,8 +142,10 @@ def print_table(result: SweepResult, console: Any = None, title: str | None = No
 
     means = [label for key, label in metrics if key in FLOW_METRICS]
     lasts = [label for key, label in metrics if key not in FLOW_METRICS]
-    console.print(f"mean over the rounds of the last episode: {', '.join(means) or '-'}; "
-                  f"last round's value: {', '.join(lasts) or '-'}; ± is the 95% CI over seeds "
-                  "(n/a with one seed)")
+    console.print(
+        f"mean over the rounds of the last episode: {', '.join(means) or '-'}; "
+        f"last round's value: {', '.join(lasts) or '-'}; ± is the 95% CI over seeds "
+        "(n/a with one seed)"
+    )
     for failure in result.failures:
         console.print(f"[red]failed[/red] {failure['trial']}: {failure['error']}")

@@ -19,9 +19,16 @@ from agent_models.redaction import to_json_data
 from socialenv.sweep.config import Trial
 
 
-def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str = "policysim",
-              group: str = "sweep", out_dir: str | None = None, threads: int | None = None,
-              wandb_run: Any = None) -> dict[str, Any]:
+def run_trial(
+    trial: Trial,
+    *,
+    wandb_mode: str | None = None,
+    wandb_project: str = "policysim",
+    group: str = "sweep",
+    out_dir: str | None = None,
+    threads: int | None = None,
+    wandb_run: Any = None,
+) -> dict[str, Any]:
     """Run one trial; returns its definition, rows (one per round), summary and timing.
 
     Args:
@@ -52,8 +59,13 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
         wandb_run = wandb.init(
-            project=wandb_project, group=group, name=trial.name, job_type=trial.policy,
-            mode=wandb_mode, dir=str(run_dir) if run_dir else None, reinit="finish_previous",
+            project=wandb_project,
+            group=group,
+            name=trial.name,
+            job_type=trial.policy,
+            mode=wandb_mode,
+            dir=str(run_dir) if run_dir else None,
+            reinit="finish_previous",
             config={**to_json_data(asdict(trial))},
             settings=wandb.Settings(silent=True, console="off"),  # one line per trial is enough
         )
@@ -64,7 +76,9 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
     try:
         policy = make_run_policy(trial.policy, env.unwrapped, trial.seed, **trial.policy_kwargs)
         for episode in range(trial.episodes):
-            for row in play_episode(env, policy, trial.seed * 1000 + episode, extra_metrics=opinion_metrics):
+            for row in play_episode(
+                env, policy, trial.seed * 1000 + episode, extra_metrics=opinion_metrics
+            ):
                 row = {"seed": trial.seed, "episode": episode, **row}
                 if wandb_run is not None:
                     wandb_run.log({k: v for k, v in row.items() if k != "seed"}, step=len(rows))
@@ -72,14 +86,24 @@ def run_trial(trial: Trial, *, wandb_mode: str | None = None, wandb_project: str
         keys = [k for k in rows[0] if k not in ("seed", "episode", "round")]
         summary = summarize(rows, keys)
         if wandb_run is not None:
-            wandb_run.summary.update({f"final/{k}": v["mean"] for k, v in summary.items() if isinstance(v, dict) and "mean" in v})
+            wandb_run.summary.update(
+                {
+                    f"final/{k}": v["mean"]
+                    for k, v in summary.items()
+                    if isinstance(v, dict) and "mean" in v
+                }
+            )
     finally:
         env.close()
         if own_run:
             wandb_run.finish()
     return {
-        "trial": to_json_data(asdict(trial)), "rows": rows, "summary": summary,
-        "seconds": time.perf_counter() - start, "host": socket.gethostname(), "pid": os.getpid(),
+        "trial": to_json_data(asdict(trial)),
+        "rows": rows,
+        "summary": summary,
+        "seconds": time.perf_counter() - start,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
     }
 
 
@@ -87,5 +111,8 @@ def trial_failure(trial: Trial, err: BaseException) -> dict[str, Any]:
     """The record of a failed trial: its definition, the error and where it was raised."""
     import traceback
 
-    return {"trial": to_json_data(asdict(trial)), "error": f"{type(err).__name__}: {err}",
-            "traceback": "".join(traceback.format_exception(err, limit=-8))}
+    return {
+        "trial": to_json_data(asdict(trial)),
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": "".join(traceback.format_exception(err, limit=-8)),
+    }

@@ -43,7 +43,9 @@ def test_importing_agent_models_is_light() -> None:
         "heavy = [m for m in ('torch', 'transformers', 'vllm', 'openai', 'sentence_transformers',"
         " 'llguidance', 'profanity_check') if m in sys.modules]; print(heavy)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -89,10 +91,18 @@ def parse(text: str, **kw: object) -> ParsedAnswer | str:
 
 
 def test_parse_valid_answer() -> None:
-    ans = parse(json.dumps({"actions": [
-        {"type": "like", "post_id": 10}, {"type": "reply", "post_id": 11, "text": "x" * 80},
-        {"type": "post", "text": "hello"}, {"type": "follow", "user_id": 3},
-    ]}))
+    ans = parse(
+        json.dumps(
+            {
+                "actions": [
+                    {"type": "like", "post_id": 10},
+                    {"type": "reply", "post_id": 11, "text": "x" * 80},
+                    {"type": "post", "text": "hello"},
+                    {"type": "follow", "user_id": 3},
+                ]
+            }
+        )
+    )
     assert isinstance(ans, ParsedAnswer)
     assert ans.posts == ["hello"] and ans.follows == [3]
     assert ans.reactions == [(int(Behaviour.LIKE), 10, None), (int(Behaviour.REPLY), 11, "x" * 50)]
@@ -115,10 +125,14 @@ def test_parse_valid_answer() -> None:
         ('{"actions": [{"type": "follow", "user_id": 7}]}', "unknown_user"),
         ('{"actions": [{"type": "follow", "user_id": 2}]}', "impossible_action"),
         ('{"actions": [{"type": "unfollow", "user_id": 3}]}', "impossible_action"),
-        ('{"actions": [{"type": "like", "post_id": 10}, {"type": "dislike", "post_id": 10}]}',
-         "impossible_action"),
-        ('{"actions": [' + ",".join(f'{{"type":"post","text":"a{i}"}}' for i in range(5)) + "]}",
-         "too_many_actions"),
+        (
+            '{"actions": [{"type": "like", "post_id": 10}, {"type": "dislike", "post_id": 10}]}',
+            "impossible_action",
+        ),
+        (
+            '{"actions": [' + ",".join(f'{{"type":"post","text":"a{i}"}}' for i in range(5)) + "]}",
+            "too_many_actions",
+        ),
         ('{"actions": [{"type": "post", "text": "<your post>"}]}', "placeholder_text"),
         ('{"actions": [{"type": "reply", "post_id": 10, "text": "..."}]}', "placeholder_text"),
         ('{"actions": [{"type": "post", "text": "Text"}]}', "placeholder_text"),
@@ -130,8 +144,18 @@ def test_parse_rejects_with_reason(text: str, reason: str) -> None:
 
 
 def test_placeholders_are_not_content() -> None:
-    for text in ["...", "…", " . . ", "<your reply>", "<one sentence>", "summary", "Your post.",
-                 "", "-", None]:
+    for text in [
+        "...",
+        "…",
+        " . . ",
+        "<your reply>",
+        "<one sentence>",
+        "summary",
+        "Your post.",
+        "",
+        "-",
+        None,
+    ]:
         assert is_placeholder(text), text
     for text in ["No.", "ok", "Vote on Tuesday!", "<3 this", "I disagree <strongly>", "1984"]:
         assert not is_placeholder(text), text
@@ -139,26 +163,45 @@ def test_placeholders_are_not_content() -> None:
 
 def test_parse_truncated_and_disallowed_behaviour() -> None:
     assert parse('{"actions": [{"type":', truncated=True) == "truncated"
-    assert parse('{"actions": [{"type": "post", "text": "hi"}]}', behaviours=("like",)) == "impossible_action"
+    assert (
+        parse('{"actions": [{"type": "post", "text": "hi"}]}', behaviours=("like",))
+        == "impossible_action"
+    )
 
 
 def test_answer_schema_per_agent_and_shared() -> None:
-    per_agent = answer_schema(behaviours=ALL, max_actions=3, max_text_chars=40, post_ids=[10, 11],
-                              follow_ids=[3], unfollow_ids=[])
+    per_agent = answer_schema(
+        behaviours=ALL,
+        max_actions=3,
+        max_text_chars=40,
+        post_ids=[10, 11],
+        follow_ids=[3],
+        unfollow_ids=[],
+    )
     items = per_agent["properties"]["actions"]["items"]["anyOf"]
     kinds = [v["properties"]["type"]["const"] for v in items]
     assert kinds == ["post", "retweet", "reply", "like", "dislike", "follow"]  # no unfollow target
     assert items[3]["properties"]["post_id"]["enum"] == [10, 11]
     assert per_agent["properties"]["actions"]["maxItems"] == 3
-    assert all(v["additionalProperties"] is False and set(v["required"]) == set(v["properties"])
-               for v in items)
-    shared = answer_schema(behaviours=ALL, max_actions=2, max_text_chars=40, post_ids=(0, 99),
-                           follow_ids=(0, 9), unfollow_ids=(0, 9))
+    assert all(
+        v["additionalProperties"] is False and set(v["required"]) == set(v["properties"])
+        for v in items
+    )
+    shared = answer_schema(
+        behaviours=ALL,
+        max_actions=2,
+        max_text_chars=40,
+        post_ids=(0, 99),
+        follow_ids=(0, 9),
+        unfollow_ids=(0, 9),
+    )
     like = shared["properties"]["actions"]["items"]["anyOf"][3]["properties"]["post_id"]
     assert like == {"type": "integer", "minimum": 0, "maximum": 99}
     empty = answer_schema(behaviours=("like",), max_actions=2, max_text_chars=40, post_ids=[])
     assert empty["properties"]["actions"]["maxItems"] == 0
-    assert answer_json([{"type": "like", "post_id": 3}]) == '{"actions":[{"type":"like","post_id":3}]}'
+    assert (
+        answer_json([{"type": "like", "post_id": 3}]) == '{"actions":[{"type":"like","post_id":3}]}'
+    )
 
 
 def test_parse_stance() -> None:
@@ -171,10 +214,21 @@ def test_parse_stance() -> None:
 
 # ----------------------------------------------------------------------------- prompts
 def test_prompt_shares_its_prefix_and_names_ids() -> None:
-    persona = {"likely_identity": "nurse", "interested_areas": "health",
-               "posting_style": "calm", "interaction_behaviour": "lurker"}
-    a = agent_messages("topic T", "user_1", persona, ["(round 0) m"],
-                       [feed_line(12, 4, "user_4", "Vote today!", followed=True, likes=3)], ["News A"], 2)
+    persona = {
+        "likely_identity": "nurse",
+        "interested_areas": "health",
+        "posting_style": "calm",
+        "interaction_behaviour": "lurker",
+    }
+    a = agent_messages(
+        "topic T",
+        "user_1",
+        persona,
+        ["(round 0) m"],
+        [feed_line(12, 4, "user_4", "Vote today!", followed=True, likes=3)],
+        ["News A"],
+        2,
+    )
     b = agent_messages("topic T", "user_9", persona, [], [], ["News A"], 2)
     assert a[0] == b[0]  # the system message (shared part) is identical for all agents
     assert a[0]["role"] == "system" and "topic T" in a[0]["content"] and "News A" in a[0]["content"]
@@ -212,7 +266,8 @@ def test_memory_consolidation_and_state_roundtrip() -> None:
     copy = MemoryStore.from_state_dict(store.state_dict())
     q = np.float32([[0, 1], [1, 0]])
     assert copy.retrieve(np.array([0, 1]), q, 12, 5, 0.1, 0.02) == store.retrieve(
-        np.array([0, 1]), q, 12, 5, 0.1, 0.02)
+        np.array([0, 1]), q, 12, 5, 0.1, 0.02
+    )
     assert copy.post_row == store.post_row
 
 
@@ -229,11 +284,16 @@ def test_toxicity_default_and_pluggable() -> None:
 def test_misinformation_rule() -> None:
     misinfo_post = np.array([True, False, True])
     newly = misinformation_update(
-        react_user=np.array([0, 1, 2, 3]), react_post=np.array([0, 0, 1, 2]),
-        react_kind=np.array([Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.RETWEET],
-                            np.int8),
-        post_misinfo=misinfo_post, text_user=np.array([4, 5]), text_similarity=np.array([0.9, 0.1]),
-        threshold=0.6, misinformed=np.array([False, False, False, True, False, False, False]),
+        react_user=np.array([0, 1, 2, 3]),
+        react_post=np.array([0, 0, 1, 2]),
+        react_kind=np.array(
+            [Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.RETWEET], np.int8
+        ),
+        post_misinfo=misinfo_post,
+        text_user=np.array([4, 5]),
+        text_similarity=np.array([0.9, 0.1]),
+        threshold=0.6,
+        misinformed=np.array([False, False, False, True, False, False, False]),
         agreed_user=np.array([6]),
     )
     # 0 liked a misinfo post, 4 restated it, 6 agreed in a reply; 1 disliked it, 2 retweeted a
@@ -252,17 +312,28 @@ def test_backend_request_building() -> None:
     assert "response_format" not in request_kwargs("m", [], None, Sampling(), 0)
     obj = request_kwargs("m", [], schema, sampling, 0, form="json_object")
     assert obj["response_format"] == {"type": "json_object", "schema": schema}
-    gram = request_kwargs("m", [], schema, sampling, 0, form="grammar", grammar="root ::= \"{}\"")
+    gram = request_kwargs("m", [], schema, sampling, 0, form="grammar", grammar='root ::= "{}"')
     assert "response_format" not in gram and gram["extra_body"]["grammar"] == 'root ::= "{}"'
     none = request_kwargs("m", [], schema, sampling, 0, form="none")
     assert "response_format" not in none and "grammar" not in none["extra_body"]
     with pytest.raises(ValueError, match="form"):
         request_kwargs("m", [], schema, sampling, 0, form="regex")
     v = sampling_kwargs(sampling, 2)
-    assert v == {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_tokens": 64,
-                 "repetition_penalty": 1.0, "seed": 7}
-    cfg = LLMConfig(model="/m", backend="vllm", lora_path="/a", tensor_parallel_size=2,
-                    vllm_engine_kwargs={"enforce_eager": True})
+    assert v == {
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 20,
+        "max_tokens": 64,
+        "repetition_penalty": 1.0,
+        "seed": 7,
+    }
+    cfg = LLMConfig(
+        model="/m",
+        backend="vllm",
+        lora_path="/a",
+        tensor_parallel_size=2,
+        vllm_engine_kwargs={"enforce_eager": True},
+    )
     e = engine_kwargs(cfg)
     assert e["enable_lora"] and e["max_lora_rank"] == 64 and e["tensor_parallel_size"] == 2
     assert e["structured_outputs_config"] == {"backend": "guidance"} and e["enforce_eager"]
@@ -282,7 +353,10 @@ def test_vllm_token_count_on_transformers_5_batch_encoding(tiny_lm_path) -> None
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_lm_path))
-    messages = [{"role": "system", "content": "Rules. " * 30}, {"role": "user", "content": "hi there"}]
+    messages = [
+        {"role": "system", "content": "Rules. " * 30},
+        {"role": "user", "content": "hi there"},
+    ]
     encoded = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     expected = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -312,12 +386,19 @@ class ScriptedBackend:
         for p in prompts:
             content = next(m["content"] for m in p if m["role"] == "user")
             if "You are @" not in content:
-                texts.append('{"stance":"neutral"}' if "Recent posts" in content else '{"summary":"A point."}')
+                texts.append(
+                    '{"stance":"neutral"}'
+                    if "Recent posts" in content
+                    else '{"summary":"A point."}'
+                )
                 continue
             post = int(re.findall(r"^\[(\d+)\]", content, flags=re.M)[0])
             reask = any(m["role"] == "assistant" for m in p)
-            texts.append(json.dumps({"actions": [{"type": "like", "post_id": post}]}) if reask
-                         else self.first(post))
+            texts.append(
+                json.dumps({"actions": [{"type": "like", "post_id": post}]})
+                if reask
+                else self.first(post)
+            )
         n = len(texts)
         return Generation(texts, np.full(n, 10), np.full(n, 5), ["stop"] * n)
 
@@ -344,7 +425,12 @@ def test_retry_invalid_reasks_once_with_the_error(retry: bool) -> None:
     assert out.stats["reask_prompts"] == 6 and out.stats["reask_recovered"] == 6
     agent_calls = [c for c in backend.calls if any("You are @" in m["content"] for m in c[0])]
     reasks = agent_calls[1]  # the labeller check (round 0) and the agents' call come first
-    assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == ["system", "user", "assistant", "user"]
+    assert len(reasks) == 6 and [m["role"] for m in reasks[0]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert "not in [brackets]" in reasks[0][-1]["content"]
 
 
@@ -353,18 +439,32 @@ def test_bdi_answer_schema_prompt_and_parse() -> None:
     from agent_models.llm.prompts import agent_system_prompt
     from agent_models.llm.schema import EMOTIONS
 
-    schema = answer_schema(behaviours=ALL, max_actions=3, max_text_chars=40, post_ids=[10],
-                           follow_ids=[3], unfollow_ids=[], bdi=True, bdi_chars=60)
+    schema = answer_schema(
+        behaviours=ALL,
+        max_actions=3,
+        max_text_chars=40,
+        post_ids=[10],
+        follow_ids=[3],
+        unfollow_ids=[],
+        bdi=True,
+        bdi_chars=60,
+    )
     assert list(schema["properties"]) == ["emotion", "belief", "desire", "intention", "actions"]
     assert schema["properties"]["emotion"]["enum"] == list(EMOTIONS)
     assert schema["properties"]["belief"]["maxLength"] == 60
     plain = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40)
-    module = agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="bdi")
+    module = agent_system_prompt(
+        "t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="bdi"
+    )
     assert '"intention"' in module and '"intention"' not in plain and "\n\n\n" not in plain
     with pytest.raises(ValueError, match="reasoning"):
         agent_system_prompt("t", behaviours=ALL, max_actions=3, max_text_chars=40, reasoning="cot")
-    state = {"emotion": "angry", "belief": "Taxes are theft.", "desire": "Lower taxes.",
-             "intention": "Call it out."}
+    state = {
+        "emotion": "angry",
+        "belief": "Taxes are theft.",
+        "desire": "Lower taxes.",
+        "intention": "Call it out.",
+    }
     answer = parse(json.dumps({**state, "actions": [{"type": "like", "post_id": 10}]}), bdi=True)
     assert isinstance(answer, ParsedAnswer) and answer.state == state and len(answer.reactions) == 1
     assert parse(json.dumps({"actions": []}), bdi=True) == "schema"  # the state is required
@@ -391,24 +491,48 @@ class _BiasedScorer:
         for i, p in enumerate(prompts):
             listed = re.search(r"one word: (\w+)", p[0]["content"]).group(1)
             posts = p[-1]["content"]
-            said = "against" if "wrong" in posts else "favor" if "proud" in posts else (
-                "neutral" if "facts" in posts else None)
+            said = (
+                "against"
+                if "wrong" in posts
+                else "favor"
+                if "proud" in posts
+                else ("neutral" if "facts" in posts else None)
+            )
             for j, label in enumerate(labels):
-                out[i, j] = 2.0 * (label == listed) + 4.0 * (label == "favor") + 1.0 * (label == said)
+                out[i, j] = (
+                    2.0 * (label == listed) + 4.0 * (label == "favor") + 1.0 * (label == said)
+                )
         return out
 
 
 def test_stance_labeller_randomises_order_and_calibrates() -> None:
     from agent_models.llm.stance import labeller_check, score_stances
 
-    texts = [["this is wrong and must be stopped"], ["proud of this outcome"],
-             ["waiting for more facts"]] * 8
+    texts = [
+        ["this is wrong and must be stopped"],
+        ["proud of this outcome"],
+        ["waiting for more facts"],
+    ] * 8
     names = [f"u{i}" for i in range(24)]
-    raw = score_stances(_BiasedScorer(), "a long enough topic", names, texts,
-                        np.random.default_rng(0), text_chars=200, calibrate=False)
+    raw = score_stances(
+        _BiasedScorer(),
+        "a long enough topic",
+        names,
+        texts,
+        np.random.default_rng(0),
+        text_chars=200,
+        calibrate=False,
+    )
     scorer = _BiasedScorer()
-    calibrated = score_stances(scorer, "a long enough topic", names, texts,
-                               np.random.default_rng(0), text_chars=200, calibrate=True)
+    calibrated = score_stances(
+        scorer,
+        "a long enough topic",
+        names,
+        texts,
+        np.random.default_rng(0),
+        text_chars=200,
+        calibrate=True,
+    )
     truth = [-1, 1, 0] * 8
     # without calibration the model's prior for "favor" wins everywhere
     assert raw.value == [1] * 24
@@ -419,19 +543,28 @@ def test_stance_labeller_randomises_order_and_calibrates() -> None:
     assert all("N/A" in p[-1]["content"] for p in scorer.prompts[24:])  # calibration prompts
     check = labeller_check([1, 1, None, 0], [-1, 1, 0, 0])
     assert check["stance_check_agreement"] == 0.5 and check["stance_check_unusable"] == 1
-    assert check["stance_check_against_as_favor"] == 1 and check["stance_check_neutral_as_neutral"] == 1
+    assert (
+        check["stance_check_against_as_favor"] == 1
+        and check["stance_check_neutral_as_neutral"] == 1
+    )
 
 
 def test_stance_prompt_has_no_double_negative_and_lists_the_given_order() -> None:
     from agent_models.llm.prompts import stance_messages
 
-    msgs = stance_messages("Anti-abortion legislation in the United States", "u", ["On Anti-abortion "
-                           "legislation in the United States: shameful decision."],
-                           order=["neutral", "favor", "against"], scored=True)
+    msgs = stance_messages(
+        "Anti-abortion legislation in the United States",
+        "u",
+        ["On Anti-abortion legislation in the United States: shameful decision."],
+        order=["neutral", "favor", "against"],
+        scored=True,
+    )
     system = msgs[0]["content"]
     assert "supports" not in system and "opposes" not in system
     assert "Answer with one word: neutral, favor or against." in system
-    assert "- Shameful decision." in msgs[1]["content"]  # the topic is named once, in the system message
+    assert (
+        "- Shameful decision." in msgs[1]["content"]
+    )  # the topic is named once, in the system message
 
 
 # ----------------------------------------------------------------------------- own texts
@@ -439,14 +572,20 @@ def test_prompt_copy_and_duplicate_checks() -> None:
     from agent_models.llm.text_quality import PromptCopyCheck, RoundTexts
 
     topic = "Anti-abortion legislation in the United States"
-    prompt = (f"Topic on the platform: {topic}\nYou are @user_4.\nLikely identity: Student\n"
-              "[12] @user_3 (id 3) · trending: This is what we fought for, finally.\n"
-              "- (round 1) @user_3: the senate debate has been twisted by the media")
+    prompt = (
+        f"Topic on the platform: {topic}\nYou are @user_4.\nLikely identity: Student\n"
+        "[12] @user_3 (id 3) · trending: This is what we fought for, finally.\n"
+        "- (round 1) @user_3: the senate debate has been twisted by the media"
+    )
     check = PromptCopyCheck(prompt, 3, 0.5, 6, topic)
-    copies = ["Likely identity: Student", "@user_3: I agree", "1. You posted. 2. You followed. 3. You followed.",
-              "The last one! This is what we fought for, finally.",  # a 6-word run of a feed post
-              "the senate debate has been twisted by the media",  # whole, from memory
-              "(round 1) whatever"]
+    copies = [
+        "Likely identity: Student",
+        "@user_3: I agree",
+        "1. You posted. 2. You followed. 3. You followed.",
+        "The last one! This is what we fought for, finally.",  # a 6-word run of a feed post
+        "the senate debate has been twisted by the media",  # whole, from memory
+        "(round 1) whatever",
+    ]
     assert [check.problem(t) for t in copies] == ["copied_prompt"] * len(copies)
     assert check.problem("this is wrong and must be stopped.'}]}{") == "json_debris"
     assert check.problem('{"type":"post","text":"hi"}') == "json_debris"
@@ -467,16 +606,29 @@ class _TextBackend:
 
     name = "texts"
     system_role = True
-    TEXTS = ("Likely identity: {identity}", "So proud of my team today.'}]}{",
-             "Same words from everyone here", "Same words from everyone here",
-             None)
-    OWN = ("My own take: we need more facts before we judge.",
-           "Court rulings like this one change lives in my town.")
-    FRESH = ("Rain again, my garden is happy.", "Anyone watching the match tonight?",
-             "Coffee first, opinions later.", "New bike lanes downtown look great.",
-             "My cat ignored me all morning.", "Reading a good book about old maps.",
-             "The bakery on 5th closed, so sad.", "Voting day should be a holiday.",
-             "Just finished a long shift at the clinic.", "Taxes are due soon, do not forget.")
+    TEXTS = (
+        "Likely identity: {identity}",
+        "So proud of my team today.'}]}{",
+        "Same words from everyone here",
+        "Same words from everyone here",
+        None,
+    )
+    OWN = (
+        "My own take: we need more facts before we judge.",
+        "Court rulings like this one change lives in my town.",
+    )
+    FRESH = (
+        "Rain again, my garden is happy.",
+        "Anyone watching the match tonight?",
+        "Coffee first, opinions later.",
+        "New bike lanes downtown look great.",
+        "My cat ignored me all morning.",
+        "Reading a good book about old maps.",
+        "The bakery on 5th closed, so sad.",
+        "Voting day should be a holiday.",
+        "Just finished a long shift at the clinic.",
+        "Taxes are due soon, do not forget.",
+    )
 
     def __init__(self) -> None:
         self.reasks: list[str] = []
@@ -488,8 +640,11 @@ class _TextBackend:
         for p in prompts:
             user = next((m["content"] for m in p if "You are @" in m["content"]), None)
             if user is None:
-                texts.append('{"stance":"neutral"}' if "stands on" in p[0]["content"]
-                             else '{"summary":"A point."}')
+                texts.append(
+                    '{"stance":"neutral"}'
+                    if "stands on" in p[0]["content"]
+                    else '{"summary":"A point."}'
+                )
                 continue
             me = int(re.search(r"You are @user_(\d+)\.", user).group(1))
             if p[-1]["role"] == "user" and "rejected" in p[-1]["content"]:
@@ -512,8 +667,12 @@ def test_copied_debris_and_duplicate_texts_are_rejected_and_reasked(retry: bool)
     from agent_models.llm import LLMBrain, TextEncoder
     from agent_models.testing import make_round_input
 
-    cfg = LLMConfig(model="texts", retry_invalid=retry, stance_check_users=0,
-                    toxicity=lambda t: np.zeros(len(t)))
+    cfg = LLMConfig(
+        model="texts",
+        retry_invalid=retry,
+        stance_check_users=0,
+        toxicity=lambda t: np.zeros(len(t)),
+    )
     backend = _TextBackend()
     brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
     ri = make_round_input(num_users=10, num_posts=30, feed_size=3, seed=2)
@@ -547,9 +706,14 @@ class _FavorScorer:
     def generate(self, prompts, schemas=None, sampling=None):
         from agent_models.llm.backends.base import Generation
 
-        texts = ['{"actions":[]}' if "You are @" in p[-1]["content"] else
-                 '{"summary":"A point."}' if '"summary"' in p[0]["content"] else
-                 '{"memory":"Some memories."}' for p in prompts]
+        texts = [
+            '{"actions":[]}'
+            if "You are @" in p[-1]["content"]
+            else '{"summary":"A point."}'
+            if '"summary"' in p[0]["content"]
+            else '{"memory":"Some memories."}'
+            for p in prompts
+        ]
         n = len(texts)
         return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
 
@@ -565,8 +729,12 @@ def test_labeller_check_warns_once_and_strict_refuses() -> None:
 
     ri = make_round_input(num_users=12, num_posts=40, feed_size=3, seed=5)
     truth = np.where(ri.users.stance > 1 / 3, 1, np.where(ri.users.stance < -1 / 3, -1, 0))
-    cfg = LLMConfig(model="favor", stance_calibration="none", stance_min_agreement=0.99,
-                    toxicity=lambda t: np.zeros(len(t)))
+    cfg = LLMConfig(
+        model="favor",
+        stance_calibration="none",
+        stance_min_agreement=0.99,
+        toxicity=lambda t: np.zeros(len(t)),
+    )
     encoder = TextEncoder(cfg.resolved_encoder())
     brain = LLMBrain(cfg, backend=_FavorScorer(), encoder=encoder)
     with warnings.catch_warnings(record=True) as caught:
@@ -580,8 +748,12 @@ def test_labeller_check_warns_once_and_strict_refuses() -> None:
     stats = out.stats
     assert stats["stance_check_users"] == len(checked) and stats["stance_check_scored"] == 1
     assert stats["stance_check_agreement"] == pytest.approx(np.mean(truth[checked] == 1))
-    assert sum(stats[f"stance_check_{t}_as_favor"] for t in ("against", "neutral", "favor")) == len(checked)
-    strict = LLMBrain(cfg.model_copy(update={"strict": True}), backend=_FavorScorer(), encoder=encoder)
+    assert sum(stats[f"stance_check_{t}_as_favor"] for t in ("against", "neutral", "favor")) == len(
+        checked
+    )
+    strict = LLMBrain(
+        cfg.model_copy(update={"strict": True}), backend=_FavorScorer(), encoder=encoder
+    )
     strict.reset(ri.users, ri.posts, seed=0)
     with pytest.raises(LLMBackendError, match="strict=True refuses to run"):
         strict.act(ri)

@@ -24,12 +24,23 @@ pytest.importorskip("openai")
 
 def _completion(content: Any = '{"stance":"favor"}', usage: Any = "default") -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": "c", "object": "chat.completion", "created": 0, "model": "tiny",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                     "finish_reason": "stop"}],
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
     }
-    body["usage"] = ({"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
-                     if usage == "default" else usage)
+    body["usage"] = (
+        {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+        if usage == "default"
+        else usage
+    )
     return body
 
 
@@ -39,15 +50,38 @@ FAULTS: dict[str, tuple[int, dict[str, str], bytes]] = {
     "text": (200, {"Content-Type": "text/plain"}, b"upstream overloaded"),
     "badjson": (200, {"Content-Type": "application/json"}, b'{"choices": [ {"mess'),
     "emptyobj": (200, {"Content-Type": "application/json"}, b"{}"),
-    "nochoices": (200, {"Content-Type": "application/json"}, json.dumps({**_completion(), "choices": []}).encode()),
-    "nullchoices": (200, {"Content-Type": "application/json"}, json.dumps({**_completion(), "choices": None}).encode()),
-    "numbercontent": (200, {"Content-Type": "application/json"}, json.dumps(_completion(content=5)).encode()),
+    "nochoices": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps({**_completion(), "choices": []}).encode(),
+    ),
+    "nullchoices": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps({**_completion(), "choices": None}).encode(),
+    ),
+    "numbercontent": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps(_completion(content=5)).encode(),
+    ),
 }
 OK_FAULTS: dict[str, tuple[int, dict[str, str], bytes]] = {
-    "nullusage": (200, {"Content-Type": "application/json"}, json.dumps(_completion(usage=None)).encode()),
-    "nulltokens": (200, {"Content-Type": "application/json"},
-                   json.dumps(_completion(usage={"prompt_tokens": None, "completion_tokens": None})).encode()),
-    "nocontent": (200, {"Content-Type": "application/json"}, json.dumps(_completion(content=None)).encode()),
+    "nullusage": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps(_completion(usage=None)).encode(),
+    ),
+    "nulltokens": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps(_completion(usage={"prompt_tokens": None, "completion_tokens": None})).encode(),
+    ),
+    "nocontent": (
+        200,
+        {"Content-Type": "application/json"},
+        json.dumps(_completion(content=None)).encode(),
+    ),
 }
 
 
@@ -89,7 +123,11 @@ class FaultServer:
         if tag == "stuck":
             time.sleep(1.5)
         if tag == "retryafter" and attempt == 1:
-            return 429, {"Content-Type": "application/json", "Retry-After": "1"}, b'{"error": {"message": "slow down"}}'
+            return (
+                429,
+                {"Content-Type": "application/json", "Retry-After": "1"},
+                b'{"error": {"message": "slow down"}}',
+            )
         if tag in FAULTS:
             return FAULTS[tag]
         if tag in OK_FAULTS:
@@ -107,9 +145,18 @@ def fault_server() -> Iterator[FaultServer]:
 
 
 def _config(url: str, **extra: Any) -> LLMConfig:
-    return LLMConfig.model_validate({
-        "backend": "openai", "model": "tiny", "base_url": url, "request_timeout": 5,
-        "max_retries": 1, "retry_initial_wait": 0.01, "retry_max_wait": 0.02, **extra})
+    return LLMConfig.model_validate(
+        {
+            "backend": "openai",
+            "model": "tiny",
+            "base_url": url,
+            "request_timeout": 5,
+            "max_retries": 1,
+            "retry_initial_wait": 0.01,
+            "retry_max_wait": 0.02,
+            **extra,
+        }
+    )
 
 
 def _prompt(tag: str, i: int = 0) -> list[dict[str, str]]:
@@ -119,7 +166,9 @@ def _prompt(tag: str, i: int = 0) -> list[dict[str, str]]:
 def test_malformed_responses_are_counted_not_raised(fault_server: FaultServer) -> None:
     tags = list(FAULTS)
     with make_backend(_config(fault_server.url, fail_on_backend_error=False)) as backend:
-        gen = backend.generate([_prompt(t) for t in tags] + [_prompt("ok")], sampling=Sampling(seed=1))
+        gen = backend.generate(
+            [_prompt(t) for t in tags] + [_prompt("ok")], sampling=Sampling(seed=1)
+        )
         failures = dict(backend.failures)
     assert gen.finish_reasons == ["error"] * len(tags) + ["stop"]
     assert gen.texts[-1] == '{"stance":"favor"}' and gen.texts[:-1] == [""] * len(tags)
@@ -170,13 +219,25 @@ class _FailOnce(FakeLLMServer):
 
 
 def test_a_failed_step_retried_equals_an_uninterrupted_run() -> None:
-    small = {"users": "llm", "num_users": 12, "rounds": 2, "budget": 1, "candidate_users": 2,
-             "candidates": {"interest": 1, "opposite": 1, "fresh": 1}}
+    small = {
+        "users": "llm",
+        "num_users": 12,
+        "rounds": 2,
+        "budget": 1,
+        "candidate_users": 2,
+        "candidates": {"interest": 1, "opposite": 1, "fresh": 1},
+    }
     actions = [np.array([0, 3]), np.array([1, 4])]
 
     def episode(server: _FailOnce, fail_first_step: bool) -> tuple[list[Any], list[str]]:
-        llm = {"backend": "openai", "model": "tiny", "base_url": server.url, "max_retries": 0,
-               "request_timeout": 10, "concurrency": 2}
+        llm = {
+            "backend": "openai",
+            "model": "tiny",
+            "base_url": server.url,
+            "max_retries": 0,
+            "request_timeout": 10,
+            "concurrency": 2,
+        }
         env = gym.make("PolicySim-Rec-v0", **small, llm=llm)
         env.reset(seed=5)
         out = []
@@ -188,8 +249,13 @@ def test_a_failed_step_retried_equals_an_uninterrupted_run() -> None:
             obs, reward, _, _, info = env.step(action)
             out.append((obs["arms"], reward, info["metrics"]))
         env.close()
-        systems = sorted({r["messages"][0]["content"] for r in server.requests
-                          if r["messages"][-1]["content"].startswith("You are @user_")})
+        systems = sorted(
+            {
+                r["messages"][0]["content"]
+                for r in server.requests
+                if r["messages"][-1]["content"].startswith("You are @user_")
+            }
+        )
         return out, systems
 
     with _FailOnce() as a:
@@ -201,7 +267,8 @@ def test_a_failed_step_retried_equals_an_uninterrupted_run() -> None:
         np.testing.assert_array_equal(obs1, obs2)
         assert r1 == r2
         assert {k: v for k, v in m1.items() if "seconds" not in k} == {
-            k: v for k, v in m2.items() if "seconds" not in k}
+            k: v for k, v in m2.items() if "seconds" not in k
+        }
 
 
 def test_a_stuck_server_fails_by_the_deadline(fault_server: FaultServer) -> None:
@@ -226,10 +293,24 @@ def test_an_env_step_against_a_garbage_server_counts_instead_of_crashing() -> No
     server = _GarbageServer()
     server.thread.start()
     try:
-        llm = {"backend": "openai", "model": "tiny", "base_url": server.url, "max_retries": 0,
-               "request_timeout": 5, "fail_on_backend_error": False}
-        env = gym.make("PolicySim-Rec-v0", users="llm", num_users=10, rounds=1, budget=1,
-                       candidate_users=2, candidates={"interest": 1, "opposite": 1, "fresh": 1}, llm=llm)
+        llm = {
+            "backend": "openai",
+            "model": "tiny",
+            "base_url": server.url,
+            "max_retries": 0,
+            "request_timeout": 5,
+            "fail_on_backend_error": False,
+        }
+        env = gym.make(
+            "PolicySim-Rec-v0",
+            users="llm",
+            num_users=10,
+            rounds=1,
+            budget=1,
+            candidate_users=2,
+            candidates={"interest": 1, "opposite": 1, "fresh": 1},
+            llm=llm,
+        )
         env.reset(seed=0)
         _, _, _, truncated, info = env.step(np.array([0, 1]))
         env.close()

@@ -32,13 +32,27 @@ from agent_models.types import Behaviour, RoundInput
 
 #: Budgets under which every constrained answer of the tiny model completes.
 SMALL = {
-    "cpu_threads": 1, "max_new_tokens": 320, "max_text_chars": 40, "max_actions": 3,
-    "summary_max_new_tokens": 64, "memory": {"summary_chars": 40, "memory_chars": 40},
+    "cpu_threads": 1,
+    "max_new_tokens": 320,
+    "max_text_chars": 40,
+    "max_actions": 3,
+    "summary_max_new_tokens": 64,
+    "memory": {"summary_chars": 40, "memory_chars": 40},
     "batch_size": 32,
 }
-FORMAT_REASONS = {"malformed_json", "truncated", "schema", "unknown_post", "unknown_user",
-                  "too_many_actions", "backend_error", "stance_malformed", "summary_malformed",
-                  "consolidation_malformed", "agreement_malformed"}
+FORMAT_REASONS = {
+    "malformed_json",
+    "truncated",
+    "schema",
+    "unknown_post",
+    "unknown_user",
+    "too_many_actions",
+    "backend_error",
+    "stance_malformed",
+    "summary_malformed",
+    "consolidation_malformed",
+    "agreement_malformed",
+}
 #: rejections of what a random tiny model writes (not of the format it is constrained to)
 CONTENT_REASONS = ("impossible_action", "placeholder_text")
 
@@ -73,41 +87,65 @@ def hf_config(path: Path, **extra: Any) -> LLMConfig:
 
 # ----------------------------------------------------------------------------- backend
 def test_constrained_decoding_always_validates(hf_backend: Backend) -> None:
-    views = [FeedView(user=i, post_ids=[100 + i, 200 + i], post_authors=[30 + i, 40],
-                      followed=[False, True]) for i in range(12)]
-    prompts = [[{"role": "system", "content": "Answer in JSON."},
-                {"role": "user", "content": f"You are user {v.user}. Feed: [{v.post_ids[0]}]"}]
-               for v in views]
-    schemas = [answer_schema(behaviours=LLMConfig(model="m").behaviours, max_actions=3,
-                             max_text_chars=40, post_ids=v.post_ids,
-                             follow_ids=v.follow_candidates(), unfollow_ids=v.unfollow_candidates())
-               for v in views]
-    gen = hf_backend.generate(prompts, schemas, Sampling(temperature=1.0, max_new_tokens=320, seed=1))
+    views = [
+        FeedView(
+            user=i, post_ids=[100 + i, 200 + i], post_authors=[30 + i, 40], followed=[False, True]
+        )
+        for i in range(12)
+    ]
+    prompts = [
+        [
+            {"role": "system", "content": "Answer in JSON."},
+            {"role": "user", "content": f"You are user {v.user}. Feed: [{v.post_ids[0]}]"},
+        ]
+        for v in views
+    ]
+    schemas = [
+        answer_schema(
+            behaviours=LLMConfig(model="m").behaviours,
+            max_actions=3,
+            max_text_chars=40,
+            post_ids=v.post_ids,
+            follow_ids=v.follow_candidates(),
+            unfollow_ids=v.unfollow_candidates(),
+        )
+        for v in views
+    ]
+    gen = hf_backend.generate(
+        prompts, schemas, Sampling(temperature=1.0, max_new_tokens=320, seed=1)
+    )
     assert len(gen) == 12 and set(gen.finish_reasons) == {"stop"}
     assert (gen.prompt_tokens > 10).all() and (gen.completion_tokens > 0).all()
     kinds = set()
     for text, view in zip(gen.texts, views, strict=True):
-        parsed = parse_answer(text, view, max_actions=3, max_text_chars=40,
-                              behaviours=LLMConfig(model="m").behaviours)
+        parsed = parse_answer(
+            text, view, max_actions=3, max_text_chars=40, behaviours=LLMConfig(model="m").behaviours
+        )
         assert isinstance(parsed, ParsedAnswer) or parsed in CONTENT_REASONS, (text, parsed)
         if isinstance(parsed, ParsedAnswer):
             kinds |= {k for k, _, _ in parsed.reactions}
     assert kinds, "the random model should have reacted to at least one post"
     # a shared schema for all prompts; stance answers
-    stance = hf_backend.generate(prompts[:6], stance_schema(), Sampling(temperature=1.0, seed=2,
-                                                                        max_new_tokens=32))
+    stance = hf_backend.generate(
+        prompts[:6], stance_schema(), Sampling(temperature=1.0, seed=2, max_new_tokens=32)
+    )
     assert all(parse_stance(t) in (-1, 0, 1) for t in stance.texts), stance.texts
     # same seed, same completions
-    again = hf_backend.generate(prompts[:6], stance_schema(), Sampling(temperature=1.0, seed=2,
-                                                                       max_new_tokens=32))
+    again = hf_backend.generate(
+        prompts[:6], stance_schema(), Sampling(temperature=1.0, seed=2, max_new_tokens=32)
+    )
     assert again.texts == stance.texts
     assert hf_backend.count_tokens(prompts[:2]).tolist() == gen.prompt_tokens[:2].tolist()
 
 
-def test_unconstrained_garbage_is_counted_and_survived(tiny_lm_path: Path, hf_backend: Backend,
-                                                       encoder: TextEncoder) -> None:
-    brain = LLMBrain(hf_config(tiny_lm_path, constrained=False, max_new_tokens=24),
-                     backend=hf_backend, encoder=encoder)
+def test_unconstrained_garbage_is_counted_and_survived(
+    tiny_lm_path: Path, hf_backend: Backend, encoder: TextEncoder
+) -> None:
+    brain = LLMBrain(
+        hf_config(tiny_lm_path, constrained=False, max_new_tokens=24),
+        backend=hf_backend,
+        encoder=encoder,
+    )
     ri = make_round_input(num_users=10, num_posts=30, feed_size=4, seed=3)
     brain.reset(ri.users, ri.posts, seed=0)
     for round_ in range(2):
@@ -122,21 +160,33 @@ def test_unconstrained_garbage_is_counted_and_survived(tiny_lm_path: Path, hf_ba
         assert out.stats["valid_answers"] == 0 and out.stats["agent_steps"] == 10
 
 
-def test_lora_adapter_loads_and_changes_outputs(tiny_lm_path: Path, hf_backend: Backend,
-                                                tmp_path: Path) -> None:
+def test_lora_adapter_loads_and_changes_outputs(
+    tiny_lm_path: Path, hf_backend: Backend, tmp_path: Path
+) -> None:
     peft = pytest.importorskip("peft")
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_lm_path)
-    lora = peft.get_peft_model(model, peft.LoraConfig(
-        r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    lora = peft.get_peft_model(
+        model,
+        peft.LoraConfig(
+            r=4, lora_alpha=32, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        ),
+    )
     lora.save_pretrained(tmp_path / "adapter")
     prompts = [[{"role": "user", "content": f"hello {i}"}] for i in range(3)]
     greedy = Sampling(temperature=0.0, max_new_tokens=12)
     base = hf_backend.generate(prompts, None, greedy)
     for merge in (True, False):
-        with make_backend({"backend": "hf", "model": str(tiny_lm_path), "cpu_threads": 1,
-                           "lora_path": str(tmp_path / "adapter"), "lora_merge": merge}) as tuned:
+        with make_backend(
+            {
+                "backend": "hf",
+                "model": str(tiny_lm_path),
+                "cpu_threads": 1,
+                "lora_path": str(tmp_path / "adapter"),
+                "lora_merge": merge,
+            }
+        ) as tuned:
             assert tuned.generate(prompts, None, greedy).texts != base.texts
 
 
@@ -153,12 +203,23 @@ class ScriptedBackend(Backend):
         self.message = message
         self.calls: list[tuple[str, int]] = []
 
-    def generate(self, prompts: Sequence[list[dict[str, str]]], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
+    def generate(
+        self,
+        prompts: Sequence[list[dict[str, str]]],
+        schemas: Schemas = None,
+        sampling: Sampling | None = None,
+    ) -> Generation:
         schema_list(schemas, len(prompts))
         system0 = prompts[0][0]["content"]
-        kind = ("agent" if "role-play" in system0 else "stance" if "stands on this topic" in system0
-                else "agreement" if "agrees" in system0 else "memory")
+        kind = (
+            "agent"
+            if "role-play" in system0
+            else "stance"
+            if "stands on this topic" in system0
+            else "agreement"
+            if "agrees" in system0
+            else "memory"
+        )
         self.calls.append((kind, len(prompts)))
         texts = []
         for p in prompts:
@@ -177,18 +238,23 @@ class ScriptedBackend(Backend):
                 if me == 0:
                     texts.append(f'{{"actions":[{{"type":"like","post_id":{misinfo[0]}}}]}}')
                 elif me == 1:
-                    texts.append('{"actions":[{"type":"post","text":"rigged!! the clinics '
-                                 'stole the vote"}]}')  # the message in its own words
+                    texts.append(
+                        '{"actions":[{"type":"post","text":"rigged!! the clinics stole the vote"}]}'
+                    )  # the message in its own words
                 elif me == 2:
-                    texts.append(f'{{"actions":[{{"type":"reply","post_id":{feed[0]},'
-                                 f'"text":"you are a stupid idiot"}}]}}')
+                    texts.append(
+                        f'{{"actions":[{{"type":"reply","post_id":{feed[0]},'
+                        f'"text":"you are a stupid idiot"}}]}}'
+                    )
                 elif me == 3:
                     texts.append("I think I will like something")
                 elif me == 4:
                     texts.append('{"actions":[{"type":"like","post_id":999999}]}')
                 elif me == 5:
-                    texts.append(f'{{"actions":[{{"type":"reply","post_id":{misinfo[0]},'
-                                 f'"text":"so true, wake up people"}}]}}')
+                    texts.append(
+                        f'{{"actions":[{{"type":"reply","post_id":{misinfo[0]},'
+                        f'"text":"so true, wake up people"}}]}}'
+                    )
                 else:
                     texts.append(f'{{"actions":[{{"type":"retweet","post_id":{feed[0]}}}]}}')
         n = len(prompts)
@@ -197,8 +263,14 @@ class ScriptedBackend(Backend):
 
 def scripted_round() -> RoundInput:
     message = "THE VOTE WAS RIGGED by the clinics"
-    ri = make_round_input(num_users=12, num_posts=40, feed_size=6, seed=5,
-                          misinformation_message=message, misinfo_fraction=0.4)
+    ri = make_round_input(
+        num_users=12,
+        num_posts=40,
+        feed_size=6,
+        seed=5,
+        misinformation_message=message,
+        misinfo_fraction=0.4,
+    )
     # users 0 and 5 see a misinformation post and are not misinformed yet; 2 replies to a
     # clean post
     mis = np.flatnonzero(ri.posts.misinfo & (ri.posts.author != 0) & (ri.posts.author != 5))
@@ -247,16 +319,24 @@ def test_brain_bookkeeping_with_scripted_backend(tiny_lm_path: Path, encoder: Te
     other.load_state_dict(state)
     users = np.arange(12)
     assert other.memory.retrieve(users, None, 2, 5, 0.1, 0.02) == brain.memory.retrieve(
-        users, None, 2, 5, 0.1, 0.02)
+        users, None, 2, 5, 0.1, 0.02
+    )
     assert other.news == brain.news
 
 
 # ----------------------------------------------------------------------------- real tiny model
-def test_brain_round_with_tiny_model(tiny_lm_path: Path, hf_backend: Backend,
-                                     encoder: TextEncoder) -> None:
+def test_brain_round_with_tiny_model(
+    tiny_lm_path: Path, hf_backend: Backend, encoder: TextEncoder
+) -> None:
     brain = LLMBrain(hf_config(tiny_lm_path), backend=hf_backend, encoder=encoder)
-    ri = make_round_input(num_users=10, num_posts=30, feed_size=5, seed=7,
-                          misinformation_message="the vote was rigged", misinfo_fraction=0.3)
+    ri = make_round_input(
+        num_users=10,
+        num_posts=30,
+        feed_size=5,
+        seed=7,
+        misinformation_message="the vote was rigged",
+        misinfo_fraction=0.3,
+    )
     brain.reset(ri.users, ri.posts, seed=0)
     sizes = []
     for round_ in range(2):
@@ -264,8 +344,12 @@ def test_brain_round_with_tiny_model(tiny_lm_path: Path, hf_backend: Backend,
         out = brain.act(ri)
         out.validate(len(ri.users), len(ri.posts), 384)
         assert not FORMAT_REASONS & set(out.invalid), out.invalid
-        assert out.stats["valid_answers"] + sum(out.invalid.get(r, 0) for r in CONTENT_REASONS) == 10
-        writers = set(out.post_user.tolist()) | set(out.react_user[out.react_kind == Behaviour.REPLY].tolist())
+        assert (
+            out.stats["valid_answers"] + sum(out.invalid.get(r, 0) for r in CONTENT_REASONS) == 10
+        )
+        writers = set(out.post_user.tolist()) | set(
+            out.react_user[out.react_kind == Behaviour.REPLY].tolist()
+        )
         assert set(out.stance_discrete.tolist()) <= {-1, 0, 1}
         assert sorted(out.stance_user.tolist()) == sorted(writers)
         sizes.append(len(brain.memory))
@@ -277,8 +361,13 @@ def test_brain_round_with_tiny_model(tiny_lm_path: Path, hf_backend: Backend,
 def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("socialenv")
-    env = gym.make("PolicySim-Rec-v0", users="llm", num_users=20, rounds=3,
-                   llm={"backend": "hf", "model": str(tiny_lm_path), **SMALL})
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        users="llm",
+        num_users=20,
+        rounds=3,
+        llm={"backend": "hf", "model": str(tiny_lm_path), **SMALL},
+    )
     brain = env.unwrapped.brain
     assert isinstance(brain, LLMBrain)
     outputs = []
@@ -295,7 +384,7 @@ def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     done, steps = False, 0
     while not done:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-        assert np.isfinite(reward)                     # Σ Δ per governed user (objective form)
+        assert np.isfinite(reward)  # Σ Δ per governed user (objective form)
         assert ((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1)).all()
         memory_sizes.append(len(brain.memory))
         done = terminated or truncated
@@ -303,7 +392,10 @@ def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     assert steps == 3 and len(outputs) == 3
     for out in outputs:
         assert not FORMAT_REASONS & set(out.invalid), out.invalid
-        assert out.stats["valid_answers"] + sum(out.invalid.get(r, 0) for r in CONTENT_REASONS) == out.stats["agent_steps"]
+        assert (
+            out.stats["valid_answers"] + sum(out.invalid.get(r, 0) for r in CONTENT_REASONS)
+            == out.stats["agent_steps"]
+        )
     assert sum(len(o.stance_user) for o in outputs) > 0
     assert sum(len(o.react_user) + len(o.post_user) for o in outputs) > 0
     assert memory_sizes[-1] > memory_sizes[1] > 0
@@ -311,8 +403,9 @@ def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     env.close()
 
 
-def test_bdi_module_one_structured_answer(tiny_lm_path: Path, encoder: TextEncoder,
-                                          hf_backend: Backend) -> None:
+def test_bdi_module_one_structured_answer(
+    tiny_lm_path: Path, encoder: TextEncoder, hf_backend: Backend
+) -> None:
     """reasoning="bdi": one decision call per round still; every constrained answer carries
     the four state fields, kept per user and counted by emotion."""
     cfg = hf_config(tiny_lm_path, reasoning="bdi", bdi_chars=30)
@@ -333,9 +426,13 @@ def test_score_labels_are_the_label_log_likelihoods(hf_backend: Backend) -> None
     """Batched, left-padded scores equal a plain forward pass over prompt + label, one by one."""
     import torch
 
-    prompts = [[{"role": "system", "content": "Label it."}, {"role": "user", "content": "short"}],
-               [{"role": "system", "content": "Label it."},
-                {"role": "user", "content": "a much longer message " * 5}]]
+    prompts = [
+        [{"role": "system", "content": "Label it."}, {"role": "user", "content": "short"}],
+        [
+            {"role": "system", "content": "Label it."},
+            {"role": "user", "content": "a much longer message " * 5},
+        ],
+    ]
     labels = ["against", "neutral", "favor"]
     scores = hf_backend.score_labels(prompts, labels)
     assert scores.shape == (2, 3) and np.isfinite(scores).all() and (scores < 0).all()
@@ -344,6 +441,8 @@ def test_score_labels_are_the_label_log_likelihoods(hf_backend: Backend) -> None
         for j, label in enumerate(labels):
             tail = tok(label, add_special_tokens=False)["input_ids"]
             with torch.inference_mode():
-                logp = torch.log_softmax(model(input_ids=torch.tensor([ids + tail])).logits[0].float(), -1)
+                logp = torch.log_softmax(
+                    model(input_ids=torch.tensor([ids + tail])).logits[0].float(), -1
+                )
             expected = sum(float(logp[len(ids) - 1 + k, t]) for k, t in enumerate(tail))
             assert abs(scores[i, j] - expected) < 1e-3, (i, j, scores[i, j], expected)

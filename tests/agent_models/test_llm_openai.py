@@ -40,11 +40,20 @@ def servers() -> Iterator[list[FakeLLMServer]]:
 def config(servers: list[FakeLLMServer], **extra: Any) -> LLMConfig:
     """The request-level tests count requests: the form probe is off unless asked for (its
     own tests are under "probe")."""
-    return LLMConfig.model_validate({
-        "backend": "openai", "model": "tiny", "base_url": [s.url for s in servers],
-        "request_timeout": 0.4, "max_retries": 3, "retry_initial_wait": 0.01,
-        "retry_max_wait": 0.05, "concurrency": 4, "probe_forms": False, **extra,
-    })
+    return LLMConfig.model_validate(
+        {
+            "backend": "openai",
+            "model": "tiny",
+            "base_url": [s.url for s in servers],
+            "request_timeout": 0.4,
+            "max_retries": 3,
+            "retry_initial_wait": 0.01,
+            "retry_max_wait": 0.05,
+            "concurrency": 4,
+            "probe_forms": False,
+            **extra,
+        }
+    )
 
 
 def prompt(tag: str, i: int) -> list[dict[str, str]]:
@@ -52,13 +61,19 @@ def prompt(tag: str, i: int) -> list[dict[str, str]]:
 
 
 def test_valid_429_500_and_slow_answers_are_retried(servers: list[FakeLLMServer]) -> None:
-    schema = {"type": "object", "properties": {"stance": {"type": "string"}}, "required": ["stance"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"stance": {"type": "string"}},
+        "required": ["stance"],
+        "additionalProperties": False,
+    }
     tags = ["[ok]", "[429]", "[500]", "[slow]"]
     prompts = [prompt(tags[i % 4], i) for i in range(16)]
     start = time.perf_counter()
     with make_backend(config(servers)) as backend:
-        gen = backend.generate(prompts, schema, Sampling(temperature=0.5, max_new_tokens=16, seed=3))
+        gen = backend.generate(
+            prompts, schema, Sampling(temperature=0.5, max_new_tokens=16, seed=3)
+        )
     assert time.perf_counter() - start < 20
     assert gen.texts == ['{"stance":"favor"}'] * 16 and set(gen.finish_reasons) == {"stop"}
     assert gen.prompt_tokens.tolist() == [11] * 16 and gen.completion_tokens.tolist() == [5] * 16
@@ -72,7 +87,11 @@ def test_valid_429_500_and_slow_answers_are_retried(servers: list[FakeLLMServer]
     assert sent["response_format"]["type"] == "json_schema"
     assert sent["response_format"]["json_schema"]["schema"] == schema
     assert sorted(r["seed"] for r in requests if "[ok]" in r["messages"][-1]["content"]) == [
-        3, 7, 11, 15]
+        3,
+        7,
+        11,
+        15,
+    ]
 
 
 def test_exhausted_retries_give_a_clear_error(servers: list[FakeLLMServer]) -> None:
@@ -90,8 +109,15 @@ def test_exhausted_retries_give_a_clear_error(servers: list[FakeLLMServer]) -> N
 def test_unreachable_server_is_a_clear_error() -> None:
     with FakeLLMServer() as srv:
         url = srv.url
-    cfg = LLMConfig(backend="openai", model="tiny", base_url=url, max_retries=1,
-                    retry_initial_wait=0.01, retry_max_wait=0.02, request_timeout=0.5)
+    cfg = LLMConfig(
+        backend="openai",
+        model="tiny",
+        base_url=url,
+        max_retries=1,
+        retry_initial_wait=0.01,
+        retry_max_wait=0.02,
+        request_timeout=0.5,
+    )
     with make_backend(cfg) as backend:
         with pytest.raises(LLMBackendError, match="APIConnectionError"):
             backend.generate([prompt("[ok]", 0)])
@@ -119,8 +145,12 @@ def test_llm_brain_over_http(servers: list[FakeLLMServer]) -> None:
 
 
 # ----------------------------------------------------------------------------- request forms
-SCHEMA = {"type": "object", "properties": {"stance": {"type": "string"}}, "required": ["stance"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"stance": {"type": "string"}},
+    "required": ["stance"],
+    "additionalProperties": False,
+}
 
 
 def _form_of(request: dict[str, Any]) -> str:
@@ -136,12 +166,15 @@ def test_auto_form_falls_back_on_llama_cpp_python_server() -> None:
         cfg = config([server], max_retries=3, retry_initial_wait=0.5, concurrency=1)
         with make_backend(cfg) as backend:
             start = time.perf_counter()
-            gen = backend.generate([prompt("[ok]", i) for i in range(6)], SCHEMA,
-                                   Sampling(max_new_tokens=16, seed=0))
+            gen = backend.generate(
+                [prompt("[ok]", i) for i in range(6)], SCHEMA, Sampling(max_new_tokens=16, seed=0)
+            )
             assert time.perf_counter() - start < 2.0  # no retry backoff was waited
             assert backend.form == "json_object"
             assert "json_schema" in backend.rejected_forms
-            assert "Input should be 'text' or 'json_object'" in backend.rejected_forms["json_schema"]
+            assert (
+                "Input should be 'text' or 'json_object'" in backend.rejected_forms["json_schema"]
+            )
     assert gen.texts == ['{"stance":"favor"}'] * 6 and set(gen.finish_reasons) == {"stop"}
     forms = [_form_of(r) for r in server.requests]
     assert forms == ["json_schema"] + ["json_object"] * 6  # one refusal, never repeated
@@ -166,7 +199,10 @@ def test_explicit_form_refused_is_one_clear_error() -> None:
     with FakeLLMServer(validate="llama_cpp_python") as server:
         cfg = config([server], response_format="json_schema", max_retries=3)
         with make_backend(cfg) as backend:
-            with pytest.raises(LLMBackendError, match=r"(?s)1 attempt.*HTTP 500.*refused the structured-output form 'json_schema'"):
+            with pytest.raises(
+                LLMBackendError,
+                match=r"(?s)1 attempt.*HTTP 500.*refused the structured-output form 'json_schema'",
+            ):
                 backend.generate([prompt("[ok]", 0)], SCHEMA)
     assert len(server.requests) == 1
 
@@ -190,19 +226,26 @@ def test_forms_none_and_grammar_requests() -> None:
 
 
 # ----------------------------------------------------------------------------- probe
-@pytest.mark.parametrize(("kind", "form", "probes"), [
-    (None, "json_schema", ["json_schema"]),
-    ("vllm", "json_schema", ["json_schema"]),
-    ("llama_cpp_python", "json_object", ["json_schema", "json_object"]),
-])
-def test_probe_keeps_the_first_enforced_form(kind: str | None, form: str, probes: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "form", "probes"),
+    [
+        (None, "json_schema", ["json_schema"]),
+        ("vllm", "json_schema", ["json_schema"]),
+        ("llama_cpp_python", "json_object", ["json_schema", "json_object"]),
+    ],
+)
+def test_probe_keeps_the_first_enforced_form(
+    kind: str | None, form: str, probes: list[str]
+) -> None:
     with FakeLLMServer(validate=kind) as server:
         with make_backend(config([server], probe_forms=True)) as backend:
             gen = backend.generate([prompt("[ok]", 0)], SCHEMA)
             assert backend.form == form and backend.probe_results[form] == "enforced"
             assert set(backend.probe_results) == set(probes)  # one probe per form tried
         assert gen.texts == ['{"stance":"favor"}']
-        probe_requests = [r for r in server.requests if "Say hello." in r["messages"][-1]["content"]]
+        probe_requests = [
+            r for r in server.requests if "Say hello." in r["messages"][-1]["content"]
+        ]
         assert [_form_of(r) for r in probe_requests] == probes
 
 
@@ -221,7 +264,10 @@ def test_probe_counts_a_form_answered_off_schema_as_refused() -> None:
         assert _form_of(server.requests[-1]) == "none"
         for extra in ({"strict": True}, {"response_format": "json_schema"}):
             with make_backend(config([server], probe_forms=True, **extra)) as backend:
-                with pytest.raises(LLMBackendError, match=r"(?s)no structured-output form is enforced.*ignored: HTTP 200"):
+                with pytest.raises(
+                    LLMBackendError,
+                    match=r"(?s)no structured-output form is enforced.*ignored: HTTP 200",
+                ):
                     backend.generate([prompt("[ok]", 0)], SCHEMA)
 
 
@@ -252,13 +298,23 @@ def test_stance_labels_scored_over_logprobs() -> None:
     from agent_models.llm.backends.base import ScoringUnsupported
     from agent_models.llm.stance import labeller_check, score_stances
 
-    texts = [["On the law: this is wrong and must be stopped."], ["On the law: proud of this outcome."],
-             ["On the law: waiting for more facts."]] * 3
+    texts = [
+        ["On the law: this is wrong and must be stopped."],
+        ["On the law: proud of this outcome."],
+        ["On the law: waiting for more facts."],
+    ] * 3
     for kind in (None, "vllm", "llama_cpp_python"):
         with FakeLLMServer(validate=kind) as server:
             with make_backend(config([server])) as backend:
-                labels = score_stances(backend, "the law", [f"u{i}" for i in range(9)], texts,
-                                       np.random.default_rng(0), text_chars=200, calibrate=False)
+                labels = score_stances(
+                    backend,
+                    "the law",
+                    [f"u{i}" for i in range(9)],
+                    texts,
+                    np.random.default_rng(0),
+                    text_chars=200,
+                    calibrate=False,
+                )
             sent = [r for r in server.requests if r.get("logprobs")]
             assert sent and all(r["top_logprobs"] == 20 and r["max_tokens"] == 1 for r in sent)
         assert labels.method == "scored" and labels.value == [-1, 1, 0] * 3
@@ -267,5 +323,7 @@ def test_stance_labels_scored_over_logprobs() -> None:
         with make_backend(config([server])) as backend:
             with pytest.raises(ScoringUnsupported, match="without logprobs"):
                 backend.score_labels([prompt("[ok]", 0)], ["against", "neutral", "favor"])
-    assert validation_error("vllm", {"messages": [], "logprobs": True, "top_logprobs": 21})[0] == 400
+    assert (
+        validation_error("vllm", {"messages": [], "logprobs": True, "top_logprobs": 21})[0] == 400
+    )
     assert validation_error("vllm", {"messages": [], "top_logprobs": 5})[0] == 400

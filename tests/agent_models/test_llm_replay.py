@@ -15,8 +15,11 @@ from agent_models.llm import LLMBackendError, Sampling, make_backend
 from agent_models.llm.backends.replay import ReplayBackend, replay_key
 
 SMALL = {
-    "max_new_tokens": 320, "max_text_chars": 40, "max_actions": 3,
-    "summary_max_new_tokens": 64, "memory": {"summary_chars": 40, "memory_chars": 40},
+    "max_new_tokens": 320,
+    "max_text_chars": 40,
+    "max_actions": 3,
+    "summary_max_new_tokens": 64,
+    "memory": {"summary_chars": 40, "memory_chars": 40},
     "batch_size": 32,
 }
 
@@ -37,8 +40,13 @@ def trajectory(model: Path, threads: int, **llm: Any) -> dict[str, Any]:
     import socialenv  # noqa: F401
 
     torch.set_num_threads(threads)
-    env = gym.make("PolicySim-Rec-v0", users="llm", num_users=12, rounds=2,
-                   llm={"backend": "hf", "model": str(model), "cpu_threads": threads, **SMALL, **llm})
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        users="llm",
+        num_users=12,
+        rounds=2,
+        llm={"backend": "hf", "model": str(model), "cpu_threads": threads, **SMALL, **llm},
+    )
     obs, _ = env.reset(seed=3)
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {"obs": [obs["arms"].copy()], "rewards": [], "brain": []}
@@ -57,11 +65,16 @@ def trajectory(model: Path, threads: int, **llm: Any) -> dict[str, Any]:
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (a["texts"] == b["texts"] and a["rewards"] == b["rewards"]
-            and all(np.array_equal(x, y) for x, y in zip(a["obs"], b["obs"], strict=True)))
+    return (
+        a["texts"] == b["texts"]
+        and a["rewards"] == b["rewards"]
+        and all(np.array_equal(x, y) for x, y in zip(a["obs"], b["obs"], strict=True))
+    )
 
 
-def test_recorded_run_replays_bit_for_bit_with_other_threads(tiny_lm_path: Path, tmp_path: Path) -> None:
+def test_recorded_run_replays_bit_for_bit_with_other_threads(
+    tiny_lm_path: Path, tmp_path: Path
+) -> None:
     cache = tmp_path / "replay.jsonl"
     recorded = trajectory(tiny_lm_path, 1, replay=str(cache), replay_mode="record")
     assert recorded["texts"], "the tiny model wrote nothing: nothing to compare"
@@ -76,8 +89,10 @@ def test_recorded_run_replays_bit_for_bit_with_other_threads(tiny_lm_path: Path,
     replayed = trajectory(tiny_lm_path, 2, replay=str(cache), replay_mode="replay")
     assert isinstance(replayed["backend"], ReplayBackend) and replayed["backend"].inner is None
     assert same(recorded, replayed)
-    assert all(b["replay_hit_rate"] == 1.0 and b["replay_hits"] == b["llm_prompts"]
-               for b in replayed["brain"])
+    assert all(
+        b["replay_hit_rate"] == 1.0 and b["replay_hits"] == b["llm_prompts"]
+        for b in replayed["brain"]
+    )
 
 
 def test_same_seed_same_threads_is_deterministic_without_replay(tiny_lm_path: Path) -> None:
@@ -105,9 +120,12 @@ def test_partial_hits_call_the_model_for_the_rest(tiny_lm_path: Path, tmp_path: 
         with pytest.raises(LLMBackendError, match=r"1 of 1 prompts .* not in"):
             replay.generate([[{"role": "user", "content": "never asked"}]], None, sampling)
     # the key covers the sampling parameters and each prompt's own seed
-    assert replay_key("m", prompts[0], None, sampling, 0) != replay_key("m", prompts[0], None, sampling, 1)
     assert replay_key("m", prompts[0], None, sampling, 0) != replay_key(
-        "m", prompts[0], None, Sampling(temperature=0.5, max_new_tokens=8, seed=5), 0)
+        "m", prompts[0], None, sampling, 1
+    )
+    assert replay_key("m", prompts[0], None, sampling, 0) != replay_key(
+        "m", prompts[0], None, Sampling(temperature=0.5, max_new_tokens=8, seed=5), 0
+    )
 
 
 def test_replay_config_errors(tmp_path: Path) -> None:
@@ -118,7 +136,9 @@ def test_replay_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="replay_mode='replay' needs replay="):
         LLMConfig(model="m", replay_mode="replay")
     with pytest.raises(FileNotFoundError, match="no recorded cache"):
-        make_backend({"model": "m", "replay": str(tmp_path / "none.jsonl"), "replay_mode": "replay"})
+        make_backend(
+            {"model": "m", "replay": str(tmp_path / "none.jsonl"), "replay_mode": "replay"}
+        )
     cache = tmp_path / "other.jsonl"
     cache.write_text(json.dumps({"meta": {"model": "another-model", "system_role": True}}) + "\n")
     with pytest.raises(ValueError, match="recorded with model 'another-model'"):
@@ -137,15 +157,21 @@ def _scripted_cache(tmp_path: Path) -> tuple[Path, list, Sampling]:
     return cache, prompts, sampling
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    (b"[1, 2]", "line 5: a list is not allowed: a JSON object"),
-    (b'{"key": 3}', "line 5: key=3 is not allowed: str"),
-    (b'{"meta": {"model": "m"}}', "line 5: meta is not allowed here"),
-    ('{"key": "k", "text": "caf\u00e9"}'.encode("latin-1"), "line 5: not UTF-8 text"),
-    (b'{"key": "k", "messages": [], "schema_sha256": null, "sampling": {}, "text": "t", '
-     b'"prompt_tokens": -1, "completion_tokens": 0, "finish_reason": "stop"}', "line 5: prompt_tokens=-1 is not allowed"),
-    (b"{not json", "line 5: not JSON"),
-])
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"[1, 2]", "line 5: a list is not allowed: a JSON object"),
+        (b'{"key": 3}', "line 5: key=3 is not allowed: str"),
+        (b'{"meta": {"model": "m"}}', "line 5: meta is not allowed here"),
+        ('{"key": "k", "text": "caf\u00e9"}'.encode("latin-1"), "line 5: not UTF-8 text"),
+        (
+            b'{"key": "k", "messages": [], "schema_sha256": null, "sampling": {}, "text": "t", '
+            b'"prompt_tokens": -1, "completion_tokens": 0, "finish_reason": "stop"}',
+            "line 5: prompt_tokens=-1 is not allowed",
+        ),
+        (b"{not json", "line 5: not JSON"),
+    ],
+)
 def test_a_malformed_cache_line_is_a_clear_error(tmp_path: Path, line: bytes, why: str) -> None:
     cache, _, _ = _scripted_cache(tmp_path)
     cache.write_bytes(cache.read_bytes() + line + b"\n")
@@ -162,7 +188,9 @@ def test_a_torn_last_line_is_skipped_and_cut_before_appending(tmp_path: Path) ->
 
     cache, prompts, sampling = _scripted_cache(tmp_path)
     whole = cache.read_bytes()
-    cache.write_bytes(whole + b'{"key": "abc", "messages": [{"role": "us')  # a recording killed mid-line
+    cache.write_bytes(
+        whole + b'{"key": "abc", "messages": [{"role": "us'
+    )  # a recording killed mid-line
     replay = ReplayBackend(cache, "replay", "m")
     assert replay.generate(prompts, None, sampling).texts == ["answer 0", "answer 1", "answer 2"]
     auto = ReplayBackend(cache, "auto", "m", ScriptedBackend(lambda i, m, s: "fresh"))
@@ -184,7 +212,9 @@ def test_an_entry_must_match_its_key(tmp_path: Path) -> None:
         replay.generate(prompts, None, sampling)
 
 
-def test_an_oversized_cache_or_line_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_cache_or_line_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agent_models.llm.backends import replay
 
     cache, _, _ = _scripted_cache(tmp_path)
@@ -193,5 +223,7 @@ def test_an_oversized_cache_or_line_is_refused_before_reading(tmp_path: Path, mo
         ReplayBackend(cache, "replay", "m")
     monkeypatch.setattr(replay, "MAX_CACHE_BYTES", cache.stat().st_size - 1)
     monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("read before the size check"))
-    with pytest.raises(ValueError, match=f"replay cache {cache}: {cache.stat().st_size} bytes is not allowed"):
+    with pytest.raises(
+        ValueError, match=f"replay cache {cache}: {cache.stat().st_size} bytes is not allowed"
+    ):
         ReplayBackend(cache, "replay", "m")

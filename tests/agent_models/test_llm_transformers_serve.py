@@ -20,16 +20,23 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
-if shutil.which("transformers") is None or importlib.util.find_spec("fastapi") is None \
-        or importlib.util.find_spec("uvicorn") is None:
+if (
+    shutil.which("transformers") is None
+    or importlib.util.find_spec("fastapi") is None
+    or importlib.util.find_spec("uvicorn") is None
+):
     pytest.skip('needs `pip install "transformers[serving]"`', allow_module_level=True)
 
 from agent_models.llm import LLMBackendError, LLMConfig, Sampling, make_backend  # noqa: E402
 from agent_models.llm.backends.base import ScoringUnsupported  # noqa: E402
 from agent_models.testing import build_tiny_lm  # noqa: E402
 
-SCHEMA = {"type": "object", "properties": {"stance": {"type": "string"}}, "required": ["stance"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"stance": {"type": "string"}},
+    "required": ["stance"],
+    "additionalProperties": False,
+}
 
 
 def _free_port() -> int:
@@ -44,8 +51,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     port = _free_port()
     log = Path(tmp_path_factory.mktemp("serve")) / "serve.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["transformers", "serve", model, "--host", "127.0.0.1",
-                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            ["transformers", "serve", model, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 240
         while True:
@@ -63,8 +73,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 
 
 def _config(url: str, model: str, **extra: object) -> LLMConfig:
-    return LLMConfig.model_validate({"backend": "openai", "model": model, "base_url": url,
-                                     "request_timeout": 120, "max_retries": 1, **extra})
+    return LLMConfig.model_validate(
+        {
+            "backend": "openai",
+            "model": model,
+            "base_url": url,
+            "request_timeout": 120,
+            "max_retries": 1,
+            **extra,
+        }
+    )
 
 
 def test_probe_finds_response_format_ignored(served: tuple[str, str]) -> None:
@@ -72,7 +90,9 @@ def test_probe_finds_response_format_ignored(served: tuple[str, str]) -> None:
     with make_backend(_config(url, model)) as backend:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            backend.generate([[{"role": "user", "content": "hi"}]], SCHEMA, Sampling(max_new_tokens=8))
+            backend.generate(
+                [[{"role": "user", "content": "hi"}]], SCHEMA, Sampling(max_new_tokens=8)
+            )
         assert backend.form == "none"
         assert backend.probe_results["json_schema"].startswith("ignored: HTTP 200")
         assert backend.probe_results["json_object"].startswith("ignored: HTTP 200")
@@ -81,4 +101,6 @@ def test_probe_finds_response_format_ignored(served: tuple[str, str]) -> None:
             backend.score_labels([[{"role": "user", "content": "hi"}]], ["against", "favor"])
     with make_backend(_config(url, model, strict=True)) as backend:
         with pytest.raises(LLMBackendError, match="ignored: HTTP 200"):
-            backend.generate([[{"role": "user", "content": "hi"}]], SCHEMA, Sampling(max_new_tokens=8))
+            backend.generate(
+                [[{"role": "user", "content": "hi"}]], SCHEMA, Sampling(max_new_tokens=8)
+            )

@@ -28,9 +28,13 @@ from tests.support import FIXTURES
 def examples():
     d = read_twibot20(FIXTURES / "twibot20" / "sample.json", config=LoaderConfig(encoder="hash"))
     s = d.scenario
-    exs = build_examples(d.actions, s.profiles, s.topic, follow_src=s.follow_src, follow_dst=s.follow_dst)
+    exs = build_examples(
+        d.actions, s.profiles, s.topic, follow_src=s.follow_src, follow_dst=s.follow_dst
+    )
     # a few of each behaviour, several users
-    return [ex for ex in exs if ex.behaviour == "post"][:6] + [ex for ex in exs if ex.behaviour != "post"][:4]
+    return [ex for ex in exs if ex.behaviour == "post"][:6] + [
+        ex for ex in exs if ex.behaviour != "post"
+    ][:4]
 
 
 class Oracle(Backend):
@@ -61,8 +65,9 @@ class Oracle(Backend):
             return json.dumps({"engagement": 3, "robustness": 4, "suitability": 80})
         raise AssertionError(f"unexpected prompt: {user[:80]}")
 
-    def generate(self, prompts: Sequence[Messages], schemas: Schemas = None,
-                 sampling: Sampling | None = None) -> Generation:
+    def generate(
+        self, prompts: Sequence[Messages], schemas: Schemas = None, sampling: Sampling | None = None
+    ) -> Generation:
         texts = [self._answer(p) for p in prompts]
         n = len(texts)
         return Generation(texts, np.zeros(n, np.int64), np.zeros(n, np.int64), ["stop"] * n)
@@ -76,7 +81,12 @@ class Silent(Oracle):
 def test_builtin_bertscore_matches_package():
     pytest.importorskip("bert_score")
     cands = ["the cat sat on the mat", "Vote on Tuesday!", "我爱北京", "x"]
-    refs = ["a cat was sitting on the mat", "Don't forget to vote this week", "北京天气", "hello there"]
+    refs = [
+        "a cat was sitting on the mat",
+        "Don't forget to vote this week",
+        "北京天气",
+        "hello there",
+    ]
     ours = bertscore_builtin(cands, refs)
     theirs = bertscore(cands, refs, impl="bert_score")
     for a, b in zip(ours, theirs, strict=True):
@@ -87,20 +97,37 @@ def test_builtin_bertscore_matches_package():
 
 def test_oracle_scores_perfectly(examples, tmp_path):
     backend = Oracle(examples)
-    result = evaluate_micro(examples, backend, judge_backend=backend,
-                            config=MicroEvalConfig(encoder="hash", candidates=3), label="oracle")
+    result = evaluate_micro(
+        examples,
+        backend,
+        judge_backend=backend,
+        config=MicroEvalConfig(encoder="hash", candidates=3),
+        label="oracle",
+    )
     summary = result.summary()
     assert summary["behaviour_accuracy"]["mean"] == 1.0 and summary["behaviour_accuracy"]["n"] == 10
     assert summary["bertscore_f1"]["mean"] == pytest.approx(1.0, abs=1e-3)
     assert summary["bertsim"]["mean"] == pytest.approx(1.0, abs=1e-5)
-    assert summary["bertsim"]["n"] == result.counts["text_pairs"] == result.counts["observed_with_text"]
+    assert (
+        summary["bertsim"]["n"]
+        == result.counts["text_pairs"]
+        == result.counts["observed_with_text"]
+    )
     assert summary["self_consistency"]["mean"] == 1.0
     assert result.counts["self_consistency_questions"] == summary["self_consistency"]["n"] > 0
-    assert (summary["engagement"]["mean"], summary["robustness"]["mean"], summary["suitability"]["mean"]) == (3, 4, 80)
+    assert (
+        summary["engagement"]["mean"],
+        summary["robustness"]["mean"],
+        summary["suitability"]["mean"],
+    ) == (3, 4, 80)
     assert result.counts["invalid_answers"] == 0
 
-    silent = evaluate_micro(examples, Silent(examples), config=MicroEvalConfig(encoder="hash", candidates=3),
-                            label="silent")
+    silent = evaluate_micro(
+        examples,
+        Silent(examples),
+        config=MicroEvalConfig(encoder="hash", candidates=3),
+        label="silent",
+    )
     s2 = silent.summary()
     assert s2["behaviour_accuracy"]["mean"] == 0.0 and s2["bertsim"]["n"] == 0
     assert s2["self_consistency"]["mean"] == 0.0 and silent.counts["self_consistency_failures"] > 0
@@ -131,11 +158,30 @@ def test_eval_cli_on_tiny_model(tiny_lm_path, examples, tmp_path):
 
     data = save_records([e.to_record() for e in examples[4:8]], tmp_path / "test.jsonl")
     out = tmp_path / "eval.json"
-    result = CliRunner().invoke(eval_app, [
-        "micro", "--data", str(data), "--model", str(tiny_lm_path), "--judge-model", str(tiny_lm_path),
-        "--out", str(out), "--max-new-tokens", "24", "--encoder", "hash", "--device", "cpu",
-        "--label", "tiny", "--candidates", "2",
-    ])
+    result = CliRunner().invoke(
+        eval_app,
+        [
+            "micro",
+            "--data",
+            str(data),
+            "--model",
+            str(tiny_lm_path),
+            "--judge-model",
+            str(tiny_lm_path),
+            "--out",
+            str(out),
+            "--max-new-tokens",
+            "24",
+            "--encoder",
+            "hash",
+            "--device",
+            "cpu",
+            "--label",
+            "tiny",
+            "--candidates",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert "Micro-level evaluation" in result.output and "tiny" in result.output
     saved = json.loads(out.read_text())

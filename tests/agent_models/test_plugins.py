@@ -18,12 +18,17 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_plugin_that_fails_to_import_is_an_error(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_that_fails_to_import_is_an_error(
+    fresh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (fresh / "broken_policysim_plugin.py").write_text("raise RuntimeError('half-installed')\n")
     monkeypatch.setenv(plugins.PLUGINS_ENV_VAR, "broken_policysim_plugin")
     for _ in range(2):  # never skipped on a later call
-        with pytest.raises(plugins.PluginError, match=r"plugin 'broken_policysim_plugin' \(named in "
-                                                       r"\$POLICYSIM_PLUGINS\) failed to import: RuntimeError"):
+        with pytest.raises(
+            plugins.PluginError,
+            match=r"plugin 'broken_policysim_plugin' \(named in "
+            r"\$POLICYSIM_PLUGINS\) failed to import: RuntimeError",
+        ):
             plugins.load_plugins()
     monkeypatch.setenv(plugins.PLUGINS_ENV_VAR, "no_such_policysim_plugin")
     with pytest.raises(plugins.PluginError, match="ModuleNotFoundError"):
@@ -35,4 +40,6 @@ def test_a_working_plugin_registers_its_names(fresh: Path, monkeypatch: pytest.M
     (fresh / "fine_policysim_plugin.py").write_text("LOADED = True\n")
     monkeypatch.setenv(plugins.PLUGINS_ENV_VAR, "fine_policysim_plugin")
     plugins.load_plugins()
-    assert "fine_policysim_plugin" in plugins._loaded and sys.modules["fine_policysim_plugin"].LOADED
+    assert (
+        "fine_policysim_plugin" in plugins._loaded and sys.modules["fine_policysim_plugin"].LOADED
+    )

@@ -18,10 +18,12 @@ from tests.support import FIXTURES
 def sft_file(tmp_path_factory) -> Path:
     d = read_twibot20(FIXTURES / "twibot20" / "sample.json", config=LoaderConfig(encoder="hash"))
     s = d.scenario
-    examples = build_examples(d.actions, s.profiles, s.topic, follow_src=s.follow_src,
-                              follow_dst=s.follow_dst)
-    return save_records([e.to_record() for e in examples[:8]],
-                        tmp_path_factory.mktemp("data") / "sft.jsonl")
+    examples = build_examples(
+        d.actions, s.profiles, s.topic, follow_src=s.follow_src, follow_dst=s.follow_dst
+    )
+    return save_records(
+        [e.to_record() for e in examples[:8]], tmp_path_factory.mktemp("data") / "sft.jsonl"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +33,36 @@ def sft_adapter(tiny_lm_path, sft_file, tmp_path_factory) -> Path:
     from agent_models.training.cli import train_app
 
     out = tmp_path_factory.mktemp("sft") / "adapter"
-    result = CliRunner().invoke(train_app, [
-        "sft", "--model", str(tiny_lm_path), "--data", str(sft_file), "--output", str(out),
-        "--max-steps", "2", "--batch-size", "1", "--per-device-batch-size", "1",
-        "--learning-rate", "0.01", "--warmup-ratio", "0", "--lora-rank", "8",
-        "--max-length", "2048", "--device", "cpu", "--logging-steps", "1",
-    ])
+    result = CliRunner().invoke(
+        train_app,
+        [
+            "sft",
+            "--model",
+            str(tiny_lm_path),
+            "--data",
+            str(sft_file),
+            "--output",
+            str(out),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "1",
+            "--per-device-batch-size",
+            "1",
+            "--learning-rate",
+            "0.01",
+            "--warmup-ratio",
+            "0",
+            "--lora-rank",
+            "8",
+            "--max-length",
+            "2048",
+            "--device",
+            "cpu",
+            "--logging-steps",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output + repr(result.exception)
     report = json.loads(result.output.strip().splitlines()[-1])
     assert report["steps"] == 2 and report["adapter"] == str(out)
@@ -82,16 +108,32 @@ def test_dpo_from_sft_adapter(tiny_lm_path, sft_adapter, sft_file, tmp_path):
 
     # short prompts (the persona part of real instructions) keep the CPU steps fast
     records = [
-        {"prompt": [{"role": "user", "content": r["prompt"][1]["content"][:400]}],
-         "chosen": r["completion"],
-         "rejected": [{"role": "assistant", "content": '{"actions":[]}'}]}
+        {
+            "prompt": [{"role": "user", "content": r["prompt"][1]["content"][:400]}],
+            "chosen": r["completion"],
+            "rejected": [{"role": "assistant", "content": '{"actions":[]}'}],
+        }
         for r in load_records(sft_file)[:4]
     ]
     out = tmp_path / "dpo"
-    result = train_dpo(tiny_lm_path, records, out, TrainConfig(
-        max_steps=2, batch_size=1, per_device_batch_size=1, learning_rate=0.01, warmup_ratio=0,
-        lora_rank=8, max_length=2048, device="cpu", logging_steps=1, beta=0.1,
-    ), sft_adapter=sft_adapter)
+    result = train_dpo(
+        tiny_lm_path,
+        records,
+        out,
+        TrainConfig(
+            max_steps=2,
+            batch_size=1,
+            per_device_batch_size=1,
+            learning_rate=0.01,
+            warmup_ratio=0,
+            lora_rank=8,
+            max_length=2048,
+            device="cpu",
+            logging_steps=1,
+            beta=0.1,
+        ),
+        sft_adapter=sft_adapter,
+    )
     assert result.steps == 2 and result.config["sft_adapter"] == str(sft_adapter)
     steps = [h for h in result.log_history if "loss" in h]
     assert len(steps) == 2
@@ -108,17 +150,30 @@ def test_dpo_from_sft_adapter(tiny_lm_path, sft_adapter, sft_file, tmp_path):
 
     tok = AutoTokenizer.from_pretrained(tiny_lm_path)
     text = '{"actions":[{"type":"like","post_id":3}]}'
-    sft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_lm_path), str(sft_adapter))
-    dpo_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_lm_path), str(out))
-    assert not torch.allclose(_logits(sft_model, tok, text), _logits(dpo_model, tok, text), atol=1e-5)
+    sft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_lm_path), str(sft_adapter)
+    )
+    dpo_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_lm_path), str(out)
+    )
+    assert not torch.allclose(
+        _logits(sft_model, tok, text), _logits(dpo_model, tok, text), atol=1e-5
+    )
 
     # the hf backend of the agents loads the adapter by path and generates with it
-    backend = make_backend({"backend": "hf", "model": str(tiny_lm_path), "lora_path": str(out),
-                            "device": "cpu"})
-    gen = backend.generate([records[0]["prompt"]],
-                           {"type": "object", "properties": {"ok": {"type": "boolean"}},
-                            "required": ["ok"], "additionalProperties": False},
-                           Sampling(temperature=0.0, max_new_tokens=8))
+    backend = make_backend(
+        {"backend": "hf", "model": str(tiny_lm_path), "lora_path": str(out), "device": "cpu"}
+    )
+    gen = backend.generate(
+        [records[0]["prompt"]],
+        {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+            "additionalProperties": False,
+        },
+        Sampling(temperature=0.0, max_new_tokens=8),
+    )
     assert json.loads(gen.texts[0]) in ({"ok": True}, {"ok": False})
 
 
@@ -131,7 +186,14 @@ def test_train_config_validation(tmp_path):
     with pytest.raises(ValueError, match="TrainConfig.beta"):
         TrainConfig(beta=0)
     defaults = TrainConfig()
-    assert (defaults.lora_rank, defaults.batch_size, defaults.epochs, defaults.beta) == (64, 256, 10.0, 0.1)
-    result = CliRunner().invoke(train_app, ["sft", "--model", "m", "--data", "d", "--output",
-                                            str(tmp_path), "--lora-rank", "0"])
+    assert (defaults.lora_rank, defaults.batch_size, defaults.epochs, defaults.beta) == (
+        64,
+        256,
+        10.0,
+        0.1,
+    )
+    result = CliRunner().invoke(
+        train_app,
+        ["sft", "--model", "m", "--data", "d", "--output", str(tmp_path), "--lora-rank", "0"],
+    )
     assert result.exit_code != 0 and "lora_rank" in result.output

@@ -27,9 +27,15 @@ BAD_ENV_KWARGS = [
     ({"rounds": 0}, "rounds=0 is not allowed"),
     ({"budget": 2.5}, "budget=2.5 is not allowed"),
     ({"budget": 10**7}, "budget=10000000 is not allowed"),
-    ({"candidate_users": 100_000, "candidates": {"interest": 100}}, "candidate_users=100000 is not allowed: candidate_users × candidate posts per user"),
+    (
+        {"candidate_users": 100_000, "candidates": {"interest": 100}},
+        "candidate_users=100000 is not allowed: candidate_users × candidate posts per user",
+    ),
     ({"exposure_users": 10**7}, "exposure_users=10000000 is not allowed"),
-    ({"exposure_levels": (0.5, float("nan"))}, "exposure_levels[1]=nan is not allowed: a finite number"),
+    (
+        {"exposure_levels": (0.5, float("nan"))},
+        "exposure_levels[1]=nan is not allowed: a finite number",
+    ),
     ({"exposure_levels": "0.5"}, "exposure_levels='0.5' is not allowed: a list"),
     ({"exposure_levels": tuple(np.linspace(0, 1, 1000))}, "exposure_levels="),
     ({"stance_ema": float("inf")}, "stance_ema=inf is not allowed: a finite number"),
@@ -37,14 +43,26 @@ BAD_ENV_KWARGS = [
     ({"memory_ema": None}, "memory_ema=None is not allowed: a number"),
     ({"observe_users": 1}, "observe_users=1 is not allowed: true or false"),
     ({"recommender": {"window": 0}}, "recommender.window=0 is not allowed"),
-    ({"recommender": {"candidates_per_slot": 10**6}}, "recommender.candidates_per_slot=1000000 is not allowed"),
-    ({"recommender": {"personalized_stance_weight": float("nan")}}, "recommender.personalized_stance_weight=nan"),
+    (
+        {"recommender": {"candidates_per_slot": 10**6}},
+        "recommender.candidates_per_slot=1000000 is not allowed",
+    ),
+    (
+        {"recommender": {"personalized_stance_weight": float("nan")}},
+        "recommender.personalized_stance_weight=nan",
+    ),
     ({"recommender": {"relational": True}}, "recommender.relational=True is not allowed"),
     ({"reward": {"stance_weight": float("nan")}}, "reward.stance_weight=nan is not allowed"),
-    ({"reward": {"engagement": {"like": "high"}}}, "reward.engagement['like']='high' is not allowed"),
+    (
+        {"reward": {"engagement": {"like": "high"}}},
+        "reward.engagement['like']='high' is not allowed",
+    ),
     ({"context": {"hops": 2.0}}, "context.hops=2.0 is not allowed"),
     ({"context": {"alpha": float("-inf")}}, "context.alpha=-inf is not allowed"),
-    ({"surrogate": {"stance_noise": float("nan")}}, "surrogate.stance_noise=nan is not allowed: a finite number"),
+    (
+        {"surrogate": {"stance_noise": float("nan")}},
+        "surrogate.stance_noise=nan is not allowed: a finite number",
+    ),
     ({"surrogate": {"post_rate": True}}, "surrogate.post_rate=True is not allowed"),
     ({"surrogate": {"like_bias": "high"}}, "surrogate.like_bias='high' is not allowed"),
 ]
@@ -60,9 +78,14 @@ def test_bad_env_config_is_refused_naming_the_field(kwargs: dict, message: str) 
 
 
 def test_numpy_numbers_are_accepted_and_converted() -> None:
-    config = EnvConfig(num_users=np.int64(50), rounds=np.int32(2), stance_ema=np.float32(0.5),
-                       exposure_levels=np.array([0.0, 1.0]), observe_users=np.bool_(True),
-                       recommender={"window": np.int16(3)})
+    config = EnvConfig(
+        num_users=np.int64(50),
+        rounds=np.int32(2),
+        stance_ema=np.float32(0.5),
+        exposure_levels=np.array([0.0, 1.0]),
+        observe_users=np.bool_(True),
+        recommender={"window": np.int16(3)},
+    )
     assert type(config.num_users) is int and type(config.rounds) is int
     assert type(config.stance_ema) is float and config.exposure_levels == (0.0, 1.0)
     assert config.observe_users is True and type(config.recommender.window) is int
@@ -72,7 +95,9 @@ def test_numpy_numbers_are_accepted_and_converted() -> None:
 
 
 def test_population_run_and_sweep_configs_use_the_same_checker() -> None:
-    with pytest.raises(ValueError, match=r"population.latent_dim=100000 is not allowed: an integer in \[2, 4096\]"):
+    with pytest.raises(
+        ValueError, match=r"population.latent_dim=100000 is not allowed: an integer in \[2, 4096\]"
+    ):
         PopulationConfig(latent_dim=100_000)
     with pytest.raises(ValueError, match=r"population.activity_beta\[0\]=nan is not allowed"):
         PopulationConfig(activity_beta=(float("nan"), 1.0))
@@ -84,7 +109,9 @@ def test_population_run_and_sweep_configs_use_the_same_checker() -> None:
         SweepConfig(seeds=("1",))
 
 
-@pytest.mark.parametrize("name", ["../x", "/tmp/x", "a/b", "..", ".", "", "a\\b", "x" * 300, ".hidden", "-rf"])
+@pytest.mark.parametrize(
+    "name", ["../x", "/tmp/x", "a/b", "..", ".", "", "a\\b", "x" * 300, ".hidden", "-rf"]
+)
 def test_run_and_sweep_names_are_one_path_segment(name: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not allowed: one folder name"):
         RunConfig(run_name=name, out_dir=str(tmp_path))
@@ -99,12 +126,15 @@ def _saved(tmp_path: Path) -> tuple[Scenario, Path]:
     return scenario, scenario.save(tmp_path / "pop")
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("opinion", np.nan, "Scenario.opinion holds NaN or inf"),
-    ("activity", np.nan, "Scenario.activity holds NaN or inf"),
-    ("susceptibility", np.inf, "Scenario.susceptibility holds NaN or inf"),
-    ("toxicity_propensity", np.nan, "Scenario.toxicity_propensity holds NaN"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("opinion", np.nan, "Scenario.opinion holds NaN or inf"),
+        ("activity", np.nan, "Scenario.activity holds NaN or inf"),
+        ("susceptibility", np.inf, "Scenario.susceptibility holds NaN or inf"),
+        ("toxicity_propensity", np.nan, "Scenario.toxicity_propensity holds NaN"),
+    ],
+)
 def test_scenario_nan_is_refused(tmp_path: Path, field: str, value: float, message: str) -> None:
     scenario, _ = _saved(tmp_path)
     getattr(scenario, field)[3] = value
@@ -174,12 +204,16 @@ def test_huge_float_action_is_reported_as_given() -> None:
 def test_llm_config_numbers_follow_the_same_rules() -> None:
     from agent_models.llm import LLMConfig
 
-    for kwargs, message in [({"max_retries": True}, "max_retries=True is not allowed: an integer (not a bool)"),
-                            ({"max_retries": 2.5}, "max_retries=2.5 is not allowed: an integer"),
-                            ({"batch_size": "4"}, "batch_size='4' is not allowed"),
-                            ({"temperature": float("nan")}, "temperature"),
-                            ({"memory": {"top_k": True}}, "memory.top_k=True is not allowed")]:
+    for kwargs, message in [
+        ({"max_retries": True}, "max_retries=True is not allowed: an integer (not a bool)"),
+        ({"max_retries": 2.5}, "max_retries=2.5 is not allowed: an integer"),
+        ({"batch_size": "4"}, "batch_size='4' is not allowed"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"memory": {"top_k": True}}, "memory.top_k=True is not allowed"),
+    ]:
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
             LLMConfig(model="m", **kwargs)
-    config = LLMConfig(model="m", batch_size=np.int64(4), temperature=np.float32(0.5), max_retries=np.int32(2))
+    config = LLMConfig(
+        model="m", batch_size=np.int64(4), temperature=np.float32(0.5), max_retries=np.int32(2)
+    )
     assert (config.batch_size, config.temperature, config.max_retries) == (4, 0.5, 2)

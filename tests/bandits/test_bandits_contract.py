@@ -128,6 +128,7 @@ def assert_same_scores(first, second, seed: int, n_arms: int) -> None:
         contexts = random_round(np.random.default_rng(seed), n_arms=n_arms)
         assert np.array_equal(first.scores(contexts), second.scores(contexts))
 
+
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_same_seed_same_selections_bit_for_bit(name):
     first, second = make_policy(name, DIM, seed=7), make_policy(name, DIM, seed=7)
@@ -329,7 +330,8 @@ def test_bandits_package_does_not_import_socialenv():
         for node in tree.body:
             for module in imported_modules(node):
                 assert module.split(".")[0] in allowed_top_level or module in BANDITS_MAY_IMPORT, (
-                    f"{source.name} imports {module}")
+                    f"{source.name} imports {module}"
+                )
 
 
 def imported_modules(node: ast.AST) -> list[str]:

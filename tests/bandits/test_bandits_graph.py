@@ -77,8 +77,9 @@ def test_encoder_shapes_and_neighbourhood_embedding_is_exact(conv: str) -> None:
     graph = random_graph(0)
     snapshot = snapshot_from_data(graph, use_stance=True)
     assert snapshot.x.shape == (N_NODES, USER_DIM + 1)
-    encoder = GraphContextEncoder(USER_DIM + 1, USER_DIM, hidden_dim=16, conv=conv,
-                                  generator=torch.Generator().manual_seed(0))
+    encoder = GraphContextEncoder(
+        USER_DIM + 1, USER_DIM, hidden_dim=16, conv=conv, generator=torch.Generator().manual_seed(0)
+    )
     with torch.no_grad():
         full = encoder(snapshot.x, snapshot.edge_index)
         assert full.shape == (N_NODES, USER_DIM)
@@ -99,8 +100,9 @@ def test_encoder_matches_edge_index_message_passing() -> None:
     with torch.no_grad():
         hidden = torch.relu(encoder.conv1(graph.x, graph.edge_index))
         expected = encoder.conv2(hidden, graph.edge_index)
-        torch.testing.assert_close(encoder(graph.x, graph.edge_index), expected,
-                                   rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            encoder(graph.x, graph.edge_index), expected, rtol=1e-5, atol=1e-6
+        )
 
 
 def test_encoder_rejects_bad_arguments() -> None:
@@ -123,14 +125,17 @@ def test_graph_contexts_replace_the_user_columns_only() -> None:
     policy.observe_graph(graph)
     replaced = policy.graph_contexts(contexts)
     assert replaced.shape == contexts.shape
-    np.testing.assert_array_equal(replaced[arm_user >= 0, USER_DIM:], contexts[arm_user >= 0, USER_DIM:])
+    np.testing.assert_array_equal(
+        replaced[arm_user >= 0, USER_DIM:], contexts[arm_user >= 0, USER_DIM:]
+    )
     from bandits.graph import snapshot_from_data
 
     snapshot = snapshot_from_data(graph, use_stance=True)
     with torch.no_grad():
         embedding = policy.graph_encoder(snapshot.x, snapshot.edge_index).numpy()
-    np.testing.assert_allclose(replaced[[0, 2, 5], :USER_DIM], embedding[[5, 9, 12]], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        replaced[[0, 2, 5], :USER_DIM], embedding[[5, 9, 12]], rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_array_equal(replaced[0, :USER_DIM], replaced[1, :USER_DIM])
     assert not replaced[4].any()  # padding arm
     mask = arm_user >= 0
@@ -222,7 +227,9 @@ def test_errors_name_the_problem() -> None:
     class Env:
         context_dim, no_op = CONTEXT_DIM, N_ARMS
 
-    with pytest.raises(ValueError, match=r"hyperparameters=\['hidden'\] is not allowed: unknown hyper-parameter"):
+    with pytest.raises(
+        ValueError, match=r"hyperparameters=\['hidden'\] is not allowed: unknown hyper-parameter"
+    ):
         make_run_policy("eenet_gnn", Env(), 0, hidden=3)
 
 
@@ -240,11 +247,17 @@ def test_runs_in_the_runner_on_rec() -> None:
     from socialenv.runner import RunConfig, run
 
     assert "eenet_gnn" in policy_names()
-    result = run(RunConfig(
-        env_id="PolicySim-Rec-v0", policy="eenet_gnn", seeds=(0,),
-        env_kwargs={"num_users": 150, "rounds": 3, "candidate_users": 20, "budget": 2}, out_dir=None,
-        plots=False, progress=False,
-    ))
+    result = run(
+        RunConfig(
+            env_id="PolicySim-Rec-v0",
+            policy="eenet_gnn",
+            seeds=(0,),
+            env_kwargs={"num_users": 150, "rounds": 3, "candidate_users": 20, "budget": 2},
+            out_dir=None,
+            plots=False,
+            progress=False,
+        )
+    )
     assert len(result.rows) == 3
     assert all(0.0 <= row["reward"] <= 1.0 for row in result.rows)
 
@@ -301,12 +314,14 @@ def test_runner_exposure_slates_name_each_user_once() -> None:
     groups = arm_groups(env)
     levels = len(base.config.exposure_levels)
     np.testing.assert_array_equal(groups, np.arange(base.num_arms) // levels)
-    rec = gym.make("PolicySim-Rec-v0", num_users=150, candidate_users=4, candidates={"interest": 2, "fresh": 1})
+    rec = gym.make(
+        "PolicySim-Rec-v0", num_users=150, candidate_users=4, candidates={"interest": 2, "fresh": 1}
+    )
     np.testing.assert_array_equal(arm_groups(rec), np.repeat(np.arange(4), 3))
     action = select_action(policy, obs, env)
     assert action.shape == (base.slate_size,) == (20,)
     filled = action[action != base.no_op]
-    assert len(filled) == 20 and len(np.unique(groups[filled])) == 20   # every user named once
+    assert len(filled) == 20 and len(np.unique(groups[filled])) == 20  # every user named once
     _, _, _, _, info = env.step(action)
     assert info["invalid_arms"] == 0 and info["over_user_cap"] == 0 and info["arm_applied"].all()
     env.close()

@@ -71,10 +71,20 @@ def test_logging_propensities_does_not_change_the_slates(name: str) -> None:
 
 def test_method_per_policy() -> None:
     contexts, mask = _problem()
-    expected = {"random": "exact", "egreedy": "exact", "egreedy_neural": "exact", "lints": "monte_carlo",
-                "linucb": "deterministic", "neural_ucb": "deterministic", "eenet": "deterministic"}
+    expected = {
+        "random": "exact",
+        "egreedy": "exact",
+        "egreedy_neural": "exact",
+        "lints": "monte_carlo",
+        "linucb": "deterministic",
+        "neural_ucb": "deterministic",
+        "eenet": "deterministic",
+    }
     for name, method in expected.items():
-        assert _trained(name, contexts, mask).select_with_propensities(contexts, mask, BUDGET).method == method
+        assert (
+            _trained(name, contexts, mask).select_with_propensities(contexts, mask, BUDGET).method
+            == method
+        )
     greedy = make_policy("egreedy", context_dim=D, epsilon=0.0)
     greedy.update(contexts[:3], np.array([0.1, 0.5, 0.9]))
     assert greedy.select_with_propensities(contexts, mask, BUDGET).deterministic
@@ -85,16 +95,23 @@ def test_epsilon_greedy_closed_form_small_case() -> None:
     probs = epsilon_greedy_inclusion(np.array([0.9, 0.1, 0.5]), 1, 0.3)
     np.testing.assert_allclose(probs, [0.7 + 0.1, 0.1, 0.1])
     # ties share their ranks: two arms tied for best, budget 1, ε = 0 -> 1/2 each
-    np.testing.assert_allclose(epsilon_greedy_inclusion(np.array([1.0, 1.0, 0.0]), 1, 0.0), [0.5, 0.5, 0.0])
-    np.testing.assert_allclose(top_k_inclusion(np.array([3.0, 2.0, 2.0, 2.0, 1.0]), 2), [1, 1 / 3, 1 / 3, 1 / 3, 0])
+    np.testing.assert_allclose(
+        epsilon_greedy_inclusion(np.array([1.0, 1.0, 0.0]), 1, 0.0), [0.5, 0.5, 0.0]
+    )
+    np.testing.assert_allclose(
+        top_k_inclusion(np.array([3.0, 2.0, 2.0, 2.0, 1.0]), 2), [1, 1 / 3, 1 / 3, 1 / 3, 0]
+    )
 
 
-@pytest.mark.parametrize(("name", "whole_groups", "method"), [
-    ("random", True, "exact"),            # equal allowed arms per group: exact by symmetry
-    ("random", False, "monte_carlo"),
-    ("egreedy", True, "monte_carlo"),
-    ("linucb", False, "deterministic"),
-])
+@pytest.mark.parametrize(
+    ("name", "whole_groups", "method"),
+    [
+        ("random", True, "exact"),  # equal allowed arms per group: exact by symmetry
+        ("random", False, "monte_carlo"),
+        ("egreedy", True, "monte_carlo"),
+        ("linucb", False, "deterministic"),
+    ],
+)
 def test_one_per_group_inclusion(name: str, whole_groups: bool, method: str) -> None:
     contexts, mask = _problem()
     groups = np.arange(K) // 3
@@ -104,7 +121,9 @@ def test_one_per_group_inclusion(name: str, whole_groups: bool, method: str) -> 
     probs, got = one_per_group_inclusion(policy, contexts, mask, BUDGET, groups)
     assert got == method
     np.testing.assert_allclose(probs.sum(), BUDGET)
-    freq = _empirical(policy, lambda p: select_one_per_group(p, contexts, mask, BUDGET, groups), 1500)
+    freq = _empirical(
+        policy, lambda p: select_one_per_group(p, contexts, mask, BUDGET, groups), 1500
+    )
     assert np.abs(freq - probs).max() < (0.05 if method == "exact" else 0.08)
 
 
@@ -135,7 +154,9 @@ def test_baseline_policies_report_propensities() -> None:
 # ------------------------------------------------------------------ estimators
 
 
-def _synthetic_log(epsilon: float, rounds: int, seed: int) -> tuple[LoggedRounds, np.ndarray, np.ndarray]:
+def _synthetic_log(
+    epsilon: float, rounds: int, seed: int
+) -> tuple[LoggedRounds, np.ndarray, np.ndarray]:
     """Rounds of a logging ε-greedy on a linear Bernoulli bandit; returns the log, the
     (T, K) contexts' mean rewards, and the theta."""
     rng = np.random.default_rng(seed)
@@ -152,8 +173,15 @@ def _synthetic_log(epsilon: float, rounds: int, seed: int) -> tuple[LoggedRounds
         logged = policy.select_with_propensities(contexts, mask, BUDGET)
         rewards = (rng.random(BUDGET) < mean[logged.arms]).astype(np.float32)
         policy.update(contexts[logged.arms], rewards)
-        logger.add(contexts, mask, logged.arms, logged.propensities, logged.method, rewards,
-                   np.ones(BUDGET, bool))
+        logger.add(
+            contexts,
+            mask,
+            logged.arms,
+            logged.propensities,
+            logged.method,
+            rewards,
+            np.ones(BUDGET, bool),
+        )
         means.append(mean)
     return logger.rounds(), np.asarray(means), theta
 
@@ -168,7 +196,12 @@ def test_estimators_recover_the_true_value(target_name: str) -> None:
     truth = float((inclusion * means).sum(axis=1).mean() / BUDGET)
     for name in ("ips", "snips", "dr"):
         est = estimate(inclusion, log, name)
-        assert abs(est.value - truth) < max(2.5 * est.ci95, 0.02), (name, est.value, truth, est.ci95)
+        assert abs(est.value - truth) < max(2.5 * est.ci95, 0.02), (
+            name,
+            est.value,
+            truth,
+            est.ci95,
+        )
     results = evaluate(target, log)
     assert set(results) == {"ips", "snips", "dr"}
     assert results["dr"].ci95 <= results["ips"].ci95 * 1.05  # the reward model removes variance
@@ -192,8 +225,10 @@ def test_one_episode_reports_no_interval() -> None:
         assert est.ci95 is None and np.isfinite(est.value)
         assert "n/a" in str(est)
     two, _, _ = _synthetic_log(epsilon=0.3, rounds=40, seed=4)
-    assert all(est.ci95 is not None and est.ci95 > 0 for est in evaluate(
-        make_policy("random", context_dim=D, seed=0), two).values())
+    assert all(
+        est.ci95 is not None and est.ci95 > 0
+        for est in evaluate(make_policy("random", context_dim=D, seed=0), two).values()
+    )
 
 
 def test_logged_rounds_round_trip_and_validation(tmp_path) -> None:
@@ -207,7 +242,9 @@ def test_logged_rounds_round_trip_and_validation(tmp_path) -> None:
     assert path.exists()
     bad = np.where(log.arms >= 0, 0.0, np.nan)
     with pytest.raises(ValueError, match="propensities"):
-        LoggedRounds(log.contexts, log.mask, log.arms, bad, log.rewards, log.applied, log.episode, log.method)
+        LoggedRounds(
+            log.contexts, log.mask, log.arms, bad, log.rewards, log.applied, log.episode, log.method
+        )
     with pytest.raises(ValueError, match="estimator"):
         estimate(np.zeros(log.mask.shape), log, "direct")
 
@@ -221,36 +258,70 @@ def test_matches_obp_on_single_arm_slates() -> None:
     arms = rng.integers(0, k, size=(n, 1))
     pscore = np.full((n, 1), 1.0 / k)
     rewards = rng.random((n, 1)).astype(np.float32)
-    log = LoggedRounds(contexts, np.ones((n, k), bool), arms, pscore, rewards, np.ones((n, 1), bool),
-                       np.arange(n) // 40, np.full(n, "exact"))
+    log = LoggedRounds(
+        contexts,
+        np.ones((n, k), bool),
+        arms,
+        pscore,
+        rewards,
+        np.ones((n, 1), bool),
+        np.arange(n) // 40,
+        np.full(n, "exact"),
+    )
     target = rng.dirichlet(np.ones(k), size=n)
     q = rng.random((n, k))
-    kwargs = {"reward": rewards[:, 0].astype(np.float64), "action": arms[:, 0], "pscore": pscore[:, 0],
-              "action_dist": target[:, :, None]}
-    ours = {name: estimate(target, log, name, reward_model=q).value for name in ("ips", "snips", "dr")}
-    assert ours["ips"] == pytest.approx(obp_ope.InverseProbabilityWeighting().estimate_policy_value(**kwargs))
+    kwargs = {
+        "reward": rewards[:, 0].astype(np.float64),
+        "action": arms[:, 0],
+        "pscore": pscore[:, 0],
+        "action_dist": target[:, :, None],
+    }
+    ours = {
+        name: estimate(target, log, name, reward_model=q).value for name in ("ips", "snips", "dr")
+    }
+    assert ours["ips"] == pytest.approx(
+        obp_ope.InverseProbabilityWeighting().estimate_policy_value(**kwargs)
+    )
     assert ours["snips"] == pytest.approx(
-        obp_ope.SelfNormalizedInverseProbabilityWeighting().estimate_policy_value(**kwargs))
-    assert ours["dr"] == pytest.approx(obp_ope.DoublyRobust().estimate_policy_value(
-        **kwargs, estimated_rewards_by_reg_model=q[:, :, None]))
+        obp_ope.SelfNormalizedInverseProbabilityWeighting().estimate_policy_value(**kwargs)
+    )
+    assert ours["dr"] == pytest.approx(
+        obp_ope.DoublyRobust().estimate_policy_value(
+            **kwargs, estimated_rewards_by_reg_model=q[:, :, None]
+        )
+    )
 
 
 def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
     from socialenv.runner import RunConfig, run
 
-    common = {"env_id": "PolicySim-Rec-v0", "policy": "egreedy", "seeds": (0, 1),
-              "env_kwargs": {"num_users": 150, "rounds": 3, "candidate_users": 8, "budget": 2,
-                             "reward": {"form": "paper"}},
-              "plots": False, "progress": False}
+    common = {
+        "env_id": "PolicySim-Rec-v0",
+        "policy": "egreedy",
+        "seeds": (0, 1),
+        "env_kwargs": {
+            "num_users": 150,
+            "rounds": 3,
+            "candidate_users": 8,
+            "budget": 2,
+            "reward": {"form": "paper"},
+        },
+        "plots": False,
+        "progress": False,
+    }
     logged = run(RunConfig(**common, out_dir=str(tmp_path), run_name="logged"))
-    plain = run(RunConfig(**common, out_dir=str(tmp_path), run_name="plain", log_propensities=False))
+    plain = run(
+        RunConfig(**common, out_dir=str(tmp_path), run_name="plain", log_propensities=False)
+    )
     assert [r["reward"] for r in logged.rows] == [r["reward"] for r in plain.rows]
     assert not (plain.out_dir / "logged_rounds.npz").exists()
     log = LoggedRounds.load(logged.out_dir)
     assert log.num_rounds == 6 and list(np.unique(log.episode)) == [0, 1]
     assert log.groups is not None  # at most `budget` arms per sampled user
     # Rec's step reward is the slate's slot rewards summed / slate size
-    np.testing.assert_allclose(log.rewards.sum(axis=1) / log.budget, [r["reward"] for r in logged.rows], rtol=1e-5)
+    np.testing.assert_allclose(
+        log.rewards.sum(axis=1) / log.budget, [r["reward"] for r in logged.rows], rtol=1e-5
+    )
     assert set(log.method) == {"monte_carlo"}
 
 
@@ -269,11 +340,16 @@ def _group_frequencies(policy, contexts, mask, budget, groups, per_group, draws)
     return slates.mean(axis=0), slates
 
 
-@pytest.mark.parametrize(("env_id", "names"), [
-    ("PolicySim-Rec-v0", ("random", "popularity", "mmr", "linucb")),
-    ("PolicySim-Exposure-v0", ("random", "suppress_flagged", "linucb")),
-])
-def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(env_id: str, names: tuple) -> None:
+@pytest.mark.parametrize(
+    ("env_id", "names"),
+    [
+        ("PolicySim-Rec-v0", ("random", "popularity", "mmr", "linucb")),
+        ("PolicySim-Exposure-v0", ("random", "suppress_flagged", "linucb")),
+    ],
+)
+def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(
+    env_id: str, names: tuple
+) -> None:
     """The targets of benchmarks/ope.py on env rounds: never Monte-Carlo, equal to the
     selection frequencies, and the policy's generator untouched (the slate afterwards is the
     one it would have picked)."""
@@ -292,15 +368,26 @@ def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(env_id: 
     for name in names:
         policy = make_baseline(name, env, seed=2)
         plain = copy.deepcopy(policy)
-        probs, method = per_group_inclusion(policy, obs["arms"], mask, base.slate_size, groups, base.per_user)
+        probs, method = per_group_inclusion(
+            policy, obs["arms"], mask, base.slate_size, groups, base.per_user
+        )
         assert method in ("exact", "deterministic"), name
-        np.testing.assert_array_equal(select_per_group(policy, obs["arms"], mask, base.slate_size, groups, base.per_user),
-                                      select_per_group(plain, obs["arms"], mask, base.slate_size, groups, base.per_user))
+        np.testing.assert_array_equal(
+            select_per_group(policy, obs["arms"], mask, base.slate_size, groups, base.per_user),
+            select_per_group(plain, obs["arms"], mask, base.slate_size, groups, base.per_user),
+        )
         assert np.all(probs[~mask] == 0) and np.all(probs <= 1)
         capacity = np.minimum(np.bincount(groups[mask]), base.per_user).sum()
         np.testing.assert_allclose(probs.sum(), min(capacity, base.slate_size))
-        freq, _ = _group_frequencies(policy, obs["arms"], mask, base.slate_size, groups, base.per_user,
-                                     30 if method == "deterministic" else 400)
+        freq, _ = _group_frequencies(
+            policy,
+            obs["arms"],
+            mask,
+            base.slate_size,
+            groups,
+            base.per_user,
+            30 if method == "deterministic" else 400,
+        )
         assert np.abs(freq - probs).max() < 0.09, name  # 400 draws: sd <= 0.025
         if method == "deterministic":
             np.testing.assert_array_equal(freq, probs)
@@ -326,11 +413,19 @@ def _mmr_round(duplicate: bool, near_tie: bool):
     contexts[:, layout.feature("interest_similarity")] = np.linspace(0.9, 0.1, 16)
     if duplicate:
         contexts[1, layout.post_embedding] = contexts[0, layout.post_embedding]
-        contexts[1, layout.feature("interest_similarity")] = contexts[0, layout.feature("interest_similarity")]
+        contexts[1, layout.feature("interest_similarity")] = contexts[
+            0, layout.feature("interest_similarity")
+        ]
         contexts[1, layout.feature("author_stance")] = -contexts[0, layout.feature("author_stance")]
     if near_tie:
-        contexts[1, layout.feature("interest_similarity")] = contexts[0, layout.feature("interest_similarity")]
-    return MMRPolicy(context_dim=layout.context_dim, kind="rec", seed=4), contexts, np.repeat(np.arange(4), 4)
+        contexts[1, layout.feature("interest_similarity")] = contexts[
+            0, layout.feature("interest_similarity")
+        ]
+    return (
+        MMRPolicy(context_dim=layout.context_dim, kind="rec", seed=4),
+        contexts,
+        np.repeat(np.arange(4), 4),
+    )
 
 
 def test_mmr_per_user_propensities_exact_with_exchangeable_arms() -> None:
@@ -380,8 +475,16 @@ def test_a_label_shared_across_groups_is_not_spread() -> None:
     groups = groups.copy()
     groups[1] = 3  # arm 1 now belongs to another user than arm 0
     allowed = np.ones(16, bool)
-    assert deterministic_inclusion(policy, contexts, allowed, groups,
-                                   lambda p: select_per_group(p, contexts, allowed, 8, groups, 2)) is None
+    assert (
+        deterministic_inclusion(
+            policy,
+            contexts,
+            allowed,
+            groups,
+            lambda p: select_per_group(p, contexts, allowed, 8, groups, 2),
+        )
+        is None
+    )
 
 
 def test_top_share_inclusion_small_case() -> None:
@@ -394,8 +497,14 @@ def test_top_share_inclusion_small_case() -> None:
     np.testing.assert_allclose(probs, [1, 1 / 3, 1 / 3, 1 / 3, 0, 0.5, 0.5, 0])
 
 
-def _with_member(path, out, name: str, array: np.ndarray | None = None, raw: bytes | None = None,
-                 drop: str | None = None):
+def _with_member(
+    path,
+    out,
+    name: str,
+    array: np.ndarray | None = None,
+    raw: bytes | None = None,
+    drop: str | None = None,
+):
     """Copy the npz at ``path`` to ``out`` with member ``name`` replaced/added (or ``drop`` removed)."""
     import io
     import zipfile
@@ -420,23 +529,47 @@ def test_logged_rounds_load_refuses_bad_members_before_reading(tmp_path) -> None
     log, _, _ = _synthetic_log(0.3, 12, seed=1)
     path = log.save(tmp_path / "logged_rounds.npz")
     header = io.BytesIO()
-    np.lib.format.write_array_header_2_0(header, {"descr": "<f4", "fortran_order": False,
-                                                  "shape": (10**7, 10**6, 1)})
+    np.lib.format.write_array_header_2_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**7, 10**6, 1)}
+    )
     cases = {
-        "extra": (_with_member(path, tmp_path / "extra.npz", "payload", np.zeros(3)),
-                  r"unknown member\(s\) \['payload.npy'\]"),
-        "missing": (_with_member(path, tmp_path / "missing.npz", "x", drop="rewards"),
-                    "lacks 'rewards' \\(a required member\\)"),
-        "shape": (_with_member(path, tmp_path / "shape.npz", "rewards", np.zeros((3, 1), np.float32)),
-                  r"array 'rewards': shape \(3, 1\) is not allowed"),
-        "huge": (_with_member(path, tmp_path / "huge.npz", "contexts", raw=header.getvalue()),
-                 r"array 'contexts': its header declares shape \(10000000, 1000000, 1\)"),
-        "bomb": (_with_member(path, tmp_path / "bomb.npz", "contexts",
-                              np.zeros((12, 4_000, 400), np.float32)), "refused as a zip bomb"),
-        "nan": (_with_member(path, tmp_path / "nan.npz", "rewards", np.full(log.rewards.shape, np.nan, np.float32)),
-                "rewards holds NaN"),
-        "method": (_with_member(path, tmp_path / "method.npz", "method", np.full(log.method.shape, "guess")),
-                   r"method holds \['guess'\]: not allowed: one of"),
+        "extra": (
+            _with_member(path, tmp_path / "extra.npz", "payload", np.zeros(3)),
+            r"unknown member\(s\) \['payload.npy'\]",
+        ),
+        "missing": (
+            _with_member(path, tmp_path / "missing.npz", "x", drop="rewards"),
+            "lacks 'rewards' \\(a required member\\)",
+        ),
+        "shape": (
+            _with_member(path, tmp_path / "shape.npz", "rewards", np.zeros((3, 1), np.float32)),
+            r"array 'rewards': shape \(3, 1\) is not allowed",
+        ),
+        "huge": (
+            _with_member(path, tmp_path / "huge.npz", "contexts", raw=header.getvalue()),
+            r"array 'contexts': its header declares shape \(10000000, 1000000, 1\)",
+        ),
+        "bomb": (
+            _with_member(
+                path, tmp_path / "bomb.npz", "contexts", np.zeros((12, 4_000, 400), np.float32)
+            ),
+            "refused as a zip bomb",
+        ),
+        "nan": (
+            _with_member(
+                path,
+                tmp_path / "nan.npz",
+                "rewards",
+                np.full(log.rewards.shape, np.nan, np.float32),
+            ),
+            "rewards holds NaN",
+        ),
+        "method": (
+            _with_member(
+                path, tmp_path / "method.npz", "method", np.full(log.method.shape, "guess")
+            ),
+            r"method holds \['guess'\]: not allowed: one of",
+        ),
     }
     for bad, why in cases.values():
         with pytest.raises(ValueError, match=why):

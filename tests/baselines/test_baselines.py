@@ -63,22 +63,27 @@ def test_relative_agreement_rule() -> None:
     a_i, a_j = np.array([0.0, 0.0]), np.array([0.2, 0.9])
     u_i, u_j = np.array([0.4, 0.4]), np.array([0.3, 0.3])
     da, du = model.delta(a_i, a_j, u_i, u_j)
-    h = min(0.4, 0.5) - max(-0.4, -0.1)                    # overlap 0.5, h / u_j = 5/3 > 1
+    h = min(0.4, 0.5) - max(-0.4, -0.1)  # overlap 0.5, h / u_j = 5/3 > 1
     s = h / 0.3 - 1
     assert da[0] == pytest.approx(0.5 * s * 0.2) and du[0] == pytest.approx(0.5 * s * (0.3 - 0.4))
-    assert da[1] == 0.0 and du[1] == 0.0                   # no overlap beyond u_j: no influence
+    assert da[1] == 0.0 and du[1] == 0.0  # no overlap beyond u_j: no influence
 
 
 def test_abm_step_vectorized_aggregation() -> None:
     model = BoundedConfidence(mu=0.5, epsilon=1.0)
     a = np.array([0.0, 0.4, -0.2, 0.9])
     u = np.full(4, 0.4)
-    user, partner = np.array([0, 0, 1, 3]), np.array([1, 2, 0, 3])   # 3 interacts with itself: ignored
+    user, partner = (
+        np.array([0, 0, 1, 3]),
+        np.array([1, 2, 0, 3]),
+    )  # 3 interacts with itself: ignored
     new_a, _ = abm_step(model, a, u, user, partner, np.random.default_rng(0), "mean")
     np.testing.assert_allclose(new_a, [0.5 * (0.5 * 0.4 + 0.5 * -0.2), 0.4 - 0.2, -0.2, 0.9])
     sampled, _ = abm_step(model, a, u, user, partner, np.random.default_rng(0), "sample")
     assert sampled[0] in (pytest.approx(0.2), pytest.approx(-0.1))
-    unchanged, _ = abm_step(model, a, u, np.zeros(0, np.int64), np.zeros(0, np.int64), np.random.default_rng(0))
+    unchanged, _ = abm_step(
+        model, a, u, np.zeros(0, np.int64), np.zeros(0, np.int64), np.random.default_rng(0)
+    )
     np.testing.assert_array_equal(unchanged, a)
     assert bias(a) == pytest.approx(a.mean()) and diversity(a) == pytest.approx(a.var())
 
@@ -106,19 +111,25 @@ def test_abm_population_in_the_env(model: str) -> None:
     out = env.unwrapped._last_result.output
     assert len(out.stance_user) == len(after) and np.abs(after).max() <= 1.0
     # only users with an interaction partner move (pure ABM: no news, no anchor)
-    movers = set(out.react_user[env.unwrapped.sim.posts.author[out.react_post] != out.react_user].tolist())
+    movers = set(
+        out.react_user[env.unwrapped.sim.posts.author[out.react_post] != out.react_user].tolist()
+    )
     assert set(np.flatnonzero(after != before).tolist()) <= movers
     assert np.isfinite(list(info["metrics"].values())).all()
 
 
 def test_abm_brain_save_and_restore_continues_exactly(tmp_path) -> None:
-    env = gym.make("PolicySim-Rec-v0", users=OpinionDynamicsBrain("relative_agreement"), **SMALL_REC)
+    env = gym.make(
+        "PolicySim-Rec-v0", users=OpinionDynamicsBrain("relative_agreement"), **SMALL_REC
+    )
     env.reset(seed=3)
     env.step(env.action_space.sample())
     path = env.unwrapped.save(tmp_path / "abm.pkl")
     action = env.action_space.sample()
     _, reward, _, _, _ = env.step(action)
-    with pytest.raises(ValueError, match="users: the checkpoint was saved with a OpinionDynamicsBrain"):
+    with pytest.raises(
+        ValueError, match="users: the checkpoint was saved with a OpinionDynamicsBrain"
+    ):
         socialenv.load_env(path)
     restored = socialenv.load_env(path, users=OpinionDynamicsBrain("relative_agreement"))
     _, reward2, _, _, _ = restored.step(action)
@@ -134,7 +145,9 @@ def test_populations_compared_under_the_same_policy() -> None:
     for population in ("surrogate", "bounded_confidence", "lorenz", "relative_agreement"):
         env = gym.make("PolicySim-Rec-v0", users=make_population(population), **SMALL_REC)
         first_arms[population] = env.reset(seed=0)[0]["arms"]
-        rows = play_episode(env, make_policy("mmr", env, seed=0), seed=0, extra_metrics=opinion_metrics)
+        rows = play_episode(
+            env, make_policy("mmr", env, seed=0), seed=0, extra_metrics=opinion_metrics
+        )
         finals[population] = rows[-1]
     for population, row in finals.items():
         np.testing.assert_array_equal(first_arms[population], first_arms["surrogate"])
@@ -161,7 +174,7 @@ def test_popularity_picks_the_most_engaged_posts() -> None:
 def test_mmr_trades_relevance_for_diversity() -> None:
     contexts, layout = _rec_contexts()
     post = layout.post_embedding
-    contexts[:3, post] = [1.0, 0.0]                         # three arms recommend the same post
+    contexts[:3, post] = [1.0, 0.0]  # three arms recommend the same post
     contexts[3:, post] = [0.0, 1.0]
     contexts[:, layout.feature("interest_similarity")] = [0.9, 0.8, 0.7, 0.3, 0.2, 0.1]
     relevance_only = MMRPolicy(context_dim=layout.context_dim, trade_off=1.0)
@@ -177,10 +190,12 @@ def test_suppress_flagged_sets_flagged_users_to_the_lowest_level() -> None:
     levels = np.array([0.0, 0.5, 1.0])
     contexts = np.zeros((6, layout.context_dim), np.float32)
     contexts[:, layout.feature("level")] = np.tile(levels, 2)
-    contexts[:, layout.feature("flagged_share")] = [0.8] * 3 + [0.0] * 3   # user A flagged, B clean
-    contexts[:3, 0], contexts[3:, 0] = 1.0, -1.0              # user contexts tell A and B apart
-    picks = SuppressFlaggedPolicy(context_dim=layout.context_dim, kind="exposure").select(contexts, None, 2)
-    assert picks.tolist() == [0, 5]                          # A -> level 0, B -> level 1
+    contexts[:, layout.feature("flagged_share")] = [0.8] * 3 + [0.0] * 3  # user A flagged, B clean
+    contexts[:3, 0], contexts[3:, 0] = 1.0, -1.0  # user contexts tell A and B apart
+    picks = SuppressFlaggedPolicy(context_dim=layout.context_dim, kind="exposure").select(
+        contexts, None, 2
+    )
+    assert picks.tolist() == [0, 5]  # A -> level 0, B -> level 1
 
 
 def test_make_policy_knows_every_policy_and_checks_the_env_kind() -> None:
@@ -210,24 +225,35 @@ def test_suppress_flagged_removes_misinformation_rather_than_clean_posts() -> No
     def removed_misinformation(env) -> dict[str, float]:
         result, posts = env.unwrapped._last_result, env.unwrapped.sim.posts
         removed = result.impression_removed
-        return {"removed_misinfo": float(posts.misinfo[result.impression_post[removed]].sum()),
-                "removed_total": float(removed.sum())}
+        return {
+            "removed_misinfo": float(posts.misinfo[result.impression_post[removed]].sum()),
+            "removed_total": float(removed.sum()),
+        }
 
     # 1,000 users: at the default share 300 users give 20 authors a round, too few for one
     # episode's precision to say much (seed 1 there: 0.03 vs 0.10, seeds 2-4: 1.2-1.8x random)
     env = gym.make("PolicySim-Exposure-v0", num_users=1000, rounds=4)
     precision = {}
     for name in ("random", "suppress_flagged"):
-        rows = [row for seed in (1, 2, 3) for row in play_episode(
-            env, make_policy(name, env, seed=0), seed=seed, extra_metrics=removed_misinformation)]
-        precision[name] = (sum(r["removed_misinfo"] for r in rows) / max(sum(r["removed_total"] for r in rows), 1))
+        rows = [
+            row
+            for seed in (1, 2, 3)
+            for row in play_episode(
+                env, make_policy(name, env, seed=0), seed=seed, extra_metrics=removed_misinformation
+            )
+        ]
+        precision[name] = sum(r["removed_misinfo"] for r in rows) / max(
+            sum(r["removed_total"] for r in rows), 1
+        )
     # the objective charges every clean impression removed: acting on the flags removes more
     # misinformation per removed impression than random levels (seeds 1-3 pooled: 0.22 vs 0.10)
     assert precision["suppress_flagged"] > 1.5 * precision["random"]
 
 
 def test_headline_only_feed() -> None:
-    env = gym.make("PolicySim-Exposure-v0", **headline_only_kwargs(slots=6), **SMALL, exposure_users=20)
+    env = gym.make(
+        "PolicySim-Exposure-v0", **headline_only_kwargs(slots=6), **SMALL, exposure_users=20
+    )
     env.reset(seed=0)
     env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
     channel = env.unwrapped._last_result.feed_channel
@@ -242,10 +268,19 @@ def test_ppo_trains_and_acts() -> None:
     pytest.importorskip("stable_baselines3")
     from baselines.sb3 import SB3Actor, smooth_curve, train_ppo
 
-    small = {"num_users": 120, "rounds": 2, "candidate_users": 8, "budget": 1,
-             "candidates": {"interest": 1, "opposite": 2, "fresh": 1}}
-    result = train_ppo(env_kwargs=small, total_timesteps=64, n_envs=1,
-                       ppo_kwargs={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
+    small = {
+        "num_users": 120,
+        "rounds": 2,
+        "candidate_users": 8,
+        "budget": 1,
+        "candidates": {"interest": 1, "opposite": 2, "fresh": 1},
+    }
+    result = train_ppo(
+        env_kwargs=small,
+        total_timesteps=64,
+        n_envs=1,
+        ppo_kwargs={"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+    )
     assert result.curve and all(np.isfinite(r) for _, r in result.curve)
     env = gym.make("PolicySim-Rec-v0", **small)
     rows = play_episode(env, SB3Actor(result.model), seed=7)

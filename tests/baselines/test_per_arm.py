@@ -11,7 +11,10 @@ import pytest
 import socialenv  # noqa: F401 - registers the env ids
 from tests.support import EXPOSURE, LEVER_ENV_IDS, REC, small_env
 
-TINY = {REC: small_env(num_users=120, candidate_users=8), EXPOSURE: small_env(num_users=120, exposure_users=12)}
+TINY = {
+    REC: small_env(num_users=120, candidate_users=8),
+    EXPOSURE: small_env(num_users=120, exposure_users=12),
+}
 ENV_IDS = LEVER_ENV_IDS
 
 
@@ -31,7 +34,7 @@ def test_scores_apply_each_users_best_allowed_arms(env_id: str) -> None:
     base = env.unwrapped
     obs, _ = env.reset(seed=3)
     mask = obs["action_mask"].astype(bool)
-    mask[[1, 5]] = False            # pretend two arms are masked: they must never be picked
+    mask[[1, 5]] = False  # pretend two arms are masked: they must never be picked
     base._arms["mask"] = mask
     scores = np.random.default_rng(0).uniform(-1, 1, base.num_arms).astype(np.float32)
     scores[1] = scores[5] = 1.0
@@ -79,10 +82,14 @@ def test_sb3_ppo_trains_on_the_score_action() -> None:
 
     torch.set_num_threads(1)
     env = gym.make("PolicySim-Rec-v0", action_format="scores", **TINY["PolicySim-Rec-v0"])
-    model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model = PPO(
+        "MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu"
+    )
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(total_timesteps=64)
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    assert any(
+        not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True)
+    )
     obs, _ = env.reset(seed=5)
     action, _ = model.predict(obs, deterministic=True)
     _, reward, *_ = env.step(action)
@@ -96,7 +103,9 @@ def _model(env_id: str, **ppo: object):
     from baselines.per_arm import PerArmPolicy, make_per_user_env
 
     env = make_per_user_env(env_id, TINY[env_id])
-    return env, PPO(PerArmPolicy, env, seed=0, device="cpu", **{"n_steps": 32, "batch_size": 32, **ppo})
+    return env, PPO(
+        PerArmPolicy, env, seed=0, device="cpu", **{"n_steps": 32, "batch_size": 32, **ppo}
+    )
 
 
 def _tensor_obs(model, obs: dict[str, np.ndarray]):
@@ -133,16 +142,23 @@ def test_per_arm_scores_are_permutation_equivariant(env_id: str) -> None:
         value_p = model.policy.predict_values(_tensor_obs(model, permuted))
     local = perm[block] - user * candidates
     torch.testing.assert_close(logits_p[user, :candidates], logits[user, local])
-    torch.testing.assert_close(logits_p[user, candidates], logits[user, candidates])   # no-op
+    torch.testing.assert_close(logits_p[user, candidates], logits[user, candidates])  # no-op
     torch.testing.assert_close(logits_p[:user], logits[:user])
     torch.testing.assert_close(value_p, value)
     # a whole user block moved elsewhere: values are invariant to the order of users too
-    order = np.concatenate([np.arange(candidates, 2 * candidates), np.arange(candidates),
-                            np.arange(2 * candidates, env.unwrapped.num_arms)])
+    order = np.concatenate(
+        [
+            np.arange(candidates, 2 * candidates),
+            np.arange(candidates),
+            np.arange(2 * candidates, env.unwrapped.num_arms),
+        ]
+    )
     swapped = {"arms": obs["arms"][order], "action_mask": obs["action_mask"][order]}
     with torch.no_grad():
         torch.testing.assert_close(model.policy.predict_values(_tensor_obs(model, swapped)), value)
-        torch.testing.assert_close(model.policy.arm_scores(_tensor_obs(model, swapped))[0][0], logits[1])
+        torch.testing.assert_close(
+            model.policy.arm_scores(_tensor_obs(model, swapped))[0][0], logits[1]
+        )
 
 
 def test_per_arm_never_chooses_masked_or_repeated_arms() -> None:
@@ -154,15 +170,17 @@ def test_per_arm_never_chooses_masked_or_repeated_arms() -> None:
     mask = obs["action_mask"].copy()
     rng = np.random.default_rng(0)
     mask[rng.choice(len(mask), size=len(mask) // 2, replace=False)] = 0
-    mask[: candidates - 2] = 0              # user 0 has 2 allowed candidates for 5 slots
+    mask[: candidates - 2] = 0  # user 0 has 2 allowed candidates for 5 slots
     obs = {"arms": obs["arms"], "action_mask": mask}
-    with torch.no_grad():   # make the masked arms the most attractive ones
+    with torch.no_grad():  # make the masked arms the most attractive ones
         model.policy.mlp_extractor.score.bias.fill_(5.0)
     tensor = _tensor_obs(model, {k: np.repeat(v[None], 200, axis=0) for k, v in obs.items()})
     with torch.no_grad():
         dist = model.policy.get_distribution(tensor)
         for deterministic in (False, True):
-            choices = dist.get_actions(deterministic=deterministic).numpy().reshape(200, -1, per_user)
+            choices = (
+                dist.get_actions(deterministic=deterministic).numpy().reshape(200, -1, per_user)
+            )
             for sample in choices:
                 for user, picks in enumerate(sample):
                     chosen = picks[picks < candidates]
@@ -178,7 +196,7 @@ def test_slate_distribution_sums_to_one() -> None:
     candidates, per_user = 3, 2
     dist = SlateDistribution(users=1, candidates=candidates, per_user=per_user)
     logits = torch.tensor([[0.3, -1.0, 2.0, 0.5]])
-    logits[0, 1] = -1e8                       # a masked candidate
+    logits[0, 1] = -1e8  # a masked candidate
     dist.proba_distribution(logits)
     total = 0.0
     for slate in itertools.product(range(candidates + 1), repeat=per_user):
@@ -196,8 +214,13 @@ def test_per_arm_ppo_trains_and_plays(tmp_path) -> None:
     from baselines.per_arm import PerArmActor, train_per_arm_ppo
 
     torch.set_num_threads(1)
-    result = train_per_arm_ppo("PolicySim-Rec-v0", TINY["PolicySim-Rec-v0"], total_timesteps=192, n_envs=2,
-                               ppo_kwargs={"n_steps": 32, "batch_size": 32})
+    result = train_per_arm_ppo(
+        "PolicySim-Rec-v0",
+        TINY["PolicySim-Rec-v0"],
+        total_timesteps=192,
+        n_envs=2,
+        ppo_kwargs={"n_steps": 32, "batch_size": 32},
+    )
     assert result.model.num_timesteps >= 192 and len(result.curve) >= 2
     env = gym.make("PolicySim-Rec-v0", **TINY["PolicySim-Rec-v0"])
     rows = play_episode(env, PerArmActor(result.model, env), seed=9, learn=False)
@@ -205,9 +228,10 @@ def test_per_arm_ppo_trains_and_plays(tmp_path) -> None:
     assert all(0.0 <= r["reward"] <= 1.0 for r in rows)
     from stable_baselines3 import PPO
 
-    path = tmp_path / "model.zip"            # the policy round-trips through SB3's zip format
+    path = tmp_path / "model.zip"  # the policy round-trips through SB3's zip format
     result.model.save(path)
     loaded = PPO.load(path, device="cpu")
     obs, _ = env.reset(seed=9)
-    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0],
-                                  result.model.predict(obs, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        loaded.predict(obs, deterministic=True)[0], result.model.predict(obs, deterministic=True)[0]
+    )

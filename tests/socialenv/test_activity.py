@@ -41,13 +41,21 @@ def test_intensity_update_is_exact() -> None:
     model = HawkesActivity(HawkesConfig(notify_kinds=("reply",)))
     p = np.array([0.2, 0.5, 0.9], np.float32)
     model.reset(p)
-    np.testing.assert_array_equal(model.probability(p), p)          # no excitation: the default
+    np.testing.assert_array_equal(model.probability(p), p)  # no excitation: the default
     author = np.array([0, 1, 2, 1])
-    out = RoundOutput(react_user=np.array([2, 0, 1, 1]), react_post=np.array([1, 1, 0, 3]),
-                      react_kind=np.array([Behaviour.REPLY, Behaviour.REPLY, Behaviour.LIKE, Behaviour.REPLY], np.int8),
-                      react_stance=np.zeros(4, np.float32), react_toxicity=np.zeros(4, np.float32))
+    out = RoundOutput(
+        react_user=np.array([2, 0, 1, 1]),
+        react_post=np.array([1, 1, 0, 3]),
+        react_kind=np.array(
+            [Behaviour.REPLY, Behaviour.REPLY, Behaviour.LIKE, Behaviour.REPLY], np.int8
+        ),
+        react_stance=np.zeros(4, np.float32),
+        react_toxicity=np.zeros(4, np.float32),
+    )
     model.observe(out, author, [NewsEvent(0, "n", 0.1)])
-    np.testing.assert_allclose(model.internal, [0.0, 2 * 0.03, 0.0])   # two replies to user 1; the like and the self-reply do not count
+    np.testing.assert_allclose(
+        model.internal, [0.0, 2 * 0.03, 0.0]
+    )  # two replies to user 1; the like and the self-reply do not count
     assert model.external == pytest.approx(1.5)
     rate = -np.log1p(-p.astype(np.float64)) + model.internal + 1.5
     np.testing.assert_allclose(model.probability(p), np.minimum(-np.expm1(-rate), 0.99))
@@ -68,12 +76,18 @@ def test_default_unchanged_and_hawkes_switchable() -> None:
 
 
 def test_notifications_excite_the_notified_users() -> None:
-    env = gym.make("PolicySim-Exposure-v0", activity={"external_excitation": 0.0, "internal_excitation": 0.05},
-                   num_users=500, rounds=3)
+    env = gym.make(
+        "PolicySim-Exposure-v0",
+        activity={"external_excitation": 0.0, "internal_excitation": 0.05},
+        num_users=500,
+        rounds=3,
+    )
     env.reset(seed=2)
     _, _, _, _, info = env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
     model = env.unwrapped.sim.activity_model
-    assert info["metrics"]["activity_excitation_notifications"] == pytest.approx(model.internal.mean())
+    assert info["metrics"]["activity_excitation_notifications"] == pytest.approx(
+        model.internal.mean()
+    )
     assert info["metrics"]["activity_excitation_news"] == 0.0
     out = env.unwrapped._last_result.output
     posts = env.unwrapped.sim.posts
@@ -101,10 +115,15 @@ def test_hawkes_seeded_and_resumes(tmp_path: Path) -> None:
         np.testing.assert_array_equal(resumed.unwrapped._last_result.active, expected)
 
 
-@pytest.mark.parametrize(("spec", "field"), [
-    ("poisson", "activity"), ({"internal_decay": -1}, "activity.internal_decay"),
-    ({"notify_kinds": ("shout",)}, "activity.notify_kinds"), ({"bogus": 1}, "activity"),
-])
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("poisson", "activity"),
+        ({"internal_decay": -1}, "activity.internal_decay"),
+        ({"notify_kinds": ("shout",)}, "activity.notify_kinds"),
+        ({"bogus": 1}, "activity"),
+    ],
+)
 def test_bad_activity_config_names_the_field(spec, field: str) -> None:
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         gym.make("PolicySim-Rec-v0", activity=spec, **SMALL)

@@ -72,7 +72,9 @@ def test_object_array_payload_inside_a_valid_checkpoint_is_refused(tmp_path: Pat
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("class_name", ["os.system", "posix:system", "Path", "RecEnv", "PolicySimEnv"])
+@pytest.mark.parametrize(
+    "class_name", ["os.system", "posix:system", "Path", "RecEnv", "PolicySimEnv"]
+)
 def test_checkpoint_cannot_name_a_class_to_build(tmp_path: Path, class_name: str) -> None:
     path = _saved_env(tmp_path)
 
@@ -128,16 +130,25 @@ def test_format_and_version_are_checked_before_arrays(tmp_path: Path) -> None:
 
 
 def test_round_trip_of_data_and_refusal_of_objects(tmp_path: Path) -> None:
-    tree = {"a": np.arange(3, dtype=np.int16), "s": np.float32(1.5), "t": (1, "x", None),
-            1: [np.array(["ab", "c"]), {"nested": True}], "big": 2**80, "nan": float("nan"),
-            "api_key": "sk-secret", "__array__": 3}
+    tree = {
+        "a": np.arange(3, dtype=np.int16),
+        "s": np.float32(1.5),
+        "t": (1, "x", None),
+        1: [np.array(["ab", "c"]), {"nested": True}],
+        "big": 2**80,
+        "nan": float("nan"),
+        "api_key": "sk-secret",
+        "__array__": 3,
+    }
     back = read_checkpoint(write_checkpoint(tmp_path / "x.ckpt", "test", tree), "test")
     assert back["a"].dtype == np.int16 and back["a"].tolist() == [0, 1, 2]
     assert isinstance(back["s"], np.float32) and back["s"] == 1.5
     assert back["t"] == (1, "x", None) and back[1][0].tolist() == ["ab", "c"]
     assert back[1][1] == {"nested": True} and back["big"] == 2**80 and np.isnan(back["nan"])
     assert back["api_key"] is None and back["__array__"] == 3
-    with pytest.raises(CheckpointError, match=r"state\.f: a builtin_function_or_method cannot be checkpointed"):
+    with pytest.raises(
+        CheckpointError, match=r"state\.f: a builtin_function_or_method cannot be checkpointed"
+    ):
         write_checkpoint(tmp_path / "y.ckpt", "test", {"f": os.system})
     with pytest.raises(CheckpointError, match="holds a 'test' checkpoint, not 'env'"):
         read_checkpoint(tmp_path / "x.ckpt", "env")
@@ -152,12 +163,17 @@ def test_a_checkpoint_cannot_choose_code_through_the_llm_config(tmp_path: Path) 
         if name != "meta.json":
             return data
         meta = json.loads(data)
-        meta["tree"]["config"]["fields"]["llm"] = {"backend": "hf", "model": "m",
-                                                   "toxicity": "antigravity:fly"}
+        meta["tree"]["config"]["fields"]["llm"] = {
+            "backend": "hf",
+            "model": "m",
+            "toxicity": "antigravity:fly",
+        }
         meta["tree"]["config"]["fields"]["users"] = "llm"
         return json.dumps(meta).encode()
 
-    with pytest.raises(CheckpointError, match=r"names code to run \(llm.toxicity='antigravity:fly'\)"):
+    with pytest.raises(
+        CheckpointError, match=r"names code to run \(llm.toxicity='antigravity:fly'\)"
+    ):
         load_env(_rewrite(path, tmp_path / "planted.ckpt", plant))
     assert not marker.exists()
 
@@ -175,20 +191,36 @@ def _plant_llm(path: Path, out: Path, **llm: object) -> Path:
     return _rewrite(path, out, plant)
 
 
-@pytest.mark.parametrize(("llm", "named"), [
-    ({"base_url": ["http://elsewhere"]}, r"chooses an endpoint \(llm.base_url=\['http://elsewhere'\]\)"),
-    ({"base_url": ["http://127.0.0.1:1"], "api_key_env": "AWS_SECRET_ACCESS_KEY"},
-     r"chooses a secret's source \(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\)"),
-    ({"backend": "hf", "replay": "{out}", "replay_mode": "record"},
-     r"chooses a path to write \(llm.replay=.*written.jsonl' with replay_mode='record'\)"),
-    ({"backend": "hf", "replay": "{out}"}, r"chooses a path to write .*replay_mode='auto'"),
-    ({"backend": "vllm", "vllm_engine_kwargs": {"trust_remote_code": True}},
-     r"names code to run \(llm.vllm_engine_kwargs=\['trust_remote_code'\]"),
-])
+@pytest.mark.parametrize(
+    ("llm", "named"),
+    [
+        (
+            {"base_url": ["http://elsewhere"]},
+            r"chooses an endpoint \(llm.base_url=\['http://elsewhere'\]\)",
+        ),
+        (
+            {"base_url": ["http://127.0.0.1:1"], "api_key_env": "AWS_SECRET_ACCESS_KEY"},
+            r"chooses a secret's source \(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\)",
+        ),
+        (
+            {"backend": "hf", "replay": "{out}", "replay_mode": "record"},
+            r"chooses a path to write \(llm.replay=.*written.jsonl' with replay_mode='record'\)",
+        ),
+        ({"backend": "hf", "replay": "{out}"}, r"chooses a path to write .*replay_mode='auto'"),
+        (
+            {"backend": "vllm", "vllm_engine_kwargs": {"trust_remote_code": True}},
+            r"names code to run \(llm.vllm_engine_kwargs=\['trust_remote_code'\]",
+        ),
+    ],
+)
 def test_a_checkpoint_cannot_choose_an_endpoint_a_secret_source_or_a_path(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm: dict, named: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm: dict, named: str
+) -> None:
     written = tmp_path / "written.jsonl"
-    llm = {k: str(v).replace("{out}", str(written)) if isinstance(v, str) else v for k, v in llm.items()}
+    llm = {
+        k: str(v).replace("{out}", str(written)) if isinstance(v, str) else v
+        for k, v in llm.items()
+    }
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
     planted = _plant_llm(_saved_env(tmp_path), tmp_path / "planted.ckpt", **llm)
     with pytest.raises(CheckpointError, match=named) as err:
@@ -200,7 +232,9 @@ def test_a_checkpoint_cannot_choose_an_endpoint_a_secret_source_or_a_path(
 def test_the_callers_llm_config_replaces_the_files(tmp_path: Path) -> None:
     """With llm= given again, the file's LLM fields are not used at all (here a surrogate env
     whose planted LLM config would send requests elsewhere loads, with the caller's None)."""
-    planted = _plant_llm(_saved_env(tmp_path), tmp_path / "planted.ckpt", base_url=["http://elsewhere"])
+    planted = _plant_llm(
+        _saved_env(tmp_path), tmp_path / "planted.ckpt", base_url=["http://elsewhere"]
+    )
     env = load_env(planted, llm=None, users="surrogate")
     assert env.config.llm is None
     env.step(np.full(env.slate_size, env.no_op))
@@ -211,10 +245,14 @@ def test_damaged_checkpoints_are_clear_errors(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo("a3.npy")
-    data[info.header_offset + 30 + len(info.filename) + info.file_size - 1] ^= 0xFF  # last data byte
+    data[info.header_offset + 30 + len(info.filename) + info.file_size - 1] ^= (
+        0xFF  # last data byte
+    )
     flipped = tmp_path / "crc.ckpt"
     flipped.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match=r"crc.ckpt is damaged at array 'a3' \(BadZipFile: Bad CRC-32"):
+    with pytest.raises(
+        CheckpointError, match=r"crc.ckpt is damaged at array 'a3' \(BadZipFile: Bad CRC-32"
+    ):
         load_env(flipped)
     truncated = tmp_path / "truncated.ckpt"
     truncated.write_bytes(path.read_bytes()[: len(data) // 2])
@@ -238,7 +276,9 @@ def test_nan_state_negative_round_and_wrong_env_class_are_refused(tmp_path: Path
     from socialenv.envs.rec import RecEnv
 
     path = _saved_env(tmp_path)
-    key = json.loads(zipfile.ZipFile(path).read("meta.json"))["tree"]["sim"]["users"]["stance"]["__array__"]
+    key = json.loads(zipfile.ZipFile(path).read("meta.json"))["tree"]["sim"]["users"]["stance"][
+        "__array__"
+    ]
 
     def nan(name: str, data: bytes) -> bytes:
         if name != f"{key}.npy":
@@ -254,7 +294,9 @@ def test_nan_state_negative_round_and_wrong_env_class_are_refused(tmp_path: Path
     def minus_five(tree: dict) -> None:
         tree["sim"]["round"] = -5
 
-    with pytest.raises(CheckpointError, match=r"sim.round=-5 is not allowed: an integer in \[0, rounds=4\]"):
+    with pytest.raises(
+        CheckpointError, match=r"sim.round=-5 is not allowed: an integer in \[0, rounds=4\]"
+    ):
         load_env(_edit_meta(path, tmp_path / "round.ckpt", minus_five))
     exposure = gym.make("PolicySim-Exposure-v0", **SMALL)
     exposure.reset(seed=1)
@@ -267,13 +309,16 @@ def test_nan_state_negative_round_and_wrong_env_class_are_refused(tmp_path: Path
 def test_array_headers_are_checked_before_reading(tmp_path: Path) -> None:
     path = _saved_env(tmp_path)
     header = io.BytesIO()
-    np.lib.format.write_array_header_2_0(header, {"descr": "<f8", "fortran_order": False,
-                                                  "shape": (10**7, 10**6)})
+    np.lib.format.write_array_header_2_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6)}
+    )
 
     def huge(name: str, data: bytes) -> bytes:
         return header.getvalue() + b"\0" * 64 if name == "a0.npy" else data
 
-    with pytest.raises(CheckpointError, match=r"array 'a0': its header declares shape \(10000000, 1000000\)"):
+    with pytest.raises(
+        CheckpointError, match=r"array 'a0': its header declares shape \(10000000, 1000000\)"
+    ):
         load_env(_rewrite(path, tmp_path / "huge.ckpt", huge))
     with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp_path / "extra.ckpt", "w") as dst:
         for name in src.namelist():
@@ -294,16 +339,21 @@ def test_array_headers_are_checked_before_reading(tmp_path: Path) -> None:
         load_env(bomb)
 
 
-@pytest.mark.parametrize("tree", [
-    {"__items__": [[[{"a": 1}], 1]]},  # an unhashable key
-    {"__tensor__": "a0"},  # a tensor of text
-])
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"__items__": [[[{"a": 1}], 1]]},  # an unhashable key
+        {"__tensor__": "a0"},  # a tensor of text
+    ],
+)
 def test_odd_trees_are_checkpoint_errors(tmp_path: Path, tree: dict) -> None:
     pytest.importorskip("torch")
     path = tmp_path / "odd.ckpt"
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("meta.json", json.dumps({"format": "policysim-checkpoint", "version": 2, "kind": "x",
-                                             "tree": tree}))
+        zf.writestr(
+            "meta.json",
+            json.dumps({"format": "policysim-checkpoint", "version": 2, "kind": "x", "tree": tree}),
+        )
         out = io.BytesIO()
         np.save(out, np.array(["text"]))
         zf.writestr("a0.npy", out.getvalue())

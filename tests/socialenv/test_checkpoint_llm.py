@@ -20,17 +20,30 @@ SECRET = "aws-secret-that-must-stay-home"
 
 
 def _llm(url: str) -> dict:
-    return {"backend": "openai", "model": "tiny", "base_url": [url], "request_timeout": 2.0, "max_retries": 0,
-            "concurrency": 2}
+    return {
+        "backend": "openai",
+        "model": "tiny",
+        "base_url": [url],
+        "request_timeout": 2.0,
+        "max_retries": 0,
+        "concurrency": 2,
+    }
 
 
-def test_an_edited_llm_checkpoint_sends_no_request_and_no_secret(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_edited_llm_checkpoint_sends_no_request_and_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("openai")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     with FakeLLMServer() as home, FakeLLMServer() as elsewhere:
-        env = gym.make("PolicySim-Rec-v0", users="llm", num_users=12, rounds=3, candidate_users=4,
-                       llm=_llm(home.url))
+        env = gym.make(
+            "PolicySim-Rec-v0",
+            users="llm",
+            num_users=12,
+            rounds=3,
+            candidate_users=4,
+            llm=_llm(home.url),
+        )
         env.reset(seed=0)
         env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))
         saved = env.unwrapped.save(tmp_path / "llm.ckpt")
@@ -46,13 +59,21 @@ def test_an_edited_llm_checkpoint_sends_no_request_and_no_secret(tmp_path: Path,
                     meta = json.loads(data)
                     llm = meta["tree"]["config"]["fields"]["llm"]
                     fields = llm.get("fields", llm)  # an LLMConfig or the dict it was given as
-                    fields.update(base_url=[elsewhere.url], api_key_env="AWS_SECRET_ACCESS_KEY",
-                                  replay=str(tmp_path / "chosen.jsonl"), replay_mode="record")
+                    fields.update(
+                        base_url=[elsewhere.url],
+                        api_key_env="AWS_SECRET_ACCESS_KEY",
+                        replay=str(tmp_path / "chosen.jsonl"),
+                        replay_mode="record",
+                    )
                     data = json.dumps(meta).encode()
                 dst.writestr(name, data)
         with pytest.raises(CheckpointError, match="llm.base_url") as err:
             load_env(planted)
-        for field in ("llm.api_key_env='AWS_SECRET_ACCESS_KEY'", "llm.replay=", "load_env(path, llm=...)"):
+        for field in (
+            "llm.api_key_env='AWS_SECRET_ACCESS_KEY'",
+            "llm.replay=",
+            "load_env(path, llm=...)",
+        ):
             assert field in str(err.value)
         assert elsewhere.requests == [] and not (tmp_path / "chosen.jsonl").exists()
 

@@ -14,10 +14,26 @@ from socialenv.runner import RunConfig, run
 
 
 def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, [
-        "run", "--policy", "linucb", "--num-users", "120", "--rounds", "3", "--seed", "0", "--seed", "1",
-        "--out", str(tmp_path), "--name", "demo",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--policy",
+            "linucb",
+            "--num-users",
+            "120",
+            "--rounds",
+            "3",
+            "--seed",
+            "0",
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "demo",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "cross-stance interactions" in result.output
     folder = tmp_path / "demo"
@@ -31,10 +47,25 @@ def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
 
 
 def test_policysim_run_exposure_origin(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, [
-        "run", "--env", "PolicySim-Exposure-v0", "--policy", "origin", "--num-users", "150",
-        "--rounds", "2", "--out", str(tmp_path), "--name", "exp", "--no-plots",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--env",
+            "PolicySim-Exposure-v0",
+            "--policy",
+            "origin",
+            "--num-users",
+            "150",
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "exp",
+            "--no-plots",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
     # Origin governs nobody and filters nothing; the step reward still scores the platform:
@@ -65,17 +96,27 @@ def test_runner_logs_to_wandb_offline(tmp_path: Path, monkeypatch: pytest.Monkey
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_SILENT", "true")
     seen = []
-    result = run(RunConfig(
-        policy="random", env_kwargs={"num_users": 100, "rounds": 2}, out_dir=str(tmp_path),
-        run_name="wb", wandb="offline", progress=False, plots=False,
-    ), on_round=seen.append)
+    result = run(
+        RunConfig(
+            policy="random",
+            env_kwargs={"num_users": 100, "rounds": 2},
+            out_dir=str(tmp_path),
+            run_name="wb",
+            wandb="offline",
+            progress=False,
+            plots=False,
+        ),
+        on_round=seen.append,
+    )
     assert len(seen) == 2 and len(result.rows) == 2
     offline_runs = list((tmp_path / "wb").rglob("offline-run-*"))
     assert offline_runs, "wandb wrote no offline run"
     assert any(p.suffix == ".wandb" for p in offline_runs[0].rglob("*"))
 
 
-def test_policysim_run_that_cannot_write_says_so_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_policysim_run_that_cannot_write_says_so_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A full disk mid-run: a clear error (exit 2, no traceback), summary.json says failed, and
     ``--resume`` completes the run to the rows of an uninterrupted one."""
     import socialenv.runner as runner
@@ -92,7 +133,9 @@ def test_policysim_run_that_cannot_write_says_so_and_resumes(tmp_path: Path, mon
         return real_save(*args, **kwargs)
 
     monkeypatch.setattr(runner, "_write_run_checkpoint", disk_full_at_round_3)
-    failed = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--name", "full", "--checkpoint-every", "1"])
+    failed = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path), "--name", "full", "--checkpoint-every", "1"]
+    )
     assert failed.exit_code == 2, failed.output
     assert "could not write" in failed.output and "No space left on device" in failed.output
     assert "Traceback" not in failed.output
@@ -100,4 +143,6 @@ def test_policysim_run_that_cannot_write_says_so_and_resumes(tmp_path: Path, mon
     monkeypatch.setattr(runner, "_write_run_checkpoint", real_save)
     resumed = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "full"), "--quiet"])
     assert resumed.exit_code == 0, resumed.output
-    assert (tmp_path / "full" / "rounds.csv").read_text() == (tmp_path / "ref" / "rounds.csv").read_text()
+    assert (tmp_path / "full" / "rounds.csv").read_text() == (
+        tmp_path / "ref" / "rounds.csv"
+    ).read_text()

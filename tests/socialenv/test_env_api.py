@@ -20,7 +20,9 @@ SMALL = small_env(rounds=4)
 def test_gymnasium_check_env(env_id: str) -> None:
     env = gym.make(env_id, **SMALL)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        warnings.filterwarnings(
+            "ignore", message=".*Box observation space (minimum|maximum) value.*"
+        )
         check_env(env.unwrapped)
 
 
@@ -55,13 +57,20 @@ def test_make_without_import_prefix() -> None:
 
 
 def test_make_with_paper_kwargs() -> None:
-    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3, budget=3, candidate_users=50,
-                   scenario="abortion", seed=5)
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        num_users=300,
+        rounds=3,
+        budget=3,
+        candidate_users=50,
+        scenario="abortion",
+        seed=5,
+    )
     obs, info = env.reset()
     base = env.unwrapped
     assert env.action_space.shape == (base.slate_size,) == (50 * 3,)
     assert (env.action_space.nvec == base.num_arms + 1).all() and base.no_op == base.num_arms
-    assert obs["arms"].shape[0] == base.num_arms == 50 * 8           # 8 candidates per user
+    assert obs["arms"].shape[0] == base.num_arms == 50 * 8  # 8 candidates per user
     assert base.per_user == 3
     steps = 0
     truncated = False
@@ -114,7 +123,9 @@ def test_empty_slots_mean_no_intervention() -> None:
 
 
 def test_duplicate_and_masked_arms_score_zero() -> None:
-    env = gym.make("PolicySim-Rec-v0", candidate_users=10, budget=2, reward={"form": "paper"}, **SMALL).unwrapped
+    env = gym.make(
+        "PolicySim-Rec-v0", candidate_users=10, budget=2, reward={"form": "paper"}, **SMALL
+    ).unwrapped
     obs, _ = env.reset(seed=3)
     size = env.slate_size
     assert size == 20
@@ -142,7 +153,7 @@ def test_arms_beyond_a_users_budget_are_not_applied() -> None:
     np.testing.assert_array_equal(groups, np.arange(env.num_arms) // 8)
     allowed = np.flatnonzero(obs["action_mask"])
     user = groups[allowed[0]]
-    mine = allowed[groups[allowed] == user][:3]                    # 3 arms of one user
+    mine = allowed[groups[allowed] == user][:3]  # 3 arms of one user
     other = allowed[groups[allowed] != user][:2]
     assert len(mine) == 3 and len(other) == 2
     slate = np.full(env.slate_size, env.no_op)
@@ -169,7 +180,9 @@ def test_gym_api_misuse_is_refused() -> None:
     """Issue 21: unknown reset options, reset(seed=True), stepping a closed env and complex
     scores were accepted."""
     env = gym.make("PolicySim-Rec-v0", **small_env(num_users=60, rounds=2)).unwrapped
-    with pytest.raises(ValueError, match=r"options=\{'nosuch': 1\} is not allowed: this env takes no reset options"):
+    with pytest.raises(
+        ValueError, match=r"options=\{'nosuch': 1\} is not allowed: this env takes no reset options"
+    ):
         env.reset(seed=0, options={"nosuch": 1})
     for seed in (True, -1, 1.5, "3"):
         with pytest.raises(ValueError, match="is not allowed: an integer >= 0 or None"):
@@ -181,7 +194,9 @@ def test_gym_api_misuse_is_refused() -> None:
         env.step(np.full(env.slate_size, env.no_op))
     with pytest.raises(RuntimeError, match="the env is closed"):
         env.reset(seed=0)
-    scored = gym.make("PolicySim-Rec-v0", **small_env(num_users=60, rounds=2, action_format="scores"))
+    scored = gym.make(
+        "PolicySim-Rec-v0", **small_env(num_users=60, rounds=2, action_format="scores")
+    )
     scored.reset(seed=0)
     k = scored.unwrapped.num_arms
     with pytest.raises(ValueError, match="complex scores are not allowed"):

@@ -23,8 +23,16 @@ from socialenv.envs.rec import REC_ARM_FEATURES
 from socialenv.moderation import ModerationConfig
 from tests.support import EXPOSURE, MODERATION, REC, small_env
 
-SECTIONS = ("Description", "Action Space", "Observation Space", "Rewards", "Starting State",
-            "Episode End", "Arguments", "Version History")
+SECTIONS = (
+    "Description",
+    "Action Space",
+    "Observation Space",
+    "Rewards",
+    "Starting State",
+    "Episode End",
+    "Arguments",
+    "Version History",
+)
 ENVS = {
     REC: (RecEnv, REC_ARM_FEATURES, {"candidate_users": 12, "budget": 2}),
     EXPOSURE: (ExposureEnv, EXPOSURE_ARM_FEATURES, {"exposure_users": 12}),
@@ -37,7 +45,7 @@ def table(doc: str, header: str) -> list[list[str]]:
     lines = [line.strip() for line in doc.splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([cell.strip() for cell in line.strip("|").split("|")])
@@ -64,7 +72,9 @@ def test_docstring_has_gymnasium_sections_and_states_the_no_op(env_id: str) -> N
 
 
 def feature_rows(cls: type) -> list[list[str]]:
-    return table(section(inspect.getdoc(cls), "Observation Space"), "| idx | feature | meaning | min | max |")
+    return table(
+        section(inspect.getdoc(cls), "Observation Space"), "| idx | feature | meaning | min | max |"
+    )
 
 
 @pytest.mark.parametrize("env_id", list(ENVS))
@@ -80,8 +90,13 @@ def bound(cell: str, env: PolicySimEnv) -> float:
     """A documented min/max: a number, ``expression ≈ number``, or an expression in the
     config (``rounds + 1``, ``log1p(N)``)."""
     text = cell.split("≈")[-1].strip().replace("−", "-")
-    names = {"rounds": env.config.rounds, "N": env._num_users(), "inf": np.inf, "log1p": np.log1p,
-             "log": np.log}
+    names = {
+        "rounds": env.config.rounds,
+        "N": env._num_users(),
+        "inf": np.inf,
+        "log1p": np.log1p,
+        "log": np.log,
+    }
     return float(eval(text, {"__builtins__": {}}, names))  # noqa: S307 - our own docstring
 
 
@@ -94,7 +109,7 @@ def test_feature_ranges_match_the_space_and_hold_in_observations(env_id: str) ->
     low = np.array([bound(row[3], base) for row in rows])
     high = np.array([bound(row[4], base) for row in rows])
     box = env.observation_space["arms"]
-    space_low, space_high = box.low[0, -len(features):], box.high[0, -len(features):]
+    space_low, space_high = box.low[0, -len(features) :], box.high[0, -len(features) :]
     finite = np.isfinite(space_low) & np.isfinite(space_high)
     # a bounded column's Box bounds are the documented range (an unbounded one, Moderation's,
     # is checked against the observations below only)
@@ -104,11 +119,15 @@ def test_feature_ranges_match_the_space_and_hold_in_observations(env_id: str) ->
     obs, _ = env.reset(seed=0)
     seen = 0
     for _ in range(3):
-        arms = obs["arms"][obs["action_mask"].astype(bool)][:, -len(features):]
+        arms = obs["arms"][obs["action_mask"].astype(bool)][:, -len(features) :]
         bad = (arms < low - 1e-5) | (arms > high + 1e-5)
-        assert not bad.any(), f"{[features[j] for j in np.flatnonzero(bad.any(axis=0))]} outside the documented range"
+        assert not bad.any(), (
+            f"{[features[j] for j in np.flatnonzero(bad.any(axis=0))]} outside the documented range"
+        )
         seen += len(arms)
-        obs, _, terminated, truncated, _ = env.step(rng.integers(0, base.no_op + 1, env.action_space.shape))
+        obs, _, terminated, truncated, _ = env.step(
+            rng.integers(0, base.no_op + 1, env.action_space.shape)
+        )
         if terminated or truncated:
             break
     assert seen > 0
@@ -129,7 +148,9 @@ def documented_default(cell: str):
 
 
 @pytest.mark.parametrize("env_id", list(ENVS))
-def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults(env_id: str) -> None:
+def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults(
+    env_id: str,
+) -> None:
     cls = ENVS[env_id][0]
     shared, own = argument_rows(PolicySimEnv), argument_rows(cls)
     assert not set(shared) & set(own), set(shared) & set(own)
@@ -137,8 +158,10 @@ def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults
     fields = {f.name: f for f in dataclasses.fields(EnvConfig)}
     constructor = {"render_mode", "seed"}
     assert set(documented) == set(fields) | constructor
-    defaults = {name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-                for name, f in fields.items()}
+    defaults = {
+        name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+        for name, f in fields.items()
+    }
     defaults.update(cls.default_kwargs())
     signature = inspect.signature(cls.__init__).parameters
     defaults.update({name: signature[name].default for name in constructor})
@@ -151,7 +174,9 @@ def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults
     # every documented keyword reaches the config (and nothing else is accepted)
     env = gym.make(env_id, **small_env(num_users=60, rounds=2, **ENVS[env_id][2]))
     assert env.unwrapped.config.num_users == 60
-    with pytest.raises(ValueError, match=r"kwargs=\['num_user'\] is not allowed: unknown env argument"):
+    with pytest.raises(
+        ValueError, match=r"kwargs=\['num_user'\] is not allowed: unknown env argument"
+    ):
         gym.make(env_id, num_user=60)
 
 

@@ -16,9 +16,18 @@ from tests.support import small_env
 
 SMALL = small_env(num_users=300, rounds=6)
 FACT_CHECK = {
-    "name": "fact_check", "kind": "fact_check", "recovery": 0.8,
+    "name": "fact_check",
+    "kind": "fact_check",
+    "recovery": 0.8,
     "when": {"metric": "misinformation_ratio", "above": 0.2},
-    "then": [{"name": "follow_up", "kind": "news", "headline": "Officials repeat the correction.", "after": 2}],
+    "then": [
+        {
+            "name": "follow_up",
+            "kind": "news",
+            "headline": "Officials repeat the correction.",
+            "after": 2,
+        }
+    ],
 }
 
 
@@ -36,14 +45,21 @@ def test_trigger_fires_next_round_and_chains() -> None:
     rows = _run(env, 0, 6)
     log = env.unwrapped.sim.events.log
     first = next(t for t, m in enumerate(rows) if m["misinformation_ratio"] > 0.2)
-    assert [(e["name"], e["round"]) for e in log] == [("fact_check", first + 1), ("follow_up", first + 3)]
+    assert [(e["name"], e["round"]) for e in log] == [
+        ("fact_check", first + 1),
+        ("follow_up", first + 3),
+    ]
     assert log[0]["cause"].startswith("misinformation_ratio=")
-    assert [m["events_fired"] for m in rows] == [float(t in (first + 1, first + 3)) for t in range(6)]
+    assert [m["events_fired"] for m in rows] == [
+        float(t in (first + 1, first + 3)) for t in range(6)
+    ]
     # the fact-check cut the misinformed share against the same run without it
     plain = _run(gym.make("PolicySim-Exposure-v0", **SMALL), 0, 6)
     assert rows[first + 1]["misinformation_ratio"] < 0.5 * plain[first + 1]["misinformation_ratio"]
-    np.testing.assert_array_equal([m["misinformation_ratio"] for m in rows[: first + 1]],
-                                  [m["misinformation_ratio"] for m in plain[: first + 1]])
+    np.testing.assert_array_equal(
+        [m["misinformation_ratio"] for m in rows[: first + 1]],
+        [m["misinformation_ratio"] for m in plain[: first + 1]],
+    )
 
 
 def test_scheduled_news_reaches_the_brain() -> None:
@@ -59,7 +75,9 @@ def test_scheduled_news_reaches_the_brain() -> None:
     event = {"kind": "news", "headline": "A court ruling lands.", "shift": 0.3, "round": 2}
     env = gym.make("PolicySim-Rec-v0", users=Spy(), events=[event], **SMALL)
     _run(env, 0, 4)
-    assert "A court ruling lands." in seen[2] and all("A court ruling lands." not in s for i, s in enumerate(seen) if i != 2)
+    assert "A court ruling lands." in seen[2] and all(
+        "A court ruling lands." not in s for i, s in enumerate(seen) if i != 2
+    )
 
 
 def test_inject_event_mid_run_gym_and_pettingzoo() -> None:
@@ -115,7 +133,10 @@ def test_yaml_and_scenario_files_declare_events(tmp_path: Path) -> None:
     assert events[0]["then"][0]["kind"] == "fact_check"
     env = gym.make("PolicySim-Exposure-v0", events=str(path), **SMALL)
     _run(env, 0, 4)
-    assert [(e["name"], e["round"]) for e in env.unwrapped.sim.events.log] == [("outbreak", 1), ("fact_check", 2)]
+    assert [(e["name"], e["round"]) for e in env.unwrapped.sim.events.log] == [
+        ("outbreak", 1),
+        ("fact_check", 2),
+    ]
 
     scenario = make_scenario("misinformation", 300, seed=0)
     scenario.events = events
@@ -127,16 +148,32 @@ def test_yaml_and_scenario_files_declare_events(tmp_path: Path) -> None:
     assert [e["name"] for e in env.unwrapped.sim.events.log] == ["outbreak", "fact_check"]
 
 
-@pytest.mark.parametrize(("event", "field"), [
-    ({"kind": "earthquake"}, "events[0].kind"),
-    ({"kind": "news"}, "events[0].headline"),
-    ({"kind": "news", "headline": "x", "round": 1, "when": {"metric": "toxicity", "above": 0.1}}, "events[0]"),
-    ({"kind": "fact_check", "when": {"metric": "toxicity"}}, "events[0].when"),
-    ({"kind": "fact_check", "recovery": 2.0}, "events[0].recovery"),
-    ({"kind": "fact_check", "then": [{"kind": "news", "headline": "x", "round": 3}]}, "events[0].then[0]"),
-])
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"kind": "earthquake"}, "events[0].kind"),
+        ({"kind": "news"}, "events[0].headline"),
+        (
+            {
+                "kind": "news",
+                "headline": "x",
+                "round": 1,
+                "when": {"metric": "toxicity", "above": 0.1},
+            },
+            "events[0]",
+        ),
+        ({"kind": "fact_check", "when": {"metric": "toxicity"}}, "events[0].when"),
+        ({"kind": "fact_check", "recovery": 2.0}, "events[0].recovery"),
+        (
+            {"kind": "fact_check", "then": [{"kind": "news", "headline": "x", "round": 3}]},
+            "events[0].then[0]",
+        ),
+    ],
+)
 def test_bad_events_name_the_field(event: dict, field: str) -> None:
-    with pytest.raises(ValueError, match=field.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(
+        ValueError, match=field.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")
+    ):
         gym.make("PolicySim-Exposure-v0", events=[event], **SMALL)
 
 
@@ -144,49 +181,89 @@ def test_unknown_trigger_metric_is_reported() -> None:
     """An unknown metric is refused when the env is built; an activity metric on an env
     without Hawkes activity when the trigger is first checked."""
     with pytest.raises(ValueError, match="when.metric='nope' is not allowed"):
-        gym.make("PolicySim-Exposure-v0", events=[{"kind": "fact_check", "when": {"metric": "nope", "above": 0}}],
-                 **SMALL)
-    env = gym.make("PolicySim-Exposure-v0", **SMALL, events=[
-        {"kind": "fact_check", "when": {"metric": "activity_excitation_news", "above": 0}}])
+        gym.make(
+            "PolicySim-Exposure-v0",
+            events=[{"kind": "fact_check", "when": {"metric": "nope", "above": 0}}],
+            **SMALL,
+        )
+    env = gym.make(
+        "PolicySim-Exposure-v0",
+        **SMALL,
+        events=[{"kind": "fact_check", "when": {"metric": "activity_excitation_news", "above": 0}}],
+    )
     env.reset(seed=0)
-    with pytest.raises(ValueError, match="when.metric='activity_excitation_news' is not a round metric"):
+    with pytest.raises(
+        ValueError, match="when.metric='activity_excitation_news' is not a round metric"
+    ):
         env.step(_noop(env))
 
 
 # ---------------------------------------------------------------- event files as untrusted input (issue 21)
 LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    (LAUGHS + "events: [{kind: news, headline: *i}]\n", r"aliases \(\*a\) are not allowed"),
-    ("events:\n- &e {kind: news, headline: x, then: [*e]}\n", r"aliases \(\*e\) are not allowed"),
-    ("x: &x [*x]\nevents: []\n", r"aliases \(\*x\) are not allowed"),
-    ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
-    ("evnts:\n- {kind: news, headline: x, round: 1}\n", r"top-level keys \['evnts'\] are not allowed"),
-    ("- {kind: news, headline: [a, b], round: 1}\n", r"events\[0\].headline=\['a', 'b'\] is not allowed: a string"),
-    ("- {kind: news, headline: x, when: {metric: stance_mean, above: .nan}}\n",
-     r"when.above=nan is not allowed: a finite number"),
-    ("- {kind: news, headline: x, when: {metric: stance_men, above: 0.1}}\n",
-     r"when.metric='stance_men' is not allowed: one of the round metrics"),
-    ("- {kind: news, headline: x, round: 1\n", "not valid YAML"),
-    ("- {kind: news, headline: x, 3: 1}\n", r"is not allowed: keys among"),
-])
-def test_a_hostile_or_malformed_yaml_events_file_is_a_clear_error(tmp_path: Path, text: str, why: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (LAUGHS + "events: [{kind: news, headline: *i}]\n", r"aliases \(\*a\) are not allowed"),
+        (
+            "events:\n- &e {kind: news, headline: x, then: [*e]}\n",
+            r"aliases \(\*e\) are not allowed",
+        ),
+        ("x: &x [*x]\nevents: []\n", r"aliases \(\*x\) are not allowed"),
+        ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+        (
+            "evnts:\n- {kind: news, headline: x, round: 1}\n",
+            r"top-level keys \['evnts'\] are not allowed",
+        ),
+        (
+            "- {kind: news, headline: [a, b], round: 1}\n",
+            r"events\[0\].headline=\['a', 'b'\] is not allowed: a string",
+        ),
+        (
+            "- {kind: news, headline: x, when: {metric: stance_mean, above: .nan}}\n",
+            r"when.above=nan is not allowed: a finite number",
+        ),
+        (
+            "- {kind: news, headline: x, when: {metric: stance_men, above: 0.1}}\n",
+            r"when.metric='stance_men' is not allowed: one of the round metrics",
+        ),
+        ("- {kind: news, headline: x, round: 1\n", "not valid YAML"),
+        ("- {kind: news, headline: x, 3: 1}\n", r"is not allowed: keys among"),
+    ],
+)
+def test_a_hostile_or_malformed_yaml_events_file_is_a_clear_error(
+    tmp_path: Path, text: str, why: str
+) -> None:
     path = tmp_path / "events.yaml"
     path.write_text(text)
     with pytest.raises(ValueError, match=f"events file {path}: .*{why}"):
         load_events(path)
 
 
-@pytest.mark.parametrize(("data", "why"), [
-    (b"[" * 100_000 + b"]" * 100_000, "nested more than 64 levels deep"),
-    (b'{"events": [{"kind": "news", "headline": "x", "when": {"metric": "toxicity", "above": NaN}}]}',
-     "not valid JSON"),
-    ('[{"kind": "news", "headline": "caf\u00e9", "round": 1}]'.encode("latin-1"), "not UTF-8 text"),
-    (b'[{"kind": "news", "headline": "x", "round": 1}]' + b" " * (1 << 20), "bytes is not allowed: at most"),
-])
-def test_a_hostile_or_malformed_json_events_file_is_a_clear_error(tmp_path: Path, data: bytes, why: str) -> None:
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested more than 64 levels deep"),
+        (
+            b'{"events": [{"kind": "news", "headline": "x", "when": {"metric": "toxicity", "above": NaN}}]}',
+            "not valid JSON",
+        ),
+        (
+            '[{"kind": "news", "headline": "caf\u00e9", "round": 1}]'.encode("latin-1"),
+            "not UTF-8 text",
+        ),
+        (
+            b'[{"kind": "news", "headline": "x", "round": 1}]' + b" " * (1 << 20),
+            "bytes is not allowed: at most",
+        ),
+    ],
+)
+def test_a_hostile_or_malformed_json_events_file_is_a_clear_error(
+    tmp_path: Path, data: bytes, why: str
+) -> None:
     path = tmp_path / "events.json"
     path.write_bytes(data)
     with pytest.raises(ValueError, match=f"events file {path}: .*{why}"):
@@ -195,5 +272,7 @@ def test_a_hostile_or_malformed_json_events_file_is_a_clear_error(tmp_path: Path
 
 def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
-    path.write_text('{"events": [{"kind": "news", "headline": "[[[[{{{{\\"' + "[" * 200 + '", "round": 1}]}')
+    path.write_text(
+        '{"events": [{"kind": "news", "headline": "[[[[{{{{\\"' + "[" * 200 + '", "round": 1}]}'
+    )
     assert load_events(path)[0]["headline"].startswith('[[[[{{{{"')

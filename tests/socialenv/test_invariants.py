@@ -48,13 +48,22 @@ def _check_world(env: RecEnv | ExposureEnv) -> None:
     exposure=st.booleans(),
 )
 def test_invariants_hold_over_an_episode(
-    num_users: int, seed: int, relational: int, personalized: int, headline: int,
-    hops: int, alpha: float, exposure: bool,
+    num_users: int,
+    seed: int,
+    relational: int,
+    personalized: int,
+    headline: int,
+    hops: int,
+    alpha: float,
+    exposure: bool,
 ) -> None:
     cls = ExposureEnv if exposure else RecEnv
     kwargs = dict(
-        num_users=num_users, rounds=4, candidate_users=5,
-        candidates={"interest": 1, "opposite": 1, "popular": 1, "fresh": 1}, exposure_users=6,
+        num_users=num_users,
+        rounds=4,
+        candidate_users=5,
+        candidates={"interest": 1, "opposite": 1, "popular": 1, "fresh": 1},
+        exposure_users=6,
         recommender={"relational": relational, "personalized": personalized, "headline": headline},
         context={"hops": hops, "alpha": alpha},
     )
@@ -72,7 +81,8 @@ def test_invariants_hold_over_an_episode(
         action = rng.integers(0, env.num_arms + 1, env.slate_size)
         obs, reward, _, _, info = env.step(action)
         assert np.isfinite(reward) and reward == pytest.approx(
-            info["metrics"]["objective"] if exposure else reward)
+            info["metrics"]["objective"] if exposure else reward
+        )
         assert np.all((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1))
         assert info["arm_applied"].sum() <= env.slate_size
         _check_world(env)

@@ -44,10 +44,13 @@ def test_dedupe_and_compact_match_numpy(compiled, width):
     rng = np.random.default_rng(width)
     feed = _rows_with_repeats(rng, 500, width, 12)
     if width >= 2:
-        np.testing.assert_array_equal(compiled["dedupe_rows"](feed), kernels.dedupe_rows_numpy(feed))
+        np.testing.assert_array_equal(
+            compiled["dedupe_rows"](feed), kernels.dedupe_rows_numpy(feed)
+        )
     for keep in (1, width, width + 3):
-        np.testing.assert_array_equal(compiled["compact_rows"](feed, keep),
-                                      kernels.compact_rows_numpy(feed, keep))
+        np.testing.assert_array_equal(
+            compiled["compact_rows"](feed, keep), kernels.compact_rows_numpy(feed, keep)
+        )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -83,7 +86,9 @@ def test_segment_sum_is_bit_identical_to_reduceat(compiled, dtype):
     first_short = np.concatenate([[0], np.cumsum(lengths[short])[:-1]])
     rows_short = rng.integers(0, len(values), lengths[short].sum())
     got = compiled["segment_sum_rows"](values, rows_short, first_short)
-    assert got.tobytes() == kernels.segment_sum_rows_numpy(values, rows_short, first_short).tobytes()
+    assert (
+        got.tobytes() == kernels.segment_sum_rows_numpy(values, rows_short, first_short).tobytes()
+    )
 
 
 def test_same_sign_share_and_insert(compiled):
@@ -93,15 +98,20 @@ def test_same_sign_share_and_insert(compiled):
     degree = rng.integers(0, 20, 500)
     indptr = np.concatenate([[0], np.cumsum(degree)])
     indices = rng.integers(0, 500, indptr[-1])
-    np.testing.assert_array_equal(compiled["same_sign_share"](sign, indptr, indices),
-                                  kernels.same_sign_share_numpy(sign, indptr, indices))
+    np.testing.assert_array_equal(
+        compiled["same_sign_share"](sign, indptr, indices),
+        kernels.same_sign_share_numpy(sign, indptr, indices),
+    )
     values = np.sort(rng.integers(0, 1000, 300))
     new = np.sort(rng.integers(-5, 1005, 40))
     pos = np.searchsorted(values, new)
-    np.testing.assert_array_equal(compiled["insert_sorted"](values, pos, new),
-                                  np.insert(values, pos, new))
+    np.testing.assert_array_equal(
+        compiled["insert_sorted"](values, pos, new), np.insert(values, pos, new)
+    )
     for drop in (np.array([0, 5, 6, 299]), np.arange(300), np.array([17])):
-        np.testing.assert_array_equal(compiled["delete_sorted"](values, drop), np.delete(values, drop))
+        np.testing.assert_array_equal(
+            compiled["delete_sorted"](values, drop), np.delete(values, drop)
+        )
 
 
 def test_numpy_backend_is_selectable():
@@ -126,7 +136,9 @@ def test_sort_and_mask_helpers_match_unique():
     expected_distinct, expected_inverse = np.unique(values, return_inverse=True)
     np.testing.assert_array_equal(distinct, expected_distinct)
     np.testing.assert_array_equal(inverse, expected_inverse)
-    np.testing.assert_array_equal(kernels.first_occurrence(values), np.unique(values, return_index=True)[1])
+    np.testing.assert_array_equal(
+        kernels.first_occurrence(values), np.unique(values, return_index=True)[1]
+    )
     members = rng.integers(0, 80, 30)
     np.testing.assert_array_equal(kernels.isin(values, members), np.isin(values, members))
     assert not kernels.isin(values, members[:0]).any()
@@ -157,14 +169,23 @@ def test_unit_rows_bit_identical_to_numpy_norm(compiled, dtype, d):
     x = rng.standard_normal((2000, d)).astype(dtype) * rng.random((2000, 1)).astype(dtype)
     x[0] = 0.0  # norm below 1e-8
     x[1, 3] = np.nan
-    assert _bits(compiled["unit_rows"](x, np.array([1e-8], dtype))) == _bits(kernels.unit_rows_numpy(x))
+    assert _bits(compiled["unit_rows"](x, np.array([1e-8], dtype))) == _bits(
+        kernels.unit_rows_numpy(x)
+    )
     base = rng.standard_normal((300, d)).astype(np.float32)
     rows = rng.integers(0, 300, 2000)
     noise = rng.standard_normal((2000, d))
     for r in (rows, None):
-        expected = kernels.unit_noisy_rows_numpy(base if r is not None else base[rows], r, 0.3, noise)
-        got = compiled["unit_noisy_rows"](base if r is not None else base[rows],
-                                          np.zeros(0, np.int64) if r is None else r, 0.3, noise, np.array([1e-8]))
+        expected = kernels.unit_noisy_rows_numpy(
+            base if r is not None else base[rows], r, 0.3, noise
+        )
+        got = compiled["unit_noisy_rows"](
+            base if r is not None else base[rows],
+            np.zeros(0, np.int64) if r is None else r,
+            0.3,
+            noise,
+            np.array([1e-8]),
+        )
         assert _bits(got) == _bits(expected)
     for width in (3, 7, 200):  # outside the compiled range: the dispatcher uses NumPy
         y = rng.standard_normal((50, width))
@@ -195,14 +216,17 @@ def test_memory_update_bit_identical_to_numpy(compiled, keep, d):
     rows = rng.integers(0, len(latent), lengths.sum())
     expected, got = memory.copy(), memory.copy()
     kernels.memory_update_numpy(expected, latent, rows, first, who, keep)
-    assert compiled["memory_update"](got, latent, rows, first, who, np.array([keep, 1 - keep], np.float32))
+    assert compiled["memory_update"](
+        got, latent, rows, first, who, np.array([keep, 1 - keep], np.float32)
+    )
     assert _bits(got) == _bits(expected)
     # a segment of 130 rows: the kernel declines (memory untouched), the dispatcher uses NumPy
     long_first = np.array([0, 130])
     long_rows = rng.integers(0, len(latent), 131)
     untouched = memory.copy()
-    assert not compiled["memory_update"](untouched, latent, long_rows, long_first, who[:2],
-                                         np.array([keep, 1 - keep], np.float32))
+    assert not compiled["memory_update"](
+        untouched, latent, long_rows, long_first, who[:2], np.array([keep, 1 - keep], np.float32)
+    )
     assert _bits(untouched) == _bits(memory)
     expected, got = memory.copy(), memory.copy()
     kernels.memory_update_numpy(expected, latent, long_rows, long_first, who[:2], keep)
@@ -227,7 +251,9 @@ def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
         got = kernels.propagate_csr(context, indptr, indices, alpha, hops)
         assert _bits(got) == _bits(expected)
         rows = np.sort(rng.choice(700, 90, replace=False))
-        assert _bits(kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)) == _bits(expected[rows])
+        assert _bits(kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)) == _bits(
+            expected[rows]
+        )
 
 
 def test_relational_draws_and_merged_edits_match_numpy(compiled):
@@ -241,20 +267,28 @@ def test_relational_draws_and_merged_edits_match_numpy(compiled):
     offset_draw, pick_draw = rng.random((300, 15)), rng.random((300, 15))
     for idx in (indices, indices[:0]):
         ptr = indptr if len(idx) else np.zeros(n + 1, np.int64)
-        expected = kernels.relational_draws_numpy(ptr, idx, active, offset_draw, pick_draw, author_start,
-                                                  by_author, 40)
-        got = compiled["relational_draws"](ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40)
+        expected = kernels.relational_draws_numpy(
+            ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
+        )
+        got = compiled["relational_draws"](
+            ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
+        )
         assert _bits(got) == _bits(expected)
     values = np.sort(rng.choice(10_000, 600, replace=False))
     new = np.setdiff1d(rng.integers(-5, 10_005, 80), values)
     at = np.searchsorted(values, new)
-    for drop in (np.sort(rng.choice(600, 50, replace=False)), np.zeros(0, np.int64), np.array([0, 599]),
-                 at[(at < 600)][:5]):
+    for drop in (
+        np.sort(rng.choice(600, 50, replace=False)),
+        np.zeros(0, np.int64),
+        np.array([0, 599]),
+        at[(at < 600)][:5],
+    ):
         drop = np.unique(drop)
         for a, v in ((at, new), (at[:0], new[:0])):
             size = len(values) + len(v) - len(drop)
-            assert _bits(compiled["merge_edits"](values, drop, a, v, np.empty(size, values.dtype))) == _bits(
-                kernels.merge_edits_numpy(values, drop, a, v, np.empty(size, values.dtype)))
+            assert _bits(
+                compiled["merge_edits"](values, drop, a, v, np.empty(size, values.dtype))
+            ) == _bits(kernels.merge_edits_numpy(values, drop, a, v, np.empty(size, values.dtype)))
 
 
 def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
@@ -272,7 +306,8 @@ def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
     owner = rng.integers(0, 10, 400)
     author = rng.integers(0, 10, 30)
     assert _bits(compiled["drop_own_and_repeated"](feed, owner, author)) == _bits(
-        kernels.drop_own_and_repeated_numpy(feed, owner, author))
+        kernels.drop_own_and_repeated_numpy(feed, owner, author)
+    )
 
 
 def test_keyed_max_matches_numpy(compiled):
@@ -282,7 +317,10 @@ def test_keyed_max_matches_numpy(compiled):
     values = rng.random((4, 1500))
     values[1, rng.random(1500) < 0.01] = np.nan
     for v in (values, values.astype(np.float32)):
-        got, expected = compiled["keyed_max"](sorted_key, keys, v), kernels.keyed_max_numpy(sorted_key, keys, v)
+        got, expected = (
+            compiled["keyed_max"](sorted_key, keys, v),
+            kernels.keyed_max_numpy(sorted_key, keys, v),
+        )
         assert _bits(got[0]) == _bits(expected[0])
         assert _bits(got[1]) == _bits(expected[1])
     assert not compiled["keyed_max"](sorted_key[:0], keys, values[:, :0])[0].any()
@@ -295,21 +333,41 @@ def test_rec_arm_columns_match_numpy(compiled):
     arm_row = rng.integers(0, 120, arms)
     post_latent = rng.standard_normal((posts, d)).astype(np.float32)
     user, post = rng.integers(0, n, arms), rng.integers(0, posts, arms)
-    user_columns = (rng.uniform(-1, 1, n).astype(np.float32), rng.integers(-1, 2, n).astype(np.int8),
-                    rng.random(n).astype(np.float32), rng.random(n).astype(np.float32))
+    user_columns = (
+        rng.uniform(-1, 1, n).astype(np.float32),
+        rng.integers(-1, 2, n).astype(np.int8),
+        rng.random(n).astype(np.float32),
+        rng.random(n).astype(np.float32),
+    )
     counts = [rng.integers(0, 50, posts).astype(np.int32) for _ in range(4)]
     counts[0][:3] = np.iinfo(np.int32).max  # the int32 sum wraps on both paths
-    post_columns = (rng.integers(0, n, posts), *counts, rng.random(posts).astype(np.float32),
-                    rng.integers(-1, 30, posts).astype(np.int32), rng.random(posts) < 0.3,
-                    rng.uniform(-1, 1, posts).astype(np.float32))
+    post_columns = (
+        rng.integers(0, n, posts),
+        *counts,
+        rng.random(posts).astype(np.float32),
+        rng.integers(-1, 30, posts).astype(np.int32),
+        rng.random(posts) < 0.3,
+        rng.uniform(-1, 1, posts).astype(np.float32),
+    )
     source = rng.integers(0, 4, arms).astype(np.int8)
     shape = (arms, w + d + 14 + 4)
     got, expected = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
     with np.errstate(over="ignore"):
-        compiled["rec_arm_columns"](got, user_rows, arm_row, post_latent, user, post, user_columns,
-                                    post_columns, 31, source)
-        kernels.rec_arm_columns_numpy(expected, user_rows, arm_row, post_latent, user, post, user_columns,
-                                      post_columns, 31, source)
+        compiled["rec_arm_columns"](
+            got, user_rows, arm_row, post_latent, user, post, user_columns, post_columns, 31, source
+        )
+        kernels.rec_arm_columns_numpy(
+            expected,
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            31,
+            source,
+        )
     assert _bits(got) == _bits(expected)
     assert np.isnan(got[:, w + d + 7]).all() and np.isnan(got[:, w + d + 13]).all()  # left to NumPy
 
@@ -358,7 +416,12 @@ def test_graph_edits_reuse_memory_only_when_nobody_holds_it():
 
     def edit() -> None:
         graph.followees_csr()
-        graph.edit(rng.integers(0, n, 50), rng.integers(0, n, 50), graph.keys[:30] // n, graph.keys[:30] % n)
+        graph.edit(
+            rng.integers(0, n, 50),
+            rng.integers(0, n, 50),
+            graph.keys[:30] // n,
+            graph.keys[:30] % n,
+        )
 
     edit()
     first = weakref.ref(graph.keys.base)  # holds no reference
@@ -391,7 +454,9 @@ def test_reaction_probabilities_of_a_broadcast_feed_owner_index_are_the_same():
     attention = rng.random(owner.shape)
     users, posts = sim.users.view(), sim.posts.view()
     got = sim.brain.reaction_probabilities(users, posts, owner, post, attention)
-    expected = sim.brain.reaction_probabilities(users, posts, np.ascontiguousarray(owner), post, attention)
+    expected = sim.brain.reaction_probabilities(
+        users, posts, np.ascontiguousarray(owner), post, attention
+    )
     assert got.keys() == expected.keys()
     for key in got:
         assert _bits(got[key]) == _bits(expected[key])
@@ -416,8 +481,11 @@ def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
 
     add(obs)
     for _ in range(rounds):
-        action = (np.full(env.slate_size, env.no_op) if policy == "noop"
-                  else rng.integers(0, env.num_arms + 1, env.slate_size))
+        action = (
+            np.full(env.slate_size, env.no_op)
+            if policy == "noop"
+            else rng.integers(0, env.num_arms + 1, env.slate_size)
+        )
         obs, reward, _, _, info = env.step(action)
         add([obs, reward, info])
     env.close()
@@ -440,4 +508,3 @@ def test_episode_is_bit_identical_on_both_paths(env_name, policy):
     finally:
         kernels.use_backend(previous)
     assert compiled_digest == numpy_digest
-

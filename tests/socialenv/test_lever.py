@@ -32,12 +32,14 @@ SMALL_REC = small_env(candidate_users=10, budget=2)
 # ------------------------------------------------------------------ the score action
 def test_scores_pick_each_users_best_allowed_arms() -> None:
     env = gym.make("PolicySim-Rec-v0", action_format="scores", **SMALL_REC).unwrapped
-    assert isinstance(env.action_space, gym.spaces.Box) and env.action_space.shape == (env.num_arms,)
+    assert isinstance(env.action_space, gym.spaces.Box) and env.action_space.shape == (
+        env.num_arms,
+    )
     obs, _ = env.reset(seed=2)
     mask = obs["action_mask"].astype(bool)
     groups = env.arm_groups()
     scores = np.random.default_rng(0).uniform(-1, 1, env.num_arms)
-    scores[~mask] = 10.0                          # masked arms are ignored whatever their score
+    scores[~mask] = 10.0  # masked arms are ignored whatever their score
     slate = env.slate_from_scores(scores)
     assert slate.shape == (env.slate_size,)
     chosen = slate[slate != env.no_op]
@@ -64,15 +66,18 @@ def test_score_ties_are_broken_by_arm_index_and_order_only_matters() -> None:
         np.testing.assert_array_equal(flat[np.isin(flat, allowed)], allowed[: env.per_user])
     scores = np.random.default_rng(1).normal(size=env.num_arms)
     # values outside the Box bounds are accepted: only the order within a user matters
-    np.testing.assert_array_equal(env.slate_from_scores(scores), env.slate_from_scores(100 * scores + 7))
+    np.testing.assert_array_equal(
+        env.slate_from_scores(scores), env.slate_from_scores(100 * scores + 7)
+    )
 
 
 def test_exposure_scores_set_one_level_per_user() -> None:
-    env = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=12,
-                   action_format="scores").unwrapped
+    env = gym.make(
+        "PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=12, action_format="scores"
+    ).unwrapped
     env.reset(seed=0)
     levels = np.asarray(env.config.exposure_levels)
-    scores = np.tile(-np.abs(levels - 0.25), env.config.exposure_users)   # prefer level 0.25
+    scores = np.tile(-np.abs(levels - 0.25), env.config.exposure_users)  # prefer level 0.25
     _, _, _, _, info = env.step(scores)
     assert info["arm_applied"].sum() == env.slate_size == 12
     assert np.isclose(env.sim.users.exposure, 0.25).sum() == 12
@@ -86,18 +91,18 @@ def test_exposure_second_level_of_a_user_is_over_the_cap() -> None:
     levels = len(env.config.exposure_levels)
     user = env._arms["user"][0]
     slate = np.full(env.slate_size, env.no_op)
-    slate[:3] = [0, 1, levels]            # user 0 at level 0, user 0 at level 1, user 1 at level 0
+    slate[:3] = [0, 1, levels]  # user 0 at level 0, user 0 at level 1, user 1 at level 0
     _, _, _, _, info = env.step(slate)
     assert info["over_user_cap"] == 1 and info["arm_applied"][:3].tolist() == [True, False, True]
-    assert env.sim.users.exposure[user] == env.config.exposure_levels[0]   # the first arm wins
+    assert env.sim.users.exposure[user] == env.config.exposure_levels[0]  # the first arm wins
 
 
 def test_select_per_group_respects_capacities() -> None:
     rng = np.random.default_rng(0)
-    groups = np.repeat(np.arange(6), 5)                       # 6 users x 5 arms
+    groups = np.repeat(np.arange(6), 5)  # 6 users x 5 arms
     contexts = rng.normal(size=(30, 4)).astype(np.float32)
     mask = rng.random(30) < 0.8
-    for name in ("linucb", "random", "egreedy"):             # scored once / asked repeatedly
+    for name in ("linucb", "random", "egreedy"):  # scored once / asked repeatedly
         policy = make_bandit(name, context_dim=4, seed=0)
         picks = select_per_group(policy, contexts, mask, 12, groups, per_group=2)
         assert len(picks) == len(np.unique(picks)) == 12 and mask[picks].all()
@@ -108,9 +113,9 @@ def test_select_per_group_respects_capacities() -> None:
     capacity = sum(min(2, int(mask[groups == g].sum())) for g in range(6))
     assert len(picks) == capacity
     # a scored policy keeps each group's best arms and then the best of those overall
-    scores = np.arange(30, dtype=np.float64)[::-1]             # arm 0 best
+    scores = np.arange(30, dtype=np.float64)[::-1]  # arm 0 best
     policy = make_bandit("linucb", context_dim=4, seed=0)
-    policy.scores = lambda c: scores[: len(c)]                 # deterministic ranking
+    policy.scores = lambda c: scores[: len(c)]  # deterministic ranking
     picks = select_per_group(policy, contexts, None, 4, groups, per_group=2)
     np.testing.assert_array_equal(picks, [0, 1, 5, 6])
     with pytest.raises(ValueError, match="per_group"):
@@ -135,24 +140,38 @@ def test_mmr_and_suppress_flagged_respect_per_user_caps() -> None:
     contexts = np.zeros((9, layout.context_dim), np.float32)
     contexts[:, layout.feature("level")] = np.tile(levels, 3)
     contexts[:, layout.feature("flagged_share")] = [0.9] * 3 + [0.0] * 3 + [0.6] * 3
-    contexts[:, 0] = np.repeat([1.0, 2.0, 3.0], 3)            # three users
-    picks = select_per_group(SuppressFlaggedPolicy(context_dim=layout.context_dim, kind="exposure"),
-                             contexts, None, 3, np.repeat(np.arange(3), 3), per_group=1)
-    assert sorted(picks.tolist()) == [0, 5, 6]                # flagged users muted, the clean one kept
+    contexts[:, 0] = np.repeat([1.0, 2.0, 3.0], 3)  # three users
+    picks = select_per_group(
+        SuppressFlaggedPolicy(context_dim=layout.context_dim, kind="exposure"),
+        contexts,
+        None,
+        3,
+        np.repeat(np.arange(3), 3),
+        per_group=1,
+    )
+    assert sorted(picks.tolist()) == [0, 5, 6]  # flagged users muted, the clean one kept
     # MMR on raw contexts: with per-user caps of 1 it names every user once
     rec_layout = ArmLayout("rec", 3 * 2 + len(REC_FEATURES))
-    rec_contexts = np.random.default_rng(3).normal(size=(12, rec_layout.context_dim)).astype(np.float32)
-    picks = select_per_group(MMRPolicy(context_dim=rec_layout.context_dim, kind="rec"), rec_contexts, None,
-                             4, np.repeat(np.arange(4), 3), per_group=1)
+    rec_contexts = (
+        np.random.default_rng(3).normal(size=(12, rec_layout.context_dim)).astype(np.float32)
+    )
+    picks = select_per_group(
+        MMRPolicy(context_dim=rec_layout.context_dim, kind="rec"),
+        rec_contexts,
+        None,
+        4,
+        np.repeat(np.arange(4), 3),
+        per_group=1,
+    )
     assert sorted((picks // 3).tolist()) == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------ recommended slots
 def _feed() -> tuple[Recommender, np.ndarray, np.ndarray]:
     rec = Recommender(RecommenderConfig(relational=2, personalized=3, headline=1))
-    feed = np.array([[10, 11, 20, 21, 22, 30],
-                     [12, -1, 23, 24, 25, 31],
-                     [13, 14, 26, 27, -1, 32]], np.int64)
+    feed = np.array(
+        [[10, 11, 20, 21, 22, 30], [12, -1, 23, 24, 25, 31], [13, 14, 26, 27, -1, 32]], np.int64
+    )
     channel = np.tile(np.array([0, 0, 1, 1, 1, 2], np.int8), (3, 1))
     return rec, feed, channel
 
@@ -161,21 +180,29 @@ def test_policy_picks_fill_the_personalized_slots_first() -> None:
     rec, feed, channel = _feed()
     # row 0 gets two picks, row 2 four (one more than its 3 slots: dropped), row 1 none
     new_feed, new_channel = rec.place_recommendations(
-        feed, channel, np.array([2, 0, 2, 2, 0, 2]), np.array([90, 80, 91, 92, 81, 93]))
-    np.testing.assert_array_equal(new_feed, [[10, 11, 80, 81, 20, 30],     # built-in shifted after
-                                             [12, -1, 23, 24, 25, 31],     # untouched
-                                             [13, 14, 90, 91, 92, 32]])    # 93 beyond the slots
+        feed, channel, np.array([2, 0, 2, 2, 0, 2]), np.array([90, 80, 91, 92, 81, 93])
+    )
+    np.testing.assert_array_equal(
+        new_feed,
+        [
+            [10, 11, 80, 81, 20, 30],  # built-in shifted after
+            [12, -1, 23, 24, 25, 31],  # untouched
+            [13, 14, 90, 91, 92, 32],
+        ],
+    )  # 93 beyond the slots
     injected = int(FeedChannel.INJECTED)
-    np.testing.assert_array_equal(new_channel[:, 2:5], [[injected, injected, 1], [1, 1, 1],
-                                                       [injected] * 3])
+    np.testing.assert_array_equal(
+        new_channel[:, 2:5], [[injected, injected, 1], [1, 1, 1], [injected] * 3]
+    )
     np.testing.assert_array_equal(new_channel[:, [0, 1, 5]], channel[:, [0, 1, 5]])
-    np.testing.assert_array_equal(feed, _feed()[1])           # the input is not modified
+    np.testing.assert_array_equal(feed, _feed()[1])  # the input is not modified
 
 
 def test_no_recommendation_leaves_the_feed_as_origin_builds_it() -> None:
     rec, feed, channel = _feed()
-    same_feed, same_channel = rec.place_recommendations(feed, channel, np.zeros(0, np.int64),
-                                                        np.zeros(0, np.int64))
+    same_feed, same_channel = rec.place_recommendations(
+        feed, channel, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    )
     np.testing.assert_array_equal(same_feed, feed)
     np.testing.assert_array_equal(same_channel, channel)
     # an empty slate is Origin: same seed, same world, with or without the policy's slate of no-ops
@@ -184,7 +211,7 @@ def test_no_recommendation_leaves_the_feed_as_origin_builds_it() -> None:
     a.reset(seed=3)
     b.reset(seed=3)
     _, _, _, _, info = a.step(np.full(a.slate_size, a.no_op))
-    plain = b.sim.run_round()                                  # the simulation without a policy
+    plain = b.sim.run_round()  # the simulation without a policy
     np.testing.assert_array_equal(a._last_result.feed, plain.feed)
     np.testing.assert_array_equal(a._last_result.feed_channel, plain.feed_channel)
     np.testing.assert_array_equal(a.sim.users.stance, b.sim.users.stance)
@@ -205,7 +232,10 @@ def test_the_policy_governs_the_recommended_slots_of_its_users() -> None:
     # every injected slot shows one of the policy's (user, post) pairs, in that user's row
     rows, cols = np.nonzero(injected)
     pairs = set(zip(arm_user[applied].tolist(), arm_post[applied].tolist(), strict=True))
-    assert all((int(result.active[r]), int(result.feed[r, c])) in pairs for r, c in zip(rows, cols, strict=True))
+    assert all(
+        (int(result.active[r]), int(result.feed[r, c])) in pairs
+        for r, c in zip(rows, cols, strict=True)
+    )
     assert set(result.active[rows].tolist()) <= set(arm_user[applied].tolist())
     share = info["metrics"]["policy_share"]
     assert share == pytest.approx(injected.sum() / (result.feed >= 0).sum())
@@ -214,10 +244,11 @@ def test_the_policy_governs_the_recommended_slots_of_its_users() -> None:
 # ------------------------------------------------------------------ candidate generation
 def test_candidate_sources() -> None:
     mix = {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1}
-    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3, candidate_users=40, budget=1,
-                   candidates=mix).unwrapped
+    env = gym.make(
+        "PolicySim-Rec-v0", num_users=300, rounds=3, candidate_users=40, budget=1, candidates=mix
+    ).unwrapped
     env.reset(seed=0)
-    env.step(np.full(env.slate_size, env.no_op))         # a round of fresh posts
+    env.step(np.full(env.slate_size, env.no_op))  # a round of fresh posts
     sim = env.sim
     users = np.sort(np.random.default_rng(0).choice(sim.active, 40, replace=False))
     cands = generate_candidates(sim.feed_context(), users, mix, 2, 100, np.random.default_rng(1))
@@ -226,7 +257,7 @@ def test_candidate_sources() -> None:
     np.testing.assert_array_equal(cands.source, np.tile(expected_source, (40, 1)))
     valid = cands.post >= 0
     assert valid.mean() > 0.8
-    for row in np.where(valid, cands.post, -np.arange(1, 9)):     # no post twice for a user
+    for row in np.where(valid, cands.post, -np.arange(1, 9)):  # no post twice for a user
         assert len(np.unique(row)) == 8
     assert not (sim.posts.author[np.where(valid, cands.post, 0)] == users[:, None])[valid].any()
     lo, hi = sim.recent_post_range(2)
@@ -254,8 +285,13 @@ def test_candidate_sources() -> None:
 
 # ------------------------------------------------------------------ the classifier
 def test_perfect_classifier_flags_exactly_the_misinformation() -> None:
-    env = gym.make("PolicySim-Exposure-v0", num_users=200, rounds=3, exposure_users=10,
-                   classifier={"recall": 1.0, "false_positive_rate": 0.0}).unwrapped
+    env = gym.make(
+        "PolicySim-Exposure-v0",
+        num_users=200,
+        rounds=3,
+        exposure_users=10,
+        classifier={"recall": 1.0, "false_positive_rate": 0.0},
+    ).unwrapped
     env.reset(seed=0)
     for _ in range(2):
         env.step(np.full(env.slate_size, env.no_op))
@@ -266,8 +302,13 @@ def test_perfect_classifier_flags_exactly_the_misinformation() -> None:
 
 
 def test_noisy_classifier_has_its_configured_rates() -> None:
-    env = gym.make("PolicySim-Exposure-v0", num_users=400, rounds=3, exposure_users=10,
-                   classifier={"recall": 0.6, "false_positive_rate": 0.1}).unwrapped
+    env = gym.make(
+        "PolicySim-Exposure-v0",
+        num_users=400,
+        rounds=3,
+        exposure_users=10,
+        classifier={"recall": 0.6, "false_positive_rate": 0.1},
+    ).unwrapped
     env.reset(seed=0)
     for _ in range(3):
         _, _, _, _, info = env.step(np.full(env.slate_size, env.no_op))
@@ -278,8 +319,13 @@ def test_noisy_classifier_has_its_configured_rates() -> None:
     assert abs(fpr - 0.1) < 4 * np.sqrt(0.09 / (~mis).sum())
     assert 0 <= info["metrics"]["classifier_recall"] <= 1
     # the platform's per-user signal is the flagged share, not the hidden label
-    blind = gym.make("PolicySim-Exposure-v0", num_users=200, rounds=2, exposure_users=10,
-                     classifier={"recall": 0.0, "false_positive_rate": 0.0}).unwrapped
+    blind = gym.make(
+        "PolicySim-Exposure-v0",
+        num_users=200,
+        rounds=2,
+        exposure_users=10,
+        classifier={"recall": 0.0, "false_positive_rate": 0.0},
+    ).unwrapped
     obs, _ = blind.reset(seed=0)
     layout = ArmLayout("exposure", blind.context_dim)
     assert blind.sim.posts.misinfo[: len(blind.sim.posts)].any()
@@ -289,9 +335,12 @@ def test_noisy_classifier_has_its_configured_rates() -> None:
 # ------------------------------------------------------------------ PettingZoo and scores
 def test_parallel_env_with_scores_needs_the_platform_agent() -> None:
     with pytest.raises(ValueError, match="platform_agent"):
-        socialenv.parallel_env("PolicySim-Rec-v0", platform_agent=False, action_format="scores",
-                               **SMALL_REC)
-    env = socialenv.parallel_env("PolicySim-Rec-v0", controlled_users=2, action_format="scores", **SMALL_REC)
+        socialenv.parallel_env(
+            "PolicySim-Rec-v0", platform_agent=False, action_format="scores", **SMALL_REC
+        )
+    env = socialenv.parallel_env(
+        "PolicySim-Rec-v0", controlled_users=2, action_format="scores", **SMALL_REC
+    )
     env.reset(seed=0)
     with pytest.raises(ValueError, match="must act every step"):
         env.step({})
@@ -306,10 +355,20 @@ def test_score_action_envs_pass_the_checkers(env_id: str) -> None:
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    kwargs = {"num_users": 150, "rounds": 3, "action_format": "scores",
-              **({"candidate_users": 10, "budget": 2} if env_id == "PolicySim-Rec-v0" else {"exposure_users": 10})}
+    kwargs = {
+        "num_users": 150,
+        "rounds": 3,
+        "action_format": "scores",
+        **(
+            {"candidate_users": 10, "budget": 2}
+            if env_id == "PolicySim-Rec-v0"
+            else {"exposure_users": 10}
+        ),
+    }
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        warnings.filterwarnings(
+            "ignore", message=".*Box observation space (minimum|maximum) value.*"
+        )
         warnings.filterwarnings("ignore", message=".*unconventional shape.*")
         check_env(gym.make(env_id, **kwargs).unwrapped)
         sb3_check_env(gym.make(env_id, **kwargs).unwrapped, warn=True)
@@ -332,6 +391,6 @@ def test_slate_helpers_and_custom_recommenders_say_what_they_need() -> None:
 
     custom = gym.make("PolicySim-Rec-v0", feed_recommender=FeedsOnly(), **SMALL_REC).unwrapped
     obs, _ = custom.reset(seed=0)
-    custom.step(np.full(custom.slate_size, custom.no_op))      # Origin needs feeds only
+    custom.step(np.full(custom.slate_size, custom.no_op))  # Origin needs feeds only
     with pytest.raises(TypeError, match="place_recommendations"):
         custom.step(custom.slate_from_scores(np.zeros(custom.num_arms)))

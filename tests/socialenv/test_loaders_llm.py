@@ -17,11 +17,18 @@ from tests.support import HASH_LOADER, TWIBOT, ScriptedBackend
 def _answer(index: int, prompt: Messages, schema: dict | None) -> str:
     system, user = prompt[0]["content"], prompt[-1]["content"]
     if "where the user stands" in system:
-        return json.dumps({"stance": "against" if "STOLEN" in user or "disgrace" in user else "favor"})
+        return json.dumps(
+            {"stance": "against" if "STOLEN" in user or "disgrace" in user else "favor"}
+        )
     if "Screen name: cal_ref" in user:
         return "not json at all"
-    return json.dumps({"likely_identity": "pundit", "interested_areas": ["politics", "economy"],
-                       "posting_style": "punchy one-liners"})
+    return json.dumps(
+        {
+            "likely_identity": "pundit",
+            "interested_areas": ["politics", "economy"],
+            "posting_style": "punchy one-liners",
+        }
+    )
 
 
 def test_llm_profile_and_stance_are_batched():
@@ -30,11 +37,15 @@ def test_llm_profile_and_stance_are_batched():
     s = d.scenario
     # one call for all profiles, one for all history posts' stances
     assert [n for n, _ in backend.calls] == [8, 34]
-    assert all(sch is not None and "likely_identity" in sch["properties"] for sch in backend.calls[0][1])
+    assert all(
+        sch is not None and "likely_identity" in sch["properties"] for sch in backend.calls[0][1]
+    )
     assert all(sch is not None and "stance" in sch["properties"] for sch in backend.calls[1][1])
     row = {uid: i for i, uid in enumerate(d.user_ids)}
     p = s.profiles
-    assert p.identity[row["1001"]] == "pundit" and p.posting_style[row["1001"]] == "punchy one-liners"
+    assert (
+        p.identity[row["1001"]] == "pundit" and p.posting_style[row["1001"]] == "punchy one-liners"
+    )
     assert p.interests[row["1001"]].sum() == 2
     # the unparseable answer falls back to the heuristic profile
     assert p.identity[row["1005"]] == "ordinary user"
@@ -42,8 +53,12 @@ def test_llm_profile_and_stance_are_batched():
     assert p.interaction_role[row["1003"]] == "amplifier"
     stolen = [i for i, t in enumerate(s.history_text) if "STOLEN" in t]
     assert s.history_stance[stolen].tolist() == [-1.0]
-    assert (s.history_stance[[i for i, t in enumerate(s.history_text) if "STOLEN" not in t
-                               and "disgrace" not in t]] == 1).all()
+    assert (
+        s.history_stance[
+            [i for i, t in enumerate(s.history_text) if "STOLEN" not in t and "disgrace" not in t]
+        ]
+        == 1
+    ).all()
 
 
 def test_profiler_counts_failures():
@@ -57,8 +72,11 @@ def test_loader_with_tiny_hf_backend(tiny_lm_path):
     from agent_models.llm.backends import make_backend
 
     backend = make_backend({"backend": "hf", "model": str(tiny_lm_path), "device": "cpu"})
-    d = read_twibot20(TWIBOT, backend=backend, config=LoaderConfig(
-        encoder="hash", max_users=3, max_history_per_user=2))
+    d = read_twibot20(
+        TWIBOT,
+        backend=backend,
+        config=LoaderConfig(encoder="hash", max_users=3, max_history_per_user=2),
+    )
     s = d.scenario
     s.validate()
     assert s.num_users == 3 and set(np.unique(s.history_stance)) <= {-1.0, 0.0, 1.0}

@@ -37,7 +37,9 @@ def test_checkers() -> None:
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        warnings.filterwarnings(
+            "ignore", message=".*Box observation space (minimum|maximum) value.*"
+        )
         warnings.filterwarnings("ignore", message=".*unconventional shape.*")
         check_env(gym.make("PolicySim-Moderation-v0", **SMALL).unwrapped)
         sb3_check_env(gym.make("PolicySim-Moderation-v0", **SMALL).unwrapped, warn=True)
@@ -54,14 +56,21 @@ def test_spaces_and_arms() -> None:
     assert set(arms) >= {"user", "post", "action", "mask"}
     valid = arms["post"] >= 0
     np.testing.assert_array_equal(arms["user"][valid], base.sim.posts.author[arms["post"][valid]])
-    np.testing.assert_array_equal(base.arm_groups(), np.arange(base.num_arms) // len(MODERATION_ACTIONS))
+    np.testing.assert_array_equal(
+        base.arm_groups(), np.arange(base.num_arms) // len(MODERATION_ACTIONS)
+    )
 
 
 def test_score_action_keeps_the_budget_best_posts() -> None:
     """30 candidate posts, a budget of 10 slots: the score form takes each post's best action
     and keeps the 10 best-scored posts; the env steps with it and passes the checker."""
-    env = gym.make("PolicySim-Moderation-v0", action_format="scores", moderation={"targets": 30},
-                   budget=10, **SMALL)
+    env = gym.make(
+        "PolicySim-Moderation-v0",
+        action_format="scores",
+        moderation={"targets": 30},
+        budget=10,
+        **SMALL,
+    )
     obs, _ = env.reset(seed=0)
     base = env.unwrapped
     rng = np.random.default_rng(0)
@@ -73,14 +82,20 @@ def test_score_action_keeps_the_budget_best_posts() -> None:
         posts = np.unique(base.arm_groups()[allowed])
         assert len(chosen) == min(10, len(posts))
         assert len(np.unique(base.arm_groups()[chosen])) == len(chosen)  # one action per post
-        best_per_post = {g: allowed[base.arm_groups()[allowed] == g][np.argmax(scores[allowed][base.arm_groups()[allowed] == g])]
-                         for g in posts}
+        best_per_post = {
+            g: allowed[base.arm_groups()[allowed] == g][
+                np.argmax(scores[allowed][base.arm_groups()[allowed] == g])
+            ]
+            for g in posts
+        }
         ranked = sorted(best_per_post.values(), key=lambda a: (-scores[a], a))
         assert set(chosen.tolist()) == set(ranked[: len(chosen)])
         obs, reward, _, _, info = env.step(scores)
         assert reward == info["metrics"]["objective"] <= 1.0
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        warnings.filterwarnings(
+            "ignore", message=".*Box observation space (minimum|maximum) value.*"
+        )
         check_env(gym.make("PolicySim-Moderation-v0", action_format="scores", **SMALL).unwrapped)
 
 
@@ -94,38 +109,56 @@ def test_delete_hides_post_and_wrongful_removal_is_penalized() -> None:
     _, reward, _, _, info = env.step(slate)
     mod = base.sim.moderation
     assert mod.deleted[posts].all()
-    assert not np.isin(mod.last_post[~mod.last_removed], posts).any()   # never delivered
+    assert not np.isin(mod.last_post[~mod.last_removed], posts).any()  # never delivered
     harmful = mod.harmful(base.sim.posts, posts)
     assert info["metrics"]["wrongful_removals"] == float((~harmful).sum())
     assert info["metrics"]["actions_delete"] == float(len(posts))
     # the same deletions on a platform that does not charge for them score higher
-    env2 = gym.make("PolicySim-Moderation-v0", moderation={"precision": 0.3, "recall": 1.0, "wrongful_penalty": 0.0,
-                                                             "cost": {"delete": 0.0}}, **SMALL)
+    env2 = gym.make(
+        "PolicySim-Moderation-v0",
+        moderation={
+            "precision": 0.3,
+            "recall": 1.0,
+            "wrongful_penalty": 0.0,
+            "cost": {"delete": 0.0},
+        },
+        **SMALL,
+    )
     env2.reset(seed=3)
     _, reward2, _, _, _ = env2.step(slate)
     assert (~harmful).any() and reward2 > reward
     # deleted posts are no longer offered for deletion
-    assert not base._arms["mask"][np.isin(base._arms["post"], posts) & (base._arms["action"] == 0)].any()
+    assert not base._arms["mask"][
+        np.isin(base._arms["post"], posts) & (base._arms["action"] == 0)
+    ].any()
 
 
 def test_suspension_stops_activity_for_k_rounds() -> None:
-    env = gym.make("PolicySim-Moderation-v0", moderation={"suspend_rounds": 2}, num_users=200, rounds=5)
+    env = gym.make(
+        "PolicySim-Moderation-v0", moderation={"suspend_rounds": 2}, num_users=200, rounds=5
+    )
     env.reset(seed=1)
     base = env.unwrapped
     slate = _slate(env, "suspend", flagged_only=False)
     authors = np.unique(base._arms["user"][slate[slate != base.no_op]])
     env.step(slate)
     assert not np.isin(base._last_result.active, authors).any()
-    assert not np.isin(base.sim.active, authors).any()            # round 1 too
-    assert not np.isin(base.sim.posts.author[base.sim.moderation.last_post[~base.sim.moderation.last_removed]],
-                       authors).any()
+    assert not np.isin(base.sim.active, authors).any()  # round 1 too
+    assert not np.isin(
+        base.sim.posts.author[base.sim.moderation.last_post[~base.sim.moderation.last_removed]],
+        authors,
+    ).any()
     env.step(np.full(base.slate_size, base.no_op))
-    assert base.sim.moderation.suspended(2).sum() == 0            # lifted after k = 2 rounds
+    assert base.sim.moderation.suspended(2).sum() == 0  # lifted after k = 2 rounds
 
 
 def test_label_and_downrank_lower_reach() -> None:
-    env = gym.make("PolicySim-Moderation-v0", moderation={"label_reach": 0.0, "downrank_reach": 0.0},
-                   num_users=300, rounds=3)
+    env = gym.make(
+        "PolicySim-Moderation-v0",
+        moderation={"label_reach": 0.0, "downrank_reach": 0.0},
+        num_users=300,
+        rounds=3,
+    )
     env.reset(seed=2)
     base = env.unwrapped
     mod = base.sim.moderation
@@ -141,8 +174,12 @@ def test_label_and_downrank_lower_reach() -> None:
 
 
 def test_classifier_precision_and_recall() -> None:
-    env = gym.make("PolicySim-Moderation-v0", moderation={"precision": 0.6, "recall": 0.9}, num_users=2000,
-                   rounds=3)
+    env = gym.make(
+        "PolicySim-Moderation-v0",
+        moderation={"precision": 0.6, "recall": 0.9},
+        num_users=2000,
+        rounds=3,
+    )
     env.reset(seed=0)
     base = env.unwrapped
     for _ in range(3):
@@ -184,13 +221,16 @@ def test_same_seed_same_trajectory_and_resume(tmp_path: Path) -> None:
         assert a[1] == b[1] and a[2] == b[2]
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"precision": 0.0}, "moderation.precision"),
-    ({"actions": ("delete", "ban")}, "moderation.actions"),
-    ({"cost": {"nuke": 0.1}}, "moderation.cost"),
-    ({"suspend_rounds": 0}, "moderation.suspend_rounds"),
-    ({"colour": 1}, "moderation"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"precision": 0.0}, "moderation.precision"),
+        ({"actions": ("delete", "ban")}, "moderation.actions"),
+        ({"cost": {"nuke": 0.1}}, "moderation.cost"),
+        ({"suspend_rounds": 0}, "moderation.suspend_rounds"),
+        ({"colour": 1}, "moderation"),
+    ],
+)
 def test_bad_moderation_config_names_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field.replace(".", r"\.")):
         gym.make("PolicySim-Moderation-v0", moderation=kwargs, **SMALL)

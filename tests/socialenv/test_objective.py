@@ -25,8 +25,10 @@ class EveryFeedBrain(ScriptedBrain):
         rows, cols = np.nonzero(round_input.feed >= 0)
         m = len(rows)
         return RoundOutput(
-            react_user=round_input.active[rows], react_post=round_input.feed[rows, cols],
-            react_kind=np.full(m, int(self.kind), np.int8), react_stance=np.zeros(m, np.float32),
+            react_user=round_input.active[rows],
+            react_post=round_input.feed[rows, cols],
+            react_kind=np.full(m, int(self.kind), np.int8),
+            react_stance=np.zeros(m, np.float32),
             react_toxicity=np.full(m, self.tox, np.float32),
         )
 
@@ -38,8 +40,15 @@ def _value(kind: Behaviour, tox: float, d_author: int, d_receiver: int) -> float
     return float(cross and not hostile) - float(hostile) - (tox if kind == Behaviour.REPLY else 0.0)
 
 
-@pytest.mark.parametrize(("kind", "tox"), [(Behaviour.LIKE, 0.0), (Behaviour.REPLY, 0.3),
-                                           (Behaviour.REPLY, 0.8), (Behaviour.DISLIKE, 0.0)])
+@pytest.mark.parametrize(
+    ("kind", "tox"),
+    [
+        (Behaviour.LIKE, 0.0),
+        (Behaviour.REPLY, 0.3),
+        (Behaviour.REPLY, 0.8),
+        (Behaviour.DISLIKE, 0.0),
+    ],
+)
 def test_rec_objective_and_arm_rewards_by_hand(kind: Behaviour, tox: float) -> None:
     env = RecEnv(num_users=150, users=EveryFeedBrain(kind, tox), candidate_users=30, budget=1)
     obs, _ = env.reset(seed=0)
@@ -50,7 +59,7 @@ def test_rec_objective_and_arm_rewards_by_hand(kind: Behaviour, tox: float) -> N
     gap = np.abs(discrete[author_of[post_of[allowed]]] - discrete[receiver_of[allowed]])
     slate = np.full(env.slate_size, env.no_op)
     picked: list[int] = []
-    for g in (2, 1, 0):   # a cross-stance, a neutral-camp and a same-stance pair
+    for g in (2, 1, 0):  # a cross-stance, a neutral-camp and a same-stance pair
         for arm in allowed[gap == g]:
             if all(receiver_of[arm] != receiver_of[other] for other in picked):
                 picked.append(int(arm))
@@ -62,22 +71,47 @@ def test_rec_objective_and_arm_rewards_by_hand(kind: Behaviour, tox: float) -> N
     valid = result.feed >= 0
     users = np.broadcast_to(result.active[:, None], result.feed.shape)[valid]
     posts = result.feed[valid]
-    values = np.array([_value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
-                       for u, p in zip(users, posts, strict=True)])
+    values = np.array(
+        [
+            _value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
+            for u, p in zip(users, posts, strict=True)
+        ]
+    )
     metrics = info["metrics"]
     assert metrics["objective"] == pytest.approx(values.sum() / len(result.active))
     # here a reaction has a positive value exactly when it is civil and across stances
-    assert metrics["civil_cross_reactions_per_user"] == pytest.approx(np.sum(values > 0) / len(result.active))
+    assert metrics["civil_cross_reactions_per_user"] == pytest.approx(
+        np.sum(values > 0) / len(result.active)
+    )
     # the built-in personalized slots of the users the policy did not govern set the baseline
     governed = np.unique(receiver_of[obs["action_mask"].astype(bool)])
-    builtin = valid & (result.feed_channel == int(FeedChannel.PERSONALIZED)) & ~np.isin(result.active, governed)[:, None]
+    builtin = (
+        valid
+        & (result.feed_channel == int(FeedChannel.PERSONALIZED))
+        & ~np.isin(result.active, governed)[:, None]
+    )
     b_users = np.broadcast_to(result.active[:, None], result.feed.shape)[builtin]
-    baseline = np.mean([_value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
-                        for u, p in zip(b_users, result.feed[builtin], strict=True)])
+    baseline = np.mean(
+        [
+            _value(kind, tox, int(discrete[author_of[p]]), int(discrete[u]))
+            for u, p in zip(b_users, result.feed[builtin], strict=True)
+        ]
+    )
     assert metrics["builtin_slot_value"] == pytest.approx(baseline)
-    change = np.array([_value(kind, tox, int(discrete[author_of[post_of[a]]]), int(discrete[receiver_of[a]]))
-                       for a in picked]) - baseline
-    np.testing.assert_allclose(info["arm_rewards"][:3], np.clip(0.5 + 0.5 * change, 0, 1), atol=1e-6)
+    change = (
+        np.array(
+            [
+                _value(
+                    kind, tox, int(discrete[author_of[post_of[a]]]), int(discrete[receiver_of[a]])
+                )
+                for a in picked
+            ]
+        )
+        - baseline
+    )
+    np.testing.assert_allclose(
+        info["arm_rewards"][:3], np.clip(0.5 + 0.5 * change, 0, 1), atol=1e-6
+    )
     assert reward == pytest.approx(change.sum() / len(governed))
     # a neutral user's reaction to a camp's post is worth what a same-stance one is, in both
     assert change[1] == pytest.approx(change[2])
@@ -115,7 +149,7 @@ def test_lever_share_means_the_same_at_every_population_size(env_id: str) -> Non
         env.reset(seed=1)
         governed = len(np.unique(env._arms["user"][env._arms["mask"]]))
         shares.append(governed / len(env.sim.active))
-        assert env._capacity >= governed    # the fixed-size observation holds the round's lever
+        assert env._capacity >= governed  # the fixed-size observation holds the round's lever
     np.testing.assert_allclose(shares, DEFAULT_LEVER_SHARE, atol=0.02)
 
 
@@ -128,7 +162,7 @@ def test_rec_policy_share_counts_the_slots_the_policy_filled() -> None:
     valid = result.feed >= 0
     injected = (result.feed_channel[valid] == int(FeedChannel.INJECTED)).mean()
     assert info["metrics"]["policy_share"] == pytest.approx(injected)
-    assert 0.05 < info["metrics"]["policy_share"] < 0.3     # Origin serves most impressions
+    assert 0.05 < info["metrics"]["policy_share"] < 0.3  # Origin serves most impressions
 
 
 def _play_level(level: float, **kwargs) -> dict[str, float]:
@@ -151,7 +185,9 @@ def test_exposure_objective_charges_silencing_and_is_the_step_reward() -> None:
     free = _play_level(0.0, reward={"clean_removal_cost": 0.0})
     charged = _play_level(0.0)
     assert charged["clean_removed_per_user"] > 0
-    assert charged["objective"] == pytest.approx(free["objective"] - 0.002 * charged["clean_removed_per_user"])
+    assert charged["objective"] == pytest.approx(
+        free["objective"] - 0.002 * charged["clean_removed_per_user"]
+    )
     assert charged["reward"] == charged["objective"]
 
 
@@ -197,17 +233,21 @@ def test_an_untrained_linucb_picks_cross_stance_pairs_at_the_base_rate() -> None
 
 
 def test_observed_history_follows_the_replies_and_is_saved(tmp_path) -> None:
-    env = RecEnv(num_users=150, users=EveryFeedBrain(Behaviour.REPLY, 0.9), candidate_users=20, budget=1)
+    env = RecEnv(
+        num_users=150, users=EveryFeedBrain(Behaviour.REPLY, 0.9), candidate_users=20, budget=1
+    )
     env.reset(seed=0)
     before = env._observed_history()["reply_toxicity"].copy()
     env.step(np.full(env.slate_size, env.no_op))
     after = env._observed_history()
     replied = np.unique(env._last_result.output.react_user)
     assert (after["reply_toxicity"][replied] > before[replied]).all()
-    assert (after["cross_civility"] <= 0.8 + 1e-6).all()          # hostile replies lower it
+    assert (after["cross_civility"] <= 0.8 + 1e-6).all()  # hostile replies lower it
     path = env.save(tmp_path / "env")
     loaded = RecEnv.load(path, users=EveryFeedBrain(Behaviour.REPLY, 0.9))
-    np.testing.assert_array_equal(loaded._observed_history()["reply_toxicity"], after["reply_toxicity"])
+    np.testing.assert_array_equal(
+        loaded._observed_history()["reply_toxicity"], after["reply_toxicity"]
+    )
 
 
 # ------------------------------------------------------------------ moderation
@@ -218,7 +258,9 @@ def test_moderation_objective_is_zero_without_moderation_and_is_the_step_reward(
     assert info["metrics"]["objective"] == 0.0 == reward
     paper = gym.make("PolicySim-Moderation-v0", num_users=200, rounds=2, reward={"form": "paper"})
     paper.reset(seed=0)
-    _, reward_paper, _, _, info_paper = paper.step(np.full(paper.action_space.shape, paper.unwrapped.no_op))
+    _, reward_paper, _, _, info_paper = paper.step(
+        np.full(paper.action_space.shape, paper.unwrapped.no_op)
+    )
     assert reward_paper == info_paper["metrics"]["moderation_reward"] < 1.0
 
 

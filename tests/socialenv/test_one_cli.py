@@ -19,7 +19,9 @@ from socialenv.policies import policy_names as run_policy_names
 
 def test_run_accepts_every_policy_and_population_sweep_accepts() -> None:
     assert set(sweep_policy_names()) == set(run_policy_names())
-    assert {"mmr", "popularity", "suppress_flagged", "origin", "eenet_gnn"} <= set(run_policy_names())
+    assert {"mmr", "popularity", "suppress_flagged", "origin", "eenet_gnn"} <= set(
+        run_policy_names()
+    )
     assert set(POPULATIONS) == set(population_names())
 
 
@@ -31,7 +33,9 @@ def test_gym_make_accepts_abm_population_names(population: str) -> None:
     assert type(env.unwrapped.brain).__name__ == "OpinionDynamicsBrain"
     other = gym.make("PolicySim-Rec-v0", users=population, num_users=40, rounds=1)
     assert other.unwrapped.brain is not env.unwrapped.brain  # a fresh brain per env
-    with pytest.raises(ValueError, match=r"users='nobody' is not allowed: use one of \('surrogate', 'llm', "):
+    with pytest.raises(
+        ValueError, match=r"users='nobody' is not allowed: use one of \('surrogate', 'llm', "
+    ):
         gym.make("PolicySim-Rec-v0", users="nobody", num_users=40)
 
 
@@ -48,8 +52,25 @@ def test_abm_population_env_saves_and_loads_by_name(tmp_path: Path) -> None:
 
 
 def test_cli_run_with_a_baseline_policy_and_an_abm_population(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["run", "--policy", "mmr", "--users", "lorenz", "--num-users", "60",
-                                      "--rounds", "2", "--out", str(tmp_path), "--name", "m", "--no-plots"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--policy",
+            "mmr",
+            "--users",
+            "lorenz",
+            "--num-users",
+            "60",
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "m",
+            "--no-plots",
+        ],
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     assert config["policy"] == "mmr" and config["env_kwargs"]["users"] == "lorenz"
@@ -59,8 +80,23 @@ def test_deprecated_spellings_still_work(tmp_path: Path, monkeypatch: pytest.Mon
     import socialenv.cli as cli
 
     monkeypatch.setattr(cli, "_warned", set())  # warned once per process: start afresh
-    result = CliRunner().invoke(app, ["run", "--brain", "surrogate", "--users", "60", "--rounds", "1",
-                                      "--out", str(tmp_path), "--name", "old", "--no-plots"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--brain",
+            "surrogate",
+            "--users",
+            "60",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "old",
+            "--no-plots",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "--brain is deprecated" in result.output and "use --num-users 60" in result.output
     config = json.loads((tmp_path / "old" / "config.json").read_text())
@@ -69,13 +105,17 @@ def test_deprecated_spellings_still_work(tmp_path: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("command", [["run"], ["sweep", "--backend", "local"]])
 def test_unknown_env_id_is_a_clean_error(tmp_path: Path, command: list[str]) -> None:
-    result = CliRunner().invoke(app, [*command, "--env", "PolicySim-Foo-v0", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, [*command, "--env", "PolicySim-Foo-v0", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 2
     assert "PolicySim-Foo-v0" in result.output and "PolicySim-Rec-v0" in result.output
     assert "Traceback" not in result.output
 
 
-def test_plots_mark_news_show_origin_and_label_bands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plots_mark_news_show_origin_and_label_bands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from socialenv import plots
     from socialenv.runner import RunConfig, run
 
@@ -87,8 +127,16 @@ def test_plots_mark_news_show_origin_and_label_bands(tmp_path: Path, monkeypatch
         return original(rows, out_dir, title, **kwargs)
 
     monkeypatch.setattr(plots, "plot_run", spy)
-    run(RunConfig(policy="random", seeds=(0, 1), env_kwargs={"num_users": 60, "rounds": 5},
-                  out_dir=str(tmp_path), run_name="p", progress=False))
+    run(
+        RunConfig(
+            policy="random",
+            seeds=(0, 1),
+            env_kwargs={"num_users": 60, "rounds": 5},
+            out_dir=str(tmp_path),
+            run_name="p",
+            progress=False,
+        )
+    )
     assert captured["news_rounds"] == [0, 4, 7]  # the abortion scenario (the plot shows 0 and 4)
     origin = captured["origin_rows"]
     assert len(origin) == 10 and all(r["reward"] == 0.0 for r in origin)
@@ -105,8 +153,12 @@ def test_plots_mark_news_show_origin_and_label_bands(tmp_path: Path, monkeypatch
     real_savefig = plt.Figure.savefig
 
     def record(fig, *args, **kwargs):
-        texts = [t.get_text() for legend in [*fig.legends, *(a.get_legend() for a in fig.axes)] if legend
-                 for t in legend.get_texts()]
+        texts = [
+            t.get_text()
+            for legend in [*fig.legends, *(a.get_legend() for a in fig.axes)]
+            if legend
+            for t in legend.get_texts()
+        ]
         labels.append(texts)
         return real_savefig(fig, *args, **kwargs)
 
@@ -139,27 +191,52 @@ def test_help_names_the_registries_and_reads_at_80_columns(command: str) -> None
     from tests.support import ROOT
 
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    text = subprocess.run([sys.executable, "-m", "socialenv.cli", command, "--help"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "socialenv.cli", command, "--help"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert max(len(line) for line in text.splitlines()) <= 80, text
     words = set(text.replace(",", " ").replace(".", " ").split())
-    assert set(socialenv.ENV_IDS) <= words                    # whole, from gym's registry
+    assert set(socialenv.ENV_IDS) <= words  # whole, from gym's registry
     assert set(run_policy_names()) <= words and set(population_names()) <= words
     for option in ("--env", "--policy", "--num-users", "--users", "--rounds", "--seed"):
-        assert option in words, option                       # one vocabulary in run, sweep and play
+        assert option in words, option  # one vocabulary in run, sweep and play
     assert "…" not in text
 
 
 def test_misspelt_names_get_did_you_mean(tmp_path: Path) -> None:
-    for args, hint in ((["--policy", "linucbb"], "did you mean 'linucb'"),
-                       (["--users", "lorentz"], "did you mean 'lorenz'"),
-                       (["--env-kwargs", '{"num_user": 50}'], "did you mean 'num_users'")):
-        result = CliRunner().invoke(app, ["run", "--rounds", "1", "--num-users", "60", "--out", str(tmp_path),
-                                          "--no-plots", *args])
-        assert result.exit_code == 2 and hint in " ".join(result.output.split()), (args, result.output)
+    for args, hint in (
+        (["--policy", "linucbb"], "did you mean 'linucb'"),
+        (["--users", "lorentz"], "did you mean 'lorenz'"),
+        (["--env-kwargs", '{"num_user": 50}'], "did you mean 'num_users'"),
+    ):
+        result = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "--rounds",
+                "1",
+                "--num-users",
+                "60",
+                "--out",
+                str(tmp_path),
+                "--no-plots",
+                *args,
+            ],
+        )
+        assert result.exit_code == 2 and hint in " ".join(result.output.split()), (
+            args,
+            result.output,
+        )
 
 
-def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import socialenv.cli as cli
     import socialenv.play
 
@@ -167,7 +244,9 @@ def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(monkeyp
     monkeypatch.setattr(socialenv.play, "play", lambda *a, **k: calls.append((a, k)))
     monkeypatch.setattr(cli, "_warned", set())
     runner = CliRunner()
-    result = runner.invoke(app, ["play", "--num-users", "80", "--users", "lorenz", "--policy", "linucb"])
+    result = runner.invoke(
+        app, ["play", "--num-users", "80", "--users", "lorenz", "--policy", "linucb"]
+    )
     assert result.exit_code == 0, result.output
     assert calls[-1][1]["num_users"] == 80 and calls[-1][1]["users"] == "lorenz"
     assert calls[-1][1]["platform_policy"] == "linucb" and "deprecated" not in result.output
@@ -175,5 +254,9 @@ def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(monkeyp
     first, second = runner.invoke(app, old), runner.invoke(app, old)
     assert calls[-1][1]["num_users"] == 90 and calls[-1][1]["users"] == "lorenz"
     assert calls[-1][1]["platform_policy"] == "mmr"
-    for spelling in ("--users 90 as a number", "--brain is deprecated", "--platform-policy is deprecated"):
+    for spelling in (
+        "--users 90 as a number",
+        "--brain is deprecated",
+        "--platform-policy is deprecated",
+    ):
         assert first.output.count(spelling) == 1 and spelling not in second.output, first.output

@@ -29,8 +29,14 @@ def test_parallel_api_test_with_platform_agent() -> None:
 
 
 def test_parallel_api_test_exposure_env_abm_population_without_platform_agent() -> None:
-    env = socialenv.parallel_env("PolicySim-Exposure-v0", controlled_users=[3, 7, 11], platform_agent=False,
-                                 platform_policy="suppress_flagged", users="lorenz", **SMALL)
+    env = socialenv.parallel_env(
+        "PolicySim-Exposure-v0",
+        controlled_users=[3, 7, 11],
+        platform_agent=False,
+        platform_policy="suppress_flagged",
+        users="lorenz",
+        **SMALL,
+    )
     assert env.possible_agents == ["user_3", "user_7", "user_11"]
     parallel_api_test(env, num_cycles=10)
 
@@ -47,8 +53,12 @@ def test_same_seed_same_trajectory_over_an_episode() -> None:
             env.action_space(agent).seed(i)
         out = []
         while env.agents:
-            obs, rewards, _, _, infos = env.step({a: env.action_space(a).sample() for a in env.agents})
-            out += [rewards[a] for a in sorted(rewards)] + [infos[PLATFORM]["metrics"]["stance_mean"]]
+            obs, rewards, _, _, infos = env.step(
+                {a: env.action_space(a).sample() for a in env.agents}
+            )
+            out += [rewards[a] for a in sorted(rewards)] + [
+                infos[PLATFORM]["metrics"]["stance_mean"]
+            ]
         return out
 
     assert trajectory() == trajectory()
@@ -84,10 +94,12 @@ def test_controlled_users_act_on_the_feed_they_observed() -> None:
                 continue
             row = int(np.searchsorted(result.active, u))
             delivered = set(result.feed[row][result.feed[row] >= 0].tolist())
-            assert seen <= delivered                       # the observed feed is what was served
+            assert seen <= delivered  # the observed feed is what was served
             for kind in (Behaviour.LIKE, Behaviour.REPLY):
-                done = set(out.react_post[(out.react_user == u) & (out.react_kind == kind)].tolist())
-                assert done == seen                        # exactly the external actions
+                done = set(
+                    out.react_post[(out.react_user == u) & (out.react_kind == kind)].tolist()
+                )
+                assert done == seen  # exactly the external actions
             assert (out.react_user == u).sum() == infos[a]["reactions"] == 2 * len(seen)
             assert not ((out.react_user == u) & (out.react_kind == Behaviour.RETWEET)).any()
             assert infos[a]["posted"] and u in out.post_user and infos[a]["dropped_reactions"] == 0
@@ -99,8 +111,12 @@ def test_controlled_users_act_on_the_feed_they_observed() -> None:
         for a in users:
             u = int(a.split("_")[1])
             kinds = out.react_kind[author == u]
-            expected = np.sum(kinds == Behaviour.LIKE) + np.sum(kinds == Behaviour.RETWEET) \
-                + np.sum(kinds == Behaviour.REPLY) - np.sum(kinds == Behaviour.DISLIKE)
+            expected = (
+                np.sum(kinds == Behaviour.LIKE)
+                + np.sum(kinds == Behaviour.RETWEET)
+                + np.sum(kinds == Behaviour.REPLY)
+                - np.sum(kinds == Behaviour.DISLIKE)
+            )
             assert rewards[a] == pytest.approx(float(expected))
     assert checked > 0
 
@@ -113,16 +129,18 @@ def test_doing_nothing_and_uncontrolled_users_keep_their_brain() -> None:
     out = env.base._last_result.output
     assert not np.isin(out.react_user, env.controlled).any()
     assert not np.isin(out.post_user, env.controlled).any()
-    assert len(out.react_user) > 0                          # the surrogate users still act
+    assert len(out.react_user) > 0  # the surrogate users still act
     assert isinstance(env.base.brain, ExternalActionBrain)
 
 
 def test_reactions_to_posts_hidden_by_exposure_control_are_dropped() -> None:
-    env = socialenv.parallel_env("PolicySim-Exposure-v0", controlled_users=60, num_users=200, rounds=2)
+    env = socialenv.parallel_env(
+        "PolicySim-Exposure-v0", controlled_users=60, num_users=200, rounds=2
+    )
     obs, _ = env.reset(seed=0)
     users = [a for a in env.agents if a != PLATFORM]
     actions = {a: _like_and_reply_everything(obs[a], env.feed_slots) for a in users}
-    env.base.sim.users.exposure[:] = 0.0                   # the platform hides every post this round
+    env.base.sim.users.exposure[:] = 0.0  # the platform hides every post this round
     _, _, _, _, infos = env.step(actions)
     seen = sum(int(obs[a]["feed_mask"].sum()) for a in users)
     assert seen > 0
@@ -139,16 +157,18 @@ def test_platform_agent_reward_and_platform_policy() -> None:
     assert env.action_space(PLATFORM).shape == (base.slate_size,)
     allowed = np.flatnonzero(mask)
     _, first_of_user = np.unique(base.arm_groups()[allowed], return_index=True)
-    picks = allowed[first_of_user]                                   # one arm per sampled user
+    picks = allowed[first_of_user]  # one arm per sampled user
     slate = np.full(base.slate_size, base.no_op)
     slate[: len(picks)] = picks
     _, rewards, _, _, infos = env.step({PLATFORM: slate})
     info = infos[PLATFORM]
-    assert info["arm_applied"][: len(picks)].all() and not info["arm_applied"][len(picks):].any()
+    assert info["arm_applied"][: len(picks)].all() and not info["arm_applied"][len(picks) :].any()
     assert info["empty_slots"] == base.slate_size - len(picks)
     assert rewards[PLATFORM] == pytest.approx(float(info["arm_rewards"].sum()) / base.slate_size)
 
-    auto = socialenv.parallel_env("PolicySim-Rec-v0", platform_agent=False, platform_policy="linucb", **SMALL)
+    auto = socialenv.parallel_env(
+        "PolicySim-Rec-v0", platform_agent=False, platform_policy="linucb", **SMALL
+    )
     auto.reset(seed=0)
     auto.step({})
     assert PLATFORM not in auto.agents and auto.last_info["arm_applied"].any()

@@ -14,8 +14,14 @@ from tests.support import ROOT
 def _spawn(*args: str):
     pexpect = pytest.importorskip("pexpect")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
-    return pexpect.spawn(sys.executable, ["-m", "socialenv.cli", "play", *args], env=env, encoding="utf-8",
-                         timeout=40, cwd=str(ROOT))
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "socialenv.cli", "play", *args],
+        env=env,
+        encoding="utf-8",
+        timeout=40,
+        cwd=str(ROOT),
+    )
 
 
 def test_play_session_in_a_terminal() -> None:
@@ -25,19 +31,22 @@ def test_play_session_in_a_terminal() -> None:
     child.expect(r"Your feed:")
     child.expect(r"\[1\] user_\d+ ")
     child.expect("> ")
-    child.sendline("dance 1")                                 # not a behaviour: told, asked again
+    child.sendline("dance 1")  # not a behaviour: told, asked again
     child.expect(r"Not understood: unknown command 'dance 1'")
     child.expect("> ")
-    child.sendline("like 500")                                # not a feed slot
+    child.sendline("like 500")  # not a feed slot
     child.expect(r"slot '500' is not in your feed")
     child.expect("> ")
     child.sendline("like 1, retweet 1, follow 1")
     child.expect(r"Round done: (\d+) reaction\(s\) applied, (\d+) dropped")
     applied, dropped = int(child.match.group(1)), int(child.match.group(2))
-    assert applied + dropped == 2                             # like and retweet; follow is no reaction
+    assert applied + dropped == 2  # like and retweet; follow is no reaction
     child.expect(r"=== Round 2 of 3")
-    child.expect(r"What you remember:\s+- \(round 0\) you wrote a retweet of post #\d+" if dropped == 0
-                 else r"What you remember")
+    child.expect(
+        r"What you remember:\s+- \(round 0\) you wrote a retweet of post #\d+"
+        if dropped == 0
+        else r"What you remember"
+    )
     child.expect("> ")
     child.sendline("post")
     child.expect(r"posted: yes")
@@ -66,11 +75,14 @@ def test_play_function_matches_the_pettingzoo_view() -> None:
 
     lines = iter(["like 1, reply 2", "post", "pass"])
     out = io.StringIO()
-    history = play("PolicySim-Rec-v0", 5, seed=2, read=lambda _: next(lines), out=out, num_users=120, rounds=3)
+    history = play(
+        "PolicySim-Rec-v0", 5, seed=2, read=lambda _: next(lines), out=out, num_users=120, rounds=3
+    )
     assert [h["posted"] for h in history] == [False, True, False]
 
-    pz = socialenv.parallel_env("PolicySim-Rec-v0", controlled_users=[5], platform_agent=False, num_users=120,
-                                rounds=3)
+    pz = socialenv.parallel_env(
+        "PolicySim-Rec-v0", controlled_users=[5], platform_agent=False, num_users=120, rounds=3
+    )
     pz.reset(seed=2)
     sim = pz.base.sim
     replay = []
@@ -80,11 +92,16 @@ def test_play_function_matches_the_pettingzoo_view() -> None:
             pz._observe()
         behaviours = np.zeros((pz.feed_slots, 6), bool)
         for slot, name in cmd:
-            behaviours[slot, ("like", "dislike", "retweet", "reply", "follow", "unfollow").index(name)] = True
-        _, _, _, _, infos = pz.step({"user_5": encode_user_action(behaviours, post=len(replay) == 1)})
+            behaviours[
+                slot, ("like", "dislike", "retweet", "reply", "follow", "unfollow").index(name)
+            ] = True
+        _, _, _, _, infos = pz.step(
+            {"user_5": encode_user_action(behaviours, post=len(replay) == 1)}
+        )
         replay.append(infos["user_5"])
-    assert [{k: h[k] for k in ("reactions", "dropped_reactions", "posted")} for h in history] == \
-           [{k: r[k] for k in ("reactions", "dropped_reactions", "posted")} for r in replay]
+    assert [{k: h[k] for k in ("reactions", "dropped_reactions", "posted")} for h in history] == [
+        {k: r[k] for k in ("reactions", "dropped_reactions", "posted")} for r in replay
+    ]
     assert "Episode over." in out.getvalue()
 
 

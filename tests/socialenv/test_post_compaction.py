@@ -13,13 +13,20 @@ from socialenv.envs import load_env
 from socialenv.world import PostTable
 from tests.support import assert_same, small_env
 
-SMALL = small_env(num_users=120, rounds=40, budget=4, candidate_users=8,
-                  candidates={"interest": 2, "opposite": 2, "fresh": 1})
+SMALL = small_env(
+    num_users=120,
+    rounds=40,
+    budget=4,
+    candidate_users=8,
+    candidates={"interest": 2, "opposite": 2, "fresh": 1},
+)
 
 
 def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int = 2):
-    budget = 1 if "Exposure" in env_id else SMALL["budget"]   # one level per author
-    env = gym.make(env_id, **{**SMALL, "budget": budget}, users=users, recommender={"window": window})
+    budget = 1 if "Exposure" in env_id else SMALL["budget"]  # one level per author
+    env = gym.make(
+        env_id, **{**SMALL, "budget": budget}, users=users, recommender={"window": window}
+    )
     env.unwrapped.sim.compact_posts_enabled = compact
     rng = np.random.default_rng(3)
     obs, _ = env.reset(seed=11)
@@ -37,10 +44,15 @@ def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int =
     return out, sizes, env.unwrapped.sim
 
 
-@pytest.mark.parametrize(("env_id", "users", "window"), [
-    ("PolicySim-Rec-v0", "surrogate", 2), ("PolicySim-Rec-v0", "surrogate", 5),
-    ("PolicySim-Exposure-v0", "surrogate", 2), ("PolicySim-Rec-v0", "lorenz", 3),
-])
+@pytest.mark.parametrize(
+    ("env_id", "users", "window"),
+    [
+        ("PolicySim-Rec-v0", "surrogate", 2),
+        ("PolicySim-Rec-v0", "surrogate", 5),
+        ("PolicySim-Exposure-v0", "surrogate", 2),
+        ("PolicySim-Rec-v0", "lorenz", 3),
+    ],
+)
 def test_compaction_changes_no_result(env_id: str, users: str, window: int) -> None:
     full, full_sizes, full_sim = _episode(env_id, compact=False, users=users, window=window)
     compact, sizes, sim = _episode(env_id, compact=True, users=users, window=window)
@@ -68,9 +80,17 @@ def test_save_and_load_after_compaction(tmp_path: Path) -> None:
 
 def test_post_table_drop_before_renumbers_and_unlinks_parents() -> None:
     table = PostTable(latent_dim=2, capacity=4)
-    ids = table.append(author=np.arange(6), round_=0, kind=0, parent=np.array([-1, 0, 1, 2, 0, 4]),
-                       latent=np.ones((6, 2)), stance=np.zeros(6), toxicity=np.zeros(6),
-                       misinfo=np.zeros(6, bool), cluster=np.zeros(6, np.int16))
+    ids = table.append(
+        author=np.arange(6),
+        round_=0,
+        kind=0,
+        parent=np.array([-1, 0, 1, 2, 0, 4]),
+        latent=np.ones((6, 2)),
+        stance=np.zeros(6),
+        toxicity=np.zeros(6),
+        misinfo=np.zeros(6, bool),
+        cluster=np.zeros(6, np.int16),
+    )
     assert ids.tolist() == list(range(6))
     table.drop_before(3)
     assert len(table) == 3 and table.author[:3].tolist() == [3, 4, 5]

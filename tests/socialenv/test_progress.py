@@ -20,13 +20,20 @@ RUN = ["-m", "socialenv.cli", "run", "--num-users", "60", "--rounds", "3", "--no
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1",
-            "COLUMNS": "120"}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONWARNINGS": "ignore",
+        "OMP_NUM_THREADS": "1",
+        "COLUMNS": "120",
+    }
 
 
 def _on_terminal(args: list[str], cwd: Path) -> str:
     pexpect = pytest.importorskip("pexpect")
-    child = pexpect.spawn(sys.executable, args, env=_env(), cwd=str(cwd), encoding="utf-8", timeout=120)
+    child = pexpect.spawn(
+        sys.executable, args, env=_env(), cwd=str(cwd), encoding="utf-8", timeout=120
+    )
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
@@ -35,11 +42,17 @@ def _on_terminal(args: list[str], cwd: Path) -> str:
 
 def test_run_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     shown = _on_terminal([*RUN, "--out", str(tmp_path / "a")], tmp_path)
-    assert BAR.search(shown), shown                                          # the tqdm bar
+    assert BAR.search(shown), shown  # the tqdm bar
     quiet = _on_terminal([*RUN, "--out", str(tmp_path / "b"), "--quiet"], tmp_path)
     assert not BAR.search(quiet) and "run folder:" in quiet
-    piped = subprocess.run([sys.executable, *RUN, "--out", str(tmp_path / "c")], env=_env(), cwd=tmp_path,
-                           capture_output=True, text=True, check=True)
+    piped = subprocess.run(
+        [sys.executable, *RUN, "--out", str(tmp_path / "c")],
+        env=_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert not BAR.search(piped.stderr + piped.stdout) and "run folder:" in piped.stdout
 
 
@@ -51,13 +64,20 @@ def test_progress_bar_is_disabled_when_quiet_or_not_a_terminal() -> None:
 
 @pytest.mark.parametrize("script", BENCHMARKS)
 def test_every_benchmark_takes_quiet(script: str) -> None:
-    shown = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--help"], env=_env(),
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--help"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "--quiet" in shown.stdout, shown.stdout
 
 
-@pytest.mark.parametrize("command", [["fit"], ["train", "sft"], ["train", "dpo"], ["run"], ["sweep"]])
+@pytest.mark.parametrize(
+    "command", [["fit"], ["train", "sft"], ["train", "dpo"], ["run"], ["sweep"]]
+)
 def test_long_commands_take_quiet(command: list[str]) -> None:
     from typer.testing import CliRunner
 
@@ -71,5 +91,5 @@ def test_long_commands_take_quiet(command: list[str]) -> None:
 def test_train_shows_the_trainer_bar_only_when_asked() -> None:
     from agent_models.training.cli import _config
 
-    assert _config(quiet=True).progress is False                          # type: ignore[attr-defined]
-    assert _config().progress is sys.stderr.isatty()                      # type: ignore[attr-defined]
+    assert _config(quiet=True).progress is False  # type: ignore[attr-defined]
+    assert _config().progress is sys.stderr.isatty()  # type: ignore[attr-defined]

@@ -33,7 +33,10 @@ def test_propagation_matches_dense_reference(alpha: float, hops: int) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     rows = np.array([0, 5, 5, 59])
     np.testing.assert_allclose(
-        propagate_rows(context, indptr, indices, rows, alpha, hops), expected[rows], rtol=1e-5, atol=1e-5
+        propagate_rows(context, indptr, indices, rows, alpha, hops),
+        expected[rows],
+        rtol=1e-5,
+        atol=1e-5,
     )
     adjacency = normalized_adjacency(indptr, indices, n)
     assert adjacency.layout.__repr__() == "torch.sparse_csr"

@@ -73,7 +73,7 @@ def test_load_rejects_other_files(tmp_path: Path) -> None:
         ({"num_users": 3}, "num_users"),
         ({"rounds": 0}, "rounds"),
         ({"budget": 0}, "budget"),
-        ({"budget": 6}, "budget"),                       # above recommender.personalized
+        ({"budget": 6}, "budget"),  # above recommender.personalized
         ({"candidate_users": 0}, "candidate_users"),
         ({"candidates": {"random": 3}}, "candidates"),
         ({"candidates": {"interest": 0}}, "candidates"),
@@ -127,15 +127,21 @@ def test_bad_action_names_what_is_allowed(action: object, message: str) -> None:
     ("action", "message"),
     [
         (np.zeros(3), r"shape \(3,\); expected \(50,\)"),
-        (np.zeros(10, np.int64), "one score per arm"),               # a slate is not a score action
+        (np.zeros(10, np.int64), "one score per arm"),  # a slate is not a score action
         (np.full(50, np.nan), "finite"),
         (np.r_[np.zeros(49), np.inf], "finite"),
         ("abc", "real scores"),
     ],
 )
 def test_bad_score_action_names_what_is_allowed(action: object, message: str) -> None:
-    env = gym.make("PolicySim-Rec-v0", num_users=100, candidate_users=5, budget=2, action_format="scores",
-                   candidates={"interest": 3, "opposite": 4, "popular": 2, "fresh": 1}).unwrapped
+    env = gym.make(
+        "PolicySim-Rec-v0",
+        num_users=100,
+        candidate_users=5,
+        budget=2,
+        action_format="scores",
+        candidates={"interest": 3, "opposite": 4, "popular": 2, "fresh": 1},
+    ).unwrapped
     assert env.action_space.shape == (env.num_arms,) == (50,)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros(50))

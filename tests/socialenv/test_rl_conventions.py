@@ -122,7 +122,9 @@ def test_action_masks_layout() -> None:
     k, slots = env.unwrapped.num_arms, env.unwrapped.slate_size
     assert masks.shape == (slots * (k + 1),) and masks.dtype == bool
     per_slot = masks.reshape(slots, k + 1)
-    np.testing.assert_array_equal(per_slot[:, :k], np.broadcast_to(obs["action_mask"].astype(bool), (slots, k)))
+    np.testing.assert_array_equal(
+        per_slot[:, :k], np.broadcast_to(obs["action_mask"].astype(bool), (slots, k))
+    )
     assert per_slot[:, k].all()  # the no-op slot value is always allowed
     assert not per_slot.all()  # 2 of the 12 candidate users are padding
 
@@ -132,7 +134,13 @@ def test_maskable_ppo_trains_and_respects_the_mask() -> None:
     from sb3_contrib.common.maskable.utils import get_action_masks
     from stable_baselines3.common.env_util import make_vec_env
 
-    kwargs = {"num_users": 10, "exposure_users": 12, "exposure_levels": (0.0, 1.0), "budget": 1, "rounds": 4}
+    kwargs = {
+        "num_users": 10,
+        "exposure_users": 12,
+        "exposure_levels": (0.0, 1.0),
+        "budget": 1,
+        "rounds": 4,
+    }
     venv = make_vec_env("PolicySim-Exposure-v0", n_envs=2, env_kwargs=kwargs, seed=0)
     model = MaskablePPO("MultiInputPolicy", venv, n_steps=32, batch_size=32, n_epochs=2, seed=0)
     model.learn(256)

@@ -29,8 +29,16 @@ class Boom(RuntimeError):
 
 
 def _config(tmp_path: Path, name: str, **changes: Any) -> RunConfig:
-    return RunConfig(policy="egreedy", seeds=(0, 1), env_kwargs=dict(SMALL), out_dir=str(tmp_path / "runs"),
-                     run_name=name, progress=False, plots=False, **changes)
+    return RunConfig(
+        policy="egreedy",
+        seeds=(0, 1),
+        env_kwargs=dict(SMALL),
+        out_dir=str(tmp_path / "runs"),
+        run_name=name,
+        progress=False,
+        plots=False,
+        **changes,
+    )
 
 
 def _crash_after(n: int):
@@ -45,24 +53,41 @@ def _crash_after(n: int):
 
 
 def _same_log(a: LoggedRounds, b: LoggedRounds) -> None:
-    for key in ("contexts", "mask", "arms", "propensities", "rewards", "applied", "episode", "method"):
+    for key in (
+        "contexts",
+        "mask",
+        "arms",
+        "propensities",
+        "rewards",
+        "applied",
+        "episode",
+        "method",
+    ):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
 
 
 @pytest.mark.parametrize("crash_after", [3, 4, 6])
-def test_a_resumed_run_keeps_its_propensity_log_and_minari_record(tmp_path: Path, crash_after: int) -> None:
+def test_a_resumed_run_keeps_its_propensity_log_and_minari_record(
+    tmp_path: Path, crash_after: int
+) -> None:
     pytest.importorskip("minari")
     import minari
 
     full = run(_config(tmp_path, "full", record=str(tmp_path / "ds-full")))
     with pytest.raises(Boom):
-        run(_config(tmp_path, "broken", record=str(tmp_path / "ds")), on_round=_crash_after(crash_after))
+        run(
+            _config(tmp_path, "broken", record=str(tmp_path / "ds")),
+            on_round=_crash_after(crash_after),
+        )
     folder = tmp_path / "runs" / "broken"
-    with pytest.raises(CheckpointError, match=r"record='.*ds': the run records a Minari dataset.*--record DIR"):
+    with pytest.raises(
+        CheckpointError, match=r"record='.*ds': the run records a Minari dataset.*--record DIR"
+    ):
         resume(folder)
     resumed = resume(folder, record=str(tmp_path / "ds"))
     assert resumed.rows == full.rows
     _same_log(LoggedRounds.load(folder), LoggedRounds.load(full.out_dir))
+
     def episodes(folder: str) -> tuple[Any, list[Any]]:
         os.environ["MINARI_DATASETS_PATH"] = str(tmp_path / folder)
         try:
@@ -82,7 +107,8 @@ def test_a_resumed_run_keeps_its_propensity_log_and_minari_record(tmp_path: Path
 
 
 def test_a_full_disk_never_gives_a_complete_run_and_resume_repairs_the_log(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     full = run(_config(tmp_path, "full"))
     real = np.savez_compressed
 
@@ -97,7 +123,11 @@ def test_a_full_disk_never_gives_a_complete_run_and_resume_repairs_the_log(
     monkeypatch.setattr(np, "savez_compressed", real)
     folder = tmp_path / "runs" / "full-disk"
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["status"] == "failed" and "No space left" in summary["error"] and "resume" in summary
+    assert (
+        summary["status"] == "failed"
+        and "No space left" in summary["error"]
+        and "resume" in summary
+    )
     assert not (folder / "logged_rounds.npz").exists()  # written whole or not at all
     assert not [p.name for p in folder.iterdir() if ".tmp" in p.name]
     resume(folder)
@@ -115,9 +145,13 @@ def test_run_folders_are_never_shared(tmp_path: Path) -> None:
     from socialenv.runner import RunLock, _open_run_folder
 
     first = run(_config(tmp_path, "taken"))
-    with pytest.raises(ValueError, match=r"run_name='taken' is not allowed: .* already holds a run"):
+    with pytest.raises(
+        ValueError, match=r"run_name='taken' is not allowed: .* already holds a run"
+    ):
         run(_config(tmp_path, "taken"))
-    assert len(first.rows) == 8 and len((first.out_dir / "rounds.csv").read_text().splitlines()) == 9
+    assert (
+        len(first.rows) == 8 and len((first.out_dir / "rounds.csv").read_text().splitlines()) == 9
+    )
     lock = RunLock(first.out_dir)
     try:
         with pytest.raises(ValueError, match="is in use by another run"):
@@ -145,14 +179,21 @@ def test_a_run_checkpoint_cannot_choose_an_endpoint_or_a_secret(tmp_path: Path) 
             if name == "meta.json":
                 meta = json.loads(data)
                 meta["tree"]["config"]["env_kwargs"]["llm"] = {
-                    "backend": "openai", "model": "m", "base_url": ["http://elsewhere"],
-                    "api_key_env": "AWS_SECRET_ACCESS_KEY", "replay": str(tmp_path / "w.jsonl"),
-                    "replay_mode": "record"}
+                    "backend": "openai",
+                    "model": "m",
+                    "base_url": ["http://elsewhere"],
+                    "api_key_env": "AWS_SECRET_ACCESS_KEY",
+                    "replay": str(tmp_path / "w.jsonl"),
+                    "replay_mode": "record",
+                }
                 data = json.dumps(meta).encode()
             dst.writestr(name, data)
     planted.replace(path)
-    with pytest.raises(CheckpointError, match=r"chooses an endpoint \(llm.base_url=.*chooses a secret's source "
-                                              r"\(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\).*chooses a path to write"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"chooses an endpoint \(llm.base_url=.*chooses a secret's source "
+        r"\(llm.api_key_env='AWS_SECRET_ACCESS_KEY'\).*chooses a path to write",
+    ):
         resume(tmp_path / "runs" / "r")
     from typer.testing import CliRunner
 
@@ -172,11 +213,15 @@ def test_a_run_killed_before_its_first_checkpoint(tmp_path: Path) -> None:
         " run_name='killed', progress=False, plots=False, checkpoint_every=100),"
         " on_round=lambda row: os.kill(os.getpid(), 9))"
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT)], capture_output=True, timeout=300
+    )
     assert proc.returncode == -9, proc.stderr.decode()
     assert json.loads((folder / "summary.json").read_text())["status"] == "running"
     (folder / ".checkpoint.ckpt.tmp-12345").write_bytes(b"partial")
-    with pytest.raises(FileNotFoundError, match="stopped before its first checkpoint was written") as err:
+    with pytest.raises(
+        FileNotFoundError, match="stopped before its first checkpoint was written"
+    ) as err:
         resume(folder)
     assert "checkpoint_every" not in str(err.value)
     summary = json.loads((folder / "summary.json").read_text())
@@ -197,13 +242,25 @@ def _edit_run_checkpoint(path: Path, edit) -> None:
     out.replace(path)
 
 
-@pytest.mark.parametrize(("edit", "why"), [
-    (lambda t: t["position"].update(seed_index=99), r"position.seed_index=99 is not allowed: an integer in \[0, 2\)"),
-    (lambda t: t["position"].update(episode_done="yes"), "position.episode_done='yes' is not allowed"),
-    (lambda t: t["rows"].append(["x"]), r"rows\[2\] is not allowed"),
-    (lambda t: t.update(policy={"nonsense": 1}), "the saved policy state does not fit"),
-    (lambda t: t["config"].update(record_id="../../escape-v0"), r"record_id='..' is not allowed"),
-])
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        (
+            lambda t: t["position"].update(seed_index=99),
+            r"position.seed_index=99 is not allowed: an integer in \[0, 2\)",
+        ),
+        (
+            lambda t: t["position"].update(episode_done="yes"),
+            "position.episode_done='yes' is not allowed",
+        ),
+        (lambda t: t["rows"].append(["x"]), r"rows\[2\] is not allowed"),
+        (lambda t: t.update(policy={"nonsense": 1}), "the saved policy state does not fit"),
+        (
+            lambda t: t["config"].update(record_id="../../escape-v0"),
+            r"record_id='..' is not allowed",
+        ),
+    ],
+)
 def test_a_tampered_run_checkpoint_is_a_clear_error(tmp_path: Path, edit, why: str) -> None:
     with pytest.raises(Boom):
         run(_config(tmp_path, "r"), on_round=_crash_after(2))
@@ -213,7 +270,8 @@ def test_a_tampered_run_checkpoint_is_a_clear_error(tmp_path: Path, edit, why: s
 
 
 def test_a_minari_record_cut_by_a_full_disk_is_not_left_half_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     minari = pytest.importorskip("minari")
     real = minari.create_dataset_from_buffers
 
@@ -239,7 +297,9 @@ def test_the_journal_is_checked_and_checkpoints_stay_small(tmp_path: Path) -> No
         run(_config(tmp_path, "r"), on_round=_crash_after(3))
     folder = tmp_path / "runs" / "r"
     chunks = sorted((folder / ".resume").glob("logged-*.ckpt"))
-    assert [c.name for c in chunks] == [f"logged-{i:09d}.ckpt" for i in range(3)]  # one per checkpoint
+    assert [c.name for c in chunks] == [
+        f"logged-{i:09d}.ckpt" for i in range(3)
+    ]  # one per checkpoint
     chunks[1].unlink()
     with pytest.raises(CheckpointError, match=r"the journal misses items 1..1"):
         resume(folder)

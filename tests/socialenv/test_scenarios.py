@@ -36,7 +36,12 @@ def test_population_does_not_depend_on_the_blas_thread_count() -> None:
 def test_profiles_have_the_four_attributes() -> None:
     s = make_scenario("abortion", 300, seed=0)
     described = s.profiles.describe(7)
-    assert set(described) == {"likely_identity", "interested_areas", "posting_style", "interaction_behaviour"}
+    assert set(described) == {
+        "likely_identity",
+        "interested_areas",
+        "posting_style",
+        "interaction_behaviour",
+    }
     assert all(described.values())
     assert set(np.unique(s.profiles.interaction_role.codes)) <= set(range(len(ROLES)))
     assert s.profiles.interests.any(axis=1).all()
@@ -59,7 +64,9 @@ def test_follow_graph_does_not_depend_on_its_block_size(monkeypatch: pytest.Monk
     draws' order, the edges or the generator's state after them."""
     from socialenv import scenarios
 
-    opinion = np.clip(np.random.default_rng(3).standard_normal(4000) * 0.6, -1, 1).astype(np.float32)
+    opinion = np.clip(np.random.default_rng(3).standard_normal(4000) * 0.6, -1, 1).astype(
+        np.float32
+    )
     config = scenarios.PopulationConfig(mean_following=40)
     graphs, after = [], []
     for block in (1 << 20, 4096, 1000):
@@ -73,7 +80,9 @@ def test_follow_graph_does_not_depend_on_its_block_size(monkeypatch: pytest.Monk
         np.testing.assert_array_equal(src, other_src)
         np.testing.assert_array_equal(dst, other_dst)
     keys = src * len(opinion) + dst
-    assert np.all(keys[1:] > keys[:-1]) and not np.any(src == dst)  # sorted, distinct, no self-loops
+    assert np.all(keys[1:] > keys[:-1]) and not np.any(
+        src == dst
+    )  # sorted, distinct, no self-loops
 
 
 @pytest.mark.parametrize("advice", [True, False])
@@ -121,7 +130,9 @@ def test_save_load_roundtrip(tmp_path: Path) -> None:
 
 
 def test_from_arrays_and_validation() -> None:
-    s = Scenario.from_arrays(opinion=[0.5, -0.5, 0.0, 0.9], follow_src=[0, 1, 2], follow_dst=[1, 2, 3])
+    s = Scenario.from_arrays(
+        opinion=[0.5, -0.5, 0.0, 0.9], follow_src=[0, 1, 2], follow_dst=[1, 2, 3]
+    )
     assert s.num_users == 4 and s.latent.shape == (4, 32)
     with pytest.raises(ValueError, match="follow_src"):
         Scenario.from_arrays(opinion=[0.5, -0.5], follow_src=[0, 5], follow_dst=[1, 0])
@@ -147,15 +158,21 @@ def test_scenario_arrays_are_checked_before_reading(tmp_path: Path) -> None:
         out = tmp_path / f"{name}-{extra}.npz"
         with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
             for member in src.namelist():
-                dst.writestr(member, raw if member == f"{name}.npy" and raw is not None else src.read(member))
+                dst.writestr(
+                    member, raw if member == f"{name}.npy" and raw is not None else src.read(member)
+                )
             if extra is not None:
                 dst.writestr(f"{extra}.npy", src.read("opinion.npy"))
         out.with_suffix(".json").write_text(path.with_suffix(".json").read_text())
         return out
 
     header = io.BytesIO()
-    np.lib.format.write_array_header_2_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6)})
-    with pytest.raises(ValueError, match=r"array 'latent': its header declares shape \(10000000, 1000000\)"):
+    np.lib.format.write_array_header_2_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**7, 10**6)}
+    )
+    with pytest.raises(
+        ValueError, match=r"array 'latent': its header declares shape \(10000000, 1000000\)"
+    ):
         Scenario.load(rewrite("latent", header.getvalue()))
     with pytest.raises(ValueError, match=r"unknown member\(s\) \['evil.npy'\]"):
         Scenario.load(rewrite("latent", None, "evil"))
@@ -165,5 +182,7 @@ def test_scenario_arrays_are_checked_before_reading(tmp_path: Path) -> None:
         Scenario.load(rewrite("latent", bomb.getvalue()))
     rows = io.BytesIO()
     np.save(rows, np.zeros(7, np.float32))
-    with pytest.raises(ValueError, match=r"array 'activity': 7 rows is not allowed: 50, as 'latent'"):
+    with pytest.raises(
+        ValueError, match=r"array 'activity': 7 rows is not allowed: 50, as 'latent'"
+    ):
         Scenario.load(rewrite("activity", rows.getvalue()))

@@ -35,26 +35,57 @@ def _assert_no_secret(root: Path) -> int:
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_run_sweep_and_checkpoint_write_no_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_sweep_and_checkpoint_write_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("wandb")
     monkeypatch.setenv("POLICYSIM_TEST_LLM_KEY", ENV_KEY)
     monkeypatch.setenv("WANDB_SILENT", "true")
     with FakeLLMServer() as server:
-        llm = {"backend": "openai", "model": "tiny", "base_url": server.url,
-               "api_key": KEY, "max_retries": 0, "request_timeout": 10,
-               "vllm_engine_kwargs": {"hf_token": TOKEN, "db_password": PASSWORD}}
-        small = {"users": "llm", "num_users": 10, "rounds": 2, "budget": 2, "candidate_users": 4,
-                 "candidates": {"interest": 1, "opposite": 1, "fresh": 1}}
-        result = run(RunConfig(policy="random", env_kwargs={**small, "llm": llm}, out_dir=str(tmp_path / "runs"),
-                               run_name="llm", wandb="offline", progress=False, plots=True))
+        llm = {
+            "backend": "openai",
+            "model": "tiny",
+            "base_url": server.url,
+            "api_key": KEY,
+            "max_retries": 0,
+            "request_timeout": 10,
+            "vllm_engine_kwargs": {"hf_token": TOKEN, "db_password": PASSWORD},
+        }
+        small = {
+            "users": "llm",
+            "num_users": 10,
+            "rounds": 2,
+            "budget": 2,
+            "candidate_users": 4,
+            "candidates": {"interest": 1, "opposite": 1, "fresh": 1},
+        }
+        result = run(
+            RunConfig(
+                policy="random",
+                env_kwargs={**small, "llm": llm},
+                out_dir=str(tmp_path / "runs"),
+                run_name="llm",
+                wandb="offline",
+                progress=False,
+                plots=True,
+            )
+        )
         assert len(result.rows) == 2
         assert set(server.authorizations) == {f"Bearer {KEY}"}  # the key was used, not written
         config_json = (result.out_dir / "config.json").read_text()
         assert REDACTED in config_json and "hf_token" in config_json
 
         env_llm = {**llm, "api_key": None, "api_key_env": "POLICYSIM_TEST_LLM_KEY"}
-        sweep = run_sweep(SweepConfig(name="s", policies=("random",), env_kwargs={**small, "llm": env_llm},
-                                      out_dir=str(tmp_path / "sweeps"), wandb="offline"), backend="local")
+        sweep = run_sweep(
+            SweepConfig(
+                name="s",
+                policies=("random",),
+                env_kwargs={**small, "llm": env_llm},
+                out_dir=str(tmp_path / "sweeps"),
+                wandb="offline",
+            ),
+            backend="local",
+        )
         assert not sweep.failures
         assert f"Bearer {ENV_KEY}" in server.authorizations  # read from the named variable
 
@@ -80,13 +111,23 @@ def test_run_sweep_and_checkpoint_write_no_secret(tmp_path: Path, monkeypatch: p
 
 
 def test_secret_names_and_values() -> None:
-    for name in ("api_key", "OPENAI_API_KEY", "hf_token", "password", "X-Api-Key", "client_secret",
-                 "Authorization", "aws_access_key"):
+    for name in (
+        "api_key",
+        "OPENAI_API_KEY",
+        "hf_token",
+        "password",
+        "X-Api-Key",
+        "client_secret",
+        "Authorization",
+        "aws_access_key",
+    ):
         assert is_secret_name(name), name
     for name in ("max_tokens", "prompt_tokens", "tokenizer", "author", "api_key_env", "keywords"):
         assert not is_secret_name(name), name
     cfg = LLMConfig(backend="openai", model="m", base_url="http://h/v1", api_key=KEY)
-    assert KEY not in repr(cfg) and KEY not in cfg.model_dump_json() and cfg.resolved_api_key() == KEY
+    assert (
+        KEY not in repr(cfg) and KEY not in cfg.model_dump_json() and cfg.resolved_api_key() == KEY
+    )
     assert KEY not in to_json({"llm": cfg}) and KEY not in to_json({"nested": [{"token": KEY}]})
     assert redact({"password": None}) == {"password": None}
     assert redact_text(f"https://me:{PASSWORD}@host/v1") == f"https://{REDACTED}@host/v1"

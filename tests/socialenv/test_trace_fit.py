@@ -18,13 +18,17 @@ from socialenv.trace import SCHEMA, TRACE_VERSION, TraceError, load_trace, write
 from tests.support import REC, small_rec
 
 
-def _record(tmp_path: Path, storage: str = "parquet", episodes: int = 2, **kwargs) -> tuple[Path, list]:
+def _record(
+    tmp_path: Path, storage: str = "parquet", episodes: int = 2, **kwargs
+) -> tuple[Path, list]:
     env = gym.make(REC, **small_rec(**kwargs))
     path = tmp_path / f"run.{storage}.trace"
     env.unwrapped.trace(path, format=storage)
     rows = []
     for episode in range(episodes):
-        rows.append(play_episode(env, make_run_policy("random", env.unwrapped, episode), seed=episode))
+        rows.append(
+            play_episode(env, make_run_policy("random", env.unwrapped, episode), seed=episode)
+        )
     env.close()
     return path, rows
 
@@ -42,7 +46,9 @@ def test_trace_records_every_round_and_reloads(tmp_path: Path, storage: str) -> 
         for row in episode_rows:
             mine = (react["episode"] == episode) & (react["round"] == row["round"])
             assert mine.sum() == row["reactions"]
-            posts = (trace["posts"]["episode"] == episode) & (trace["posts"]["round"] == row["round"])
+            posts = (trace["posts"]["episode"] == episode) & (
+                trace["posts"]["round"] == row["round"]
+            )
             assert posts.sum() == row["posts"]
     # every surrogate reaction answers an impression of the same user and post
     assert (react["impression"] >= 0).all()
@@ -53,7 +59,9 @@ def test_trace_records_every_round_and_reloads(tmp_path: Path, storage: str) -> 
     first = (users["episode"] == 0) & (users["round"] == 0)
     second = (users["episode"] == 0) & (users["round"] == 1)
     assert np.array_equal(users["opinion_after"][first], users["opinion_before"][second])
-    assert np.allclose(trace["rounds"]["stance_mean"], [r["stance_mean"] for rs in rows for r in rs])
+    assert np.allclose(
+        trace["rounds"]["stance_mean"], [r["stance_mean"] for rs in rows for r in rs]
+    )
 
 
 def test_both_storages_hold_the_same_trace(tmp_path: Path) -> None:
@@ -70,8 +78,11 @@ def test_a_split_keeps_reactions_pointing_at_their_impressions(tmp_path: Path) -
     path, _ = _record(tmp_path, episodes=2)
     trace = load_trace(path)
     users = np.arange(0, 150, 3)
-    for part in (trace.select(users=users), trace.select(rounds=np.array([1, 2])),
-                 trace.select(users=users, rounds=np.array([0]))):
+    for part in (
+        trace.select(users=users),
+        trace.select(rounds=np.array([1, 2])),
+        trace.select(users=users, rounds=np.array([0])),
+    ):
         react, imp = part["reactions"], part["impressions"]
         assert len(react["user"]) > 0 and (react["impression"] >= 0).all()
         for column in ("user", "post", "episode", "round"):
@@ -95,7 +106,12 @@ def _corrupt(path: Path, table: str, change) -> None:
     import pyarrow.parquet as pq
 
     file = path / f"{table}.parquet"
-    columns = {c: v for c, v in ((c, pq.read_table(file).column(c).to_numpy()) for c in pq.read_table(file).column_names)}
+    columns = {
+        c: v
+        for c, v in (
+            (c, pq.read_table(file).column(c).to_numpy()) for c in pq.read_table(file).column_names
+        )
+    }
     change(columns)
     pq.write_table(pa.table(columns), file)
 
@@ -107,7 +123,10 @@ def test_bad_traces_name_the_file_and_the_column(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=r"meta\.json: version=99 is not allowed"):
         load_trace(path)
     (path / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(TraceError, match=r"meta\.json: scenario='abortion' is not allowed: this fit is for scenario 'misinformation'"):
+    with pytest.raises(
+        TraceError,
+        match=r"meta\.json: scenario='abortion' is not allowed: this fit is for scenario 'misinformation'",
+    ):
         load_trace(path, scenario="misinformation")
     _corrupt(path, "reactions", lambda c: c.pop("toxicity"))
     with pytest.raises(TraceError, match=r"reactions\.parquet: column 'toxicity' is missing"):
@@ -119,7 +138,9 @@ def test_bad_traces_name_the_file_and_the_column(tmp_path: Path) -> None:
         c["similarity"][3] = np.nan
 
     _corrupt(path, "impressions", nan)
-    with pytest.raises(TraceError, match=r"impressions\.parquet: column 'similarity' holds nan at row 3"):
+    with pytest.raises(
+        TraceError, match=r"impressions\.parquet: column 'similarity' holds nan at row 3"
+    ):
         load_trace(path)
     path, _ = _record(tmp_path / "c", episodes=1)
     _corrupt(path, "edges", lambda c: c.__setitem__("src", c["src"] + 10_000))
@@ -161,7 +182,12 @@ def test_fit_recovers_known_parameters(synthetic) -> None:
         by_status.setdefault(est.status, []).append(name)
         if est.status == "fitted":
             assert est.se is not None and est.se > 0, name
-            assert abs(est.value - truth[name]) <= 4.5 * est.se, (name, est.value, truth[name], est.se)
+            assert abs(est.value - truth[name]) <= 4.5 * est.se, (
+                name,
+                est.value,
+                truth[name],
+                est.se,
+            )
         elif est.status == "deterministic":
             assert abs(est.value - truth[name]) < 1e-3, (name, est.value, truth[name])
         elif est.status in ("interval", "boundary"):
@@ -169,11 +195,22 @@ def test_fit_recovers_known_parameters(synthetic) -> None:
             assert lo - 1e-9 <= truth[name] <= hi + 1e-9, (name, est.interval, truth[name])
     from socialenv.fit import REACTION_PARAMS
 
-    always = {*REACTION_PARAMS, "post_rate", "stance_noise", "reply_toxicity_base", "reply_toxicity_gap",
-              "civility_threshold", "post_toxicity_scale", "follow_prob", "unfollow_prob"}
+    always = {
+        *REACTION_PARAMS,
+        "post_rate",
+        "stance_noise",
+        "reply_toxicity_base",
+        "reply_toxicity_gap",
+        "civility_threshold",
+        "post_toxicity_scale",
+        "follow_prob",
+        "unfollow_prob",
+    }
     assert always <= set(by_status["fitted"])
     assert set(by_status["not identified"]) >= {"post_noise", "news_sensitivity", "news_decay"}
-    assert {"assimilation_rate", "anchor_rate", "reinforcement_rate"} <= set(by_status["deterministic"])
+    assert {"assimilation_rate", "anchor_rate", "reinforcement_rate"} <= set(
+        by_status["deterministic"]
+    )
 
 
 def test_confounded_attention_is_reported_not_fitted(tmp_path: Path) -> None:
@@ -184,11 +221,16 @@ def test_confounded_attention_is_reported_not_fitted(tmp_path: Path) -> None:
     trace = synthetic_trace(SurrogateConfig(), 300, 3, seed=0, env_kwargs={"candidate_users": 320})
     result = fit_trace(trace, blocks=("reactions",))
     assert result.estimates["promoted_attention"].status == "not identified"
-    assert "only recommended_attention + promoted_attention" in result.estimates["promoted_attention"].note
+    assert (
+        "only recommended_attention + promoted_attention"
+        in result.estimates["promoted_attention"].note
+    )
 
 
 # ---------------------------------------------------------------------- fitted files
-def test_fitted_file_loads_in_gym_make_and_bad_files_name_the_field(tmp_path: Path, synthetic) -> None:
+def test_fitted_file_loads_in_gym_make_and_bad_files_name_the_field(
+    tmp_path: Path, synthetic
+) -> None:
     from socialenv.fit import fit_trace
 
     _, trace = synthetic
@@ -198,12 +240,18 @@ def test_fitted_file_loads_in_gym_make_and_bad_files_name_the_field(tmp_path: Pa
     assert data["provenance"]["trace_meta"]["num_users"] == 300
     assert data["parameters"]["like_bias"]["se"] > 0
     env = gym.make(REC, **small_rec(), surrogate=str(path))
-    assert env.unwrapped.brain.config.like_bias == pytest.approx(result.estimates["like_bias"].value)
-    assert env.unwrapped.brain.config.post_rate == pytest.approx(result.estimates["post_rate"].value)
+    assert env.unwrapped.brain.config.like_bias == pytest.approx(
+        result.estimates["like_bias"].value
+    )
+    assert env.unwrapped.brain.config.post_rate == pytest.approx(
+        result.estimates["post_rate"].value
+    )
     env.close()
     bad = dict(data, parameters={**data["parameters"], "like_bias": {"value": "high"}})
     (tmp_path / "bad.json").write_text(json.dumps(bad))
-    with pytest.raises(ValueError, match=r"bad\.json: field 'parameters\.like_bias\.value'='high' is not allowed"):
+    with pytest.raises(
+        ValueError, match=r"bad\.json: field 'parameters\.like_bias\.value'='high' is not allowed"
+    ):
         gym.make(REC, **small_rec(), surrogate=str(tmp_path / "bad.json"))
     bad = dict(data, parameters={**data["parameters"], "charisma": {"value": 1.0}})
     (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -239,9 +287,25 @@ def test_cli_run_trace_then_fit(tmp_path: Path) -> None:
 
     runner = CliRunner()
     trace = tmp_path / "cli.trace"
-    result = runner.invoke(app, ["run", "--policy", "random", "--num-users", "150", "--rounds", "3",
-                                 "--out", str(tmp_path / "runs"), "--no-plots", "--trace", str(trace),
-                                 "--env-kwargs", json.dumps({"candidate_users": 20, "budget": 2})])
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--policy",
+            "random",
+            "--num-users",
+            "150",
+            "--rounds",
+            "3",
+            "--out",
+            str(tmp_path / "runs"),
+            "--no-plots",
+            "--trace",
+            str(trace),
+            "--env-kwargs",
+            json.dumps({"candidate_users": 20, "budget": 2}),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert load_trace(trace).meta["policy"] == "random"
     out = tmp_path / "fitted.json"
@@ -251,10 +315,27 @@ def test_cli_run_trace_then_fit(tmp_path: Path) -> None:
     assert data["format"] == "policysim-surrogate-fit"
     assert {"users", "rounds"} <= set(data["blocks"]["validation"]["held_out"])
     assert Path(data["blocks"]["validation"]["macro"]["png"]).stat().st_size > 0
-    result = runner.invoke(app, ["run", "--policy", "origin", "--num-users", "150", "--rounds", "2",
-                                 "--out", str(tmp_path / "runs"), "--no-plots", "--surrogate", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--policy",
+            "origin",
+            "--num-users",
+            "150",
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+            "--no-plots",
+            "--surrogate",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["fit", str(trace), "--out", str(out), "--scenario", "misinformation"])
+    result = runner.invoke(
+        app, ["fit", str(trace), "--out", str(out), "--scenario", "misinformation"]
+    )
     assert result.exit_code == 2 and "scenario='abortion' is not allowed" in result.output
 
 
@@ -265,6 +346,7 @@ def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
     from tests.support import ScriptedBackend
 
     cfg = LLMConfig(model="scripted", toxicity=lambda texts: np.zeros(len(texts)))
+
     def answer(i: int, messages: list, schema: dict | None) -> str:
         """A valid answer to each kind of request (decision, stance, summary, memory)."""
         wanted = set((schema or {}).get("properties", {}))
@@ -274,7 +356,9 @@ def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
             return '{"summary":"A post about the topic"}'
         if "memory" in wanted:
             return '{"memory":"Posts about the topic"}'
-        return '{"actions":[{"type":"post","text":"I have a view."}]}' if i % 2 else '{"actions":[]}'
+        return (
+            '{"actions":[{"type":"post","text":"I have a view."}]}' if i % 2 else '{"actions":[]}'
+        )
 
     backend = ScriptedBackend(answer)
     brain = LLMBrain(cfg, backend=backend, encoder=TextEncoder(cfg.resolved_encoder()))
@@ -289,7 +373,9 @@ def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
     assert result.estimates["post_rate"].status == "fitted"
 
 
-def test_a_resumed_run_warns_that_it_writes_no_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resumed_run_warns_that_it_writes_no_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A trace covers a run played from its start; a resumed run says it writes none (and the
     trace folder named in its config.json is never written by the resume)."""
     import socialenv.runner as runner_module
@@ -305,8 +391,15 @@ def test_a_resumed_run_warns_that_it_writes_no_trace(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(runner_module, "_write_run_checkpoint", fail_at_round_2)
     trace = tmp_path / "run.trace"
-    config = RunConfig(env_kwargs={"num_users": 120, "rounds": 3}, out_dir=str(tmp_path), run_name="t",
-                       plots=False, progress=False, origin_reference=False, trace=str(trace))
+    config = RunConfig(
+        env_kwargs={"num_users": 120, "rounds": 3},
+        out_dir=str(tmp_path),
+        run_name="t",
+        plots=False,
+        progress=False,
+        origin_reference=False,
+        trace=str(trace),
+    )
     with pytest.raises(OSError):
         run(config)
     monkeypatch.setattr(runner_module, "_write_run_checkpoint", real)

@@ -73,8 +73,10 @@ def _make_model_backend(config: LLMConfig) -> Backend:
         from agent_models.llm.backends.llamacpp import LlamaCppBackend
 
         return LlamaCppBackend(config)
-    raise ValueError(f"backend={config.backend!r} is not allowed: use one of {BACKENDS}"
-                     f"{did_you_mean(config.backend, BACKENDS)}")
+    raise ValueError(
+        f"backend={config.backend!r} is not allowed: use one of {BACKENDS}"
+        f"{did_you_mean(config.backend, BACKENDS)}"
+    )
 
 
 __all__ = [

@@ -112,9 +112,14 @@ class Generation:
     @classmethod
     def failed(cls, n: int, message: str, seconds: float = 0.0) -> Generation:
         """n empty completions, each with finish reason ``"error"`` and ``message``."""
-        return cls(texts=[""] * n, prompt_tokens=np.zeros(n, np.int64),
-                   completion_tokens=np.zeros(n, np.int64), finish_reasons=["error"] * n,
-                   errors=[message] * n, seconds=seconds)
+        return cls(
+            texts=[""] * n,
+            prompt_tokens=np.zeros(n, np.int64),
+            completion_tokens=np.zeros(n, np.int64),
+            finish_reasons=["error"] * n,
+            errors=[message] * n,
+            seconds=seconds,
+        )
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -184,12 +189,14 @@ class BatchBackend(Backend):
         sampling: Sampling | None = None,
     ) -> Generation:
         start = time.perf_counter()
-        generation = self._complete(prompts, schema_list(schemas, len(prompts)),
-                                    sampling or Sampling())
+        generation = self._complete(
+            prompts, schema_list(schemas, len(prompts)), sampling or Sampling()
+        )
         generation.seconds = time.perf_counter() - start
         return generation
 
     @abstractmethod
-    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                  sampling: Sampling) -> Generation:
+    def _complete(
+        self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None], sampling: Sampling
+    ) -> Generation:
         """Complete every prompt, prompt ``i`` under ``schemas[i]`` (None = unconstrained)."""

@@ -34,7 +34,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise LLMBackendError(f"device={device!r}: CUDA is not available on this machine; use 'cpu'")
+        raise LLMBackendError(
+            f"device={device!r}: CUDA is not available on this machine; use 'cpu'"
+        )
     return device
 
 
@@ -89,14 +91,21 @@ class GuidanceLogitsProcessor:
                 elif not matcher.is_stopped() and not matcher.is_error():
                     matcher.consume_token(last[i])
         self.started = True
-        masked = [i for i, m in enumerate(self.matchers)
-                  if not self.done[i] and not m.is_stopped() and not m.is_error()]
-        forced = [i for i, m in enumerate(self.matchers)
-                  if not self.done[i] and (m.is_stopped() or m.is_error())]
+        masked = [
+            i
+            for i, m in enumerate(self.matchers)
+            if not self.done[i] and not m.is_stopped() and not m.is_error()
+        ]
+        forced = [
+            i
+            for i, m in enumerate(self.matchers)
+            if not self.done[i] and (m.is_stopped() or m.is_error())
+        ]
         width = scores.shape[1]
         if masked:
-            fill_next_token_bitmask_par(self.executor, [(self.matchers[i], i) for i in masked],
-                                        self.bitmask)
+            fill_next_token_bitmask_par(
+                self.executor, [(self.matchers[i], i) for i in masked], self.bitmask
+            )
             bits = np.unpackbits(self.bitmask[masked].view(np.uint8), axis=1, bitorder="little")
             allowed = np.zeros((len(masked), width), dtype=bool)
             span = min(width, bits.shape[1])
@@ -107,8 +116,9 @@ class GuidanceLogitsProcessor:
             scores[rows] = block
         if forced:
             rows = torch.as_tensor(forced, device=scores.device)
-            block = torch.full((len(forced), width), float("-inf"), dtype=scores.dtype,
-                               device=scores.device)
+            block = torch.full(
+                (len(forced), width), float("-inf"), dtype=scores.dtype, device=scores.device
+            )
             block[:, self.eos_ids[0]] = 0.0
             scores[rows] = block
         return scores
@@ -130,13 +140,15 @@ class HFBackend(BatchBackend):
 
         transformers = require("transformers", "llm", "backend='hf'")
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
         self.config = config
         self.device = resolve_device(config.device)
         if config.cpu_threads is not None and self.device == "cpu":
             torch.set_num_threads(config.cpu_threads)
         gguf = {"gguf_file": config.gguf_file} if config.gguf_file else {}
         self.tokenizer = AutoTokenizer.from_pretrained(
-            config.tokenizer or config.model, **({} if config.tokenizer else gguf))
+            config.tokenizer or config.model, **({} if config.tokenizer else gguf)
+        )
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -165,7 +177,8 @@ class HFBackend(BatchBackend):
         self._torch = torch
         self.system_role = config.system_role == "system" or (
             config.system_role == "auto"
-            and template_keeps_system(lambda m: render_chat(self.tokenizer, m)))
+            and template_keeps_system(lambda m: render_chat(self.tokenizer, m))
+        )
 
     # ------------------------------------------------------------------ tokens
     def encode(self, prompts: Sequence[Messages]) -> list[list[int]]:
@@ -216,8 +229,9 @@ class HFBackend(BatchBackend):
             pad_token_id=int(self.tokenizer.pad_token_id),
         )
 
-    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                  sampling: Sampling) -> Generation:
+    def _complete(
+        self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None], sampling: Sampling
+    ) -> Generation:
         torch = self._torch
         from transformers import LogitsProcessorList
 
@@ -244,10 +258,12 @@ class HFBackend(BatchBackend):
                     mask[r, width - len(ids[i]) :] = 1
                 processors = LogitsProcessorList()
                 if any(schemas[i] is not None for i in rows):
-                    matchers = [None if schemas[i] is None else self._matcher(schemas[i])
-                                for i in rows]
-                    processors.append(GuidanceLogitsProcessor(matchers, self.vocab_size,
-                                                              self.eos_ids))
+                    matchers = [
+                        None if schemas[i] is None else self._matcher(schemas[i]) for i in rows
+                    ]
+                    processors.append(
+                        GuidanceLogitsProcessor(matchers, self.vocab_size, self.eos_ids)
+                    )
                 out = self.model.generate(
                     input_ids=input_ids.to(self.device),
                     attention_mask=mask.to(self.device),
@@ -275,7 +291,9 @@ class HFBackend(BatchBackend):
         the label's positions."""
         torch = self._torch
         ids = self.encode(prompts)
-        label_ids = [self.tokenizer(label, add_special_tokens=False)["input_ids"] for label in labels]
+        label_ids = [
+            self.tokenizer(label, add_special_tokens=False)["input_ids"] for label in labels
+        ]
         out = np.zeros((len(prompts), len(labels)), np.float64)
         pad = int(self.tokenizer.pad_token_id)
         order = np.argsort([len(x) for x in ids], kind="stable")
@@ -288,12 +306,18 @@ class HFBackend(BatchBackend):
                     input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
                     mask = torch.zeros((len(rows), width), dtype=torch.long)
                     for r, seq in enumerate(seqs):
-                        input_ids[r, width - len(seq):] = torch.tensor(seq)
-                        mask[r, width - len(seq):] = 1
+                        input_ids[r, width - len(seq) :] = torch.tensor(seq)
+                        mask[r, width - len(seq) :] = 1
                     k = len(tail)
-                    logits = self.model(input_ids=input_ids.to(self.device),
-                                        attention_mask=mask.to(self.device),
-                                        logits_to_keep=k + 1).logits[:, :k].float()
+                    logits = (
+                        self.model(
+                            input_ids=input_ids.to(self.device),
+                            attention_mask=mask.to(self.device),
+                            logits_to_keep=k + 1,
+                        )
+                        .logits[:, :k]
+                        .float()
+                    )
                     logp = torch.log_softmax(logits, dim=-1)
                     target = torch.tensor(tail, device=logp.device).expand(len(rows), k)
                     picked = logp.gather(2, target.unsqueeze(-1)).squeeze(-1).sum(dim=1)

@@ -59,7 +59,9 @@ def gguf_path(config: LLMConfig) -> Path:
     if path.is_dir():
         found = sorted(path.glob("*.gguf"))
         if len(found) != 1:
-            raise ValueError(f"model: {path} holds {len(found)} .gguf files; name one with gguf_file")
+            raise ValueError(
+                f"model: {path} holds {len(found)} .gguf files; name one with gguf_file"
+            )
         path = found[0]
     if not path.is_file():
         raise ValueError(f"model: no GGUF file at {path}")
@@ -69,16 +71,22 @@ def gguf_path(config: LLMConfig) -> Path:
 NUCLEUS_CANDIDATES = 4096
 
 
-def sample_token(logits: np.ndarray, allowed: np.ndarray | None, sampling: Sampling,
-                 previous: Sequence[int], rng: np.random.Generator) -> int:
+def sample_token(
+    logits: np.ndarray,
+    allowed: np.ndarray | None,
+    sampling: Sampling,
+    previous: Sequence[int],
+    rng: np.random.Generator,
+) -> int:
     """One token from (V,) ``logits`` under the (V,) bool ``allowed`` mask."""
     logits = logits.astype(np.float32, copy=True)
     if sampling.repetition_penalty != 1.0 and len(previous):
         seen = np.unique(np.asarray(previous, np.int64))
         seen = seen[seen < len(logits)]
         values = logits[seen]
-        logits[seen] = np.where(values > 0, values / sampling.repetition_penalty,
-                                values * sampling.repetition_penalty)
+        logits[seen] = np.where(
+            values > 0, values / sampling.repetition_penalty, values * sampling.repetition_penalty
+        )
     if allowed is not None:
         logits[~allowed] = -np.inf
     if sampling.temperature <= 0:
@@ -116,15 +124,21 @@ class LlamaCppBackend(BatchBackend):
         feature = "backend='llamacpp' (llama-cpp-python and llguidance)"
         llama_cpp = require("llama_cpp", "llamacpp", feature)
         _internals = require("llama_cpp._internals", "llamacpp", feature)
-        lltokenizer_from_vocab = require("llguidance.llamacpp", "llamacpp",
-                                         feature).lltokenizer_from_vocab
+        lltokenizer_from_vocab = require(
+            "llguidance.llamacpp", "llamacpp", feature
+        ).lltokenizer_from_vocab
         self.config = config
         self._lib = llama_cpp
         path = gguf_path(config)
         # The Llama object holds the model, its vocabulary and metadata; decoding runs in a
         # context of our own with several sequences (Llama's own context has one).
-        self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=config.cpu_threads,
-                                   n_threads_batch=config.cpu_threads, verbose=False)
+        self.llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=256,
+            n_threads=config.cpu_threads,
+            n_threads_batch=config.cpu_threads,
+            verbose=False,
+        )
         self.n_seq = config.batch_size
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = config.n_ctx
@@ -133,8 +147,9 @@ class LlamaCppBackend(BatchBackend):
         params.kv_unified = True
         params.n_threads = params.n_threads_batch = self.llm.n_threads
         self._ctx = _internals.LlamaContext(model=self.llm._model, params=params, verbose=False)
-        self._batch = _internals.LlamaBatch(n_tokens=512, embd=0, n_seq_max=self.n_seq,
-                                            verbose=False)
+        self._batch = _internals.LlamaBatch(
+            n_tokens=512, embd=0, n_seq_max=self.n_seq, verbose=False
+        )
         self.n_ctx = self._ctx.n_ctx()
         self.vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
@@ -155,7 +170,8 @@ class LlamaCppBackend(BatchBackend):
                 bos_token=model.token_get_text(self.llm.token_bos()),
             )
         self.system_role = config.system_role == "system" or (
-            config.system_role == "auto" and template_keeps_system(self.render))
+            config.system_role == "auto" and template_keeps_system(self.render)
+        )
 
     # ------------------------------------------------------------------ prompts
     def render(self, messages: Messages) -> str:
@@ -180,7 +196,8 @@ class LlamaCppBackend(BatchBackend):
         grammar = self._grammars.get(key)
         if grammar is None:
             grammar = llguidance.LLMatcher.grammar_from_json_schema(
-                schema, defaults={"whitespace_flexible": False})
+                schema, defaults={"whitespace_flexible": False}
+            )
             error = llguidance.LLMatcher.validate_grammar(grammar, self._lltokenizer)
             if error and not error.startswith("WARNING"):
                 raise ValueError(f"JSON schema not supported by llguidance: {error}")
@@ -211,8 +228,13 @@ class LlamaCppBackend(BatchBackend):
                 out[seq] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         return out
 
-    def _generate_group(self, ids: list[list[int]], schemas: list[dict[str, Any] | None],
-                        sampling: Sampling, seeds: list[int | None]) -> list[tuple[str, int, int, str]]:
+    def _generate_group(
+        self,
+        ids: list[list[int]],
+        schemas: list[dict[str, Any] | None],
+        sampling: Sampling,
+        seeds: list[int | None],
+    ) -> list[tuple[str, int, int, str]]:
         import llguidance
         from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
 
@@ -229,7 +251,9 @@ class LlamaCppBackend(BatchBackend):
                 self._ctx.kv_cache_seq_cp(0, s, 0, shared)
         items = []
         for s, x in enumerate(ids):
-            items += [(t, shared + p, s, shared + p == len(x) - 1) for p, t in enumerate(x[shared:])]
+            items += [
+                (t, shared + p, s, shared + p == len(x) - 1) for p, t in enumerate(x[shared:])
+            ]
         logits = self._run(items)
         matchers = [None if sch is None else self._matcher(sch) for sch in schemas]
         rngs = [np.random.default_rng(seed) for seed in seeds]
@@ -244,7 +268,9 @@ class LlamaCppBackend(BatchBackend):
                 break
             constrained = [s for s in active if matchers[s] is not None]
             if constrained:
-                fill_next_token_bitmask_par(executor, [(matchers[s], s) for s in constrained], bitmask)
+                fill_next_token_bitmask_par(
+                    executor, [(matchers[s], s) for s in constrained], bitmask
+                )
             step: list[tuple[int, int, int, bool]] = []
             still = []
             for s in active:
@@ -275,11 +301,14 @@ class LlamaCppBackend(BatchBackend):
         results = []
         for s in range(n):
             text = self.llm.detokenize(out_tokens[s]).decode("utf-8", errors="replace")
-            results.append((text, len(ids[s]), len(out_tokens[s]) + int(finish[s] == "stop"), finish[s]))
+            results.append(
+                (text, len(ids[s]), len(out_tokens[s]) + int(finish[s] == "stop"), finish[s])
+            )
         return results
 
-    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                  sampling: Sampling) -> Generation:
+    def _complete(
+        self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None], sampling: Sampling
+    ) -> Generation:
         n = len(prompts)
         ids = [self.encode(p) for p in prompts]
         need = [len(x) + sampling.max_new_tokens for x in ids]
@@ -287,7 +316,8 @@ class LlamaCppBackend(BatchBackend):
             if k > self.n_ctx:
                 raise LLMBackendError(
                     f"llamacpp: prompt {i} has {len(ids[i])} tokens + max_new_tokens "
-                    f"{sampling.max_new_tokens} > n_ctx {self.n_ctx}; raise n_ctx")
+                    f"{sampling.max_new_tokens} > n_ctx {self.n_ctx}; raise n_ctx"
+                )
         results: list[tuple[str, int, int, str]] = [("", 0, 0, "stop")] * n
         group: list[int] = []
         used = 0
@@ -298,9 +328,13 @@ class LlamaCppBackend(BatchBackend):
                 continue
             if group:
                 seeds = [None if sampling.seed is None else int(sampling.seed) + g for g in group]
-                for g, r in zip(group, self._generate_group(
-                        [ids[g] for g in group], [schemas[g] for g in group], sampling, seeds),
-                        strict=True):
+                for g, r in zip(
+                    group,
+                    self._generate_group(
+                        [ids[g] for g in group], [schemas[g] for g in group], sampling, seeds
+                    ),
+                    strict=True,
+                ):
                     results[g] = r
             group, used = ([i], need[i]) if i >= 0 else ([], 0)
         return Generation.from_rows(results)

@@ -141,8 +141,10 @@ def retry_after_seconds(err: BaseException | None) -> float | None:
 #: :data:`PROBE_MESSAGES` is ``{"probe": PROBE_VALUE}``; a free answer never is.
 PROBE_VALUE = "policysim-probe-7f3a"
 PROBE_SCHEMA: dict[str, Any] = {
-    "type": "object", "properties": {"probe": {"type": "string", "enum": [PROBE_VALUE]}},
-    "required": ["probe"], "additionalProperties": False,
+    "type": "object",
+    "properties": {"probe": {"type": "string", "enum": [PROBE_VALUE]}},
+    "required": ["probe"],
+    "additionalProperties": False,
 }
 PROBE_MESSAGES: Messages = [{"role": "user", "content": "Say hello."}]
 
@@ -165,8 +167,9 @@ def top_logprobs_of(response: Any) -> tuple[str, int, int, str]:
     if not content:
         return "null", prompt_tokens, completion_tokens, finish
     top = getattr(content[0], "top_logprobs", None) or []
-    pairs = [[str(getattr(t, "token", "")), float(getattr(t, "logprob", float("-inf")))]
-             for t in top]
+    pairs = [
+        [str(getattr(t, "token", "")), float(getattr(t, "logprob", float("-inf")))] for t in top
+    ]
     return json.dumps(pairs), prompt_tokens, completion_tokens, finish
 
 
@@ -179,8 +182,11 @@ def label_logprobs(top: Sequence[Sequence[Any]], labels: Sequence[str]) -> np.nd
     if not top:
         return out
     for j, label in enumerate(labels):
-        starts = [float(lp) for tok, lp in top
-                  if (word := str(tok).strip().lower()) and label.lower().startswith(word)]
+        starts = [
+            float(lp)
+            for tok, lp in top
+            if (word := str(tok).strip().lower()) and label.lower().startswith(word)
+        ]
         if starts:
             out[j] = max(starts)
     if np.isfinite(out).any():
@@ -189,8 +195,15 @@ def label_logprobs(top: Sequence[Sequence[Any]], labels: Sequence[str]) -> np.nd
 
 
 #: words in a server's error message that say the structured-output request was refused
-FORM_WORDS: tuple[str, ...] = ("response_format", "json_schema", "json_object", "grammar",
-                               "structured", "guided", "schema")
+FORM_WORDS: tuple[str, ...] = (
+    "response_format",
+    "json_schema",
+    "json_object",
+    "grammar",
+    "structured",
+    "guided",
+    "schema",
+)
 
 
 def is_form_rejection(err: BaseException) -> bool:
@@ -224,8 +237,11 @@ def is_retryable(err: BaseException) -> bool:
 
 def schema_to_gbnf(schema: dict[str, Any]) -> str:
     """A GBNF grammar for ``schema`` (llama-cpp-python's converter, the one its server uses)."""
-    grammar = require("llama_cpp.llama_grammar", "llamacpp",
-                      "response_format='grammar' (llama-cpp-python's JSON-schema converter)")
+    grammar = require(
+        "llama_cpp.llama_grammar",
+        "llamacpp",
+        "response_format='grammar' (llama-cpp-python's JSON-schema converter)",
+    )
     return grammar.json_schema_to_gbnf(json.dumps(schema))
 
 
@@ -238,9 +254,15 @@ def grammar_available() -> bool:
     return True
 
 
-def request_kwargs(model: str, messages: Messages, schema: dict[str, Any] | None,
-                   sampling: Sampling, index: int, form: str = "json_schema",
-                   grammar: str | None = None) -> dict[str, Any]:
+def request_kwargs(
+    model: str,
+    messages: Messages,
+    schema: dict[str, Any] | None,
+    sampling: Sampling,
+    index: int,
+    form: str = "json_schema",
+    grammar: str | None = None,
+) -> dict[str, Any]:
     """The ``chat.completions.create`` arguments of one prompt (pure; tested).
 
     ``form`` is one of :data:`~agent_models.llm.config.RESPONSE_FORMS`; ``grammar`` is the
@@ -310,8 +332,9 @@ class OpenAIBackend(BatchBackend):
         self._logprobs: bool | None = None
         self.system_role = config.system_role != "fold"
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="policysim-openai",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="policysim-openai", daemon=True
+        )
         self._thread.start()
         self._clients: list[Any] = self._run(self._make_clients())
 
@@ -319,8 +342,12 @@ class OpenAIBackend(BatchBackend):
         from openai import AsyncOpenAI
 
         return [
-            AsyncOpenAI(base_url=url, api_key=self.config.resolved_api_key(), max_retries=0,
-                        timeout=self.config.request_timeout)
+            AsyncOpenAI(
+                base_url=url,
+                api_key=self.config.resolved_api_key(),
+                max_retries=0,
+                timeout=self.config.request_timeout,
+            )
             for url in self.urls
         ]
 
@@ -335,12 +362,14 @@ class OpenAIBackend(BatchBackend):
             self._gbnf[key] = schema_to_gbnf(schema)
         return self._gbnf[key]
 
-    def _kwargs(self, messages: Messages, schema: dict[str, Any] | None, sampling: Sampling,
-                index: int) -> tuple[str, dict[str, Any]]:
+    def _kwargs(
+        self, messages: Messages, schema: dict[str, Any] | None, sampling: Sampling, index: int
+    ) -> tuple[str, dict[str, Any]]:
         form = self.form
         grammar = self._grammar(schema) if schema is not None and form == "grammar" else None
-        return form, request_kwargs(self.config.model, messages, schema, sampling, index, form,
-                                    grammar)
+        return form, request_kwargs(
+            self.config.model, messages, schema, sampling, index, form, grammar
+        )
 
     def _rejected(self, form: str, err: BaseException) -> bool:
         """Record that the server refused ``form``; True when another form is left to try."""
@@ -370,43 +399,66 @@ class OpenAIBackend(BatchBackend):
                     raise
                 # the request failed (not refused): keep the form, count the run's failures
                 self.probe_results[form] = f"failed: {err}"
-                warnings.warn(f"structured-output probe failed, form {form!r} kept unchecked: "
-                              f"{err}", RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"structured-output probe failed, form {form!r} kept unchecked: {err}",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
                 return self.probe_results
             self.probe_results[form] = outcome
             if outcome == "enforced":
                 self._form_index = index
                 return self.probe_results
             self.rejected_forms[form] = outcome
-        message = (f"no structured-output form is enforced by the server at {', '.join(self.urls)}: "
-                   + "; ".join(f"{f}: {o}" for f, o in self.probe_results.items()))
+        message = (
+            f"no structured-output form is enforced by the server at {', '.join(self.urls)}: "
+            + "; ".join(f"{f}: {o}" for f, o in self.probe_results.items())
+        )
         if "none" not in self.forms or self.config.strict:
-            raise LLMBackendError(message + ". Use a server that enforces JSON schemas (vLLM, "
-                                  "llama.cpp, SGLang) or response_format='none' / constrained=False.")
+            raise LLMBackendError(
+                message + ". Use a server that enforces JSON schemas (vLLM, "
+                "llama.cpp, SGLang) or response_format='none' / constrained=False."
+            )
         self._form_index = self.forms.index("none")
-        warnings.warn(message + "; answers are decoded free and validated after "
-                      "(response_format='none')", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            message + "; answers are decoded free and validated after (response_format='none')",
+            RuntimeWarning,
+            stacklevel=4,
+        )
         return self.probe_results
 
     async def _probe_form(self, form: str) -> str:
         import openai
 
         grammar = self._grammar(PROBE_SCHEMA) if form == "grammar" else None
-        kwargs = request_kwargs(self.config.model, PROBE_MESSAGES, PROBE_SCHEMA,
-                                Sampling(temperature=0.0, max_new_tokens=24), 0, form, grammar)
+        kwargs = request_kwargs(
+            self.config.model,
+            PROBE_MESSAGES,
+            PROBE_SCHEMA,
+            Sampling(temperature=0.0, max_new_tokens=24),
+            0,
+            form,
+            grammar,
+        )
         try:
             response = await self._clients[0].chat.completions.create(**kwargs)
             text = parse_response(response)[0]
         except openai.APIStatusError as err:
             if is_form_rejection(err) or err.status_code in (400, 415, 422):
                 return f"refused: HTTP {err.status_code}: {redact_text(str(err))[:200]}"
-            raise LLMBackendError(redact_text(
-                f"probe of response_format {form!r} at {self.urls[0]} failed: "
-                f"{type(err).__name__} (HTTP {err.status_code}): {err}")) from err
+            raise LLMBackendError(
+                redact_text(
+                    f"probe of response_format {form!r} at {self.urls[0]} failed: "
+                    f"{type(err).__name__} (HTTP {err.status_code}): {err}"
+                )
+            ) from err
         except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as err:
-            raise LLMBackendError(redact_text(
-                f"probe of response_format {form!r} at {self.urls[0]} failed: "
-                f"{type(err).__name__}: {err}")) from err
+            raise LLMBackendError(
+                redact_text(
+                    f"probe of response_format {form!r} at {self.urls[0]} failed: "
+                    f"{type(err).__name__}: {err}"
+                )
+            ) from err
         if probe_answer_valid(text):
             return "enforced"
         return f"ignored: HTTP 200 but the answer {text[:80]!r} does not follow the schema"
@@ -421,8 +473,11 @@ class OpenAIBackend(BatchBackend):
         extra = {"logprobs": True, "top_logprobs": self.config.top_logprobs}
         sampling = Sampling(temperature=0.0, max_new_tokens=1)
         try:
-            rows = self._run(self._all(prompts, [None] * len(prompts), sampling, extra=extra,
-                                       parse=top_logprobs_of))
+            rows = self._run(
+                self._all(
+                    prompts, [None] * len(prompts), sampling, extra=extra, parse=top_logprobs_of
+                )
+            )
         except LLMBackendError as err:
             cause = err.__cause__
             import openai
@@ -439,16 +494,22 @@ class OpenAIBackend(BatchBackend):
                 self._logprobs = False
                 raise ScoringUnsupported(
                     f"the server at {', '.join(self.urls)} answered without logprobs (it "
-                    "ignores logprobs/top_logprobs, as `transformers serve` does)")
+                    "ignores logprobs/top_logprobs, as `transformers serve` does)"
+                )
             out[i] = label_logprobs(json.loads(text), labels)
         self._logprobs = True
         return out
 
-    async def _one(self, index: int, messages: Messages, schema: dict[str, Any] | None,
-                   sampling: Sampling, semaphore: asyncio.Semaphore,
-                   extra: dict[str, Any] | None = None,
-                   parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
-                   ) -> tuple[str, int, int, str, str | None]:
+    async def _one(
+        self,
+        index: int,
+        messages: Messages,
+        schema: dict[str, Any] | None,
+        sampling: Sampling,
+        semaphore: asyncio.Semaphore,
+        extra: dict[str, Any] | None = None,
+        parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
+    ) -> tuple[str, int, int, str, str | None]:
         import openai
         from tenacity import (
             AsyncRetrying,
@@ -462,8 +523,9 @@ class OpenAIBackend(BatchBackend):
         cfg = self.config
         first = next(self._counter)
         attempts = 0
-        backoff = (wait_exponential(multiplier=cfg.retry_initial_wait, max=cfg.retry_max_wait)
-                   + wait_random(0, cfg.retry_initial_wait))
+        backoff = wait_exponential(
+            multiplier=cfg.retry_initial_wait, max=cfg.retry_max_wait
+        ) + wait_random(0, cfg.retry_initial_wait)
 
         def wait(retry_state: Any) -> float:
             seconds = backoff(retry_state)
@@ -491,26 +553,34 @@ class OpenAIBackend(BatchBackend):
                                 try:
                                     response = await client.chat.completions.create(**kwargs)
                                 except (openai.APIResponseValidationError, ValueError) as err:
-                                    raise MalformedResponse("malformed_response",
-                                                            f"unparseable body: {err}") from err
+                                    raise MalformedResponse(
+                                        "malformed_response", f"unparseable body: {err}"
+                                    ) from err
                                 result = parse(response)
                         break
                     except Exception as err:
-                        if (schema is None or form == "none" or not is_form_rejection(err)
-                                or not self._rejected(form, err)):
+                        if (
+                            schema is None
+                            or form == "none"
+                            or not is_form_rejection(err)
+                            or not self._rejected(form, err)
+                        ):
                             raise
             except Exception as err:
                 url = self.urls[(first + attempts - 1) % len(self.urls)]
                 status = getattr(err, "status_code", None)
                 hint = ""
                 if schema is not None and is_form_rejection(err):
-                    hint = (f" (the server refused the structured-output form {form!r}; tried "
-                            f"{list(self.rejected_forms) or [form]}; set response_format to "
-                            f"one of {list(RESPONSE_FORMS)} or 'auto')")
+                    hint = (
+                        f" (the server refused the structured-output form {form!r}; tried "
+                        f"{list(self.rejected_forms) or [form]}; set response_format to "
+                        f"one of {list(RESPONSE_FORMS)} or 'auto')"
+                    )
                 message = redact_text(
                     f"OpenAI-compatible request {index} failed after {attempts} attempt(s); "
                     f"last at {url}: {type(err).__name__}"
-                    + (f" (HTTP {status})" if status else "") + f": {err}{hint}"
+                    + (f" (HTTP {status})" if status else "")
+                    + f": {err}{hint}"
                 )
                 reason = err.reason if isinstance(err, MalformedResponse) else type(err).__name__
                 self.failures[reason] += 1
@@ -519,13 +589,19 @@ class OpenAIBackend(BatchBackend):
                 return "", 0, 0, "error", message
         return (*result, None)
 
-    async def _all(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                   sampling: Sampling, extra: dict[str, Any] | None = None,
-                   parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
-                   ) -> list[tuple[str, int, int, str, str | None]]:
+    async def _all(
+        self,
+        prompts: Sequence[Messages],
+        schemas: list[dict[str, Any] | None],
+        sampling: Sampling,
+        extra: dict[str, Any] | None = None,
+        parse: Callable[[Any], tuple[str, int, int, str]] = parse_response,
+    ) -> list[tuple[str, int, int, str, str | None]]:
         semaphore = asyncio.Semaphore(self.config.concurrency)
-        tasks = [asyncio.ensure_future(self._one(i, list(p), s, sampling, semaphore, extra, parse))
-                 for i, (p, s) in enumerate(zip(prompts, schemas, strict=True))]
+        tasks = [
+            asyncio.ensure_future(self._one(i, list(p), s, sampling, semaphore, extra, parse))
+            for i, (p, s) in enumerate(zip(prompts, schemas, strict=True))
+        ]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -534,8 +610,9 @@ class OpenAIBackend(BatchBackend):
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                  sampling: Sampling) -> Generation:
+    def _complete(
+        self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None], sampling: Sampling
+    ) -> Generation:
         if not self._probed and any(s is not None for s in schemas):
             self.probe()
         return Generation.from_rows(self._run(self._all(prompts, schemas, sampling)))

@@ -79,14 +79,20 @@ class VLLMBackend(BatchBackend):
     name = "vllm"
 
     def __init__(self, config: LLMConfig) -> None:
-        vllm = require("vllm", "vllm", "backend='vllm' (a CUDA GPU; or use backend='hf' on "
-                                       "CPU, or backend='openai' against a vLLM server)")
+        vllm = require(
+            "vllm",
+            "vllm",
+            "backend='vllm' (a CUDA GPU; or use backend='hf' on "
+            "CPU, or backend='openai' against a vLLM server)",
+        )
         from vllm import sampling_params as sp
 
         if not hasattr(sp, "StructuredOutputsParams"):
-            raise ImportError(f"backend='vllm' needs vLLM >= 0.11 (structured outputs API); "
-                              f"found {getattr(vllm, '__version__', '?')}: "
-                              '`pip install -U "policysim[vllm]"` (vLLM >= 0.20)')
+            raise ImportError(
+                f"backend='vllm' needs vLLM >= 0.11 (structured outputs API); "
+                f"found {getattr(vllm, '__version__', '?')}: "
+                '`pip install -U "policysim[vllm]"` (vLLM >= 0.20)'
+            )
         self.config = config
         self._structured = sp.StructuredOutputsParams
         self.llm = vllm.LLM(**engine_kwargs(config))
@@ -98,9 +104,13 @@ class VLLMBackend(BatchBackend):
         self._SamplingParams = vllm.SamplingParams
         tokenizer = self.llm.get_tokenizer()
         self.system_role = config.system_role == "system" or (
-            config.system_role == "auto" and template_keeps_system(
-                lambda m: tokenizer.apply_chat_template(m, tokenize=False,
-                                                        add_generation_prompt=True)))
+            config.system_role == "auto"
+            and template_keeps_system(
+                lambda m: tokenizer.apply_chat_template(
+                    m, tokenize=False, add_generation_prompt=True
+                )
+            )
+        )
 
     def _params(self, schema: dict[str, Any] | None, sampling: Sampling, index: int) -> Any:
         kwargs = sampling_kwargs(sampling, index)
@@ -110,16 +120,26 @@ class VLLMBackend(BatchBackend):
 
     def count_tokens(self, prompts: Sequence[Messages]) -> np.ndarray:
         tokenizer = self.llm.get_tokenizer()
-        return np.array([
-            len(token_ids(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True)))
-            for p in prompts
-        ], dtype=np.int64)
+        return np.array(
+            [
+                len(
+                    token_ids(
+                        tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True)
+                    )
+                )
+                for p in prompts
+            ],
+            dtype=np.int64,
+        )
 
-    def _complete(self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None],
-                  sampling: Sampling) -> Generation:
+    def _complete(
+        self, prompts: Sequence[Messages], schemas: list[dict[str, Any] | None], sampling: Sampling
+    ) -> Generation:
         params = [self._params(s, sampling, i) for i, s in enumerate(schemas)]
         outputs = self.llm.chat(
-            [list(p) for p in prompts], sampling_params=params, use_tqdm=False,
+            [list(p) for p in prompts],
+            sampling_params=params,
+            use_tqdm=False,
             lora_request=self._lora,
         )
         texts = [o.outputs[0].text for o in outputs]
