@@ -8,6 +8,11 @@ For each case (env, population, policy) it runs one seeded episode and hashes ev
 every observation, the rewards, the slates and every ``info`` entry (metrics included), round
 by round. Two code versions produce the same digest iff their trajectories are bit for bit
 the same. ``POLICYSIM_KERNELS`` selects compiled or NumPy kernels (see socialenv.kernels).
+
+Digests depend on the NumPy/numba versions as well as the code (floating-point reductions and
+sorts change between releases), so ``--out`` records the versions under ``"versions"`` and
+``--check`` says when they differ from the ones it runs with: regenerate the reference from the
+code before a change, on this machine, and compare against that.
 """
 
 from __future__ import annotations
@@ -83,6 +88,13 @@ def episode_digest(env_name: str, users: int, rounds: int, policy: str, seed: in
     return digests
 
 
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose numerics the digests depend on."""
+    import numba
+
+    return {"numpy": np.__version__, "numba": numba.__version__}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -96,11 +108,16 @@ def main() -> None:
             continue
         result[name] = episode_digest(env_name, users, rounds, policy)
         print(f"{name:>20}: {result[name][-1][:16]}", flush=True)
+    versions = library_versions()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1))
+        args.out.write_text(json.dumps({"versions": versions, **result}, indent=1))
     if args.check:
         saved = json.loads(args.check.read_text())
+        if saved.get("versions", versions) != versions:
+            print(
+                f"note: {args.check} was written with {saved.get('versions')}, this run uses {versions}"
+            )
         bad = [name for name in result if saved.get(name) != result[name]]
         for name in bad:
             first = next(
