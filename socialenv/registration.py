@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENV_IDS = {
-    "PolicySim-Rec-v0": "socialenv.envs.rec:RecEnv",
-    "PolicySim-Exposure-v0": "socialenv.envs.exposure:ExposureEnv",
-    "PolicySim-Moderation-v0": "socialenv.envs.moderation:ModerationEnv",
+    "PolicySim-Rec-v0": "socialenv.envs.rec.env:RecEnv",
+    "PolicySim-Exposure-v0": "socialenv.envs.exposure.env:ExposureEnv",
+    "PolicySim-Moderation-v0": "socialenv.envs.moderation.env:ModerationEnv",
 }
 
 

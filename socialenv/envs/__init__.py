@@ -1,4 +1,4 @@
-"""The Gymnasium environments (one per file)."""
+"""The Gymnasium environments: one folder per env."""
 
 from socialenv.envs.base import PolicySimEnv, load_env
 from socialenv.envs.exposure import ExposureEnv
