@@ -90,15 +90,16 @@ class ArmLayout:
 
 
 def env_kind(env: Any) -> str:
-    """ "rec" or "exposure" for a PolicySim env (wrapped or not)."""
-    from socialenv.envs import ExposureEnv, RecEnv
-
+    """The arm layout a PolicySim env (wrapped or not) declares, ``arm_kind``: "rec" or
+    "exposure" (the kinds these policies read)."""
     base = getattr(env, "unwrapped", env)
-    if isinstance(base, RecEnv):
-        return "rec"
-    if isinstance(base, ExposureEnv):
-        return "exposure"
-    raise ValueError(f"{type(base).__name__} is not a PolicySim env (RecEnv or ExposureEnv)")
+    kind = getattr(base, "arm_kind", None)
+    if kind not in ENV_KINDS:
+        raise ValueError(
+            f"{type(base).__name__} has arm_kind={kind!r}: these policies read the arms of "
+            f"{ENV_KINDS} envs"
+        )
+    return kind
 
 
 @dataclass(eq=False)

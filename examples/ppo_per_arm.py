@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 import socialenv  # noqa: F401  (registers the env ids)
+from socialenv.registration import lever_config_class
 
 MASKED = -1e8
 
@@ -37,7 +38,7 @@ def parse_args() -> argparse.Namespace:
         "--sampled-users",
         type=int,
         default=32,
-        help="candidate_users (Rec) or exposure_users (Exposure)",
+        help="users the policy governs per round (the env lever's users_field: candidate_users for Rec, exposure_users for Exposure)",
     )
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--total-timesteps", type=int, default=20_000)
@@ -65,8 +66,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def env_kwargs(args: argparse.Namespace) -> dict:
-    lever = "candidate_users" if "Rec" in args.env_id else "exposure_users"
-    return {"num_users": args.num_users, "rounds": args.rounds, lever: args.sampled_users}
+    # the env's lever declares which of its arguments fixes the users it governs per round
+    users_field = lever_config_class(args.env_id).users_field
+    return {"num_users": args.num_users, "rounds": args.rounds, users_field: args.sampled_users}
 
 
 def layout(env: gym.Env) -> tuple[int, int, int]:

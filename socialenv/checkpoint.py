@@ -71,6 +71,7 @@ def data_classes() -> dict[str, type]:
         RewardConfig,
     )
     from socialenv.moderation import ModerationConfig
+    from socialenv.registration import lever_config_classes
     from socialenv.scenario import Scenario
 
     classes: tuple[type, ...] = (
@@ -88,6 +89,7 @@ def data_classes() -> dict[str, type]:
         Profiles,
         Categorical,
         NewsEvent,
+        *lever_config_classes(),
     )
     return {cls.__name__: cls for cls in classes}
 
@@ -245,6 +247,9 @@ class _Decoder:
         if not isinstance(fields, dict):
             raise self._fail(f"{body}: fields must be a JSON object")
         decoded = {k: self.decode(v) for k, v in fields.items()}
+        upgrade = getattr(cls, "upgrade_checkpoint_fields", None)
+        if upgrade is not None:  # a config saved by an earlier layout of its fields
+            decoded = upgrade(decoded)
         try:
             if dataclasses.is_dataclass(cls):
                 allowed = {f.name for f in dataclasses.fields(cls)}

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from agent_models.validation import Limit, check_fields, check_keys
 from agent_models.validation import check as _check
 
@@ -42,14 +40,19 @@ CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
 ENV_LIMITS = {
     "num_users": Limit(ge=10, le=1_000_000),
     "rounds": Limit(ge=1, le=1_000_000),
-    "budget": Limit(ge=1, le=10_000),
-    "candidate_users": Limit(ge=1, le=100_000),
-    "exposure_users": Limit(ge=1, le=100_000),
-    "lever_share": Limit(gt=0, le=1),
-    "exposure_levels": Limit(max_len=100),
     "stance_ema": Limit(ge=0, lt=1),
     "memory_ema": Limit(ge=0, lt=1),
 }
+#: The lever fields EnvConfig held before each env got its own lever config (issue 25).
+LEGACY_LEVER_FIELDS: tuple[str, ...] = (
+    "budget",
+    "lever_share",
+    "candidate_users",
+    "candidates",
+    "exposure_users",
+    "exposure_levels",
+    "moderation",
+)
 #: Most arms an env may have (each is a row of the observation's context matrix).
 MAX_ARMS = 1_000_000
 
@@ -285,35 +288,16 @@ ACTION_FORMATS = ("slate", "scores")
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Configuration shared by both envs (keyword arguments of ``gym.make``).
+    """The platform settings every env shares (keyword arguments of ``gym.make``); the
+    env's own lever settings are its lever config, in ``lever``.
 
     Attributes:
         num_users: population size (synthetic scenarios).
         rounds: rounds per episode (one ``step`` = one round).
-        budget: arms per sampled user. PolicySim-Rec-v0: recommended slots the policy fills
-            for each of its ``candidate_users`` (at most ``recommender.personalized``; the
-            built-in recommender fills the rest); the slate holds candidate_users × budget
-            arms. PolicySim-Exposure-v0: must be 1 (one level per sampled author); the slate
-            holds ``exposure_users`` arms.
         scenario: "abortion", "misinformation", a path to a saved scenario, or a Scenario.
-        lever_share: the size of the policy's lever as a share of the round's active users
-            (Rec: users whose recommended slots it fills; Exposure: recent authors whose
-            level it sets), so that it means the same at any population size. The
-            observation holds room for ``lever_share`` × (expected active users + 3 standard
-            deviations) users (:meth:`socialenv.envs.base.PolicySimEnv.lever_capacity`);
-            the rest is padding.
-        candidate_users: Rec: a fixed number of users per round instead of ``lever_share``
-            (None: from the share).
-        candidates: Rec: candidate posts per source for each sampled user (keys of
-            ``socialenv.candidates.CANDIDATE_SOURCES``); Rec arms = lever capacity × C,
-            C = sum of the values.
-        exposure_users: Exposure: a fixed number of recent authors per round instead of
-            ``lever_share`` (None: from the share); arms = lever capacity ×
-            len(exposure_levels).
-        exposure_levels: the probability levels an exposure arm can set (1.0 = no filtering).
         action_format: "slate" (``MultiDiscrete``: arm indices, the value K leaves a slot to
             the platform) or "scores" (``Box``: one score per arm; the env applies each user's
-            ``budget`` best-scored allowed arms).
+            best-scored allowed arms).
         classifier: the platform's noisy misinformation classifier (``ClassifierConfig``).
         users: "surrogate", "llm" or a Brain instance; ``llm`` / ``surrogate`` configure them.
         stance_ema: β of Eq. 2.
@@ -330,8 +314,9 @@ class EnvConfig:
             of :class:`socialenv.activity.HawkesConfig` fields (self-exciting activity).
         events: scenario events added to the scenario's own: a list of event dicts or a
             .yaml/.json file (see :mod:`socialenv.events`).
-        moderation: ``PolicySim-Moderation-v0`` only: a dict of
-            :class:`socialenv.moderation.ModerationConfig` fields.
+        lever: the env's lever config (:class:`socialenv.lever.LeverConfig`; e.g.
+            :class:`socialenv.envs.rec.RecLeverConfig`), set by the env from ``lever=`` and
+            its own keywords.
 
     Every field is checked for its type (no bool for an integer, NumPy numbers accepted,
     finite numbers only) and against :data:`ENV_LIMITS` (e.g. ``num_users`` in [10, 10⁶]),
@@ -340,13 +325,7 @@ class EnvConfig:
 
     num_users: int = 1000
     rounds: int = 10
-    budget: int = 5
     scenario: Any = "abortion"
-    lever_share: float = DEFAULT_LEVER_SHARE
-    candidate_users: int | None = None
-    candidates: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CANDIDATE_MIX))
-    exposure_users: int | None = None
-    exposure_levels: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
     action_format: str = "slate"
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
     users: Any = "surrogate"
@@ -364,45 +343,10 @@ class EnvConfig:
     exposure_control: Any = None
     activity: Any = None
     events: Any = None
-    moderation: Any = None
+    lever: Any = None
 
     def __post_init__(self) -> None:
         check_fields(self, "", ENV_LIMITS)
-        mix = self.candidates
-        _check(
-            isinstance(mix, dict)
-            and set(mix) <= set(CANDIDATE_SOURCES)
-            and all(
-                isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v <= 100
-                for v in mix.values()
-            )
-            and sum(mix.values()) >= 1,
-            "candidates",
-            f"a dict of integers in [0, 100] with keys among {CANDIDATE_SOURCES} "
-            "and a positive sum",
-            mix,
-        )
-        object.__setattr__(self, "candidates", {k: int(v) for k, v in mix.items()})
-        _check(
-            self.candidate_users is None
-            or self.candidate_users * sum(self.candidates.values()) <= MAX_ARMS,
-            "candidate_users",
-            f"candidate_users × candidate posts per user <= {MAX_ARMS} arms (or None)",
-            self.candidate_users,
-        )
-        _check(
-            self.exposure_users is None
-            or self.exposure_users * len(self.exposure_levels) <= MAX_ARMS,
-            "exposure_users",
-            f"exposure_users × len(exposure_levels) <= {MAX_ARMS} arms (or None)",
-            self.exposure_users,
-        )
-        _check(
-            0 < self.lever_share <= 1,
-            "lever_share",
-            "a share of the active users in (0, 1]",
-            self.lever_share,
-        )
         _check(
             isinstance(self.num_users, int) and self.num_users >= 10,
             "num_users",
@@ -416,25 +360,11 @@ class EnvConfig:
             self.rounds,
         )
         _check(
-            isinstance(self.budget, int) and self.budget >= 1,
-            "budget",
-            "an integer >= 1",
-            self.budget,
-        )
-        _check(
             self.action_format in ACTION_FORMATS,
             "action_format",
             f"one of {ACTION_FORMATS}",
             self.action_format,
         )
-        levels = tuple(self.exposure_levels)
-        _check(
-            len(levels) >= 1 and all(0 <= p <= 1 for p in levels),
-            "exposure_levels",
-            "a non-empty sequence of probabilities in [0, 1]",
-            self.exposure_levels,
-        )
-        object.__setattr__(self, "exposure_levels", tuple(float(p) for p in levels))
         _check(0 <= self.stance_ema < 1, "stance_ema", "a number in [0, 1)", self.stance_ema)
         _check(0 <= self.memory_ema < 1, "memory_ema", "a number in [0, 1)", self.memory_ema)
         _check(
@@ -453,12 +383,9 @@ class EnvConfig:
         )
         from socialenv.activity import HawkesConfig
         from socialenv.events import load_events
-        from socialenv.moderation import ModerationConfig
 
         object.__setattr__(self, "activity", HawkesConfig.from_spec(self.activity))
         object.__setattr__(self, "events", tuple(load_events(self.events)))
-        if self.moderation is not None:
-            object.__setattr__(self, "moderation", ModerationConfig.from_spec(self.moderation))
         for name, cls in (
             ("recommender", RecommenderConfig),
             ("reward", RewardConfig),
@@ -480,6 +407,18 @@ class EnvConfig:
             kwargs, sorted(f.name for f in fields(cls)), "kwargs", "env argument(s)", keyword=True
         )
         return cls(**kwargs)
+
+    @classmethod
+    def upgrade_checkpoint_fields(cls, saved: dict[str, Any]) -> dict[str, Any]:
+        """The fields of an EnvConfig saved before the lever settings moved to the env's
+        lever config (issue 25): the flat lever fields become a ``lever`` dict, which the
+        env narrows to its own fields (:meth:`socialenv.envs.base.PolicySimEnv.load`)."""
+        legacy = sorted(set(saved) & set(LEGACY_LEVER_FIELDS))
+        if not legacy or "lever" in saved:
+            return saved
+        upgraded = {k: v for k, v in saved.items() if k not in LEGACY_LEVER_FIELDS}
+        upgraded["lever"] = {k: saved[k] for k in legacy}
+        return upgraded
 
     def replace(self, **changes: Any) -> EnvConfig:
         return replace(self, **changes)

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -224,9 +223,9 @@ def macro_comparison(
         m: np.array([np.nanmean(rounds_table[m][rounds_table["round"] == r]) for r in t_rounds])
         for m in MACRO_METRICS
     }
-    from socialenv.config import EnvConfig
+    from socialenv.registration import env_keywords
 
-    known = {f.name for f in dataclass_fields(EnvConfig)}
+    known = set(env_keywords("PolicySim-Rec-v0"))
     kwargs = {
         **{k: v for k, v in (meta.get("env_kwargs") or {}).items() if k in known},
         "num_users": int(meta["num_users"]),

@@ -11,7 +11,11 @@
 - ``echo_chamber_index``: mean, over users who follow anyone, of the share of their followees
   whose stance has the same sign as theirs (sign of S, 0 counts as its own sign).
 - ``exposure_removed``: share of feed impressions removed by exposure control this round.
-- ``active_users``, ``posts``, ``reactions``, ``follow_edges``: counts.
+- ``policy_share``: share of this round's impressions in slots the policy filled
+  (``FeedChannel.INJECTED``).
+- ``active_users``, ``posts``, ``reactions``, ``follow_edges``, ``events_fired``: counts.
+
+:func:`round_metrics` computes them all for the simulation's measure phase.
 
 HiSim's macro metrics of a population's attitudes, :func:`bias` (mean) and
 :func:`diversity` (variance), are reported by the sweep and the ABM comparisons
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from agent_models.types import FeedChannel
 from socialenv import kernels
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -33,11 +38,64 @@ METRIC_NAMES: tuple[str, ...] = (
     "engagement",
     "echo_chamber_index",
     "exposure_removed",
+    "policy_share",
     "active_users",
     "posts",
     "reactions",
     "follow_edges",
+    "events_fired",
 )
+
+
+def round_metrics(
+    *,
+    stance: np.ndarray,
+    text_toxicity: np.ndarray,
+    reaction_user_stance: np.ndarray,
+    reaction_author_stance: np.ndarray,
+    misinformed: np.ndarray,
+    reactions: int,
+    active: int,
+    followees: tuple[np.ndarray, np.ndarray],
+    removed: int,
+    impressions: int,
+    channel: np.ndarray,
+    posts: int,
+    follow_edges: int,
+    events_fired: int,
+) -> dict[str, float]:
+    """The platform metrics of one round (:data:`METRIC_NAMES`, in order).
+
+    Args:
+        stance: (N,) smoothed stances after the round.
+        text_toxicity: toxicity of the texts written this round.
+        reaction_user_stance, reaction_author_stance: (R,) discrete stances at the start of
+            the round of each reaction's user and of its post's author.
+        misinformed: (N,) after the round.
+        reactions, active: the round's reactions and active users.
+        followees: the follow graph as CSR (indptr, indices; row u lists whom u follows).
+        removed, impressions: impressions exposure control removed, of all candidates.
+        channel: (I,) the channel of each candidate impression.
+        posts, follow_edges, events_fired: counts.
+    """
+    return {
+        "stance_mean": stance_mean(stance),
+        "stance_std": stance_std(stance),
+        "toxicity": toxicity(text_toxicity),
+        "cross_interaction_ratio": cross_interaction_ratio(
+            reaction_user_stance, reaction_author_stance
+        ),
+        "misinformation_ratio": misinformation_ratio(misinformed),
+        "engagement": engagement(reactions, active),
+        "echo_chamber_index": echo_chamber_index(stance, *followees),
+        "exposure_removed": removed / max(impressions, 1),
+        "policy_share": float((channel == FeedChannel.INJECTED).mean()) if len(channel) else 0.0,
+        "active_users": float(active),
+        "posts": float(posts),
+        "reactions": float(reactions),
+        "follow_edges": float(follow_edges),
+        "events_fired": float(events_fired),
+    }
 
 
 def stance_mean(stance: np.ndarray) -> float:

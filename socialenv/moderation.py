@@ -1,13 +1,14 @@
 """Governance state of the platform: deleted, labelled and downranked posts, suspended users,
-and the noisy harm classifier the platform sees. Used by ``PolicySim-Moderation-v0``
-(:mod:`socialenv.envs.moderation`); the simulation consults it through three small hooks:
+and the noisy harm classifier the platform sees. Held by ``PolicySim-Moderation-v0``'s
+lever (:class:`socialenv.envs.moderation.ModerationLever`), whose simulation hooks call:
 
-- ``suspended(t)``: (N,) mask of users who cannot act in round t (activity sampling);
+- ``suspended(t)``: (N,) mask of users who cannot act in round t (``Lever.barred``);
 - ``filter_feeds(...)``: drops impressions of deleted posts and of suspended authors' posts,
-  and keeps labelled / downranked posts with their reach multiplier (feed building);
-- ``adjust_output(...)``: a warning label lowers belief uptake: a user newly misinformed in
-  the round reverts with probability ``label_uptake_reduction`` × the share of the
-  misinformation impressions it received that carried a label.
+  and keeps labelled / downranked posts with their reach multiplier (``Lever.filter_feeds``);
+- ``adjust_output(...)`` (``Lever.adjust_output``): a warning label lowers belief uptake:
+  a user newly misinformed in the round reverts with probability
+  ``label_uptake_reduction`` × the share of the misinformation impressions it received
+  that carried a label.
 
 All state is plain NumPy arrays (checkpoint-friendly).
 """

@@ -153,7 +153,7 @@ def render_round(pz: Any, user: int, feed: np.ndarray, channel: np.ndarray, acti
     lines.append("What you remember:" if memories else "What you remember: nothing yet.")
     lines += [f"  - {m}" for m in memories]
     if not active:
-        suspended = sim.moderation is not None and bool(sim.moderation.suspended(sim.round)[user])
+        suspended = bool(sim.barred(sim.round)[user])
         lines.append(
             "You are suspended by the platform this round."
             if suspended
@@ -216,9 +216,7 @@ def play(
     say(f"You control user {user} of {len(sim.users.stance)}. {HELP}")
     try:
         while pz.agents:
-            suspended = sim.moderation is not None and bool(
-                sim.moderation.suspended(sim.round)[user]
-            )
+            suspended = bool(sim.barred(sim.round)[user])
             if every_round and not suspended and not np.isin(user, sim.active):
                 sim.active = np.sort(np.append(sim.active, user))
                 pz._observe()  # rebuild the feed with the user active

@@ -1,11 +1,14 @@
 """One round of platform dynamics, independent of Gymnasium.
 
 :class:`Simulation` owns the world (users, posts, follow graph), the recommender, exposure
-control and the brain. ``run_round(recommend_user, recommend_post)`` builds every active
-user's feed (three channels; the policy's recommendations fill their users' personalized
-slots, ``FeedChannel.INJECTED``), filters it by exposure, asks the brain what the
-users do (one batched call), and applies the result: new posts, reactions, edges, stance
-(EMA of Eq. 2), memory, misinformation, news. The envs add arms, observations and rewards.
+control, the brain and the policy's lever (:class:`socialenv.lever.Lever`, whose hooks it
+calls). ``run_round()`` plays a round as named phases: build every active user's feed
+(three channels; the lever places the policy's recommendations), filter it (the lever's
+decisions, then exposure), ask the brain what the users do (one batched call; the lever may
+adjust the answer), apply the result (new posts, reactions, edges, stance (EMA of Eq. 2),
+memory, misinformation), advance to the next round, and measure (the platform metrics and
+:class:`~socialenv.lever.PolicyEffects`, what the policy's choices caused). The envs add
+arms, observations and rewards.
 
 Seeding: the draws of round t, stream s come from ``default_rng([seed, t + 1, s])`` — they
 depend only on the episode seed and the round, so a saved and restored simulation
@@ -21,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
-from agent_models.types import Behaviour, FeedChannel, PostKind, RoundInput, RoundOutput
+from agent_models.types import Behaviour, PostKind, RoundInput, RoundOutput
 from socialenv import kernels, metrics
 from socialenv.activity import make_activity_model
 from socialenv.clustering import assign_clusters, fit_centroids
 from socialenv.config import EnvConfig
 from socialenv.events import EventSchedule
-from socialenv.moderation import ModerationState
+from socialenv.lever import Lever, LeverConfig, PolicyEffects
 from socialenv.pages import small_pages
 from socialenv.platform import ExposureControl, FeedContext, Recommender
 from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
@@ -53,7 +56,8 @@ class Stream(IntEnum):
     TEXT = 5
     SETUP = 6
     CLASSIFIER = 7
-    MODERATION = 8
+    LEVER = 8
+    MODERATION = 8  # the stream's name before the lever had its own (an alias of LEVER)
     MODERATION_CLASSIFIER = 9
     EVENTS = 10
     OBSERVED = 11
@@ -74,6 +78,11 @@ class RoundResult:
         stance_before: (N,) smoothed stances at the start of the round.
         discrete_before: (N,) discrete stances at the start of the round.
         misinformed_before: (N,) bool at the start of the round.
+        impression_author: (I,) the author of each candidate impression.
+        reaction_author: (R,) the author of the post of each reaction (``output.react_*``).
+        reaction_cross: (R,) bool: the reaction's user and author held opposite discrete
+            stances at the start of the round.
+        policy: what the policy's choices caused (:meth:`socialenv.lever.Lever.effects`).
         metrics: platform metrics of the round (see :mod:`socialenv.metrics`).
     """
 
@@ -88,7 +97,33 @@ class RoundResult:
     stance_before: np.ndarray
     discrete_before: np.ndarray
     misinformed_before: np.ndarray
+    impression_author: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    reaction_author: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    reaction_cross: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    policy: PolicyEffects = field(default_factory=PolicyEffects)
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _RoundStart:
+    """The users' state at the start of a round (copies)."""
+
+    stance: np.ndarray
+    discrete: np.ndarray
+    misinformed: np.ndarray
+
+
+@dataclass
+class _FilteredFeeds:
+    """The filter phase's feeds and candidate impressions."""
+
+    feed: np.ndarray
+    valid: np.ndarray
+    removed_count: int
+    impression_user: np.ndarray
+    impression_post: np.ndarray
+    impression_author: np.ndarray
+    impression_removed: np.ndarray
 
 
 class _LazyRng:
@@ -114,6 +149,7 @@ class Simulation:
         brain: Brain,
         recommender: Recommender | None = None,
         exposure_control: ExposureControl | None = None,
+        lever: Lever | None = None,
     ) -> None:
         self.config = config
         self.brain = brain
@@ -125,8 +161,11 @@ class Simulation:
         # opt-in mechanisms (issue 13), each consulted through one small hook below
         self.activity_model = make_activity_model(config.activity)
         self.events = EventSchedule(config.events)
-        #: a :class:`socialenv.moderation.ModerationState` (set by the moderation env)
-        self.moderation: ModerationState | None = None
+        #: the policy's lever (a no-op one when none is given)
+        self.lever = lever if lever is not None else Lever(LeverConfig())
+        self.lever.attach(self)
+        #: callbacks ``f(cut)`` of the holders of post ids, called after a compaction
+        self.post_id_holders: list[Any] = []
 
     # ----------------------------------------------------------------------------- setup
     def rng(self, round_: int, stream: Stream) -> np.random.Generator:
@@ -240,8 +279,7 @@ class Simulation:
         )
         if self.activity_model is not None:
             self.activity_model.reset(self.users.activity)
-        if self.moderation is not None:
-            self.moderation.reset(n)
+        self.lever.reset(n)
         self.active = self.sample_active(0)
 
     def sample_active(self, round_: int) -> np.ndarray:
@@ -253,8 +291,9 @@ class Simulation:
             else self.activity_model.probability(self.users.activity)
         )
         active = rng.random(len(p)) < p
-        if self.moderation is not None:
-            active &= ~self.moderation.suspended(round_)
+        barred = self.lever.barred(round_)
+        if barred is not None:
+            active &= ~barred
         return np.flatnonzero(active).astype(np.int64)
 
     # ----------------------------------------------------------------------------- context
@@ -301,55 +340,109 @@ class Simulation:
         return self.feed_context().posts_of_rounds(self.round - rounds, self.round - 1)
 
     # ----------------------------------------------------------------------------- a round
-    def run_round(
-        self, recommend_user: np.ndarray | None = None, recommend_post: np.ndarray | None = None
-    ) -> RoundResult:
-        """Play round t; the policy's recommendations (``recommend_user[i]`` is shown
-        ``recommend_post[i]``) fill those users' recommended slots
-        (:meth:`Recommender.place_recommendations`); inactive targets are dropped."""
+    def apply_policy(self, choice: dict[str, np.ndarray]) -> np.ndarray:
+        """The policy's choices for the coming round take effect through the lever
+        (:meth:`Lever.apply`; ``choice``: the env's arm columns of the chosen arms); users the
+        lever now bars leave this round's active set. Returns the indices of the choices
+        that took effect."""
+        taken = self.lever.apply(choice)
+        barred = self.lever.barred(self.round)
+        if barred is not None:
+            self.active = self.active[~barred[self.active]]
+        return taken
+
+    def barred(self, round_: int) -> np.ndarray:
+        """(N,) bool: the users the lever keeps from acting in ``round_``."""
+        barred = self.lever.barred(round_)
+        return np.zeros(len(self.users.stance), bool) if barred is None else barred
+
+    def run_round(self) -> RoundResult:
+        """Play round t, phase by phase: build the feeds (the lever places the policy's
+        recommendations), filter them, ask the brain, apply its output, advance to round
+        t + 1, measure. The policy's choices enter before, through :meth:`apply_policy`."""
         t = self.round
         active = self.active
-        n = len(self.users.stance)
-        ctx = self.feed_context()
-        feed, channel = self.recommender.build_feeds(ctx, active, self.rng(t, Stream.FEED))
-        if recommend_user is not None and len(recommend_user):
-            if not callable(getattr(self.recommender, "place_recommendations", None)):
-                raise TypeError(
-                    f"feed_recommender {type(self.recommender).__name__} has no "
-                    "place_recommendations(feed, channel, row, post): subclass "
-                    "socialenv.platform.Recommender to receive the policy's recommendations"
-                )
-            row = np.searchsorted(active, recommend_user)
-            row_ok = (row < len(active)) & (
-                active[np.minimum(row, len(active) - 1)] == recommend_user
-            )
-            feed, channel = self.recommender.place_recommendations(
-                feed, channel, row[row_ok], np.asarray(recommend_post)[row_ok]
-            )
+        feed, channel = self._build_feeds(t, active)
+        feeds = self._filter_feeds(t, active, feed, channel)
+        before = _RoundStart(
+            stance=self.users.stance.copy(),
+            discrete=self.users.discrete_stance.copy(),
+            misinformed=self.users.misinformed.copy(),
+        )
+        news = self._news(t)
+        output = self._ask_brain(t, active, feeds.feed, channel, news, before)
+        text_toxicity = self._apply(output, t)
+        events_fired = self._advance(t, output, news)
+        result = RoundResult(
+            round=t,
+            active=active,
+            feed=feeds.feed,
+            feed_channel=channel,
+            impression_user=feeds.impression_user,
+            impression_post=feeds.impression_post,
+            impression_removed=feeds.impression_removed,
+            output=output,
+            stance_before=before.stance,
+            discrete_before=before.discrete,
+            misinformed_before=before.misinformed,
+            impression_author=feeds.impression_author,
+        )
+        self._measure(result, feeds, text_toxicity, events_fired)
+        return result
+
+    def _build_feeds(self, t: int, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Phase 1: every active user's (B, F) feed and channels; the lever places the
+        policy's recommendations."""
+        feed, channel = self.recommender.build_feeds(
+            self.feed_context(), active, self.rng(t, Stream.FEED)
+        )
+        return self.lever.place_recommendations(feed, channel, active)
+
+    def _filter_feeds(
+        self, t: int, active: np.ndarray, feed: np.ndarray, channel: np.ndarray
+    ) -> _FilteredFeeds:
+        """Phase 2: drop own and repeated posts, the lever's filter (decisions in force),
+        then exposure control; the candidate impressions and which the filter removed."""
         owner = np.broadcast_to(active[:, None], feed.shape)
         feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
-        if self.moderation is not None:
-            feed = self.moderation.filter_feeds(
-                feed, owner, self.posts, t, self.rng(t, Stream.MODERATION)
-            )
+        feed = self.lever.filter_feeds(feed, owner, t, _LazyRng(self, t, Stream.LEVER))
         valid = feed >= 0
         filtered, removed_count = self.exposure_control.filter(
             feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
         )
-        impression_user = owner[valid]
         impression_post = feed[valid]
-        impression_removed = filtered[valid] < 0
-        stance_before = self.users.stance.copy()
-        discrete_before = self.users.discrete_stance.copy()
-        misinformed_before = self.users.misinformed.copy()
-        news = [
+        return _FilteredFeeds(
+            feed=filtered,
+            valid=valid,
+            removed_count=removed_count,
+            impression_user=owner[valid],
+            impression_post=impression_post,
+            impression_author=self.posts.author[impression_post],
+            impression_removed=filtered[valid] < 0,
+        )
+
+    def _news(self, t: int) -> list[Any]:
+        """The scenario's news of round t and the events starting in it."""
+        return [
             e for e in (self.scenario.news if self.scenario else []) if e.round == t
         ] + self.events.start(t)
+
+    def _ask_brain(
+        self,
+        t: int,
+        active: np.ndarray,
+        feed: np.ndarray,
+        channel: np.ndarray,
+        news: list[Any],
+        before: _RoundStart,
+    ) -> RoundOutput:
+        """Phase 3: one batched call of the brain; its output checked (unless trusted) and
+        adjusted by the lever."""
         indptr, indices = self.graph.followees_csr()
         round_input = RoundInput(
             round=t,
             active=active.copy(),
-            feed=filtered,
+            feed=feed,
             feed_channel=channel,
             users=self.users.view(),
             posts=self.posts.view(),
@@ -362,66 +455,64 @@ class Simulation:
         )
         output = self.brain.act(round_input)
         if not getattr(self.brain, "trusted_output", False):
-            output.validate(n, len(self.posts), self.posts.latent_dim)
-        if self.moderation is not None:
-            self.moderation.adjust_output(
-                output, misinformed_before, self.posts, self.rng(t, Stream.MODERATION)
-            )
-        text_toxicity = self._apply(output, t)
+            output.validate(len(self.users.stance), len(self.posts), self.posts.latent_dim)
+        self.lever.adjust_output(output, before.misinformed, _LazyRng(self, t, Stream.LEVER))
+        return output
+
+    def _advance(self, t: int, output: RoundOutput, news: list[Any]) -> int:
+        """Phase 5: fire the round's events, feed the activity model, move to round t + 1
+        and sample its active users. Returns the number of events fired."""
         events_fired = self.events.apply_fired(t, self.users, _LazyRng(self, t, Stream.EVENTS))
         if self.activity_model is not None:
             self.activity_model.observe(output, self.posts.author, news)
         self.round += 1
         self.round_start.append(len(self.posts))
         self.active = self.sample_active(self.round)
-        result = RoundResult(
-            round=t,
-            active=active,
-            feed=filtered,
-            feed_channel=channel,
-            impression_user=impression_user,
-            impression_post=impression_post,
-            impression_removed=impression_removed,
-            output=output,
-            stance_before=stance_before,
-            discrete_before=discrete_before,
-            misinformed_before=misinformed_before,
+        return events_fired
+
+    def _measure(
+        self,
+        result: RoundResult,
+        feeds: _FilteredFeeds,
+        text_toxicity: np.ndarray,
+        events_fired: int,
+    ) -> None:
+        """Phase 6: the reactions' authors and stances, what the policy's choices caused
+        (:meth:`Lever.effects`) and the platform metrics (:mod:`socialenv.metrics`)."""
+        output = result.output
+        result.reaction_author = self.posts.author[output.react_post]
+        user_stance = result.discrete_before[output.react_user]
+        author_stance = result.discrete_before[result.reaction_author]
+        result.reaction_cross = user_stance.astype(np.int16) * author_stance == -1
+        result.policy = self.lever.effects(result)
+        result.metrics = metrics.round_metrics(
+            stance=self.users.stance,
+            text_toxicity=text_toxicity,
+            reaction_user_stance=user_stance,
+            reaction_author_stance=author_stance,
+            misinformed=self.users.misinformed,
+            reactions=len(output.react_user),
+            active=len(result.active),
+            followees=self.graph.followees_csr(),
+            removed=feeds.removed_count,
+            impressions=len(feeds.impression_post),
+            channel=result.feed_channel[feeds.valid],
+            posts=len(output.post_user),
+            follow_edges=len(self.graph),
+            events_fired=events_fired,
         )
-        author_stance = discrete_before[self.posts.author[output.react_post]]
-        result.metrics = {
-            "stance_mean": metrics.stance_mean(self.users.stance),
-            "stance_std": metrics.stance_std(self.users.stance),
-            "toxicity": metrics.toxicity(text_toxicity),
-            "cross_interaction_ratio": metrics.cross_interaction_ratio(
-                discrete_before[output.react_user], author_stance
-            ),
-            "misinformation_ratio": metrics.misinformation_ratio(self.users.misinformed),
-            "engagement": metrics.engagement(len(output.react_user), len(active)),
-            "echo_chamber_index": metrics.echo_chamber_index(
-                self.users.stance, *self.graph.followees_csr()
-            ),
-            "exposure_removed": removed_count / max(len(impression_post), 1),
-            "policy_share": float((channel[valid] == FeedChannel.INJECTED).mean())
-            if valid.any()
-            else 0.0,
-            "active_users": float(len(active)),
-            "posts": float(len(output.post_user)),
-            "reactions": float(len(output.react_user)),
-            "follow_edges": float(len(self.graph)),
-            "events_fired": float(events_fired),
-        }
         if self.activity_model is not None:
             result.metrics["activity_excitation_news"] = float(self.activity_model.external)
             result.metrics["activity_excitation_notifications"] = float(
                 self.activity_model.internal.mean()
             )
-        self.events.check_triggers(t, result.metrics)
+        self.events.check_triggers(result.round, result.metrics)
         for reason, count in output.invalid.items():
             result.metrics[f"invalid_{reason}"] = float(count)
-        return result
 
     def _apply(self, out: RoundOutput, t: int) -> np.ndarray:
-        """Apply the brain's output to the world; returns the toxicity of the texts written."""
+        """Phase 4: apply the brain's output to the world; returns the toxicity of the texts
+        written."""
         users, posts = self.users, self.posts
         first_new = len(posts)
         kind = out.react_kind
@@ -560,16 +651,17 @@ class Simulation:
 
     def compact_posts(self) -> int:
         """Drop the posts older than :meth:`post_horizon` once they are at least half of the
-        post table (amortized O(1) per post), if the brain allows it
-        (``Brain.supports_post_compaction``) and no moderation state is kept (it is indexed
-        by post id). Call between rounds only: ids of the kept posts
+        post table (amortized O(1) per post), if the brain and the lever allow it
+        (``supports_post_compaction``). Call between rounds only: ids of the kept posts
         shift down by the returned count (``posts_dropped`` totals it, so a post's id since
-        the episode start is ``id + posts_dropped``). Returns the number dropped (often 0)."""
+        the episode start is ``id + posts_dropped``); the lever (:meth:`Lever.remap_posts`)
+        and every callback of ``post_id_holders`` shift the ids they hold. Returns the
+        number dropped (often 0)."""
         if not self.compact_posts_enabled or not getattr(
             self.brain, "supports_post_compaction", False
         ):
             return 0
-        if self.moderation is not None:  # its governance state is indexed by post id
+        if not self.lever.supports_post_compaction:
             return 0
         first_kept = self.round - self.post_horizon()
         if first_kept <= -1:
@@ -580,6 +672,9 @@ class Simulation:
         self.posts.drop_before(cut)
         self.round_start = [max(int(s) - cut, 0) for s in self.round_start]
         self.posts_dropped = getattr(self, "posts_dropped", 0) + cut
+        self.lever.remap_posts(cut)
+        for remap in self.post_id_holders:
+            remap(cut)
         return cut
 
     # ----------------------------------------------------------------------------- save
@@ -598,7 +693,7 @@ class Simulation:
             "brain": self.brain.state_dict(),
             "events": self.events.state_dict(),
             "activity": None if self.activity_model is None else self.activity_model.state_dict(),
-            "moderation": None if self.moderation is None else self.moderation.state_dict(),
+            "lever": self.lever.state_dict(),
             "posts_dropped": getattr(self, "posts_dropped", 0),
         }
 
@@ -621,6 +716,6 @@ class Simulation:
             self.events.load_state_dict(state["events"])
         if state.get("activity") is not None and self.activity_model is not None:
             self.activity_model.load_state_dict(state["activity"])
-        if state.get("moderation") is not None and self.moderation is not None:
-            self.moderation.load_state_dict(state["moderation"])
+        # "moderation": the key of the lever's state before the lever was a component
+        self.lever.load_state_dict(state.get("lever", state.get("moderation")))
         self.posts_dropped = int(state.get("posts_dropped", 0))

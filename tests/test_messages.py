@@ -17,6 +17,7 @@ from agent_models.extras import DependencyNotInstalled, require
 from baselines.opinion_dynamics import make_opinion_model
 from socialenv.cli import app
 from socialenv.config import EnvConfig
+from socialenv.envs.rec import RecLeverConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ``name=value is not allowed: what is`` (agent_models.validation.config_error).
@@ -26,7 +27,7 @@ TEMPLATE = re.compile(r"^\S+=.+ is not allowed: .+", re.S)
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: EnvConfig(budget=0), "budget=0 is not allowed: an integer"),
+        (lambda: RecLeverConfig(budget=0), "budget=0 is not allowed: an integer"),
         (
             lambda: EnvConfig.from_kwargs(num_user=10),
             "kwargs=['num_user'] is not allowed: unknown env argument(s); allowed: action_format, activity",

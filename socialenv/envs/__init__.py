@@ -1,4 +1,4 @@
-"""The Gymnasium environments: one folder per env."""
+"""The Gymnasium environments: one folder per env (`env.py`, `lever.py`, `config.py`)."""
 
 from socialenv.envs.base import PolicySimEnv, load_env
 from socialenv.envs.exposure import ExposureEnv

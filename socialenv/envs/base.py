@@ -6,7 +6,7 @@ import dataclasses
 from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -14,9 +14,11 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
+from agent_models.validation import UnknownKeywordError, check_keys
 from socialenv import kernels
 from socialenv.config import EnvConfig
 from socialenv.envs.sizing import warn_if_too_large
+from socialenv.lever import Lever, LeverConfig, shift_post_ids
 from socialenv.simulation import RoundResult, Simulation, Stream
 
 
@@ -33,8 +35,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     Every PolicySim env takes these keyword arguments (``gym.make(env_id, **kwargs)``; the
     fields of :class:`~socialenv.config.EnvConfig` plus ``render_mode`` and ``seed``), and
-    each env's own table lists the rest. Every value is checked when the env is built; an
-    unknown keyword is refused with the list of allowed ones.
+    each env's own table lists the rest: the fields of its lever config, which ``lever=``
+    takes at once (a dict or the config) and each of which is also a keyword of its own.
+    Every value is checked when the env is built; an unknown keyword (another env's lever
+    argument among them) is refused with the list of allowed ones.
 
     | argument | default | description |
     |---|---|---|
@@ -42,7 +46,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | seed | None | seeds the first ``reset()`` that names no seed |
     | num_users | 1000 | population size of a built-in scenario, in [10, 10⁶] |
     | rounds | 10 | rounds per episode (one ``step`` = one round) |
-    | lever_share | 0.15 | the policy's lever as a share of the round's active users (Rec: users it recommends to; Exposure: authors whose level it sets), in (0, 1] |
+    | lever | None | the env's lever settings: its lever config or a dict of its fields (the env's own table; None: the defaults) |
     | action_format | "slate" | "slate" (``MultiDiscrete`` arm indices) or "scores" (``Box``, one score per arm) |
     | users | "surrogate" | the population: "surrogate", "llm", an opinion-dynamics model name, or a ``Brain`` |
     | llm | None | the LLM agents' settings (``users="llm"``): a dict of :class:`agent_models.llm.config.LLMConfig` fields |
@@ -68,6 +72,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     #: Number of scalar features appended to each arm's context.
     num_arm_features: int
+    #: The env's lever (its ``config_class`` is the env's lever config).
+    lever_class: ClassVar[type[Lever]] = Lever
+    #: The layout of the arms, which rule-based policies read ("rec": (user, post) arms,
+    #: "exposure": (author, level) arms, "moderation": (post, action) arms).
+    arm_kind: ClassVar[str] = ""
 
     def __init__(
         self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
@@ -78,13 +87,24 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             )
         self.render_mode = render_mode
         kwargs = {**self.default_kwargs(), **kwargs}
+        self._check_keywords(kwargs)
+        config_class = self.lever_class.config_class
+        own = {k: kwargs.pop(k) for k in config_class.field_names() if k in kwargs}
+        kwargs["lever"] = config_class.from_spec(kwargs.get("lever"), **own)
         self.config = EnvConfig.from_kwargs(**kwargs)
         self.brain = make_brain(
             self.config.users, llm=self.config.llm, surrogate=self.config.surrogate
         )
+        #: the env's lever: what its policy controls on the platform
+        self.lever = self.lever_class(self.config.lever)
         self.sim = Simulation(
-            self.config, self.brain, self.config.feed_recommender, self.config.exposure_control
+            self.config,
+            self.brain,
+            self.config.feed_recommender,
+            self.config.exposure_control,
+            lever=self.lever,
         )
+        self.sim.post_id_holders.append(self._remap_arm_posts)
         self._default_seed = seed
         #: ``seed=`` given to the constructor seeds the first reset that names no seed.
         self._pending_seed = seed
@@ -144,6 +164,36 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             value = dataclasses.replace(value, max_episode_steps=self.config.rounds)
         self.__dict__["_spec"] = value
 
+    @property
+    def lever_config(self) -> LeverConfig:
+        """The env's lever settings (``config.lever``)."""
+        return self.config.lever
+
+    @classmethod
+    def _check_keywords(cls, kwargs: dict[str, Any]) -> None:
+        """Refuse keywords that are neither shared settings nor this env's lever fields,
+        saying which env's lever an argument belongs to."""
+        from socialenv.registration import lever_owner
+
+        allowed = sorted(
+            {f.name for f in dataclasses.fields(EnvConfig)}
+            | set(cls.lever_class.config_class.field_names())
+        )
+        try:
+            check_keys(kwargs, allowed, "kwargs", "env argument(s)", keyword=True)
+        except UnknownKeywordError as err:
+            owners = {
+                key: owner
+                for key in sorted(set(kwargs) - set(allowed))
+                if (owner := lever_owner(key))
+            }
+            if not owners:
+                raise
+            belongs = "; ".join(
+                f"{key!r} belongs to {owner}'s lever" for key, owner in owners.items()
+            )
+            raise UnknownKeywordError(f"{err} ({belongs}, not this env's)") from None
+
     # ------------------------------------------------------------------ subclass interface
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
@@ -182,10 +232,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """(K, context_dim) float32; arm k's user's propagated context is
         ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,))."""
 
-    @abstractmethod
-    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Act on the platform with the distinct valid arms ``chosen``; returns the arms that
-        took effect and the injected (user, post) pairs for the round (may be empty)."""
+    def _apply_action(self, chosen: np.ndarray) -> np.ndarray:
+        """Act on the platform with the distinct valid arms ``chosen``, through the lever
+        (:meth:`Simulation.apply_policy` with the chosen arms' columns); returns the arms
+        that took effect."""
+        choice = {key: value[chosen] for key, value in self._arms.items() if key != "mask"}
+        return chosen[self.sim.apply_policy(choice)]
 
     @abstractmethod
     def _arm_rewards(
@@ -270,14 +322,15 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if fixed is not None:
             return int(fixed)
         expected = self.expected_active_users()
-        return max(1, int(np.ceil(self.config.lever_share * (expected + 3 * np.sqrt(expected)))))
+        share = self.lever_config.lever_share
+        return max(1, int(np.ceil(share * (expected + 3 * np.sqrt(expected)))))
 
     def lever_take(self, available: int, active: int, fixed: int | None) -> int:
         """Users the policy governs this round: ``fixed`` (or ``lever_share`` × the round's
         ``active`` users, at least one), at most the capacity and the ``available`` ones."""
         if fixed is not None:
             return min(int(fixed), available)
-        wanted = max(1, int(round(self.config.lever_share * active))) if active else 0
+        wanted = max(1, int(round(self.lever_config.lever_share * active))) if active else 0
         return min(wanted, self.lever_capacity(None), available)
 
     def _probe_latent_dim(self) -> int:
@@ -399,13 +452,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         slate[: len(chosen)] = chosen
         return slate
 
-    def _compact_posts(self) -> None:
-        """Bound memory over long episodes (:meth:`Simulation.compact_posts`), between rounds,
-        keeping this observation's arms pointing at the same posts."""
-        cut = self.sim.compact_posts()
-        if cut and self._arms is not None and "post" in self._arms:
-            post = self._arms["post"]
-            self._arms["post"] = np.where(post >= cut, post - cut, -1)
+    def _remap_arm_posts(self, cut: int) -> None:
+        """After a compaction (:meth:`Simulation.compact_posts`, which calls this): this
+        observation's arms keep pointing at the same posts."""
+        if self._arms is not None and "post" in self._arms:
+            self._arms["post"] = shift_post_ids(self._arms["post"], cut)
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -439,7 +490,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if self.sim.round >= self.config.rounds:
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
-        self._compact_posts()
+        self.sim.compact_posts()  # bounds memory over long episodes, between rounds
         filled = slate != self.no_op
         first = kernels.first_occurrence(slate)
         first_use = np.zeros(len(slate), bool)
@@ -448,10 +499,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         candidate[candidate] = self._arms["mask"][slate[candidate]]
         over_cap = self._over_cap(slate, candidate)
         candidate &= ~over_cap
-        applied_arms, injected = self._apply_action(slate[candidate])
+        applied_arms = self._apply_action(slate[candidate])
         if self._tracer is not None:
             self._tracer.before_round(self.sim)
-        result = self.sim.run_round(*injected)
+        result = self.sim.run_round()
         if self._tracer is not None:
             self._tracer.after_round(self.sim, result)
             if self.sim.round >= self.config.rounds and self._tracer.path is not None:
@@ -541,15 +592,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "rounds": int(self.config.rounds),
             # the lever's size, so that a fitted surrogate can replay the trace's platform
             "env_kwargs": {
-                name: getattr(self.config, name)
-                for name in (
-                    "budget",
-                    "candidate_users",
-                    "candidates",
-                    "exposure_users",
-                    "lever_share",
-                )
-                if isinstance(getattr(self.config, name, None), int | float | dict)
+                name: getattr(self.lever_config, name)
+                for name in self.lever_config.field_names()
+                if isinstance(getattr(self.lever_config, name), int | float | dict)
             },
         }
         if type(self.brain) is SurrogateBrain:
@@ -656,10 +701,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         }
 
     def _registered_id(self) -> str:
-        from socialenv.registration import ENV_IDS
+        from socialenv.registration import ENV_IDS, env_class
 
-        entry = f"{type(self).__module__}:{type(self).__qualname__}"
-        ids = [env_id for env_id, point in ENV_IDS.items() if point == entry]
+        ids = [env_id for env_id in ENV_IDS if env_class(env_id) is type(self)]
         if self.spec is not None and self.spec.id in ids:
             return self.spec.id
         if not ids:
@@ -691,15 +735,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     @classmethod
     def from_checkpoint_state(cls, state: Any, path: str | Path, **overrides: Any) -> PolicySimEnv:
         """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
-        import importlib
-
         from socialenv.checkpoint import (
             CheckpointError,
             code_references,
             fill_placeholders,
             refusal,
         )
-        from socialenv.registration import ENV_IDS
+        from socialenv.registration import ENV_IDS, env_class
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
         if not isinstance(state, dict) or not required <= set(state):
@@ -715,8 +757,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         risky = code_references(state["config"])
         if risky and "llm" not in overrides:
             raise refusal(path, risky, "pass the LLM config again, load_env(path, llm=...)")
-        module, qualname = ENV_IDS[env_id].split(":")
-        env_cls = getattr(importlib.import_module(module), qualname)
+        env_cls = env_class(env_id)
+        qualname = env_cls.__qualname__
         if not issubclass(env_cls, cls):
             raise CheckpointError(
                 f"{path} holds a {env_id} env ({qualname}), not a {cls.__name__}: "
@@ -725,6 +767,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         kwargs = fill_placeholders(
             state["config"], overrides, lambda name: f"load_env(path, {name}=...)"
         )
+        if isinstance(kwargs.get("lever"), dict):  # saved before the envs had lever configs
+            own = env_cls.lever_class.config_class.field_names()
+            kwargs["lever"] = {k: v for k, v in kwargs["lever"].items() if k in own}
         env = env_cls(seed=state["default_seed"], **kwargs)
         try:
             env.reset(seed=0)

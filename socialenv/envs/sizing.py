@@ -126,7 +126,7 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
         "cleanrl": "a CleanRL-style PPO",
         "maskable": "sb3-contrib MaskablePPO",
     }
-    env_fields = {f.name for f in fields(env.config)}
+    env_fields = {f.name for f in fields(env.lever_config)}
     lever = [k for k in LEVER_KWARGS.get(type(env).__name__, ()) if k.split("=")[0] in env_fields]
     form = (
         f"the slate action MultiDiscrete([{env.num_arms + 1}] * {env.slate_size})"
@@ -137,10 +137,10 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     share = _fitting_scale(env, budget)
     example = next(
         (
-            (k, getattr(env.config, k))
+            (k, getattr(env.lever_config, k))
             for k in lever
-            if isinstance(getattr(env.config, k, None), int | float)
-            and not isinstance(getattr(env.config, k), bool)
+            if isinstance(getattr(env.lever_config, k, None), int | float)
+            and not isinstance(getattr(env.lever_config, k), bool)
         ),
         None,
     )

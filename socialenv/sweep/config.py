@@ -74,9 +74,8 @@ class SweepConfig:
 
     def validate(self) -> None:
         """Check policy names and env arguments before any trial starts."""
-        from socialenv.config import EnvConfig
         from socialenv.policies import policy_names
-        from socialenv.registration import ENV_IDS
+        from socialenv.registration import ENV_IDS, env_keywords
 
         if self.env_id not in ENV_IDS:
             raise ValueError(
@@ -92,7 +91,7 @@ class SweepConfig:
         check_population(self.env_kwargs.get("users", "surrogate"), "env_kwargs['users']")
         for i, users in enumerate(self.grid.get("users", [])):
             check_population(users, f"grid['users'][{i}]")
-        names = set(EnvConfig.__dataclass_fields__)
+        names = set(env_keywords(self.env_id))
         unknown = (set(self.env_kwargs) | set(self.grid)) - names
         if unknown:
             raise ValueError(f"unknown env argument(s) {sorted(unknown)}; allowed: {sorted(names)}")

@@ -13,6 +13,7 @@ import pytest
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.surrogate import SurrogateConfig
 from socialenv.config import EnvConfig
+from socialenv.envs.exposure import ExposureLeverConfig
 from socialenv.runner import RunConfig
 from socialenv.scenario import Scenario
 from socialenv.scenarios import PopulationConfig, make_scenario
@@ -71,8 +72,14 @@ BAD_ENV_KWARGS = [
 @pytest.mark.parametrize(("kwargs", "message"), BAD_ENV_KWARGS)
 def test_bad_env_config_is_refused_naming_the_field(kwargs: dict, message: str) -> None:
     start = time.perf_counter()
+    # the Exposure lever's own arguments go to the env whose lever takes them
+    env_id = (
+        "PolicySim-Exposure-v0"
+        if {"exposure_users", "exposure_levels"} & set(kwargs)
+        else "PolicySim-Rec-v0"
+    )
     with pytest.raises(ValueError) as err:
-        gym.make("PolicySim-Rec-v0", **kwargs)
+        gym.make(env_id, **kwargs)
     assert message in str(err.value)
     assert time.perf_counter() - start < 2  # refused before anything big is allocated
 
@@ -82,12 +89,12 @@ def test_numpy_numbers_are_accepted_and_converted() -> None:
         num_users=np.int64(50),
         rounds=np.int32(2),
         stance_ema=np.float32(0.5),
-        exposure_levels=np.array([0.0, 1.0]),
         observe_users=np.bool_(True),
         recommender={"window": np.int16(3)},
     )
     assert type(config.num_users) is int and type(config.rounds) is int
-    assert type(config.stance_ema) is float and config.exposure_levels == (0.0, 1.0)
+    assert type(config.stance_ema) is float
+    assert ExposureLeverConfig(exposure_levels=np.array([0.0, 1.0])).exposure_levels == (0.0, 1.0)
     assert config.observe_users is True and type(config.recommender.window) is int
     env = gym.make("PolicySim-Rec-v0", num_users=np.int64(50), rounds=np.int64(1))
     env.reset(seed=0)

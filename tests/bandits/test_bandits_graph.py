@@ -312,7 +312,7 @@ def test_runner_exposure_slates_name_each_user_once() -> None:
     obs, _ = env.reset(seed=0)
     policy = make_run_policy("linucb", base, 0)
     groups = arm_groups(env)
-    levels = len(base.config.exposure_levels)
+    levels = len(base.lever_config.exposure_levels)
     np.testing.assert_array_equal(groups, np.arange(base.num_arms) // levels)
     rec = gym.make(
         "PolicySim-Rec-v0", num_users=150, candidate_users=4, candidates={"interest": 2, "fresh": 1}

@@ -359,3 +359,65 @@ def test_odd_trees_are_checkpoint_errors(tmp_path: Path, tree: dict) -> None:
         zf.writestr("a0.npy", out.getvalue())
     with pytest.raises(CheckpointError, match="odd.ckpt"):
         read_checkpoint(path, "x")
+
+
+def _legacy_layout(name: str, data: bytes) -> bytes:
+    """A checkpoint as written before the envs had lever configs (issue 25): the lever's
+    fields flat in EnvConfig (every env's, at their defaults), the moderation state under
+    the simulation's "moderation" key and the Exposure lever's governed users in the env
+    state."""
+    if name != "meta.json":
+        return data
+    meta = json.loads(data)
+    tree = meta["tree"]
+    fields = tree["config"]["fields"]
+    lever = fields.pop("lever")
+    own = lever["fields"]
+    fields.update(
+        {
+            "budget": 5,
+            "lever_share": 0.15,
+            "candidate_users": None,
+            "candidates": {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1},
+            "exposure_users": None,
+            "exposure_levels": {"__tuple__": [0.0, 0.25, 0.5, 0.75, 1.0]},
+            "moderation": None,
+            **own,
+        }
+    )
+    sim = tree["sim"]
+    state = sim.pop("lever")
+    if lever["__data__"] == "ModerationLeverConfig":
+        sim["moderation"] = state
+    elif lever["__data__"] == "ExposureLeverConfig":
+        tree["env"]["governed"] = state["governed"]
+    return json.dumps(meta).encode()
+
+
+@pytest.mark.parametrize(
+    ("env_id", "lever"),
+    [
+        ("PolicySim-Rec-v0", {"candidate_users": 6, "budget": 2}),
+        ("PolicySim-Exposure-v0", {"exposure_users": 6}),
+        ("PolicySim-Moderation-v0", {"budget": 3}),
+    ],
+)
+def test_a_checkpoint_of_the_flat_config_layout_still_loads(
+    tmp_path: Path, env_id: str, lever: dict
+) -> None:
+    from tests.support import assert_same
+
+    env = gym.make(env_id, **SMALL, **lever)
+    env.reset(seed=1)
+    for _ in range(2):
+        env.step(env.action_space.sample())
+    path = env.unwrapped.save(tmp_path / "env.ckpt")
+    old = _rewrite(path, tmp_path / "old.ckpt", _legacy_layout)
+    assert b'"lever"' not in zipfile.ZipFile(old).read("meta.json")
+    runs = []
+    for saved in (path, old):
+        loaded = load_env(saved)
+        assert loaded.lever_config == env.unwrapped.lever_config
+        loaded.action_space.seed(0)
+        runs.append([loaded.step(loaded.action_space.sample()) for _ in range(2)])
+    assert_same(runs[0], runs[1])

@@ -156,11 +156,15 @@ def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults
     assert not set(shared) & set(own), set(shared) & set(own)
     documented = {**shared, **own}
     fields = {f.name: f for f in dataclasses.fields(EnvConfig)}
+    lever_fields = {f.name: f for f in dataclasses.fields(cls.lever_class.config_class)}
+    assert not set(fields) & set(lever_fields)
     constructor = {"render_mode", "seed"}
-    assert set(documented) == set(fields) | constructor
+    assert set(documented) == set(fields) | set(lever_fields) | constructor
+    # the env's own table lists its lever's fields and no other env's
+    assert set(lever_fields) <= set(own)
     defaults = {
         name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-        for name, f in fields.items()
+        for name, f in {**fields, **lever_fields}.items()
     }
     defaults.update(cls.default_kwargs())
     signature = inspect.signature(cls.__init__).parameters
@@ -174,6 +178,8 @@ def test_arguments_tables_list_exactly_the_accepted_keywords_with_their_defaults
     # every documented keyword reaches the config (and nothing else is accepted)
     env = gym.make(env_id, **small_env(num_users=60, rounds=2, **ENVS[env_id][2]))
     assert env.unwrapped.config.num_users == 60
+    for name, value in ENVS[env_id][2].items():
+        assert getattr(env.unwrapped.lever_config, name) == value
     with pytest.raises(
         ValueError, match=r"kwargs=\['num_user'\] is not allowed: unknown env argument"
     ):

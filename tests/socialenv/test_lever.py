@@ -44,7 +44,7 @@ def test_scores_pick_each_users_best_allowed_arms() -> None:
     assert slate.shape == (env.slate_size,)
     chosen = slate[slate != env.no_op]
     assert mask[chosen].all() and len(np.unique(chosen)) == len(chosen)
-    for user in range(env.config.candidate_users):
+    for user in range(env.lever_config.candidate_users):
         allowed = np.flatnonzero(mask & (groups == user))
         best = allowed[np.argsort(-scores[allowed], kind="stable")][: env.per_user]
         np.testing.assert_array_equal(np.sort(chosen[groups[chosen] == user]), np.sort(best))
@@ -61,7 +61,7 @@ def test_score_ties_are_broken_by_arm_index_and_order_only_matters() -> None:
     mask = obs["action_mask"].astype(bool)
     flat = env.slate_from_scores(np.zeros(env.num_arms))
     groups = env.arm_groups()
-    for user in range(env.config.candidate_users):
+    for user in range(env.lever_config.candidate_users):
         allowed = np.flatnonzero(mask & (groups == user))
         np.testing.assert_array_equal(flat[np.isin(flat, allowed)], allowed[: env.per_user])
     scores = np.random.default_rng(1).normal(size=env.num_arms)
@@ -76,8 +76,8 @@ def test_exposure_scores_set_one_level_per_user() -> None:
         "PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=12, action_format="scores"
     ).unwrapped
     env.reset(seed=0)
-    levels = np.asarray(env.config.exposure_levels)
-    scores = np.tile(-np.abs(levels - 0.25), env.config.exposure_users)  # prefer level 0.25
+    levels = np.asarray(env.lever_config.exposure_levels)
+    scores = np.tile(-np.abs(levels - 0.25), env.lever_config.exposure_users)  # prefer level 0.25
     _, _, _, _, info = env.step(scores)
     assert info["arm_applied"].sum() == env.slate_size == 12
     assert np.isclose(env.sim.users.exposure, 0.25).sum() == 12
@@ -88,13 +88,13 @@ def test_exposure_scores_set_one_level_per_user() -> None:
 def test_exposure_second_level_of_a_user_is_over_the_cap() -> None:
     env = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=10).unwrapped
     env.reset(seed=1)
-    levels = len(env.config.exposure_levels)
+    levels = len(env.lever_config.exposure_levels)
     user = env._arms["user"][0]
     slate = np.full(env.slate_size, env.no_op)
     slate[:3] = [0, 1, levels]  # user 0 at level 0, user 0 at level 1, user 1 at level 0
     _, _, _, _, info = env.step(slate)
     assert info["over_user_cap"] == 1 and info["arm_applied"][:3].tolist() == [True, False, True]
-    assert env.sim.users.exposure[user] == env.config.exposure_levels[0]  # the first arm wins
+    assert env.sim.users.exposure[user] == env.lever_config.exposure_levels[0]  # the first arm wins
 
 
 def test_select_per_group_respects_capacities() -> None:
@@ -394,3 +394,86 @@ def test_slate_helpers_and_custom_recommenders_say_what_they_need() -> None:
     custom.step(np.full(custom.slate_size, custom.no_op))  # Origin needs feeds only
     with pytest.raises(TypeError, match="place_recommendations"):
         custom.step(custom.slate_from_scores(np.zeros(custom.num_arms)))
+
+
+# ------------------------------------------------------------------ the lever component
+def test_each_env_takes_its_own_lever_under_one_keyword() -> None:
+    from socialenv.envs.rec import RecLeverConfig
+
+    flat = gym.make("PolicySim-Rec-v0", **small_env(), candidate_users=7, budget=2).unwrapped
+    nested = gym.make(
+        "PolicySim-Rec-v0", **small_env(), lever={"candidate_users": 7, "budget": 2}
+    ).unwrapped
+    typed = gym.make(
+        "PolicySim-Rec-v0", **small_env(), lever=RecLeverConfig(candidate_users=7, budget=2)
+    ).unwrapped
+    assert flat.lever_config == nested.lever_config == typed.lever_config
+    assert flat.config.lever is flat.lever_config and flat.num_arms == 7 * 8
+    with pytest.raises(ValueError, match="each field once"):
+        gym.make("PolicySim-Rec-v0", lever={"budget": 2}, budget=3)
+    with pytest.raises(ValueError, match=r"lever=\['budgte'\] is not allowed.*did you mean"):
+        gym.make("PolicySim-Rec-v0", lever={"budgte": 2})
+
+
+@pytest.mark.parametrize(
+    ("env_id", "keyword", "owner"),
+    [
+        ("PolicySim-Rec-v0", "exposure_users", "PolicySim-Exposure-v0"),
+        ("PolicySim-Rec-v0", "moderation", "PolicySim-Moderation-v0"),
+        ("PolicySim-Exposure-v0", "candidates", "PolicySim-Rec-v0"),
+        ("PolicySim-Moderation-v0", "lever_share", "PolicySim-Rec-v0"),
+    ],
+)
+def test_another_envs_lever_argument_is_refused_naming_its_env(
+    env_id: str, keyword: str, owner: str
+) -> None:
+    from agent_models.validation import UnknownKeywordError
+
+    with pytest.raises(UnknownKeywordError, match=f"'{keyword}' belongs to {owner}'s lever"):
+        gym.make(env_id, **{keyword: None})
+
+
+def test_the_simulation_knows_only_the_lever_hooks() -> None:
+    """No env-specific branch in the simulation; one ``_apply_action`` and no ``step``
+    override in the envs."""
+    import inspect
+
+    from socialenv import simulation
+    from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv
+
+    source = inspect.getsource(simulation)
+    for word in ("moderation.", "ModerationState", "exposure_users", "recommend_user"):
+        assert word not in source, word
+    for cls in (RecEnv, ExposureEnv, ModerationEnv):
+        assert "_apply_action" not in vars(cls) and "step" not in vars(cls), cls
+    assert list(inspect.signature(PolicySimEnv._apply_action).parameters) == ["self", "chosen"]
+
+
+def test_the_round_reports_what_the_policys_choices_caused() -> None:
+    env = gym.make("PolicySim-Rec-v0", **SMALL_REC).unwrapped
+    obs, _ = env.reset(seed=4)
+    rng = np.random.default_rng(0)
+    caused_any = False
+    for _ in range(3):
+        valid = np.flatnonzero(obs["action_mask"])
+        slate = np.full(env.slate_size, env.no_op)
+        picks = rng.choice(valid, min(len(valid), env.slate_size), replace=False)
+        slate[: len(picks)] = picks
+        obs, _, _, _, info = env.step(slate)
+        result = env._last_result
+        effects, out = result.policy, result.output
+        applied = info["arm_indices"][info["arm_applied"]]
+        chosen = effects.choice
+        assert len(chosen["user"]) == len(applied)
+        hit = effects.reaction_choice >= 0
+        # a reaction is caused exactly when its (user, post) is an applied (user, post)
+        pairs = set(zip(chosen["user"].tolist(), chosen["post"].tolist(), strict=True))
+        reacted = list(zip(out.react_user.tolist(), out.react_post.tolist(), strict=True))
+        assert hit.tolist() == [pair in pairs for pair in reacted]
+        k = effects.reaction_choice[hit]
+        assert (chosen["user"][k] == out.react_user[hit]).all()
+        assert (chosen["post"][k] == out.react_post[hit]).all()
+        assert (chosen["author"] == env.sim.posts.author[chosen["post"]]).all()
+        assert (result.reaction_author == env.sim.posts.author[out.react_post]).all()
+        caused_any |= bool(hit.any())
+    assert caused_any

@@ -26,7 +26,7 @@ def _slate(env, action: str, *, flagged_only: bool = True) -> np.ndarray:
     names = np.array(base.moderation_config.actions)[arms["action"]]
     ok = arms["mask"] & (names == action)
     if flagged_only:
-        ok &= base.sim.moderation.flag[np.maximum(arms["post"], 0)]
+        ok &= base.lever.state.flag[np.maximum(arms["post"], 0)]
     pick = np.flatnonzero(ok)[: base.slate_size]
     slate = np.full(base.slate_size, base.no_op, np.int64)
     slate[: len(pick)] = pick
@@ -107,7 +107,7 @@ def test_delete_hides_post_and_wrongful_removal_is_penalized() -> None:
     posts = base._arms["post"][slate[slate != base.no_op]]
     assert len(posts)
     _, reward, _, _, info = env.step(slate)
-    mod = base.sim.moderation
+    mod = base.lever.state
     assert mod.deleted[posts].all()
     assert not np.isin(mod.last_post[~mod.last_removed], posts).any()  # never delivered
     harmful = mod.harmful(base.sim.posts, posts)
@@ -145,11 +145,11 @@ def test_suspension_stops_activity_for_k_rounds() -> None:
     assert not np.isin(base._last_result.active, authors).any()
     assert not np.isin(base.sim.active, authors).any()  # round 1 too
     assert not np.isin(
-        base.sim.posts.author[base.sim.moderation.last_post[~base.sim.moderation.last_removed]],
+        base.sim.posts.author[base.lever.state.last_post[~base.lever.state.last_removed]],
         authors,
     ).any()
     env.step(np.full(base.slate_size, base.no_op))
-    assert base.sim.moderation.suspended(2).sum() == 0  # lifted after k = 2 rounds
+    assert base.lever.state.suspended(2).sum() == 0  # lifted after k = 2 rounds
 
 
 def test_label_and_downrank_lower_reach() -> None:
@@ -161,7 +161,7 @@ def test_label_and_downrank_lower_reach() -> None:
     )
     env.reset(seed=2)
     base = env.unwrapped
-    mod = base.sim.moderation
+    mod = base.lever.state
     lab = _slate(env, "label", flagged_only=False)[:5]
     down = _slate(env, "downrank", flagged_only=False)[5:]
     lab_posts = base._arms["post"][lab[lab != base.no_op]]
@@ -184,7 +184,7 @@ def test_classifier_precision_and_recall() -> None:
     base = env.unwrapped
     for _ in range(3):
         env.step(np.full(base.slate_size, base.no_op))
-    mod = base.sim.moderation
+    mod = base.lever.state
     mod.score(base.sim.posts, np.random.default_rng(0))
     ids = np.arange(mod.scored)
     truth, flag = mod.harmful(base.sim.posts, ids), mod.flag[ids]

@@ -13,19 +13,21 @@ from socialenv.envs import load_env
 from socialenv.world import PostTable
 from tests.support import assert_same, small_env
 
-SMALL = small_env(
-    num_users=120,
-    rounds=40,
-    budget=4,
-    candidate_users=8,
-    candidates={"interest": 2, "opposite": 2, "fresh": 1},
-)
+SMALL = small_env(num_users=120, rounds=40)
+#: Each env's lever (the Exposure lever at its defaults).
+LEVER = {
+    "PolicySim-Rec-v0": {
+        "budget": 4,
+        "candidate_users": 8,
+        "candidates": {"interest": 2, "opposite": 2, "fresh": 1},
+    },
+    "PolicySim-Exposure-v0": {},
+}
 
 
 def _episode(env_id: str, compact: bool, users: str = "surrogate", window: int = 2):
-    budget = 1 if "Exposure" in env_id else SMALL["budget"]  # one level per author
     env = gym.make(
-        env_id, **{**SMALL, "budget": budget}, users=users, recommender={"window": window}
+        env_id, **SMALL, lever=LEVER[env_id], users=users, recommender={"window": window}
     )
     env.unwrapped.sim.compact_posts_enabled = compact
     rng = np.random.default_rng(3)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from socialenv.envs.base import PolicySimEnv
+from socialenv.envs.exposure.lever import ExposureLever
 from socialenv.simulation import RoundResult
 
 #: The scalar features appended to each Exposure arm's context, in order (see ``ExposureEnv``).
@@ -149,12 +150,13 @@ class ExposureEnv(PolicySimEnv):
     | argument | default | description |
     |---|---|---|
     | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
+    | lever_share | 0.15 | the recent authors whose level the policy sets, as a share of the round's active users, in (0, 1] |
     | budget | 1 | must be 1: one level per sampled author (size the lever with ``lever_share``) |
     | exposure_users | None | a fixed number of recent authors per round instead of ``lever_share`` of the active users |
     | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | the exposure probabilities an arm can set (1.0 = no filtering) |
-    | candidate_users | None | PolicySim-Rec-v0's lever: accepted, unused here |
-    | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
-    | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
+
+    The last four are the fields of :class:`~socialenv.envs.exposure.ExposureLeverConfig`,
+    which ``lever=`` takes at once; the other envs' lever arguments are refused.
 
     ## Version History
 
@@ -168,10 +170,12 @@ class ExposureEnv(PolicySimEnv):
     """
 
     num_arm_features = len(EXPOSURE_ARM_FEATURES)
+    lever_class = ExposureLever
+    arm_kind = "exposure"
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
-        return {"scenario": "misinformation", "budget": 1}
+        return {"scenario": "misinformation"}
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         # follower counts are scaled by log1p(N); post counts (int32 ids) by _LOG_POSTS_SCALE
@@ -186,34 +190,21 @@ class ExposureEnv(PolicySimEnv):
     ) -> np.ndarray:
         """Whether each applied arm's user had at least one impression this round (the level
         had something to act on)."""
-        author = self.sim.posts.author[result.impression_post]
-        return np.isin(self._arms["user"][applied], author)
+        return result.policy.choice["impressions"] > 0
 
     def _num_arms(self) -> int:
-        self._capacity = self.lever_capacity(self.config.exposure_users)
-        return self._capacity * len(self.config.exposure_levels)
+        self._capacity = self.lever_capacity(self.lever_config.exposure_users)
+        return self._capacity * len(self.lever_config.exposure_levels)
 
     def _arms_per_user(self) -> int:
-        return len(self.config.exposure_levels)
-
-    def _per_user(self) -> int:
-        if self.config.budget != 1:
-            raise ValueError(
-                f"budget={self.config.budget!r} is not allowed for PolicySim-Exposure-v0: "
-                "one level per sampled author, budget=1 (size the lever with exposure_users)"
-            )
-        return 1
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self._governed = np.zeros(self._num_users(), bool)
-        return super().reset(seed=seed, options=options)
+        return len(self.lever_config.exposure_levels)
 
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         sim, cfg = self.sim, self.config
         n = len(sim.users.stance)
         lo, hi = sim.recent_post_range(cfg.recommender.window)
         authors = np.unique(sim.posts.author[lo:hi])
-        wanted = self.lever_take(n, len(sim.active), cfg.exposure_users)
+        wanted = self.lever_take(n, len(sim.active), self.lever_config.exposure_users)
         take = min(wanted, len(authors))
         users = rng.choice(authors, size=take, replace=False) if take else np.zeros(0, np.int64)
         if take < wanted:
@@ -222,7 +213,7 @@ class ExposureEnv(PolicySimEnv):
             users = np.concatenate([users, extra])
         padded = np.full(self._capacity, -1, np.int64)
         padded[: len(users)] = np.sort(users)
-        levels = np.asarray(cfg.exposure_levels, np.float32)
+        levels = np.asarray(self.lever_config.exposure_levels, np.float32)
         arm_user = np.repeat(padded, len(levels))
         arm_level = np.tile(levels, self._capacity)
         return {"user": arm_user, "level": arm_level, "mask": arm_user >= 0}
@@ -255,7 +246,7 @@ class ExposureEnv(PolicySimEnv):
                 recent_posts,
                 level * recent_posts,
                 sim.users.exposure[user],
-                self._governed[user].astype(np.float32),
+                self.lever.governed[user].astype(np.float32),
                 np.zeros(len(user)),
             ]
         )
@@ -267,17 +258,11 @@ class ExposureEnv(PolicySimEnv):
         context[~arms["mask"]] = 0.0
         return context
 
-    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
-        user = self._arms["user"][chosen]
-        self.sim.users.exposure[user] = self._arms["level"][chosen]
-        self._governed[user] = True
-        return chosen, (None, None)
-
     def _user_rewards(self, user: np.ndarray, result: RoundResult) -> np.ndarray:
         """(len(user),) r_i of the distinct users ``user`` at their current level."""
         sim, cfg = self.sim, self.config.reward
         w_v = cfg.visibility_weight
-        author = sim.posts.author[result.impression_post]
+        author = result.impression_author
         is_mis = sim.posts.misinfo[result.impression_post]
         removed = result.impression_removed
         receiver = result.impression_user
@@ -318,7 +303,7 @@ class ExposureEnv(PolicySimEnv):
         the feed of a receiver not yet misinformed (0 at level 1: nothing removed); and the
         authors."""
         sim, cost = self.sim, self.config.reward.clean_removal_cost
-        author = sim.posts.author[result.impression_post]
+        author = result.impression_author
         is_mis = sim.posts.misinfo[result.impression_post]
         removed = result.impression_removed
         at_risk = ~result.misinformed_before[result.impression_user]
@@ -346,9 +331,10 @@ class ExposureEnv(PolicySimEnv):
         self, applied: np.ndarray, result: RoundResult
     ) -> tuple[np.ndarray, dict[str, float]]:
         sim = self.sim
-        governed = np.flatnonzero(self._governed)
-        impression_author = sim.posts.author[result.impression_post]
-        applied_users = self._arms["user"][applied]
+        governed = np.flatnonzero(self.lever.governed)
+        impression_author = result.impression_author
+        chosen = result.policy.choice
+        applied_users = chosen["user"]
         authors, change, objective = self._objective_changes(result)
         if self.config.reward.form == "paper":
             # one pass over the impressions for the applied arms' users and every author
@@ -362,8 +348,7 @@ class ExposureEnv(PolicySimEnv):
             n = len(sim.users.stance)
             change_of = np.zeros(n)
             change_of[authors] = change
-            impressions = np.bincount(impression_author, minlength=n)
-            per_impression = change_of[applied_users] / np.maximum(impressions[applied_users], 1)
+            per_impression = change_of[applied_users] / np.maximum(chosen["impressions"], 1)
             scale = objective["misinformation_uptake"] + self.config.reward.clean_removal_cost
             rewards = np.clip(0.5 + 0.5 * per_impression / scale, 0.0, 1.0).astype(np.float32)
             self._platform_reward = objective["objective"]
@@ -373,7 +358,7 @@ class ExposureEnv(PolicySimEnv):
             **objective,
             "mean_exposure": float(sim.users.exposure.mean()),
             "governed_users": float(len(governed)),
-            "policy_share": float((sim.users.exposure[impression_author] < 1).mean())
+            "policy_share": len(result.policy.impression["post"]) / len(impression_author)
             if len(impression_author)
             else 0.0,
             "classifier_precision": float((mis & flag).sum() / max(flag.sum(), 1)),
@@ -384,9 +369,7 @@ class ExposureEnv(PolicySimEnv):
     def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
         return self._platform_reward
 
-    def _env_state(self) -> dict[str, Any]:
-        return {**super()._env_state(), "governed": self._governed.copy()}
-
     def _load_env_state(self, state: dict[str, Any]) -> None:
         super()._load_env_state(state)
-        self._governed = state["governed"].copy()
+        if "governed" in state:  # saved before the lever held it (issue 25)
+            self.lever.load_state_dict({"governed": state["governed"]})

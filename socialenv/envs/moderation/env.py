@@ -8,7 +8,8 @@ import numpy as np
 
 from agent_models.types import PostKind
 from socialenv.envs.base import PolicySimEnv
-from socialenv.moderation import MODERATION_ACTIONS, ModerationConfig, ModerationState
+from socialenv.envs.moderation.lever import ModerationLever
+from socialenv.moderation import MODERATION_ACTIONS, ModerationConfig
 from socialenv.simulation import RoundResult, Stream
 
 #: Scalar features at the end of each arm's context, in order.
@@ -142,10 +143,10 @@ class ModerationEnv(PolicySimEnv):
     | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
     | budget | 10 | governance actions per round (the slate length) |
     | moderation | None | a dict of :class:`socialenv.moderation.ModerationConfig` fields (None: the defaults), listed below |
-    | candidate_users | None | PolicySim-Rec-v0's lever: accepted, unused here |
-    | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | PolicySim-Rec-v0's candidate mix: accepted, unused here |
-    | exposure_users | None | PolicySim-Exposure-v0's lever: accepted, unused here |
-    | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
+
+    The last two are the fields of
+    :class:`~socialenv.envs.moderation.ModerationLeverConfig`, which ``lever=`` takes at
+    once; the other envs' lever arguments are refused.
 
     ``moderation={...}`` fields: ``targets``, ``actions``, ``flagged_share``,
     ``suspend_rounds``, ``downrank_rounds``, ``label_reach``, ``label_uptake_reduction``,
@@ -161,6 +162,8 @@ class ModerationEnv(PolicySimEnv):
     """
 
     num_arm_features = len(MODERATION_FEATURES)
+    lever_class = ModerationLever
+    arm_kind = "moderation"
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         # engagement counters are int32 (likes + 2 retweets + replies); a post is at most
@@ -176,28 +179,24 @@ class ModerationEnv(PolicySimEnv):
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
-        return {"scenario": "misinformation", "budget": 10}
+        return {"scenario": "misinformation"}
 
-    def __init__(
-        self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(render_mode=render_mode, seed=seed, **kwargs)
-        self.moderation_config: ModerationConfig = ModerationConfig.from_spec(
-            self.config.moderation
-        )
-        self.sim.moderation = ModerationState(self.moderation_config, self._num_users())
-        self._action_index = np.array(
-            [MODERATION_ACTIONS.index(a) for a in self.moderation_config.actions]
-        )
-        self._round_actions: dict[str, Any] = {}
+    @property
+    def moderation_config(self) -> ModerationConfig:
+        """The governance settings (``moderation=``)."""
+        return self.lever_config.moderation
+
+    @property
+    def _action_index(self) -> np.ndarray:
+        return self.lever._action_index
 
     def _num_arms(self) -> int:
-        cfg = ModerationConfig.from_spec(self.config.moderation)
+        cfg = self.moderation_config
         return cfg.targets * len(cfg.actions)
 
     # ------------------------------------------------------------------ arms
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
+        sim, mod, cfg = self.sim, self.lever.state, self.moderation_config
         mod.score(sim.posts, sim.rng(sim.round, Stream.MODERATION_CLASSIFIER))
         lo, hi = sim.recent_post_range(self.config.recommender.window)
         ids = np.arange(lo, hi)
@@ -243,15 +242,15 @@ class ModerationEnv(PolicySimEnv):
     def _arms_per_user(self) -> int:
         """Arms of one candidate post (one per governance action): the group of
         :meth:`arm_groups` is the post, and at most one action per post takes effect."""
-        return len(ModerationConfig.from_spec(self.config.moderation).actions)
+        return len(self.moderation_config.actions)
 
     def _slate_size(self) -> int:
-        return self.config.budget
+        return self.lever_config.budget
 
     def _arm_contexts(
         self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
     ) -> np.ndarray:
-        sim, mod = self.sim, self.sim.moderation
+        sim, mod = self.sim, self.lever.state
         p = sim.posts
         post = np.maximum(arms["post"], 0)
         author = np.maximum(arms["user"], 0)
@@ -295,41 +294,19 @@ class ModerationEnv(PolicySimEnv):
         context[~arms["mask"]] = 0.0
         return context
 
-    # ------------------------------------------------------------------ acting
-    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[None, None]]:
-        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
-        arms = self._arms
-        _, first = np.unique(arms["post"][chosen], return_index=True)
-        applied = chosen[np.sort(first)]
-        post, author = arms["post"][applied], arms["user"][applied]
-        name = self._action_index[arms["action"][applied]]
-        t = sim.round
-        mod.deleted[post[name == 0]] = True
-        mod.suspended_until[author[name == 1]] = t + cfg.suspend_rounds
-        mod.labelled[post[name == 2]] = True
-        mod.downranked_until[post[name == 3]] = t + cfg.downrank_rounds
-        if (name == 1).any():
-            sim.active = sim.active[~mod.suspended(t)[sim.active]]
-        harmful = mod.harmful(sim.posts, post)
-        wrongful = ((name == 0) | (name == 1)) & ~harmful
-        cost = np.array([cfg.cost[MODERATION_ACTIONS[i]] for i in name], np.float64)
-        self._round_actions = {
-            "applied": applied,
-            "post": post,
-            "author": author,
-            "name": name,
-            "wrongful": wrongful,
-            "cost": cost,
-        }
-        return applied, (None, None)
-
+    # ------------------------------------------------------------------ rewards
     def _arm_rewards(
         self, applied: np.ndarray, result: RoundResult
     ) -> tuple[np.ndarray, dict[str, float]]:
-        sim, mod, cfg = self.sim, self.sim.moderation, self.moderation_config
-        p = sim.posts
-        acts = self._round_actions
-        imp_post, removed, labelled = mod.last_post, mod.last_removed, mod.last_labelled
+        mod, cfg = self.lever.state, self.moderation_config
+        effects = result.policy
+        acts, impressions = effects.choice, effects.impression
+        imp_post, removed, labelled = (
+            impressions["post"],
+            impressions["removed"],
+            impressions["labelled"],
+        )
+        p = self.sim.posts
         is_mis = p.misinfo[imp_post]
         is_tox = p.toxicity[imp_post] >= cfg.toxic_threshold
         clean = ~(is_mis | is_tox)
@@ -343,8 +320,8 @@ class ModerationEnv(PolicySimEnv):
         )
         averted = harm_if_delivered - delivered_harm
         clean_lost = (removed & clean).astype(np.float64)
-        wrongful = acts["wrongful"] if acts else np.zeros(0, bool)
-        cost = acts["cost"] if acts else np.zeros(0)
+        wrongful = acts["wrongful"]
+        cost = acts["cost"]
         penalty = cfg.wrongful_penalty * float(wrongful.sum()) + float(cost.sum())
         step_reward = (
             1.0
@@ -359,20 +336,8 @@ class ModerationEnv(PolicySimEnv):
         k = len(applied)
         rewards = np.zeros(k, np.float32)
         if k:
-            name = acts["name"]
-            position = np.full(len(p), -1, np.int64)
-            on_post = name != 1
-            position[acts["post"][on_post]] = np.flatnonzero(on_post)
-            parent = p.parent[imp_post]
-            original = np.where(
-                (p.kind[imp_post] == int(PostKind.RETWEET)) & (parent >= 0), parent, imp_post
-            )
-            arm_of_post = np.where(position[imp_post] >= 0, position[imp_post], position[original])
-            by_author = np.full(len(sim.users.stance), -1, np.int64)
-            by_author[acts["author"][~on_post]] = np.flatnonzero(~on_post)
-            arm_of_author = by_author[p.author[imp_post]]
             gain = np.zeros(k)
-            for arm_of in (arm_of_post, arm_of_author):
+            for arm_of in (impressions["post_choice"], impressions["author_choice"]):
                 mine = arm_of >= 0
                 gain += np.bincount(
                     arm_of[mine],
@@ -386,11 +351,9 @@ class ModerationEnv(PolicySimEnv):
         clean_removed = float(clean_lost.sum()) / total
         wrongful = int(wrongful.sum())
         cost = float(cost.sum())
-        mod.wrongful_total += wrongful
         n_actions = {a: 0.0 for a in MODERATION_ACTIONS}
-        if acts:
-            for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
-                n_actions[MODERATION_ACTIONS[int(i)]] = float(count)
+        for i, count in zip(*np.unique(acts["name"], return_counts=True), strict=True):
+            n_actions[MODERATION_ACTIONS[int(i)]] = float(count)
         scored = mod.scored
         objective = (
             float(averted.sum()) - cfg.visibility_weight * float(clean_lost.sum()) - penalty
@@ -409,10 +372,11 @@ class ModerationEnv(PolicySimEnv):
             "label_reverted_beliefs": float(mod.last_reverted),
             **{f"actions_{a}": v for a, v in n_actions.items()},
         }
-        self._round_actions = {}
+        self._step = extra[
+            "moderation_reward" if self.config.reward.form == "paper" else "objective"
+        ]
         return rewards, extra
 
-    def step(self, action: Any):
-        obs, _, terminated, truncated, info = super().step(action)
-        key = "moderation_reward" if self.config.reward.form == "paper" else "objective"
-        return obs, info["metrics"][key], terminated, truncated, info
+    def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
+        """The declared objective (paper form: v0's ``moderation_reward``)."""
+        return self._step

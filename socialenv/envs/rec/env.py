@@ -11,6 +11,7 @@ from socialenv import kernels
 from socialenv.candidates import generate_candidates
 from socialenv.config import RewardConfig
 from socialenv.envs.base import PolicySimEnv
+from socialenv.envs.rec.lever import RecLever
 from socialenv.simulation import RoundResult, Stream
 
 _ENGAGEMENT_KEYS = {
@@ -64,21 +65,15 @@ _REPLY_PROPENSITY_SCALE = float(np.log(250.0))
 
 
 def reaction_values(
-    reward: RewardConfig,
-    discrete: np.ndarray,
-    react_user: np.ndarray,
-    author: np.ndarray,
-    kind: np.ndarray,
-    toxicity: np.ndarray,
+    reward: RewardConfig, cross: np.ndarray, kind: np.ndarray, toxicity: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Per reaction: whether it is hostile (a dislike, a reply at or above
-    ``reward.hostile_toxicity``), whether it is civil and across opposite discrete stances
-    (``discrete`` at the start of the round), and its value to the objective: +1 for a
-    civil cross-stance reaction, −``hostile_weight`` for a hostile one,
-    −``reply_toxicity_weight`` × the toxicity of a reply."""
+    ``reward.hostile_toxicity``), whether it is civil and ``cross`` (across opposite
+    discrete stances at the start of the round, ``RoundResult.reaction_cross``), and its
+    value to the objective: +1 for a civil cross-stance reaction, −``hostile_weight`` for a
+    hostile one, −``reply_toxicity_weight`` × the toxicity of a reply."""
     reply = kind == int(Behaviour.REPLY)
     hostile = (kind == int(Behaviour.DISLIKE)) | (reply & (toxicity >= reward.hostile_toxicity))
-    cross = (discrete[react_user].astype(np.int16) * discrete[author]) == -1
     civil_cross = cross & ~hostile
     value = (
         civil_cross.astype(np.float64)
@@ -245,12 +240,14 @@ class RecEnv(PolicySimEnv):
     | argument | default | description |
     |---|---|---|
     | scenario | "abortion" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
+    | lever_share | 0.15 | the users the policy recommends to, as a share of the round's active users, in (0, 1] |
     | budget | 5 | recommended slots the policy fills per sampled user (at most ``recommender.personalized``) |
     | candidate_users | None | a fixed number of users per round instead of ``lever_share`` of the active |
     | candidates | {"interest": 2, "opposite": 3, "popular": 2, "fresh": 1} | candidate posts per source for each sampled user |
-    | exposure_users | None | PolicySim-Exposure-v0's lever: accepted, unused here |
-    | exposure_levels | (0.0, 0.25, 0.5, 0.75, 1.0) | PolicySim-Exposure-v0's lever: accepted, unused here |
-    | moderation | None | PolicySim-Moderation-v0's settings: accepted, unused here |
+
+    The last four are the fields of :class:`~socialenv.envs.rec.RecLeverConfig`, which
+    ``lever=`` takes at once (``lever={"budget": 2}`` is ``budget=2``); the other envs'
+    lever arguments (``exposure_users``, ``moderation``, ...) are refused.
 
     ## Version History
 
@@ -264,6 +261,8 @@ class RecEnv(PolicySimEnv):
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
+    lever_class = RecLever
+    arm_kind = "rec"
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         # engagement counters are int32 (4 of them); post age and reply propensity are scaled
@@ -294,20 +293,18 @@ class RecEnv(PolicySimEnv):
         self, applied: np.ndarray, result: RoundResult, rewards: np.ndarray
     ) -> np.ndarray:
         """Whether each applied arm's receiver reacted to the injected post this round."""
-        out = result.output
-        n_posts = len(self.sim.posts)
-        arm_key = self._arms["user"][applied] * n_posts + self._arms["post"][applied]
-        return np.isin(arm_key, out.react_user * n_posts + out.react_post)
+        caused = result.policy.reaction_choice
+        return np.bincount(caused[caused >= 0], minlength=len(applied)) > 0
 
     def _num_arms(self) -> int:
-        self._capacity = self.lever_capacity(self.config.candidate_users)
+        self._capacity = self.lever_capacity(self.lever_config.candidate_users)
         return self._capacity * self._arms_per_user()
 
     def _arms_per_user(self) -> int:
-        return sum(self.config.candidates.values())
+        return sum(self.lever_config.candidates.values())
 
     def _per_user(self) -> int:
-        budget, slots = self.config.budget, self.config.recommender.personalized
+        budget, slots = self.lever_config.budget, self.config.recommender.personalized
         if budget > slots:
             raise ValueError(
                 f"budget={budget} is not allowed for PolicySim-Rec-v0: recommended slots per "
@@ -319,17 +316,17 @@ class RecEnv(PolicySimEnv):
         return self._latent_dim
 
     def _sample_arms(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        sim, cfg = self.sim, self.config
+        sim, cfg, lever = self.sim, self.config, self.lever_config
         u_count, c_count = self._capacity, self._arms_per_user()
         active = sim.active
         users = np.full(u_count, -1, np.int64)
-        take = self.lever_take(len(active), len(active), cfg.candidate_users)
+        take = self.lever_take(len(active), len(active), lever.candidate_users)
         if take:
             users[:take] = np.sort(rng.choice(active, size=take, replace=False))
         candidates = generate_candidates(
             sim.feed_context(),
             users[:take],
-            cfg.candidates,
+            lever.candidates,
             cfg.recommender.window,
             cfg.recommender.popular_pool,
             rng,
@@ -477,25 +474,12 @@ class RecEnv(PolicySimEnv):
         super()._load_env_state(state)
         self._history = {k: v.copy() for k, v in state["history"].items()}
 
-    def _apply_action(self, chosen: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        arms = self._arms
-        user, post = arms["user"][chosen], arms["post"][chosen]
-        self.sim.posts.recommended[post] = True
-        return chosen, (user, post)
-
     def _arm_rewards(
         self, applied: np.ndarray, result: RoundResult
     ) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.config.reward
         out = result.output
-        values = reaction_values(
-            cfg,
-            result.discrete_before,
-            out.react_user,
-            self.sim.posts.author[out.react_post],
-            out.react_kind,
-            out.react_toxicity,
-        )
+        values = reaction_values(cfg, result.reaction_cross, out.react_kind, out.react_toxicity)
         self._observe_round(result, values)
         active = max(len(result.active), 1)
         metrics = {
@@ -516,19 +500,13 @@ class RecEnv(PolicySimEnv):
         reactions to its post) minus what a built-in personalized slot earned this round
         (per impression, over the users the policy did not govern)."""
         arms, out, sim = self._arms, result.output, self.sim
+        caused = result.policy.reaction_choice
+        hit = caused >= 0
+        contribution = np.bincount(
+            caused[hit], weights=values["value"][hit], minlength=len(applied)
+        )
         n_posts = len(sim.posts)
         react_key = out.react_user * n_posts + out.react_post
-        arm_key = arms["user"][applied] * n_posts + arms["post"][applied]
-        distinct, arm_of = np.unique(arm_key, return_inverse=True)
-        position = np.searchsorted(distinct, react_key)
-        hit = (
-            (position < len(distinct))
-            & (distinct[np.minimum(position, max(len(distinct) - 1, 0))] == react_key)
-            if len(distinct)
-            else np.zeros(len(react_key), bool)
-        )
-        per_key = np.bincount(position[hit], weights=values["value"][hit], minlength=len(distinct))
-        contribution = per_key[arm_of.reshape(-1)] if len(applied) else np.zeros(0)
         governed = np.unique(arms["user"][arms["mask"]])
         rows = ~np.isin(result.active, governed)
         feed, channel = result.feed[rows], result.feed_channel[rows]
@@ -545,11 +523,10 @@ class RecEnv(PolicySimEnv):
         change = contribution - baseline
         self._objective_step = float(change.sum() / max(len(governed), 1))
         reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
-        injected = kernels.isin(react_key, arm_key)
-        reacted = kernels.isin(arm_key, react_key)
+        reacted = np.bincount(caused[hit], minlength=len(applied)) > 0
         extra = {
-            "cross_interaction_ratio_recommended": float(values["cross"][injected].mean())
-            if injected.any()
+            "cross_interaction_ratio_recommended": float(values["cross"][hit].mean())
+            if hit.any()
             else 0.0,
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
             "builtin_slot_value": baseline,
@@ -562,12 +539,9 @@ class RecEnv(PolicySimEnv):
     ) -> tuple[np.ndarray, dict[str, float]]:
         """``reward.form="paper"``: Eq. 9 per arm, in [0, 1]."""
         cfg = self.config.reward
-        arms = self._arms
         out = result.output
-        n_posts = len(self.sim.posts)
-        receiver, post = arms["user"][applied], arms["post"][applied]
-        arm_key = receiver * n_posts + post
-        react_key = out.react_user * n_posts + out.react_post
+        chosen = result.policy.choice
+        caused = result.policy.reaction_choice
         hostile = (out.react_kind == int(Behaviour.DISLIKE)) | (
             (out.react_kind == int(Behaviour.REPLY)) & (out.react_toxicity >= cfg.hostile_toxicity)
         )
@@ -577,27 +551,30 @@ class RecEnv(PolicySimEnv):
         weight[hostile] = 0.0
         civil_reaction = (~hostile).astype(np.float64)
         hostile_reaction = hostile.astype(np.float64)
-        order = np.argsort(react_key, kind="stable")
+        order = np.argsort(caused, kind="stable")
         # per applied arm, the max over its receiver's reactions to its post (0 if none)
         reacted, best = kernels.keyed_max(
-            react_key[order],
-            arm_key,
+            caused[order],
+            np.arange(len(applied), dtype=np.int64),
             np.stack(
                 [weight, out.react_toxicity.astype(np.float64), civil_reaction, hostile_reaction]
             )[:, order],
         )
         engagement, toxicity, civil, hostile_any = best[0], best[1], best[2], best[3] > 0
-        author = self.sim.posts.author[post]
         if len(out.follow_src) and "follow" in cfg.engagement:
-            follow_key = out.follow_src * self.sim.graph.n + out.follow_dst
-            followed = kernels.isin(receiver * self.sim.graph.n + author, follow_key)
+            followed = chosen["followed"]
             engagement = np.where(
                 followed, np.maximum(engagement, cfg.engagement["follow"]), engagement
             )
             civil = np.where(followed, 1.0, civil)
         civil = civil * ~hostile_any
-        d = result.discrete_before.astype(np.float64)
-        divergence = np.abs(d[author] - d[receiver]) / 2
+        divergence = (
+            np.abs(
+                chosen["author_stance"].astype(np.float64)
+                - chosen["user_stance"].astype(np.float64)
+            )
+            / 2
+        )
         if cfg.divergence_needs_reaction:
             divergence = divergence * civil
         reward = np.clip(
@@ -607,11 +584,7 @@ class RecEnv(PolicySimEnv):
             0.0,
             1.0,
         ).astype(np.float32)
-        injected = kernels.isin(react_key, arm_key)
-        cross = (
-            result.discrete_before[out.react_user[injected]].astype(np.int16)
-            * result.discrete_before[self.sim.posts.author[out.react_post[injected]]]
-        ) == -1
+        cross = result.reaction_cross[caused >= 0]
         extra = {
             "cross_interaction_ratio_recommended": float(cross.mean()) if len(cross) else 0.0,
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,

@@ -1,0 +1,31 @@
+"""PolicySim-Moderation-v0's lever config: the governance actions per round and their settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_models.validation import Limit, check_fields
+from socialenv.lever import LeverConfig
+from socialenv.moderation import ModerationConfig
+
+MODERATION_LEVER_LIMITS = {"budget": Limit(ge=1, le=10_000)}
+
+
+@dataclass(frozen=True)
+class ModerationLeverConfig(LeverConfig):
+    """The Moderation lever (``gym.make("PolicySim-Moderation-v0", lever={...})``, or each
+    field as a keyword).
+
+    Attributes:
+        budget: governance actions per round (the slate length).
+        moderation: a dict of :class:`socialenv.moderation.ModerationConfig` fields, or the
+            config (None: the defaults); becomes a ``ModerationConfig``.
+    """
+
+    budget: int = 10
+    moderation: Any = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "", MODERATION_LEVER_LIMITS)
+        object.__setattr__(self, "moderation", ModerationConfig.from_spec(self.moderation))
