@@ -1,0 +1,34 @@
+"""The feed-cap lever's keyword arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agent_models.validation import Limit, check, check_fields
+from socialenv.config import DEFAULT_LEVER_SHARE
+from socialenv.lever import LeverConfig
+
+FEED_CAP_LIMITS = {"lever_share": Limit(gt=0, le=1), "caps": Limit(max_len=32)}
+
+
+@dataclass(frozen=True)
+class FeedCapConfig(LeverConfig):
+    """Attributes:
+    lever_share: the users whose feeds the policy caps, as a share of the active users.
+    caps: the feed lengths an arm can set (posts kept per feed, first slots first).
+    """
+
+    users_field: ClassVar[str | None] = None
+
+    lever_share: float = DEFAULT_LEVER_SHARE
+    caps: tuple[int, ...] = (0, 4, 8)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "", FEED_CAP_LIMITS)
+        check(
+            len(self.caps) >= 1 and all(0 <= c <= 100 for c in self.caps),
+            "caps",
+            "a non-empty sequence of integers in [0, 100]",
+            self.caps,
+        )
