@@ -61,18 +61,23 @@ def test_invariants_hold_over_an_episode(
     kwargs = dict(
         num_users=num_users,
         rounds=4,
-        candidate_users=5,
-        candidates={"interest": 1, "opposite": 1, "popular": 1, "fresh": 1},
-        exposure_users=6,
         recommender={"relational": relational, "personalized": personalized, "headline": headline},
         context={"hops": hops, "alpha": alpha},
     )
-    budget = 1 if exposure else min(2, personalized)
-    if budget == 0:  # Rec without recommended slots has nothing for a policy to fill
+    lever = (
+        {"exposure_users": 6}
+        if exposure
+        else {
+            "candidate_users": 5,
+            "candidates": {"interest": 1, "opposite": 1, "popular": 1, "fresh": 1},
+            "budget": min(2, personalized),
+        }
+    )
+    if lever.get("budget") == 0:  # Rec without recommended slots has nothing for a policy to fill
         with pytest.raises(ValueError, match="personalized=0"):
-            cls(**kwargs)
+            cls(**kwargs, lever={**lever, "budget": 1})
         return
-    env = cls(budget=budget, **kwargs)
+    env = cls(**kwargs, lever=lever)
     obs, _ = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     _check_world(env)

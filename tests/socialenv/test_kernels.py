@@ -463,7 +463,8 @@ def test_reaction_probabilities_of_a_broadcast_feed_owner_index_are_the_same():
 
 
 def _episode_digest(env_cls, policy: str, rounds: int = 10) -> str:
-    env = env_cls(num_users=300, rounds=rounds, candidate_users=40, exposure_users=40)
+    users_field = env_cls.lever_class.config_class.users_field  # the lever's own keyword
+    env = env_cls(num_users=300, rounds=rounds, **{users_field: 40})
     obs, _ = env.reset(seed=11)
     rng = np.random.default_rng(11)
     h = hashlib.sha256()
