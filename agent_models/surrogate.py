@@ -31,6 +31,16 @@ from typing import Any
 import numpy as np
 
 from agent_models.base import Brain
+from agent_models.surrogate_mechanisms import (
+    MECHANISMS,
+    BeliefMechanism,
+    Mechanism,
+    OpinionMechanism,
+    Reacted,
+    ReactionMechanism,
+    reaction_moves,
+)
+from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import (
     Behaviour,
     FeedChannel,
@@ -40,10 +50,6 @@ from agent_models.types import (
     UserColumns,
 )
 from agent_models.validation import check_fields
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 @dataclass(frozen=True)
@@ -466,45 +472,39 @@ class SurrogateBrain(Brain):
         unfollow = reactions.hostile & (rng.random(m) < self.config.unfollow_prob)
         return follow, unfollow
 
+    def mechanisms(self) -> list[Mechanism]:
+        """The config's mechanisms (:data:`~agent_models.surrogate_mechanisms.MECHANISMS`), in
+        the order a round applies them."""
+        return [kind.from_config(self.config) for kind in MECHANISMS]
+
     def _update_opinions(
         self, round_input: RoundInput, reactions: _Reactions
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Assimilation (bounded confidence), backfire, reinforcement and anchoring of the
-        persistent opinions; returns the changed users, all new opinions (N,) and the
-        discrete expressed stances (N,)."""
-        cfg = self.config
+        """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
+        opinions; returns the changed users, all new opinions (N,) and the discrete expressed
+        stances (N,)."""
         users, posts = round_input.users, round_input.posts
         n = len(users)
         who = reactions.user
-        persistent = users.opinion[who]
-        target = posts.stance[reactions.post]
-        delta = target - persistent
-        civil = reactions.positive | ((reactions.kind == Behaviour.REPLY) & ~reactions.hostile)
-        assimilate = civil & (np.abs(delta) <= 2 * cfg.confidence_bound)
-        backfire = reactions.hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
-        moved = assimilate | backfire
-        rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
-        like_minded = (
-            assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
+        reacted = Reacted(
+            opinion=users.opinion[who],
+            stance=posts.stance[reactions.post],
+            kind=reactions.kind,
+            positive=reactions.positive,
+            hostile=reactions.hostile,
         )
-        step = rate * delta + np.where(
-            like_minded, cfg.reinforcement_rate * np.sign(target) * (1 - np.abs(persistent)), 0.0
+        mechanisms = self.mechanisms()
+        moved, step = reaction_moves(
+            [m for m in mechanisms if isinstance(m, ReactionMechanism)], reacted
         )
         push = np.bincount(who[moved], weights=step[moved], minlength=n)
         weight = np.bincount(who[moved], minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64).copy()
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
-        feed = round_input.feed
-        if cfg.exposure_assimilation > 0 and len(feed):
-            valid = feed >= 0
-            seen_stance = np.where(valid, posts.stance[np.where(valid, feed, 0)], 0.0).sum(axis=1)
-            mean_seen = seen_stance / np.maximum(valid.sum(axis=1), 1)
-            active = round_input.active
-            new_opinion[active] += (
-                cfg.exposure_assimilation * (mean_seen - new_opinion[active]) * valid.any(axis=1)
-            )
-        new_opinion += cfg.anchor_rate * (self.anchor - new_opinion)
+        for mechanism in mechanisms:
+            if isinstance(mechanism, OpinionMechanism):
+                mechanism.apply(new_opinion, round_input, self.anchor)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)
@@ -514,23 +514,16 @@ class SurrogateBrain(Brain):
     def _spread_misinformation(
         self, round_input: RoundInput, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Complex contagion: returns the users whose belief flipped and their new belief."""
-        cfg = self.config
-        users, posts = round_input.users, round_input.posts
-        active, feed = round_input.active, round_input.feed
-        valid = feed >= 0
-        if len(posts.misinfo) == 0:
-            seen_misinfo = np.zeros(len(active), np.int64)
-        else:
-            seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
-        believer = users.misinformed[active]
-        adopt_prob = (
-            users.susceptibility[active]
-            * cfg.misinfo_adoption
-            * _sigmoid(cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold))
-        )
-        adopt_prob = np.where(seen_misinfo > 0, adopt_prob, 0.0)
-        u = rng.random(len(active))
-        new_belief = np.where(believer, u >= cfg.misinfo_recovery, u < adopt_prob)
-        flipped = new_belief != believer
-        return active[flipped], new_belief[flipped]
+        """The belief mechanisms (the misinformation contagion): the users whose belief
+        flipped and their new belief."""
+        flipped_users, beliefs = [], []
+        for mechanism in self.mechanisms():
+            if isinstance(mechanism, BeliefMechanism):
+                who, belief = mechanism.spread(round_input, rng)
+                flipped_users.append(who)
+                beliefs.append(belief)
+        if len(flipped_users) == 1:
+            return flipped_users[0], beliefs[0]
+        if not flipped_users:
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        return np.concatenate(flipped_users), np.concatenate(beliefs)
