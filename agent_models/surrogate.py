@@ -26,7 +26,7 @@ All draws come from ``RoundInput.rng``: deterministic under the env's seed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -49,7 +49,12 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
-from agent_models.validation import check_fields
+from agent_models.validation import Limit, check_fields
+
+#: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
+Probability = Annotated[float, Limit(ge=0, le=1)]
+#: A surrogate parameter that is a scale or a weight that cannot be negative.
+NonNegative = Annotated[float, Limit(ge=0)]
 
 
 @dataclass(frozen=True)
@@ -100,72 +105,39 @@ class SurrogateConfig:
     dislike_bias: float = -4.0
     retweet_bias: float = -4.0
     reply_bias: float = -4.3
-    interest_weight: float = 1.5
+    interest_weight: NonNegative = 1.5
     agreement_weight: float = 1.2
     retweet_agreement_weight: float = 3.0
     reply_gap_weight: float = 1.5
     recommended_attention: float = 1.0
     promoted_attention: float = 0.0
-    post_rate: float = 0.35
-    post_noise: float = 0.3
-    stance_noise: float = 0.15
-    reply_toxicity_base: float = 0.2
-    reply_toxicity_gap: float = 3.0
-    civility_threshold: float = 0.15
-    post_toxicity_scale: float = 0.25
-    toxic_threshold: float = 0.5
-    follow_prob: float = 0.05
-    unfollow_prob: float = 0.15
-    assimilation_rate: float = 0.15
-    confidence_bound: float = 0.3
-    backfire_rate: float = 0.15
-    backfire_gap: float = 0.4
-    anchor_rate: float = 0.1
-    reinforcement_rate: float = 0.1
+    post_rate: Probability = 0.35
+    post_noise: NonNegative = 0.3
+    stance_noise: NonNegative = 0.15
+    reply_toxicity_base: NonNegative = 0.2
+    reply_toxicity_gap: NonNegative = 3.0
+    civility_threshold: Probability = 0.15
+    post_toxicity_scale: NonNegative = 0.25
+    toxic_threshold: Probability = 0.5
+    follow_prob: Probability = 0.05
+    unfollow_prob: Probability = 0.15
+    assimilation_rate: Probability = 0.15
+    confidence_bound: Probability = 0.3
+    backfire_rate: Probability = 0.15
+    backfire_gap: Probability = 0.4
+    anchor_rate: Probability = 0.1
+    reinforcement_rate: Probability = 0.1
     news_sensitivity: float = 0.8
-    news_decay: float = 0.2
-    exposure_assimilation: float = 0.0
+    news_decay: Probability = 0.2
+    exposure_assimilation: Probability = 0.0
     misinfo_threshold: float = 1.2
-    misinfo_steepness: float = 2.0
-    misinfo_adoption: float = 0.8
-    misinfo_post_share: float = 0.9
-    misinfo_recovery: float = 0.02
+    misinfo_steepness: NonNegative = 2.0
+    misinfo_adoption: Probability = 0.8
+    misinfo_post_share: Probability = 0.9
+    misinfo_recovery: Probability = 0.02
 
     def __post_init__(self) -> None:
-        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools
-        probabilities = (
-            "post_rate",
-            "follow_prob",
-            "unfollow_prob",
-            "assimilation_rate",
-            "backfire_rate",
-            "anchor_rate",
-            "reinforcement_rate",
-            "news_decay",
-            "misinfo_adoption",
-            "misinfo_post_share",
-            "misinfo_recovery",
-            "exposure_assimilation",
-            "toxic_threshold",
-            "civility_threshold",
-            "confidence_bound",
-            "backfire_gap",
-        )
-        for name in probabilities:
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"surrogate.{name}={value!r} is not allowed: a number in [0, 1]")
-        for name in (
-            "post_noise",
-            "stance_noise",
-            "misinfo_steepness",
-            "reply_toxicity_base",
-            "reply_toxicity_gap",
-            "post_toxicity_scale",
-            "interest_weight",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"surrogate.{name}={getattr(self, name)!r} is not allowed: >= 0")
+        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools, limits
 
 
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)

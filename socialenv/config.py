@@ -4,11 +4,11 @@ with its default documented in one place (see also ``shared/PAPER.md``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from agent_models.validation import Limit, check_fields, check_keys
+from agent_models.validation import Limit, check_fields, check_keys, field_limits
 from agent_models.validation import check as _check
 
 #: Documented limits of the numeric fields (checked with the types by
@@ -39,17 +39,6 @@ REWARD_LIMITS = {
     "reply_toxicity_weight": Limit(ge=0, le=10),
 }
 CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
-ENV_LIMITS = {
-    "num_users": Limit(ge=10, le=1_000_000),
-    "rounds": Limit(ge=1, le=1_000_000),
-    "budget": Limit(ge=1, le=10_000),
-    "candidate_users": Limit(ge=1, le=100_000),
-    "exposure_users": Limit(ge=1, le=100_000),
-    "lever_share": Limit(gt=0, le=1),
-    "exposure_levels": Limit(max_len=100),
-    "stance_ema": Limit(ge=0, lt=1),
-    "memory_ema": Limit(ge=0, lt=1),
-}
 #: Most arms an env may have (each is a row of the observation's context matrix).
 MAX_ARMS = 1_000_000
 
@@ -334,19 +323,20 @@ class EnvConfig:
             :class:`socialenv.moderation.ModerationConfig` fields.
 
     Every field is checked for its type (no bool for an integer, NumPy numbers accepted,
-    finite numbers only) and against :data:`ENV_LIMITS` (e.g. ``num_users`` in [10, 10⁶]),
+    finite numbers only) and against the limits declared with it (``num_users:
+    Annotated[int, Limit(ge=10, le=1_000_000)]``; :data:`ENV_LIMITS` lists them),
     with at most :data:`MAX_ARMS` arms, before anything is allocated.
     """
 
-    num_users: int = 1000
-    rounds: int = 10
-    budget: int = 5
+    num_users: Annotated[int, Limit(ge=10, le=1_000_000)] = 1000
+    rounds: Annotated[int, Limit(ge=1, le=1_000_000)] = 10
+    budget: Annotated[int, Limit(ge=1, le=10_000)] = 5
     scenario: Any = "abortion"
-    lever_share: float = DEFAULT_LEVER_SHARE
-    candidate_users: int | None = None
+    lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
+    candidate_users: Annotated[int | None, Limit(ge=1, le=100_000)] = None
     candidates: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CANDIDATE_MIX))
-    exposure_users: int | None = None
-    exposure_levels: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    exposure_users: Annotated[int | None, Limit(ge=1, le=100_000)] = None
+    exposure_levels: Annotated[tuple[float, ...], Limit(max_len=100)] = (0.0, 0.25, 0.5, 0.75, 1.0)
     action_format: str = "slate"
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
     users: Any = "surrogate"
@@ -355,8 +345,8 @@ class EnvConfig:
     recommender: RecommenderConfig = field(default_factory=RecommenderConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
-    stance_ema: float = 0.8
-    memory_ema: float = 0.5
+    stance_ema: Annotated[float, Limit(ge=0, lt=1)] = 0.8
+    memory_ema: Annotated[float, Limit(ge=0, lt=1)] = 0.5
     observe_users: bool = False
     graph_observation: bool = False
     observe_response: bool = False
@@ -367,7 +357,7 @@ class EnvConfig:
     moderation: Any = None
 
     def __post_init__(self) -> None:
-        check_fields(self, "", ENV_LIMITS)
+        check_fields(self, "")  # types and the limits declared with the fields
         mix = self.candidates
         _check(
             isinstance(mix, dict)
@@ -398,30 +388,6 @@ class EnvConfig:
             self.exposure_users,
         )
         _check(
-            0 < self.lever_share <= 1,
-            "lever_share",
-            "a share of the active users in (0, 1]",
-            self.lever_share,
-        )
-        _check(
-            isinstance(self.num_users, int) and self.num_users >= 10,
-            "num_users",
-            "an integer >= 10",
-            self.num_users,
-        )
-        _check(
-            isinstance(self.rounds, int) and self.rounds >= 1,
-            "rounds",
-            "an integer >= 1",
-            self.rounds,
-        )
-        _check(
-            isinstance(self.budget, int) and self.budget >= 1,
-            "budget",
-            "an integer >= 1",
-            self.budget,
-        )
-        _check(
             self.action_format in ACTION_FORMATS,
             "action_format",
             f"one of {ACTION_FORMATS}",
@@ -435,8 +401,6 @@ class EnvConfig:
             self.exposure_levels,
         )
         object.__setattr__(self, "exposure_levels", tuple(float(p) for p in levels))
-        _check(0 <= self.stance_ema < 1, "stance_ema", "a number in [0, 1)", self.stance_ema)
-        _check(0 <= self.memory_ema < 1, "memory_ema", "a number in [0, 1)", self.memory_ema)
         _check(
             self.feed_recommender is None
             or callable(getattr(self.feed_recommender, "build_feeds", None)),
@@ -498,3 +462,7 @@ class EnvConfig:
                 value = repr(value)
             out[f.name] = value
         return out
+
+
+#: The limits :class:`EnvConfig` declares on its fields (derived; for docs and messages).
+ENV_LIMITS = field_limits(EnvConfig)
