@@ -78,7 +78,8 @@ class SurrogateConfig:
     above the civility threshold turn hostile on disagreement (hostile pairs), so dialogue
     across stances need not raise toxicity.
 
-    Opinion dynamics of the persistent opinion o_u (each mechanism switchable):
+    Opinion dynamics of the persistent opinion o_u (each mechanism one class of
+    :mod:`agent_models.surrogate_mechanisms`, switched off by its ``OFF`` values):
         assimilation: a civil positive reaction to a post within ``confidence_bound`` of o_u
             (|s_p − o_u| ≤ 2·confidence_bound; 1 switches bounded confidence off) moves o_u
             by assimilation_rate·(s_p − o_u);
@@ -305,11 +306,12 @@ class SurrogateBrain(Brain):
 
     # ------------------------------------------------------------------ a round
     def act(self, round_input: RoundInput) -> RoundOutput:
-        if self.anchor is None:
+        if self.anchor is None or self.shock is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
+        shock = self.shock
         users, rng = round_input.users, round_input.rng
         for event in round_input.news:
-            self.shock += (
+            shock += (
                 self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)
             ).astype(np.float32)
         attitude = self.attitude(users)
@@ -319,7 +321,7 @@ class SurrogateBrain(Brain):
         posts = self._write_posts(round_input, attitude, rng)
         follow, unfollow = self._follow(round_input, reactions, rng)
         changed, new_opinion, discrete = self._update_opinions(round_input, reactions)
-        self.shock *= self.config.news_decay
+        shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)
         author = round_input.posts.author[reactions.post]
@@ -455,6 +457,9 @@ class SurrogateBrain(Brain):
         """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
         opinions; returns the changed users, all new opinions (N,) and the discrete expressed
         stances (N,)."""
+        if self.anchor is None:
+            raise RuntimeError("SurrogateBrain.act called before reset")
+        anchor = self.anchor
         users, posts = round_input.users, round_input.posts
         n = len(users)
         who = reactions.user
@@ -476,7 +481,7 @@ class SurrogateBrain(Brain):
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
         for mechanism in mechanisms:
             if isinstance(mechanism, OpinionMechanism):
-                mechanism.apply(new_opinion, round_input, self.anchor)
+                mechanism.apply(new_opinion, round_input, anchor)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)

@@ -99,8 +99,8 @@ class _Settings(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        assert info.field_name is not None
-        return strict_scalar(value, cls.model_fields[info.field_name].annotation, info.field_name)
+        name = str(info.field_name)
+        return strict_scalar(value, cls.model_fields[name].annotation, name)
 
     @classmethod
     def check_backend(cls, config: LLMConfig) -> None:
