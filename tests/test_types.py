@@ -3,6 +3,8 @@ the core packages, error counts per module against ``tests/mypy_baseline.json``.
 
     python tests/test_types.py            # print the counts next to the baseline
     python tests/test_types.py --update   # lower the baseline to the current counts
+    python tests/test_types.py --recount  # write the current counts whatever they are (after
+                                          # modules moved or mypy changed version; say so)
 
 A module whose count grows fails the test (fix the new errors, or write the ignore with the
 error code where mypy is wrong); a module whose count fell should have its baseline lowered
@@ -94,9 +96,9 @@ def main() -> None:
     for path in sorted(set(spec["errors"]) | set(counts)):
         print(f"{spec['errors'].get(path, 0):5d} {counts.get(path, 0):5d}  {path}")
     print(f"{sum(spec['errors'].values()):5d} {sum(counts.values()):5d}  total (baseline, now)")
-    if "--update" in sys.argv[1:]:
+    if "--update" in sys.argv[1:] or "--recount" in sys.argv[1:]:
         worse = grown(spec["errors"], counts)
-        if worse:
+        if worse and "--recount" not in sys.argv[1:]:
             raise SystemExit(f"not lowering: counts grew {worse}")
         spec["errors"] = {path: counts[path] for path in sorted(counts)}
         spec["versions"] = versions()
