@@ -80,8 +80,11 @@ def make_brain(
         from agent_models.llm import LLMBrain, LLMConfig
 
         if llm is None:
+            from agent_models.llm.config import BACKENDS
+
             raise ValueError(
-                "users='llm' needs llm={'backend': 'hf'|'vllm'|'openai', 'model': ...}"
+                f"users='llm' needs llm={{'backend': {'|'.join(map(repr, BACKENDS))}, "
+                "'model': ...}"
             )
         try:
             config = llm if isinstance(llm, LLMConfig) else LLMConfig.model_validate(llm)

@@ -26,11 +26,21 @@ All draws come from ``RoundInput.rng``: deterministic under the env's seed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agent_models.base import Brain
+from agent_models.surrogate_mechanisms import (
+    MECHANISMS,
+    BeliefMechanism,
+    Mechanism,
+    OpinionMechanism,
+    Reacted,
+    ReactionMechanism,
+    reaction_moves,
+)
+from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import (
     Behaviour,
     FeedChannel,
@@ -39,11 +49,12 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
-from agent_models.validation import check_fields
+from agent_models.validation import Limit, check_fields
 
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+#: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
+Probability = Annotated[float, Limit(ge=0, le=1)]
+#: A surrogate parameter that is a scale or a weight that cannot be negative.
+NonNegative = Annotated[float, Limit(ge=0)]
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,8 @@ class SurrogateConfig:
     above the civility threshold turn hostile on disagreement (hostile pairs), so dialogue
     across stances need not raise toxicity.
 
-    Opinion dynamics of the persistent opinion o_u (each mechanism switchable):
+    Opinion dynamics of the persistent opinion o_u (each mechanism one class of
+    :mod:`agent_models.surrogate_mechanisms`, switched off by its ``OFF`` values):
         assimilation: a civil positive reaction to a post within ``confidence_bound`` of o_u
             (|s_p − o_u| ≤ 2·confidence_bound; 1 switches bounded confidence off) moves o_u
             by assimilation_rate·(s_p − o_u);
@@ -94,72 +106,39 @@ class SurrogateConfig:
     dislike_bias: float = -4.0
     retweet_bias: float = -4.0
     reply_bias: float = -4.3
-    interest_weight: float = 1.5
+    interest_weight: NonNegative = 1.5
     agreement_weight: float = 1.2
     retweet_agreement_weight: float = 3.0
     reply_gap_weight: float = 1.5
     recommended_attention: float = 1.0
     promoted_attention: float = 0.0
-    post_rate: float = 0.35
-    post_noise: float = 0.3
-    stance_noise: float = 0.15
-    reply_toxicity_base: float = 0.2
-    reply_toxicity_gap: float = 3.0
-    civility_threshold: float = 0.15
-    post_toxicity_scale: float = 0.25
-    toxic_threshold: float = 0.5
-    follow_prob: float = 0.05
-    unfollow_prob: float = 0.15
-    assimilation_rate: float = 0.15
-    confidence_bound: float = 0.3
-    backfire_rate: float = 0.15
-    backfire_gap: float = 0.4
-    anchor_rate: float = 0.1
-    reinforcement_rate: float = 0.1
+    post_rate: Probability = 0.35
+    post_noise: NonNegative = 0.3
+    stance_noise: NonNegative = 0.15
+    reply_toxicity_base: NonNegative = 0.2
+    reply_toxicity_gap: NonNegative = 3.0
+    civility_threshold: Probability = 0.15
+    post_toxicity_scale: NonNegative = 0.25
+    toxic_threshold: Probability = 0.5
+    follow_prob: Probability = 0.05
+    unfollow_prob: Probability = 0.15
+    assimilation_rate: Probability = 0.15
+    confidence_bound: Probability = 0.3
+    backfire_rate: Probability = 0.15
+    backfire_gap: Probability = 0.4
+    anchor_rate: Probability = 0.1
+    reinforcement_rate: Probability = 0.1
     news_sensitivity: float = 0.8
-    news_decay: float = 0.2
-    exposure_assimilation: float = 0.0
+    news_decay: Probability = 0.2
+    exposure_assimilation: Probability = 0.0
     misinfo_threshold: float = 1.2
-    misinfo_steepness: float = 2.0
-    misinfo_adoption: float = 0.8
-    misinfo_post_share: float = 0.9
-    misinfo_recovery: float = 0.02
+    misinfo_steepness: NonNegative = 2.0
+    misinfo_adoption: Probability = 0.8
+    misinfo_post_share: Probability = 0.9
+    misinfo_recovery: Probability = 0.02
 
     def __post_init__(self) -> None:
-        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools
-        probabilities = (
-            "post_rate",
-            "follow_prob",
-            "unfollow_prob",
-            "assimilation_rate",
-            "backfire_rate",
-            "anchor_rate",
-            "reinforcement_rate",
-            "news_decay",
-            "misinfo_adoption",
-            "misinfo_post_share",
-            "misinfo_recovery",
-            "exposure_assimilation",
-            "toxic_threshold",
-            "civility_threshold",
-            "confidence_bound",
-            "backfire_gap",
-        )
-        for name in probabilities:
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"surrogate.{name}={value!r} is not allowed: a number in [0, 1]")
-        for name in (
-            "post_noise",
-            "stance_noise",
-            "misinfo_steepness",
-            "reply_toxicity_base",
-            "reply_toxicity_gap",
-            "post_toxicity_scale",
-            "interest_weight",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"surrogate.{name}={getattr(self, name)!r} is not allowed: >= 0")
+        check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools, limits
 
 
 _REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
@@ -327,11 +306,12 @@ class SurrogateBrain(Brain):
 
     # ------------------------------------------------------------------ a round
     def act(self, round_input: RoundInput) -> RoundOutput:
-        if self.anchor is None:
+        if self.anchor is None or self.shock is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
+        shock = self.shock
         users, rng = round_input.users, round_input.rng
         for event in round_input.news:
-            self.shock += (
+            shock += (
                 self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)
             ).astype(np.float32)
         attitude = self.attitude(users)
@@ -341,7 +321,7 @@ class SurrogateBrain(Brain):
         posts = self._write_posts(round_input, attitude, rng)
         follow, unfollow = self._follow(round_input, reactions, rng)
         changed, new_opinion, discrete = self._update_opinions(round_input, reactions)
-        self.shock *= self.config.news_decay
+        shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)
         author = round_input.posts.author[reactions.post]
@@ -466,45 +446,42 @@ class SurrogateBrain(Brain):
         unfollow = reactions.hostile & (rng.random(m) < self.config.unfollow_prob)
         return follow, unfollow
 
+    def mechanisms(self) -> list[Mechanism]:
+        """The config's mechanisms (:data:`~agent_models.surrogate_mechanisms.MECHANISMS`), in
+        the order a round applies them."""
+        return [kind.from_config(self.config) for kind in MECHANISMS]
+
     def _update_opinions(
         self, round_input: RoundInput, reactions: _Reactions
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Assimilation (bounded confidence), backfire, reinforcement and anchoring of the
-        persistent opinions; returns the changed users, all new opinions (N,) and the
-        discrete expressed stances (N,)."""
-        cfg = self.config
+        """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
+        opinions; returns the changed users, all new opinions (N,) and the discrete expressed
+        stances (N,)."""
+        if self.anchor is None:
+            raise RuntimeError("SurrogateBrain.act called before reset")
+        anchor = self.anchor
         users, posts = round_input.users, round_input.posts
         n = len(users)
         who = reactions.user
-        persistent = users.opinion[who]
-        target = posts.stance[reactions.post]
-        delta = target - persistent
-        civil = reactions.positive | ((reactions.kind == Behaviour.REPLY) & ~reactions.hostile)
-        assimilate = civil & (np.abs(delta) <= 2 * cfg.confidence_bound)
-        backfire = reactions.hostile & (np.abs(delta) >= 2 * cfg.backfire_gap)
-        moved = assimilate | backfire
-        rate = np.where(assimilate, cfg.assimilation_rate, -cfg.backfire_rate)
-        like_minded = (
-            assimilate & (np.sign(target) == np.sign(persistent)) & (np.abs(target) > 1 / 3)
+        reacted = Reacted(
+            opinion=users.opinion[who],
+            stance=posts.stance[reactions.post],
+            kind=reactions.kind,
+            positive=reactions.positive,
+            hostile=reactions.hostile,
         )
-        step = rate * delta + np.where(
-            like_minded, cfg.reinforcement_rate * np.sign(target) * (1 - np.abs(persistent)), 0.0
+        mechanisms = self.mechanisms()
+        moved, step = reaction_moves(
+            [m for m in mechanisms if isinstance(m, ReactionMechanism)], reacted
         )
         push = np.bincount(who[moved], weights=step[moved], minlength=n)
         weight = np.bincount(who[moved], minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64).copy()
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
-        feed = round_input.feed
-        if cfg.exposure_assimilation > 0 and len(feed):
-            valid = feed >= 0
-            seen_stance = np.where(valid, posts.stance[np.where(valid, feed, 0)], 0.0).sum(axis=1)
-            mean_seen = seen_stance / np.maximum(valid.sum(axis=1), 1)
-            active = round_input.active
-            new_opinion[active] += (
-                cfg.exposure_assimilation * (mean_seen - new_opinion[active]) * valid.any(axis=1)
-            )
-        new_opinion += cfg.anchor_rate * (self.anchor - new_opinion)
+        for mechanism in mechanisms:
+            if isinstance(mechanism, OpinionMechanism):
+                mechanism.apply(new_opinion, round_input, anchor)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)
@@ -514,23 +491,16 @@ class SurrogateBrain(Brain):
     def _spread_misinformation(
         self, round_input: RoundInput, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Complex contagion: returns the users whose belief flipped and their new belief."""
-        cfg = self.config
-        users, posts = round_input.users, round_input.posts
-        active, feed = round_input.active, round_input.feed
-        valid = feed >= 0
-        if len(posts.misinfo) == 0:
-            seen_misinfo = np.zeros(len(active), np.int64)
-        else:
-            seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
-        believer = users.misinformed[active]
-        adopt_prob = (
-            users.susceptibility[active]
-            * cfg.misinfo_adoption
-            * _sigmoid(cfg.misinfo_steepness * (seen_misinfo - cfg.misinfo_threshold))
-        )
-        adopt_prob = np.where(seen_misinfo > 0, adopt_prob, 0.0)
-        u = rng.random(len(active))
-        new_belief = np.where(believer, u >= cfg.misinfo_recovery, u < adopt_prob)
-        flipped = new_belief != believer
-        return active[flipped], new_belief[flipped]
+        """The belief mechanisms (the misinformation contagion): the users whose belief
+        flipped and their new belief."""
+        flipped_users, beliefs = [], []
+        for mechanism in self.mechanisms():
+            if isinstance(mechanism, BeliefMechanism):
+                who, belief = mechanism.spread(round_input, rng)
+                flipped_users.append(who)
+                beliefs.append(belief)
+        if len(flipped_users) == 1:
+            return flipped_users[0], beliefs[0]
+        if not flipped_users:
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        return np.concatenate(flipped_users), np.concatenate(beliefs)

@@ -1,7 +1,9 @@
 """The one checker of the package's config dataclasses (env, recommender, reward, context,
 surrogate, population, run and sweep configs all call :func:`check_fields`).
 
-Each field is checked against its type annotation, then against its documented limits:
+Each field is checked against its type annotation, then against the limits declared with it
+(``num_users: Annotated[int, Limit(ge=10, le=1_000_000)] = 1000``; :func:`field_limits` lists
+them, for docs and error messages):
 
 - ``int``: an integer (Python or NumPy); a bool or a float is refused.
 - ``float``: a finite real number (Python or NumPy int/float); a bool, NaN or inf is refused.
@@ -228,20 +230,37 @@ def _type_name(annotation: Any) -> str:
 
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _hints(cls: type) -> dict[str, tuple[Any, Limit | None]]:
+    """Each field's type and its :class:`Limit` (from ``Annotated[type, Limit(...)]``)."""
+    out: dict[str, tuple[Any, Limit | None]] = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        limit = None
+        if typing.get_origin(hint) is typing.Annotated:
+            limit = next((m for m in hint.__metadata__ if isinstance(m, Limit)), None)
+            hint = typing.get_args(hint)[0]
+        out[name] = (hint, limit)
+    return out
+
+
+def field_limits(cls: type) -> dict[str, Limit]:
+    """The limits a config class declares on its fields (``Annotated[int, Limit(ge=10)]``):
+    field name -> :class:`Limit`."""
+    return {name: limit for name, (_, limit) in _hints(cls).items() if limit is not None}
 
 
 def check_fields(obj: Any, prefix: str = "", limits: Mapping[str, Limit] | None = None) -> None:
     """Check every field of dataclass ``obj`` (see the module docstring); converts NumPy and
     int-for-float values in place (works on frozen dataclasses). ``prefix`` (e.g.
-    ``"recommender."``) goes in front of field names in errors; ``limits`` maps field names
-    to their documented :class:`Limit`."""
+    ``"recommender."``) goes in front of field names in errors. A field's limits are
+    declared with its type, ``num_users: Annotated[int, Limit(ge=10, le=1_000_000)]``;
+    ``limits`` (field name -> :class:`Limit`) adds limits for classes that keep a table."""
     limits = limits or {}
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        new = _coerce_or_keep(value, hints.get(f.name, Any), prefix + f.name, limits.get(f.name))
+        annotation, declared = hints.get(f.name, (Any, None))
+        limit = limits.get(f.name, declared)
+        new = _coerce_or_keep(value, annotation, prefix + f.name, limit)
         if new is not value:
             object.__setattr__(obj, f.name, new)
 

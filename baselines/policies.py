@@ -406,10 +406,10 @@ def _register_policies() -> None:
     """``policysim run --policy mmr`` and friends (see :mod:`agent_models.plugins`)."""
     from functools import partial
 
-    from socialenv.policies import register_policy
+    from socialenv.policies import first_sentence, register_policy
 
-    for name in BASELINE_POLICIES:
-        register_policy(name, partial(make_policy, name))
+    for name, cls in BASELINE_POLICIES.items():
+        register_policy(name, partial(make_policy, name), first_sentence(cls.__doc__))
 
 
 _register_policies()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent_models.surrogate_mechanisms import MECHANISMS
 from agent_models.types import Behaviour, NewsEvent
 from baselines.compare import mean_ci95
 from socialenv.envs.exposure import ExposureEnv
@@ -31,11 +32,16 @@ from socialenv.progress import add_quiet_option, progress_bar
 from socialenv.scenarios import abortion
 
 RESULTS = Path("runs/benchmarks/calibration.json")
-#: Mechanisms switched off one at a time (surrogate config overrides).
-ABLATIONS = {
-    "backfire off": {"backfire_rate": 0.0},
+#: Switched off one at a time (surrogate config overrides): every mechanism of the surrogate's
+#: registry, and the confidence bound of assimilation and reinforcement.
+ABLATIONS: dict[str, dict[str, float]] = {
+    **{f"{mechanism.name} off": dict(mechanism.OFF) for mechanism in MECHANISMS},
     "bounded confidence off": {"confidence_bound": 1.0},
-    "reinforcement off": {"reinforcement_rate": 0.0},
+}
+#: The metric that shows each ablation acting (a mechanism's own ``metric``).
+ABLATION_METRICS: dict[str, str] = {
+    **{f"{mechanism.name} off": mechanism.metric for mechanism in MECHANISMS},
+    "bounded confidence off": "stance_std",
 }
 PAPER_ORIGIN = {
     "cross_interaction_ratio": 0.04,
@@ -64,19 +70,29 @@ def origin_episode(
 
 
 def mechanisms(users: int, seeds: int) -> dict:
-    """Paired Δ of the final stance std / mean when each opinion mechanism is switched off."""
+    """Paired Δ at the last round when each mechanism is switched off: of the stance std and
+    mean, and of the mechanism's own metric (the misinformation ratio for the contagion, on
+    the misinformation scenario)."""
 
-    def final(surrogate: dict, seed: int) -> tuple[float, float]:
-        last = origin_episode(RecEnv(num_users=users, rounds=10, surrogate=surrogate), seed)[-1]
-        return last["stance_std"], last["stance_mean"]
+    def final(surrogate: dict, seed: int, scenario: str) -> dict[str, float]:
+        env = RecEnv(num_users=users, rounds=10, surrogate=surrogate, scenario=scenario)
+        return origin_episode(env, seed)[-1]
 
-    base = [final({}, s) for s in range(seeds)]
+    def scenario_for(metric: str) -> str:
+        return "misinformation" if metric == "misinformation_ratio" else "abortion"
+
+    base = {
+        scenario: [final({}, s, scenario) for s in range(seeds)]
+        for scenario in {scenario_for(m) for m in ABLATION_METRICS.values()}
+    }
     out = {}
     for name, override in ABLATIONS.items():
-        runs = [final(override, s) for s in range(seeds)]
+        metric = ABLATION_METRICS[name]
+        reference = base[scenario_for(metric)]
+        runs = [final(override, s, scenario_for(metric)) for s in range(seeds)]
         out[name] = {
-            "stance_std": mean_ci95([r[0] - b[0] for r, b in zip(runs, base, strict=True)]),
-            "stance_mean": mean_ci95([r[1] - b[1] for r, b in zip(runs, base, strict=True)]),
+            key: mean_ci95([r[key] - b[key] for r, b in zip(runs, reference, strict=True)])
+            for key in dict.fromkeys(("stance_std", "stance_mean", metric))
         }
     return out
 
@@ -194,8 +210,11 @@ def main() -> None:
     print("\nMechanisms switched off (paired Δ at round 10, mean ± 95% CI):")
     for name, d in ablation.items():
         print(
-            f"{name:>24}: stance std {d['stance_std']['mean']:+.4f} ± {d['stance_std']['ci95']:.4f}, "
-            f"stance mean {d['stance_mean']['mean']:+.4f} ± {d['stance_mean']['ci95']:.4f}"
+            f"{name:>28}: "
+            + ", ".join(
+                f"{key.replace('_', ' ')} {v['mean']:+.4f} ± {v['ci95']:.4f}"
+                for key, v in d.items()
+            )
         )
     shock = shock_response(args.users, args.seeds)
     bar.update()

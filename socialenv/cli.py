@@ -37,18 +37,26 @@ _textwrap.TextWrapper = _WholeWordWrapper  # typer's click imports it at each wr
 
 #: Placeholders in option help, filled from the registries when help is shown.
 ENV_IDS_HELP, POLICIES_HELP, POPULATIONS_HELP = "<env ids>", "<policy names>", "<population names>"
+BACKENDS_HELP, SCENARIOS_HELP = "<backend names>", "<scenario names>"
 
 
 def _registry_help() -> dict[str, str]:
     import socialenv
     from agent_models.factory import population_names
+    from agent_models.llm.config import BACKENDS
     from socialenv.policies import policy_names
+    from socialenv.scenarios import BUILTIN_SCENARIOS
 
     return {
         ENV_IDS_HELP: ", ".join(socialenv.ENV_IDS),
         POLICIES_HELP: ", ".join(policy_names()),
         POPULATIONS_HELP: ", ".join(population_names()),
+        BACKENDS_HELP: ", ".join(BACKENDS),
+        SCENARIOS_HELP: ", ".join(BUILTIN_SCENARIOS),
     }
+
+
+_PLACEHOLDERS = (ENV_IDS_HELP, POLICIES_HELP, POPULATIONS_HELP, BACKENDS_HELP, SCENARIOS_HELP)
 
 
 class RegistryHelpCommand(TyperCommand):
@@ -60,7 +68,7 @@ class RegistryHelpCommand(TyperCommand):
         names: dict[str, str] | None = None
         for param in self.params:
             text = getattr(param, "help", None)
-            if text and any(key in text for key in (ENV_IDS_HELP, POLICIES_HELP, POPULATIONS_HELP)):
+            if text and any(key in text for key in _PLACEHOLDERS):
                 names = names or _registry_help()
                 for key, value in names.items():
                     text = text.replace(key, value)
@@ -217,16 +225,17 @@ def run(
     ] = 1,
     scenario: Annotated[
         str | None,
-        typer.Option(
-            help="abortion, misinformation, or a saved scenario .npz (default: the env's)."
-        ),
+        typer.Option(help=f"{SCENARIOS_HELP}, or a saved scenario .npz (default: the env's)."),
     ] = None,
     brain: Annotated[
         str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
     ] = None,
     llm: Annotated[
         str | None,
-        typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.'),
+        typer.Option(
+            help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'; '
+            f"backends: {BACKENDS_HELP}."
+        ),
     ] = None,
     env_kwargs: Annotated[
         str | None, typer.Option(help="Extra env keyword arguments as JSON.")
@@ -541,7 +550,10 @@ def play(
     policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "origin",
     llm: Annotated[
         str | None,
-        typer.Option(help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'.'),
+        typer.Option(
+            help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'; '
+            f"backends: {BACKENDS_HELP}."
+        ),
     ] = None,
     env_kwargs: Annotated[
         str | None, typer.Option(help="Extra env keyword arguments as JSON.")

@@ -4,9 +4,9 @@ with its default documented in one place (see also ``shared/PAPER.md``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Annotated, Any
 
-from agent_models.validation import Limit, check_fields, check_keys
+from agent_models.validation import Limit, check_fields, check_keys, field_limits
 from agent_models.validation import check as _check
 
 #: Documented limits of the numeric fields (checked with the types by
@@ -37,12 +37,6 @@ REWARD_LIMITS = {
     "reply_toxicity_weight": Limit(ge=0, le=10),
 }
 CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
-ENV_LIMITS = {
-    "num_users": Limit(ge=10, le=1_000_000),
-    "rounds": Limit(ge=1, le=1_000_000),
-    "stance_ema": Limit(ge=0, lt=1),
-    "memory_ema": Limit(ge=0, lt=1),
-}
 #: The lever fields EnvConfig held before each env got its own lever config (issue 25).
 LEGACY_LEVER_FIELDS: tuple[str, ...] = (
     "budget",
@@ -319,12 +313,13 @@ class EnvConfig:
             its own keywords.
 
     Every field is checked for its type (no bool for an integer, NumPy numbers accepted,
-    finite numbers only) and against :data:`ENV_LIMITS` (e.g. ``num_users`` in [10, 10⁶]),
+    finite numbers only) and against the limits declared with it (``num_users:
+    Annotated[int, Limit(ge=10, le=1_000_000)]``; :data:`ENV_LIMITS` lists them),
     with at most :data:`MAX_ARMS` arms, before anything is allocated.
     """
 
-    num_users: int = 1000
-    rounds: int = 10
+    num_users: Annotated[int, Limit(ge=10, le=1_000_000)] = 1000
+    rounds: Annotated[int, Limit(ge=1, le=1_000_000)] = 10
     scenario: Any = "abortion"
     action_format: str = "slate"
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
@@ -334,8 +329,8 @@ class EnvConfig:
     recommender: RecommenderConfig = field(default_factory=RecommenderConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
-    stance_ema: float = 0.8
-    memory_ema: float = 0.5
+    stance_ema: Annotated[float, Limit(ge=0, lt=1)] = 0.8
+    memory_ema: Annotated[float, Limit(ge=0, lt=1)] = 0.5
     observe_users: bool = False
     graph_observation: bool = False
     observe_response: bool = False
@@ -346,27 +341,13 @@ class EnvConfig:
     lever: Any = None
 
     def __post_init__(self) -> None:
-        check_fields(self, "", ENV_LIMITS)
-        _check(
-            isinstance(self.num_users, int) and self.num_users >= 10,
-            "num_users",
-            "an integer >= 10",
-            self.num_users,
-        )
-        _check(
-            isinstance(self.rounds, int) and self.rounds >= 1,
-            "rounds",
-            "an integer >= 1",
-            self.rounds,
-        )
+        check_fields(self, "")  # types and the limits declared with the fields
         _check(
             self.action_format in ACTION_FORMATS,
             "action_format",
             f"one of {ACTION_FORMATS}",
             self.action_format,
         )
-        _check(0 <= self.stance_ema < 1, "stance_ema", "a number in [0, 1)", self.stance_ema)
-        _check(0 <= self.memory_ema < 1, "memory_ema", "a number in [0, 1)", self.memory_ema)
         _check(
             self.feed_recommender is None
             or callable(getattr(self.feed_recommender, "build_feeds", None)),
@@ -437,3 +418,7 @@ class EnvConfig:
                 value = repr(value)
             out[f.name] = value
         return out
+
+
+#: The limits :class:`EnvConfig` declares on its fields (derived; for docs and messages).
+ENV_LIMITS = field_limits(EnvConfig)

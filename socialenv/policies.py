@@ -1,49 +1,123 @@
-"""Policies on a PolicySim env: the names ``policysim run`` and ``sweep`` accept (origin, the
-bandits, the graph bandits and the plugins' policies), building one by name, and acting with
-one: a slate capped at ``per_user`` arms per sampled user, with its propensities.
+"""Policies on a PolicySim env: the registry of the names ``policysim run`` and ``sweep``
+accept (origin, the bandits, the graph bandits and the plugins' policies; name →
+:class:`PolicyEntry`, declared once), building one by name, and acting with one: a slate
+capped at ``per_user`` arms per sampled user, with its propensities.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from agent_models.validation import did_you_mean
 
-#: Policies that are not bandits: "origin" leaves every slot empty (no intervention);
-#: the bandit names come from ``bandits.POLICIES``.
-BUILTIN_POLICIES = ("origin",)
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """A policy name's implementation: ``build(env, seed, **hyper-parameters)`` (``env``
+    unwrapped) returns an object with ``select``, ``update`` and ``reset``; ``source`` is
+    where it comes from (``socialenv``, ``bandits`` or the plugin's package) and ``summary``
+    what it is, in a sentence (the docs table of policies is generated from these)."""
+
+    build: Callable[..., Any]
+    source: str
+    summary: str
 
 
-#: Bandits that also read the follow graph (``observe_graph``); name -> "module:class".
+def first_sentence(doc: str | None) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
+
+
+#: Bandits that also read the follow graph (``observe_graph``; ``run`` feeds it the graph),
+#: built with ``cls.build``: name -> "module:class".
 GRAPH_POLICIES = {"eenet_gnn": "bandits.graph_eenet:GraphEENet"}
 
+#: Every policy ``policysim run`` and ``sweep`` accept, by name: filled on first use with
+#: origin, the bandits of ``bandits.POLICIES`` and :data:`GRAPH_POLICIES`, then by the plugins
+#: (the shipped ``baselines`` plugin adds its rules; :mod:`agent_models.plugins`).
+_REGISTRY: dict[str, PolicyEntry] = {}
 
-#: Policies registered by plugins: name -> factory(env, seed, **hyper-parameters) (the shipped
-#: ``baselines`` plugin adds popularity, mmr and suppress_flagged; :mod:`agent_models.plugins`).
-_PLUGIN_POLICIES: dict[str, Callable[..., Any]] = {}
 
-
-def register_policy(name: str, factory: Callable[..., Any]) -> None:
+def register_policy(
+    name: str, factory: Callable[..., Any], summary: str | None = None, source: str | None = None
+) -> None:
     """Make ``name`` a policy of ``policysim run`` / ``sweep``: ``factory(env, seed, **kw)``
-    (``env`` unwrapped) returns an object with ``select``, ``update`` and ``reset``."""
-    _PLUGIN_POLICIES[name] = factory
+    (``env`` unwrapped) returns an object with ``select``, ``update`` and ``reset``;
+    ``summary`` (default: the first sentence of the factory's docstring) names it in docs,
+    ``source`` (default: the factory's package) says where it comes from."""
+    function = getattr(factory, "func", factory)
+    _REGISTRY[name] = PolicyEntry(
+        factory,
+        getattr(function, "__module__", "").split(".")[0] if source is None else source,
+        first_sentence(function.__doc__) if summary is None else summary,
+    )
+
+
+def _build_origin(env: Any, seed: int, **hyperparameters: Any) -> OriginPolicy:
+    del seed, hyperparameters
+    return OriginPolicy(env.no_op)
+
+
+def _build_bandit(name: str, env: Any, seed: int, **hyperparameters: Any) -> Any:
+    from bandits import make_policy
+
+    return make_policy(name, context_dim=env.context_dim, seed=seed, **hyperparameters)
+
+
+def _build_graph_bandit(target: str, env: Any, seed: int, **hyperparameters: Any) -> Any:
+    import importlib
+
+    module, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    return cls.build(context_dim=env.context_dim, seed=seed, **hyperparameters)
+
+
+def _register_builtins() -> None:
+    import importlib
+
+    from bandits import POLICIES
+
+    if "origin" not in _REGISTRY:
+        register_policy("origin", _build_origin, first_sentence(OriginPolicy.__doc__))
+    for name, cls in POLICIES.items():
+        if name not in _REGISTRY:
+            summary = first_sentence(cls.__doc__)
+            register_policy(name, partial(_build_bandit, name), summary, "bandits")
+    for name, target in GRAPH_POLICIES.items():
+        if name not in _REGISTRY:
+            module, cls_name = target.split(":")
+            doc = getattr(importlib.import_module(module), cls_name).__doc__
+            summary = first_sentence(doc)
+            register_policy(name, partial(_build_graph_bandit, target), summary, "bandits")
+
+
+def policy_registry() -> dict[str, PolicyEntry]:
+    """Every policy ``run`` and ``sweep`` accept, by name: origin, the bandits, the graph
+    bandits, then the plugins' policies (loads the plugins)."""
+    from agent_models.plugins import load_plugins
+
+    _register_builtins()
+    load_plugins()
+    builtin = ("origin", *_bandit_names(), *GRAPH_POLICIES)
+    return {name: _REGISTRY[name] for name in dict.fromkeys((*builtin, *_REGISTRY))}
+
+
+def _bandit_names() -> tuple[str, ...]:
+    from bandits import POLICIES
+
+    return tuple(POLICIES)
 
 
 def policy_names() -> tuple[str, ...]:
-    """Every policy name ``run`` and ``sweep`` accept: origin, the bandits, the graph
-    bandits and the plugins' policies."""
-    from agent_models.plugins import load_plugins
-    from bandits import POLICIES
-
-    load_plugins()
-    return tuple(
-        dict.fromkeys(
-            BUILTIN_POLICIES + tuple(POLICIES) + tuple(GRAPH_POLICIES) + tuple(_PLUGIN_POLICIES)
-        )
-    )
+    """Every policy name ``run`` and ``sweep`` accept (:func:`policy_registry`)."""
+    return tuple(policy_registry())
 
 
 class OriginPolicy:
@@ -72,28 +146,16 @@ class OriginPolicy:
 
 
 def make_run_policy(name: str, env: Any, seed: int, **kwargs: Any) -> Any:
-    """A policy for ``env`` (an unwrapped PolicySim env): "origin", any bandit name, a graph
-    bandit of :data:`GRAPH_POLICIES` (built with ``cls.build``; ``run`` feeds it the graph),
-    or a plugin's policy (:func:`register_policy`)."""
-    if name == "origin":
-        return OriginPolicy(env.no_op)
-    if name not in _PLUGIN_POLICIES:
-        allowed = policy_names()  # loads the plugins, which register their policies
-        if name not in allowed:
-            raise ValueError(
-                f"policy={name!r} is not allowed: use one of {allowed}{did_you_mean(name, allowed)}"
-            )
-    if name in _PLUGIN_POLICIES:
-        return _PLUGIN_POLICIES[name](env, seed, **kwargs)
-    if name in GRAPH_POLICIES:
-        import importlib
-
-        module, cls_name = GRAPH_POLICIES[name].split(":")
-        cls = getattr(importlib.import_module(module), cls_name)
-        return cls.build(context_dim=env.context_dim, seed=seed, **kwargs)
-    from bandits import make_policy
-
-    return make_policy(name, context_dim=env.context_dim, seed=seed, **kwargs)
+    """A policy for ``env`` (an unwrapped PolicySim env), built by its registry entry
+    (:func:`policy_registry`): "origin", any bandit name, a graph bandit of
+    :data:`GRAPH_POLICIES`, or a plugin's policy (:func:`register_policy`)."""
+    registry = _REGISTRY if name in _REGISTRY else policy_registry()
+    if name not in registry:
+        allowed = tuple(registry)
+        raise ValueError(
+            f"policy={name!r} is not allowed: use one of {allowed}{did_you_mean(name, allowed)}"
+        )
+    return registry[name].build(env, seed, **kwargs)
 
 
 def arm_groups(env: Any) -> np.ndarray:

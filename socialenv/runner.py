@@ -36,7 +36,6 @@ from agent_models.extras import require
 from agent_models.redaction import to_json, to_json_data
 from agent_models.validation import Limit, check_fields, check_path_segment, did_you_mean
 from socialenv.policies import (
-    BUILTIN_POLICIES,
     GRAPH_POLICIES,
     OriginPolicy,
     arm_groups,
@@ -58,7 +57,6 @@ from socialenv.summary import (
 #: The runner's API; the policy and summary helpers live in :mod:`socialenv.policies` and
 #: :mod:`socialenv.summary` and stay importable from here.
 __all__ = [
-    "BUILTIN_POLICIES",
     "FLOW_METRICS",
     "GRAPH_POLICIES",
     "LAST_ROUND",

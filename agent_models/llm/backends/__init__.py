@@ -2,10 +2,8 @@
 prompts, optional JSON schemas, :class:`Sampling`) → :class:`Generation` (texts, token
 counts, finish reasons).
 
-- ``"hf"``: transformers, CPU or GPU, llguidance-constrained (:mod:`.hf`);
-- ``"vllm"``: in-process vLLM engine on GPU (:mod:`.vllm_backend`);
-- ``"llamacpp"``: in-process llama.cpp on a GGUF file (``llama-cpp-python``, CPU) (:mod:`.llamacpp`);
-- ``"openai"``: any OpenAI-compatible server, async, retried (:mod:`.openai_compat`).
+The backends are declared once, in :data:`agent_models.llm.config.BACKENDS` (name →
+``module:Class``, settings model, pip extra, summary; re-exported here).
 
 With ``config.replay`` set, the backend is wrapped in a :class:`~.replay.ReplayBackend`
 (record every call, replay recorded answers; ``replay_mode="replay"`` loads no model).
@@ -25,10 +23,7 @@ from agent_models.llm.backends.base import (
     fold_system,
     schema_list,
 )
-from agent_models.llm.config import LLMConfig
-from agent_models.validation import did_you_mean
-
-BACKENDS = ("vllm", "hf", "openai", "llamacpp")
+from agent_models.llm.config import BACKENDS, LLMConfig
 
 
 def model_name(config: LLMConfig) -> str:
@@ -57,26 +52,7 @@ def make_backend(config: LLMConfig | dict) -> Backend:
 
 
 def _make_model_backend(config: LLMConfig) -> Backend:
-    if config.backend == "hf":
-        from agent_models.llm.backends.hf import HFBackend
-
-        return HFBackend(config)
-    if config.backend == "vllm":
-        from agent_models.llm.backends.vllm_backend import VLLMBackend
-
-        return VLLMBackend(config)
-    if config.backend == "openai":
-        from agent_models.llm.backends.openai_compat import OpenAIBackend
-
-        return OpenAIBackend(config)
-    if config.backend == "llamacpp":
-        from agent_models.llm.backends.llamacpp import LlamaCppBackend
-
-        return LlamaCppBackend(config)
-    raise ValueError(
-        f"backend={config.backend!r} is not allowed: use one of {BACKENDS}"
-        f"{did_you_mean(config.backend, BACKENDS)}"
-    )
+    return BACKENDS[config.backend].load()(config)
 
 
 __all__ = [
