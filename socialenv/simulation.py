@@ -30,7 +30,7 @@ from socialenv.events import EventSchedule
 from socialenv.moderation import ModerationState
 from socialenv.pages import small_pages
 from socialenv.platform import ExposureControl, FeedContext, Recommender
-from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
+from socialenv.propagation import normalized_adjacency, propagate
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
@@ -267,7 +267,7 @@ class Simulation:
         n = len(self.users.stance)
         if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
-            return propagate_rows(
+            return kernels.propagate_rows(
                 (self.users.latent, self.users.memory_latent),
                 indptr,
                 indices,
