@@ -381,7 +381,6 @@ def _memory_update(
     return True
 
 
-@jit
 def _relational_draws(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -397,7 +396,7 @@ def _relational_draws(
     out = np.full((b, k), -1, np.int64)
     e = len(indices)
     p = len(by_author)
-    for r in range(b):
+    for r in numba.prange(b):
         u = active[r]
         start = indptr[u]
         degree = indptr[u + 1] - start
@@ -642,7 +641,6 @@ def _place_picks(
     return out_feed, out_channel
 
 
-@jit
 def _rec_arm_columns(
     context: np.ndarray,
     user_rows: np.ndarray,
@@ -662,7 +660,7 @@ def _rec_arm_columns(
     width, d = user_rows.shape[1], post_latent.shape[1]
     column = width + d
     sources = context.shape[1] - column - 14
-    for k in range(len(user)):
+    for k in numba.prange(len(user)):
         row = context[k]
         u, p = user[k], post[k]
         a = author_of[p]
@@ -689,6 +687,8 @@ def _rec_arm_columns(
             row[column + 14 + j] = 1.0 if source[k] == j else 0.0
 
 
+_relational_draws_serial, _relational_draws_parallel = _serial_and_parallel(_relational_draws)
+_rec_arm_columns_serial, _rec_arm_columns_parallel = _serial_and_parallel(_rec_arm_columns)
 _hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
 _hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
 
@@ -704,19 +704,21 @@ KERNELS = {
     "unit_rows": _unit_rows,
     "unit_noisy_rows": _unit_noisy_rows,
     "memory_update": _memory_update,
-    "relational_draws": _relational_draws,
+    "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
     "count_reactions": _count_reactions,
     "drop_own_and_repeated": _drop_own_and_repeated,
     "keyed_max": _keyed_max,
     "place_picks": _place_picks,
-    "rec_arm_columns": _rec_arm_columns,
+    "rec_arm_columns": _rec_arm_columns_serial,
     "propagate_levels": _propagate_levels,
     "hop_from_blocks": _hop_from_blocks_serial,
     "hop_from_rows": _hop_from_rows_serial,
 }
 #: The kernels of :data:`KERNELS` that have a threaded version (the same results).
 PARALLEL_KERNELS = {
+    "relational_draws": _relational_draws_parallel,
+    "rec_arm_columns": _rec_arm_columns_parallel,
     "hop_from_blocks": _hop_from_blocks_parallel,
     "hop_from_rows": _hop_from_rows_parallel,
 }

@@ -655,7 +655,7 @@ def relational_draws(
     lo: int,
 ) -> np.ndarray:
     """See :func:`relational_draws_numpy`."""
-    return _active["relational_draws"](
+    return _parallel_or_serial("relational_draws")(
         indptr.astype(np.int64, copy=False),
         indices.astype(np.int64, copy=False),
         active.astype(np.int64, copy=False),
@@ -816,7 +816,7 @@ def rec_arm_columns(
             source,
         )
         return
-    _active["rec_arm_columns"](
+    _parallel_or_serial("rec_arm_columns")(
         context,
         user_rows,
         arm_row.astype(np.int64, copy=False),

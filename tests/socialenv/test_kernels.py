@@ -315,10 +315,9 @@ def test_relational_draws_and_merged_edits_match_numpy(compiled):
         expected = kernels.relational_draws_numpy(
             ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
         )
-        got = compiled["relational_draws"](
-            ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
-        )
-        assert _bits(got) == _bits(expected)
+        for draws in (compiled["relational_draws"], kernels._compiled_parallel["relational_draws"]):
+            got = draws(ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40)
+            assert _bits(got) == _bits(expected)
     values = np.sort(rng.choice(10_000, 600, replace=False))
     new = np.setdiff1d(rng.integers(-5, 10_005, 80), values)
     at = np.searchsorted(values, new)
@@ -415,6 +414,21 @@ def test_rec_arm_columns_match_numpy(compiled):
         )
     assert _bits(got) == _bits(expected)
     assert np.isnan(got[:, w + d + 7]).all() and np.isnan(got[:, w + d + 13]).all()  # left to NumPy
+    threaded = np.full(shape, np.nan, np.float32)
+    with np.errstate(over="ignore"):
+        kernels._compiled_parallel["rec_arm_columns"](
+            threaded,
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            31,
+            source,
+        )
+    assert _bits(threaded) == _bits(expected)
 
 
 def test_place_picks_matches_numpy(compiled):
