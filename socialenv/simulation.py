@@ -268,7 +268,7 @@ class Simulation:
         if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_rows(
-                (self.users.latent, self.users.memory_latent),
+                self.users.context_table(),
                 indptr,
                 indices,
                 np.asarray(rows, np.int64),
