@@ -10,6 +10,13 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 - ``numpy``: the pure-NumPy versions.
 
 :data:`BACKEND` says which one is in use; :func:`use_backend` switches at run time (tests).
+
+Threads are opt-in: ``POLICYSIM_THREADS=N`` (read at import) or :func:`set_threads` runs the
+kernels that have a threaded version (the local context propagation's hops, the Rec arm
+columns, the relational draws) on N threads of numba's pool. Each splits per-row work only,
+every row computed by one thread in the one-thread order of operations, so results are
+bit-identical to one thread (``tests/socialenv/test_kernels.py``; the trajectory digest with
+``POLICYSIM_THREADS=2``).
 Kernels whose result would differ in the last bit between the two (anything calling
 ``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
 are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
