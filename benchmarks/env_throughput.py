@@ -5,6 +5,10 @@
     python benchmarks/env_throughput.py --out benchmarks/results/env_throughput.json  # publish
     git archive 15398d2 | tar -x -C /tmp/old   # then, alternating with a run of this tree:
     python benchmarks/env_throughput.py --users 1000 --long-rounds 0 --code /tmp/old
+    git worktree add /tmp/base a8ddfff   # paired in one run, alternating, medians of 3:
+    python benchmarks/env_throughput.py --users 1000000 --steps 4 --long-rounds 0 \
+        --repeats 3 --compare /tmp/base
+    python benchmarks/env_throughput.py --users 1000000 --long-rounds 0 --threads 1 2 --repeats 3
 
 Each population size runs in a fresh process (so its peak memory is its own) with NumPy's
 BLAS, OpenMP and torch on ``--threads`` threads (default 1: the target is one core). The
@@ -35,6 +39,17 @@ and 1M rows run a minute apart) then moves one repeat, not the figure.
 From 100,000 users the run also measures the memory floor of a round (:func:`memory_floor`:
 the embedding rows it must fetch at random and the graph bytes it must stream, timed on this
 machine) and reports CPU per round / floor: how far the round is from its memory traffic.
+The floor of issue 24 (``floor_s``) leaves out the observation's context propagation (above
+50,000 users the arm users' 2-hop neighbourhood, millions of 256-byte user rows at 1M);
+``floor_with_propagation_s`` adds those rows, timed on the user context table.
+Every row also gives users × steps per second (``user_steps_per_cpu_s``), the unit of
+env suites that count agent-steps.
+
+``--compare TREE`` measures another source tree's package (e.g. ``git worktree add /tmp/base
+REV``) run by run alternating with this one, and ``--threads 1 2`` each thread count in turn
+(``POLICYSIM_THREADS``: socialenv's parallel kernels, bit-identical to one thread); the
+summary's ``settings`` give per (code, threads, size) the medians over the repeats, the floor
+beside them, the load average of each run and the ratios to this code at the fewest threads.
 
 Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
 tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
@@ -60,7 +75,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "POLICYSIM_THREADS",
+)
 DEFAULT_STEPS = {1_000: 200, 10_000: 40, 100_000: 10, 1_000_000: 6}
 POLICIES = ("noop", "random")
 #: Sizes from which the memory floor of a round is measured (:func:`memory_floor`).
@@ -187,9 +208,27 @@ def measure_size(
             "steps": len(times["cpu"]),
         }
     row["cpu_s_median"] = _median(per_policy["noop"]["cpu"] + per_policy["random"]["cpu"])
+    row["wall_s_median"] = _median(per_policy["noop"]["wall"] + per_policy["random"]["wall"])
+    # users x steps per second: comparable with env suites that count agent-steps
+    row["user_steps_per_cpu_s"] = num_users / row["cpu_s_median"]
+    row["user_steps_per_wall_s"] = num_users / row["wall_s_median"]
     if num_users >= FLOOR_MIN_USERS:
         row["floor"] = memory_floor(env.unwrapped)
         row["floor"]["cpu_over_floor"] = row["cpu_s_median"] / row["floor"]["floor_s"]
+        row["floor"]["wall_over_floor"] = row["wall_s_median"] / row["floor"]["floor_s"]
+        row["floor"]["cpu_over_floor_with_propagation"] = (
+            row["cpu_s_median"] / row["floor"]["floor_with_propagation_s"]
+        )
+        row["floor"]["reset_cpu_over_floor"] = reset_cpu / row["floor"]["floor_s"]
+    # a later reset of the same process: without the one-time costs of the first (numba
+    # loading its compiled kernels from the on-disk cache, imports), as in a training loop
+    cpu = time.process_time()
+    env.reset(seed=seed)
+    row["reset_again_cpu_s"] = time.process_time() - cpu
+    if "floor" in row:
+        row["floor"]["reset_again_cpu_over_floor"] = (
+            row["reset_again_cpu_s"] / row["floor"]["floor_s"]
+        )
     env.close()
     queue.put(row)
 
@@ -230,6 +269,15 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
         cpu = time.process_time()
         np.copyto(out, big)
         best_copy = min(best_copy, (time.process_time() - cpu) / (2 * big.nbytes))
+    propagation_rows, context = _propagation_rows(env)
+    best_context_row = float("inf")
+    if propagation_rows:
+        context_index = index % len(context)
+        for _ in range(3):
+            cpu = time.process_time()
+            context.take(context_index, axis=0)
+            best_context_row = min(best_context_row, (time.process_time() - cpu) / fetches)
+    floor_s = random_rows * best_row + stream_bytes * best_copy
     return {
         "random_rows": int(random_rows),
         "row_bytes": 4 * d,
@@ -237,8 +285,46 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
         "random_row_s": best_row,
         "random_row_fancy_index_s": best_fancy,
         "stream_byte_s": best_copy,
-        "floor_s": random_rows * best_row + stream_bytes * best_copy,
+        "floor_s": floor_s,
+        "propagation_rows": int(propagation_rows),
+        "propagation_row_bytes": int(context.shape[1] * 4) if propagation_rows else 0,
+        "propagation_row_s": best_context_row if propagation_rows else 0.0,
+        "floor_with_propagation_s": floor_s
+        + (propagation_rows * best_context_row if propagation_rows else 0.0),
     }
+
+
+def _propagation_rows(env: Any) -> tuple[int, Any]:
+    """The user-context rows the last observation's local context propagation must fetch at
+    random (above ``LOCAL_PROPAGATION_USERS``; 0 otherwise): each hop reads every
+    followee's row (a user who follows nobody: its own) of the nodes it updates, the first
+    hop those within ``hops - 1`` hops of the arm users, the last hop the arm users. Also
+    the (N, 2d) float32 context table whose rows they are (for timing a fetch)."""
+    import numpy as np
+
+    from socialenv import simulation
+
+    sim = env.sim
+    limit = getattr(simulation, "LOCAL_PROPAGATION_USERS", None)
+    cfg = sim.config.context
+    arms = getattr(env, "_arms", None)
+    n = len(sim.users.stance)
+    if limit is None or n <= limit or arms is None or cfg.hops == 0:
+        return 0, None
+    if env.config.observe_users or env.config.graph_observation:
+        return 0, None
+    indptr, indices = sim.graph.followees_csr()
+    levels = [np.unique(np.maximum(arms["user"], 0))]
+    for _ in range(cfg.hops - 1):
+        nodes = levels[-1]
+        degree = indptr[nodes + 1] - indptr[nodes]
+        starts = np.repeat(indptr[nodes] - np.cumsum(degree) + degree, degree)
+        neighbours = indices[np.arange(int(degree.sum())) + starts]
+        levels.append(np.union1d(nodes, neighbours))
+    degree = np.diff(indptr)
+    rows = sum(int(np.maximum(degree[level], 1).sum()) + len(level) for level in levels)
+    context = np.concatenate([sim.users.latent, sim.users.memory_latent], axis=1)
+    return rows, context.astype(np.float32, copy=False)
 
 
 def measure_long_run(
@@ -318,11 +404,12 @@ def _run(target: Any, *args: Any) -> dict[str, Any]:
 
 def _print_row(row: dict[str, Any]) -> None:
     print(
+        f"[{row.get('code_label', 'this')}, {row['threads']} threads] "
         f"{row['num_users']:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
         f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
         f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
         f" / {row['random']['wall_s_median'] * 1e3:8.1f} ms; reset CPU {row['reset_cpu_s']:5.1f} s "
-        f"wall {row['reset_wall_s']:5.1f} s; peak {row['peak_rss_gib']:5.2f} GiB; load "
+        f"wall {row['reset_wall_s']:5.1f} s, again {row.get('reset_again_cpu_s', float('nan')):5.1f} s CPU; peak {row['peak_rss_gib']:5.2f} GiB; load "
         f"{row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}",
         flush=True,
     )
@@ -350,9 +437,78 @@ def _print_long_run(long_run: dict[str, Any]) -> None:
     )
 
 
+def _settings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Medians over the repeats per (code, threads, size), with the floor beside them, and per
+    size the ratios to this code at the first thread count (paired runs: same minutes)."""
+    keys = sorted(
+        {(r.get("code_label", "this"), r["threads"], r["num_users"]) for r in rows},
+        key=lambda k: (k[2], k[1], k[0] != "this"),
+    )
+    out = []
+    for label, threads, n in keys:
+        mine = [
+            r
+            for r in rows
+            if (r.get("code_label", "this"), r["threads"], r["num_users"]) == (label, threads, n)
+        ]
+        entry: dict[str, Any] = {
+            "code": label,
+            "commit": mine[0].get("code_commit"),
+            "threads": threads,
+            "num_users": n,
+            "repeats": len(mine),
+            "cpu_s": _median([r["cpu_s_median"] for r in mine]),
+            "wall_s": _median([r["wall_s_median"] for r in mine if "wall_s_median" in r]),
+            "reset_cpu_s": _median([r["reset_cpu_s"] for r in mine]),
+            "reset_again_cpu_s": _median(
+                [r["reset_again_cpu_s"] for r in mine if "reset_again_cpu_s" in r]
+            ),
+            "reset_wall_s": _median([r["reset_wall_s"] for r in mine]),
+            "peak_rss_gib": max(r["peak_rss_gib"] for r in mine),
+            "load": [round(r["load_before"][0], 2) for r in mine],
+        }
+        entry["user_steps_per_cpu_s"] = n / entry["cpu_s"]
+        entry["user_steps_per_wall_s"] = n / entry["wall_s"]
+        floors = [r["floor"] for r in mine if "floor" in r]
+        if floors:
+            for key in (
+                "floor_s",
+                "floor_with_propagation_s",
+                "random_row_s",
+                "propagation_row_s",
+                "cpu_over_floor",
+                "wall_over_floor",
+                "cpu_over_floor_with_propagation",
+                "reset_cpu_over_floor",
+                "reset_again_cpu_over_floor",
+            ):
+                entry[key] = _median([f[key] for f in floors if key in f])
+        out.append(entry)
+    for entry in out:
+        base = next(
+            (
+                e
+                for e in out
+                if e["num_users"] == entry["num_users"]
+                and e["code"] == "this"
+                and e["threads"] == min(x["threads"] for x in out)
+            ),
+            None,
+        )
+        if base is not None and base is not entry:
+            entry["cpu_s_over_this_1"] = entry["cpu_s"] / base["cpu_s"]
+            entry["wall_speedup_of_this_1"] = base["wall_s"] / entry["wall_s"]
+            entry["reset_cpu_s_over_this_1"] = entry["reset_cpu_s"] / base["reset_cpu_s"]
+    return out
+
+
 def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over the repeats, per size; the exponent from those medians (and per repeat)."""
-    summary: dict[str, Any] = {"by_size": {}}
+    summary: dict[str, Any] = {"by_size": {}, "settings": _settings(rows)}
+    first_threads = min(r["threads"] for r in rows) if rows else 1
+    rows = [
+        r for r in rows if r.get("code_label", "this") == "this" and r["threads"] == first_threads
+    ]
     for n in sorted({r["num_users"] for r in rows}):
         mine = [r for r in rows if r["num_users"] == n]
         summary["by_size"][n] = {
@@ -396,7 +552,14 @@ def main() -> None:
         help="steps per size (default: 200, 40, 10, 6), alternating the two policies",
     )
     parser.add_argument("--long-rounds", type=int, default=300, help="0 skips the long run")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="thread counts (NumPy's BLAS, torch, numba and POLICYSIM_THREADS); several: "
+        "each size is run at each count in turn, interleaved within every repeat",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -414,6 +577,14 @@ def main() -> None:
         help="measure the package of another source tree (e.g. an older commit's "
         "`git archive`) with this script's measurements",
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        help="also measure the package of this source tree (e.g. `git worktree add /tmp/base "
+        "REV`), alternating with this one run by run (paired: same minutes, same machine); "
+        "the summary gives the medians of both and their ratio",
+    )
     add_quiet_option(parser)
     args = parser.parse_args()
     if args.repeats < 1:
@@ -430,26 +601,36 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
     code = None if args.code is None else str(args.code.resolve())
+    codes: list[tuple[str, str | None]] = [("this", code)]
+    if args.compare is not None:
+        codes.append(("compare", str(args.compare.resolve())))
+    if min(args.threads) < 1:
+        raise ValueError(f"--threads={args.threads} is not allowed: integers >= 1")
     rows: list[dict[str, Any]] = []
     long_runs: list[dict[str, Any]] = []
     bar = progress_bar(
-        total=args.repeats * (len(args.users) + bool(args.long_rounds)),
+        total=args.repeats
+        * (len(args.users) * len(args.threads) * len(codes) + bool(args.long_rounds)),
         unit="measurement",
         quiet=args.quiet,
     )
     for repeat in range(args.repeats):
         for n, s in zip(args.users, steps, strict=True):
-            bar.set_description(f"{n:,} users")
-            bar.update()
-            row = _run(measure_size, n, s, args.seed, args.threads, code)
-            row["repeat"] = repeat
-            rows.append(row)
-            _print_row(row)
+            for threads in args.threads:
+                for label, tree in codes:
+                    bar.set_description(f"{n:,} users, {threads} threads, {label}")
+                    bar.update()
+                    row = _run(measure_size, n, s, args.seed, threads, tree)
+                    row["repeat"] = repeat
+                    row["code_label"] = label
+                    row["code_commit"] = _commit(Path(tree) if tree else ROOT)
+                    rows.append(row)
+                    _print_row(row)
         if args.long_rounds:
             bar.set_description("long run")
             bar.update()
             long_run = _run(
-                measure_long_run, 1_000, args.long_rounds, args.seed, args.threads, code
+                measure_long_run, 1_000, args.long_rounds, args.seed, args.threads[0], code
             )
             long_run["repeat"] = repeat
             long_runs.append(long_run)
@@ -463,6 +644,28 @@ def main() -> None:
             )
         if long_runs:
             print(f"long-run ratio, median of {args.repeats}: {summary['long_run_ratio']:.2f}")
+    if len(summary["settings"]) > 1 or args.compare is not None:
+        for e in summary["settings"]:
+            floor = (
+                f"; floor {e['floor_s']:.2f} s, CPU/floor {e['cpu_over_floor']:.1f}, wall/floor "
+                f"{e['wall_over_floor']:.1f}, CPU/(floor + propagation) "
+                f"{e['cpu_over_floor_with_propagation']:.1f}"
+                if "floor_s" in e
+                else ""
+            )
+            paired = (
+                f"; CPU x{e['cpu_s_over_this_1']:.2f}, wall speed-up x{e['wall_speedup_of_this_1']:.2f}"
+                f" of this code at the fewest threads"
+                if "cpu_s_over_this_1" in e
+                else ""
+            )
+            print(
+                f"{e['num_users']:>9,} users, {e['code']} ({e['commit']}), {e['threads']} threads, "
+                f"median of {e['repeats']}: CPU {e['cpu_s']:.3f} s, wall {e['wall_s']:.3f} s per "
+                f"step ({e['user_steps_per_cpu_s']:,.0f} user-steps/CPU-s), reset CPU "
+                f"{e['reset_cpu_s']:.2f} s (again {e['reset_again_cpu_s']:.2f} s){floor}{paired}; "
+                f"load {e['load']}"
+            )
     if "scaling_exponent_above_1e5" in summary:
         print(
             f"CPU time(1e6)/time(1e5) = {summary['cpu_ratio_1e6_over_1e5']:.2f}; scaling exponent "

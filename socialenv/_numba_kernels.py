@@ -6,10 +6,27 @@ process: compiled once per machine, loaded in well under a second afterwards.
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from typing import Any
+
 import numba
 import numpy as np
 
 jit = numba.njit(cache=True, nogil=True)
+#: ``numba.prange`` loops on numba's thread pool (:func:`socialenv.kernels.set_threads`).
+parallel_jit = numba.njit(cache=True, nogil=True, parallel=True)
+
+
+def _serial_and_parallel(func: Callable[..., Any]) -> tuple[Any, Any]:
+    """``func`` compiled twice: its ``prange`` loops run in order on the calling thread, and on
+    numba's thread pool (a renamed copy, so each has its own on-disk cache entry). Only for
+    loops whose iterations write disjoint rows: both give bit-identical results."""
+    clone = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__ + "_parallel", func.__defaults__
+    )
+    clone.__qualname__ = func.__qualname__ + "_parallel"
+    return jit(func), parallel_jit(clone)
 
 
 @jit
@@ -364,7 +381,6 @@ def _memory_update(
     return True
 
 
-@jit
 def _relational_draws(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -380,7 +396,7 @@ def _relational_draws(
     out = np.full((b, k), -1, np.int64)
     e = len(indices)
     p = len(by_author)
-    for r in range(b):
+    for r in numba.prange(b):
         u = active[r]
         start = indptr[u]
         degree = indptr[u + 1] - start
@@ -427,6 +443,109 @@ def _propagate_hop(
                     acc[k] += weight * context[v, k]
         for k in range(d):
             out[r, k] = a * context[u, k] + rest * acc[k]
+    return out
+
+
+@jit
+def _propagate_levels(
+    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, levels: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # the nodes within 0, 1, ..., levels - 1 hops of ``rows``, nested: ``order[:sizes[h]]``
+    # are those within h hops; ``position[u]`` is u's index in ``order`` (-1: none)
+    n = len(indptr) - 1
+    position = np.full(n, -1, np.int64)
+    order = np.empty(n, np.int64)
+    sizes = np.zeros(max(levels, 1), np.int64)
+    count = 0
+    for r in rows:
+        if position[r] < 0:
+            position[r] = count
+            order[count] = r
+            count += 1
+    sizes[0] = count
+    start = 0
+    for h in range(1, levels):
+        end = count
+        for i in range(start, end):  # the neighbours of the nodes new at the last level
+            u = order[i]
+            for j in range(indptr[u], indptr[u + 1]):
+                v = indices[j]
+                if position[v] < 0:
+                    position[v] = count
+                    order[count] = v
+                    count += 1
+        sizes[h] = count
+        start = end
+    return order, position, sizes
+
+
+def _hop_from_blocks(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    # alpha·C + (1 − alpha)·(D⁻¹A C) at ``targets``, C = [first | second] read by node id;
+    # the product sums w·C[v] from 0 in CSR order in float32, as SciPy's csr_matvecs
+    d1, d2 = first.shape[1], second.shape[1]
+    out = np.empty((len(targets), d1 + d2), np.float32)
+    a, rest = weights[0], weights[1]
+    for t in numba.prange(len(targets)):
+        u = targets[t]
+        lo, hi = indptr[u], indptr[u + 1]
+        for k in range(d1 + d2):
+            out[t, k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d1):
+                out[t, k] += np.float32(1.0) * first[u, k]
+            for k in range(d2):
+                out[t, d1 + k] += np.float32(1.0) * second[u, k]
+        else:
+            w = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = indices[j]
+                for k in range(d1):
+                    out[t, k] += w * first[v, k]
+                for k in range(d2):
+                    out[t, d1 + k] += w * second[v, k]
+        for k in range(d1):
+            out[t, k] = a * first[u, k] + rest * out[t, k]
+        for k in range(d2):
+            out[t, d1 + k] = a * second[u, k] + rest * out[t, d1 + k]
+    return out
+
+
+def _hop_from_rows(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    position: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    # as _hop_from_blocks, with C[v] = context[position[v]]
+    d = context.shape[1]
+    out = np.empty((len(targets), d), np.float32)
+    a, rest = weights[0], weights[1]
+    for t in numba.prange(len(targets)):
+        u = targets[t]
+        lo, hi = indptr[u], indptr[u + 1]
+        own = position[u]
+        for k in range(d):
+            out[t, k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d):
+                out[t, k] += np.float32(1.0) * context[own, k]
+        else:
+            w = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = position[indices[j]]
+                for k in range(d):
+                    out[t, k] += w * context[v, k]
+        for k in range(d):
+            out[t, k] = a * context[own, k] + rest * out[t, k]
     return out
 
 
@@ -522,7 +641,6 @@ def _place_picks(
     return out_feed, out_channel
 
 
-@jit
 def _rec_arm_columns(
     context: np.ndarray,
     user_rows: np.ndarray,
@@ -542,7 +660,7 @@ def _rec_arm_columns(
     width, d = user_rows.shape[1], post_latent.shape[1]
     column = width + d
     sources = context.shape[1] - column - 14
-    for k in range(len(user)):
+    for k in numba.prange(len(user)):
         row = context[k]
         u, p = user[k], post[k]
         a = author_of[p]
@@ -569,6 +687,11 @@ def _rec_arm_columns(
             row[column + 14 + j] = 1.0 if source[k] == j else 0.0
 
 
+_relational_draws_serial, _relational_draws_parallel = _serial_and_parallel(_relational_draws)
+_rec_arm_columns_serial, _rec_arm_columns_parallel = _serial_and_parallel(_rec_arm_columns)
+_hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
+_hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
+
 KERNELS = {
     "dedupe_rows": _dedupe,
     "compact_rows": _compact,
@@ -581,11 +704,21 @@ KERNELS = {
     "unit_rows": _unit_rows,
     "unit_noisy_rows": _unit_noisy_rows,
     "memory_update": _memory_update,
-    "relational_draws": _relational_draws,
+    "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
     "count_reactions": _count_reactions,
     "drop_own_and_repeated": _drop_own_and_repeated,
     "keyed_max": _keyed_max,
     "place_picks": _place_picks,
-    "rec_arm_columns": _rec_arm_columns,
+    "rec_arm_columns": _rec_arm_columns_serial,
+    "propagate_levels": _propagate_levels,
+    "hop_from_blocks": _hop_from_blocks_serial,
+    "hop_from_rows": _hop_from_rows_serial,
+}
+#: The kernels of :data:`KERNELS` that have a threaded version (the same results).
+PARALLEL_KERNELS = {
+    "relational_draws": _relational_draws_parallel,
+    "rec_arm_columns": _rec_arm_columns_parallel,
+    "hop_from_blocks": _hop_from_blocks_parallel,
+    "hop_from_rows": _hop_from_rows_parallel,
 }

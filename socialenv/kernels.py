@@ -10,6 +10,13 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 - ``numpy``: the pure-NumPy versions.
 
 :data:`BACKEND` says which one is in use; :func:`use_backend` switches at run time (tests).
+
+Threads are opt-in: ``POLICYSIM_THREADS=N`` (read at import) or :func:`set_threads` runs the
+kernels that have a threaded version (the local context propagation's hops, the Rec arm
+columns, the relational draws) on N threads of numba's pool. Each splits per-row work only,
+every row computed by one thread in the one-thread order of operations, so results are
+bit-identical to one thread (``tests/socialenv/test_kernels.py``; the trajectory digest with
+``POLICYSIM_THREADS=2``).
 Kernels whose result would differ in the last bit between the two (anything calling
 ``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
 are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
@@ -302,10 +309,10 @@ def place_picks_numpy(
 
 
 # ----------------------------------------------------------------------------- numba versions
-def _build_numba() -> dict[str, Callable[..., Any]]:
-    from socialenv._numba_kernels import KERNELS
+def _build_numba() -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
+    from socialenv._numba_kernels import KERNELS, PARALLEL_KERNELS
 
-    return dict(KERNELS)
+    return dict(KERNELS), dict(PARALLEL_KERNELS)
 
 
 def insert_sorted_numpy(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -339,13 +346,17 @@ _NUMPY = {
     "rec_arm_columns": rec_arm_columns_numpy,
 }
 _compiled: dict[str, Callable[..., Any]] | None = None
+_compiled_parallel: dict[str, Callable[..., Any]] = {}
 _active: dict[str, Callable[..., Any]] = _NUMPY
 BACKEND = "numpy"
+_THREADS_VAR = "POLICYSIM_THREADS"
+#: Threads of the parallel kernels (:func:`set_threads`); 1 = everything on the calling thread.
+THREADS = 1
 
 
 def use_backend(name: str) -> str:
     """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use."""
-    global _compiled, _active, BACKEND
+    global _compiled, _compiled_parallel, _active, BACKEND
     if name not in _CHOICES:
         raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
     if name == "numpy":
@@ -353,7 +364,7 @@ def use_backend(name: str) -> str:
         return BACKEND
     if _compiled is None:
         try:
-            _compiled = _build_numba()
+            _compiled, _compiled_parallel = _build_numba()
         except ImportError:
             if name == "numba":
                 raise
@@ -364,6 +375,50 @@ def use_backend(name: str) -> str:
 
 
 use_backend(os.environ.get(_ENV_VAR, "auto").strip().lower() or "auto")
+
+
+def set_threads(threads: int) -> int:
+    """Run the parallel kernels on ``threads`` threads of numba's pool (1: on the calling
+    thread, the default; the environment variable ``POLICYSIM_THREADS`` sets it at import).
+
+    Parallel kernels split per-row work only (each row computed by one thread, in the same
+    order of operations), so every result is bit-identical to one thread's. With the NumPy
+    backend the setting is kept but has no effect. Returns the setting."""
+    global THREADS
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+        raise ValueError(f"threads={threads!r} is not allowed: an integer >= 1")
+    threads = int(threads)
+    if threads > 1 and _compiled is not None:
+        import numba
+
+        if threads > numba.config.NUMBA_NUM_THREADS:
+            raise ValueError(
+                f"threads={threads} is not allowed: at most NUMBA_NUM_THREADS="
+                f"{numba.config.NUMBA_NUM_THREADS} (set that variable before numba is imported)"
+            )
+        numba.set_num_threads(threads)
+    THREADS = threads
+    return THREADS
+
+
+def _threads_from_env() -> int:
+    value = os.environ.get(_THREADS_VAR, "").strip()
+    if not value:
+        return 1
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{_THREADS_VAR}={value!r} is not allowed: an integer >= 1") from None
+
+
+set_threads(_threads_from_env())
+
+
+def _parallel_or_serial(name: str) -> Callable[..., Any]:
+    """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one."""
+    if THREADS > 1 and _active is _compiled and name in _compiled_parallel:
+        return _compiled_parallel[name]
+    return _active[name]
 
 
 def sorted_starts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -607,7 +662,7 @@ def relational_draws(
     lo: int,
 ) -> np.ndarray:
     """See :func:`relational_draws_numpy`."""
-    return _active["relational_draws"](
+    return _parallel_or_serial("relational_draws")(
         indptr.astype(np.int64, copy=False),
         indices.astype(np.int64, copy=False),
         active.astype(np.int64, copy=False),
@@ -642,6 +697,43 @@ def propagate_csr(
             indptr, indices, c, weights, np.asarray(rows, np.int64) if last else every
         )
     return c
+
+
+def propagate_rows(
+    context: np.ndarray | tuple[np.ndarray, ...],
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    rows: np.ndarray,
+    alpha: float,
+    hops: int,
+) -> np.ndarray:
+    """Rows ``rows`` (R,) of the ``hops``-hop propagated context, (R, D) float32, computed on
+    the neighbourhood of ``rows`` only; ``context`` is (N, D) or a tuple of (N, D_i) blocks
+    read as their concatenation. The NumPy version is
+    :func:`socialenv.propagation.propagate_rows` (SciPy CSR products on the gathered
+    neighbourhood); the compiled one marks the neighbourhood in one pass and reads the
+    context rows in place (no gather, sort or search), summing in SciPy's order."""
+    from socialenv.propagation import propagate_rows as propagate_rows_numpy
+
+    blocks = context if isinstance(context, tuple) else (context,)
+    if _active is _NUMPY or hops == 0 or len(blocks) > 2:
+        return propagate_rows_numpy(context, indptr, indices, rows, alpha, hops)
+    first = np.ascontiguousarray(blocks[0], dtype=np.float32)
+    second = np.ascontiguousarray(blocks[1], dtype=np.float32) if len(blocks) == 2 else first[:, :0]
+    indptr, indices = indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
+    rows = np.asarray(rows, np.int64)
+    weights = np.array([alpha, 1.0 - alpha], np.float32)
+    hop_from_blocks = _parallel_or_serial("hop_from_blocks")
+    hop_from_rows = _parallel_or_serial("hop_from_rows")
+    if hops == 1:
+        return hop_from_blocks(indptr, indices, first, second, rows, weights)
+    # order[:sizes[h]]: the nodes within h hops of rows; hop 1 computes the outermost level
+    # needed (hops - 1) from the context itself, each later hop the next level inwards
+    order, position, sizes = _active["propagate_levels"](indptr, indices, rows, hops)
+    current = hop_from_blocks(indptr, indices, first, second, order[: sizes[hops - 1]], weights)
+    for level in range(hops - 2, 0, -1):
+        current = hop_from_rows(indptr, indices, current, position, order[: sizes[level]], weights)
+    return hop_from_rows(indptr, indices, current, position, rows, weights)
 
 
 def count_reactions(
@@ -731,7 +823,7 @@ def rec_arm_columns(
             source,
         )
         return
-    _active["rec_arm_columns"](
+    _parallel_or_serial("rec_arm_columns")(
         context,
         user_rows,
         arm_row.astype(np.int64, copy=False),

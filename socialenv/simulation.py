@@ -33,7 +33,7 @@ from socialenv.events import EventSchedule
 from socialenv.lever import Lever, LeverConfig, PolicyEffects
 from socialenv.pages import small_pages
 from socialenv.platform import ExposureControl, FeedContext, Recommender
-from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
+from socialenv.propagation import normalized_adjacency, propagate
 from socialenv.scenario import Scenario
 from socialenv.scenarios import synthetic_text
 from socialenv.world import FollowGraph, PostTable, UserState, discretize_stance
@@ -306,8 +306,8 @@ class Simulation:
         n = len(self.users.stance)
         if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
-            return propagate_rows(
-                (self.users.latent, self.users.memory_latent),
+            return kernels.propagate_rows(
+                self.users.context_table(),
                 indptr,
                 indices,
                 np.asarray(rows, np.int64),

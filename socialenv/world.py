@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -413,6 +413,7 @@ class UserState:
     susceptibility: np.ndarray
     misinformed: np.ndarray
     exposure: np.ndarray
+    _context: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     _ARRAYS = (
         "latent",
@@ -445,6 +446,17 @@ class UserState:
             misinformed=ro(self.misinformed),
             exposure=ro(self.exposure),
         )
+
+    def context_table(self) -> np.ndarray:
+        """(N, 2d) float32 [latent | memory_latent] of every user, written into a buffer kept
+        between calls (overwritten by the next call). One user's context is one contiguous
+        row, so a propagation hop fetches one row per neighbour instead of one per block."""
+        n = len(self.latent)
+        width = self.latent.shape[1] + self.memory_latent.shape[1]
+        if self._context is None or self._context.shape != (n, width):
+            self._context = np.empty((n, width), np.float32)
+        np.concatenate([self.latent, self.memory_latent], axis=1, out=self._context)
+        return self._context
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name).copy() for name in self._ARRAYS}

@@ -256,6 +256,51 @@ def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
         )
 
 
+@pytest.fixture
+def threads():
+    """A setter of the parallel kernels' thread count (restores 1 afterwards)."""
+    yield kernels.set_threads
+    kernels.set_threads(1)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0, 1.0])
+def test_local_propagation_bit_identical_to_scipy_on_the_neighbourhood(compiled, threads, alpha):
+    from socialenv.propagation import propagate_rows as propagate_rows_numpy
+
+    rng = np.random.default_rng(12)
+    indptr, indices = _random_csr(rng, 600, 12)
+    profile = rng.standard_normal((600, 24)).astype(np.float32)
+    memory = rng.standard_normal((600, 8))  # float64: cast as the NumPy version casts
+    rows = rng.integers(0, 600, 70)  # repeats, any order
+    for hops in (0, 1, 2, 3):
+        for context in ((profile, memory), (profile,), profile):
+            expected = propagate_rows_numpy(context, indptr, indices, rows, alpha, hops)
+            for n_threads in (1, 2):
+                threads(n_threads)
+                got = kernels.propagate_rows(context, indptr, indices, rows, alpha, hops)
+                assert _bits(got) == _bits(expected), (hops, n_threads)
+
+
+def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):
+    """Enough rows that every thread of the pool gets work (the twin test above is small)."""
+    rng = np.random.default_rng(13)
+    indptr, indices = _random_csr(rng, 60_000, 30)
+    context = (rng.standard_normal((60_000, 32)).astype(np.float32),) * 2
+    rows = rng.integers(0, 60_000, 5_000)
+    threads(1)
+    one = kernels.propagate_rows(context, indptr, indices, rows, 0.5, 2)
+    threads(2)
+    assert kernels.THREADS == 2
+    assert _bits(kernels.propagate_rows(context, indptr, indices, rows, 0.5, 2)) == _bits(one)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_set_threads_rejects_what_is_not_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="threads"):
+        kernels.set_threads(bad)
+    assert kernels.THREADS == 1
+
+
 def test_relational_draws_and_merged_edits_match_numpy(compiled):
     rng = np.random.default_rng(9)
     n = 800
@@ -270,10 +315,9 @@ def test_relational_draws_and_merged_edits_match_numpy(compiled):
         expected = kernels.relational_draws_numpy(
             ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
         )
-        got = compiled["relational_draws"](
-            ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40
-        )
-        assert _bits(got) == _bits(expected)
+        for draws in (compiled["relational_draws"], kernels._compiled_parallel["relational_draws"]):
+            got = draws(ptr, idx, active, offset_draw, pick_draw, author_start, by_author, 40)
+            assert _bits(got) == _bits(expected)
     values = np.sort(rng.choice(10_000, 600, replace=False))
     new = np.setdiff1d(rng.integers(-5, 10_005, 80), values)
     at = np.searchsorted(values, new)
@@ -370,6 +414,21 @@ def test_rec_arm_columns_match_numpy(compiled):
         )
     assert _bits(got) == _bits(expected)
     assert np.isnan(got[:, w + d + 7]).all() and np.isnan(got[:, w + d + 13]).all()  # left to NumPy
+    threaded = np.full(shape, np.nan, np.float32)
+    with np.errstate(over="ignore"):
+        kernels._compiled_parallel["rec_arm_columns"](
+            threaded,
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            31,
+            source,
+        )
+    assert _bits(threaded) == _bits(expected)
 
 
 def test_place_picks_matches_numpy(compiled):
