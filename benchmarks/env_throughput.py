@@ -5,6 +5,8 @@
     python benchmarks/env_throughput.py --out benchmarks/results/env_throughput.json  # publish
     git archive 15398d2 | tar -x -C /tmp/old   # then, alternating with a run of this tree:
     python benchmarks/env_throughput.py --users 1000 --long-rounds 0 --code /tmp/old
+    # or paired in one run: this tree and commit a8ddfff, alternating, 5 repeats, medians
+    python benchmarks/env_throughput.py --users 1000 --long-rounds 0 --code a8ddfff --paired --repeats 5
 
 Each population size runs in a fresh process (so its peak memory is its own) with NumPy's
 BLAS, OpenMP and torch on ``--threads`` threads (default 1: the target is one core). The
@@ -38,6 +40,12 @@ machine) and reports CPU per round / floor: how far the round is from its memory
 
 Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
 tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
+
+``--code`` takes a source tree or a git revision of this repository (extracted with
+``git archive`` into a temporary folder). With ``--paired`` each size is measured on this tree and
+on ``--code`` in turn (each in a fresh process, alternating within every repeat), and the summary
+gives per size the median CPU time per step of each and their ratio (``speedup``: the other
+tree's time over this tree's).
 ``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.kernels).
 """
 
@@ -383,6 +391,59 @@ def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dic
     return summary
 
 
+def _source_tree(code: str) -> str:
+    """The folder of ``code``: a source tree as given, or a git revision of this repository
+    extracted into a temporary folder (``git archive``)."""
+    import subprocess
+    import tempfile
+
+    if Path(code).is_dir():
+        return str(Path(code).resolve())
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{code}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise ValueError(
+            f"--code={code!r} is not allowed: a source folder or a git revision of {ROOT}"
+        ) from err
+    folder = Path(tempfile.mkdtemp(prefix=f"policysim-{commit[:10]}-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return str(folder)
+
+
+def _paired_summary(paired: dict[str, list[dict[str, Any]]], code: str) -> dict[str, Any]:
+    """Per size: the median over repeats of each tree's median CPU time per step (both
+    policies), their ratio, and the ratio within each repeat."""
+    by_size: dict[int, dict[str, Any]] = {}
+    for n in sorted({r["num_users"] for r in paired["this"]}):
+        this = [r for r in paired["this"] if r["num_users"] == n]
+        other = [r for r in paired["code"] if r["num_users"] == n]
+        this_cpu = _median([r["cpu_s_median"] for r in this])
+        code_cpu = _median([r["cpu_s_median"] for r in other])
+        by_size[n] = {
+            "this_cpu_s": this_cpu,
+            "code_cpu_s": code_cpu,
+            "this_cpu_steps_per_s": 1 / this_cpu,
+            "code_cpu_steps_per_s": 1 / code_cpu,
+            "this_users_steps_per_s": n / this_cpu,
+            "speedup": code_cpu / this_cpu,
+            "speedup_per_repeat": [
+                b["cpu_s_median"] / a["cpu_s_median"] for a, b in zip(this, other, strict=True)
+            ],
+            "repeats": len(this),
+        }
+    return {"code": code, "by_size": by_size}
+
+
 def main() -> None:
     from socialenv.progress import add_quiet_option, progress_bar
 
@@ -409,10 +470,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--code",
-        type=Path,
         default=None,
-        help="measure the package of another source tree (e.g. an older commit's "
-        "`git archive`) with this script's measurements",
+        help="measure the package of another source tree, or of a git revision of this "
+        "repository (extracted with `git archive`), with this script's measurements",
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="with --code: measure this tree and --code alternately and report the ratio",
     )
     add_quiet_option(parser)
     args = parser.parse_args()
@@ -429,11 +494,15 @@ def main() -> None:
     steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
-    code = None if args.code is None else str(args.code.resolve())
+    if args.paired and args.code is None:
+        raise ValueError("--paired is not allowed without --code (the tree to pair against)")
+    code = None if args.code is None else _source_tree(args.code)
+    trees: list[str | None] = [None, code] if args.paired else [code]
+    paired_rows: dict[str, list[dict[str, Any]]] = {"this": [], "code": []}
     rows: list[dict[str, Any]] = []
     long_runs: list[dict[str, Any]] = []
     bar = progress_bar(
-        total=args.repeats * (len(args.users) + bool(args.long_rounds)),
+        total=args.repeats * (len(args.users) * len(trees) + bool(args.long_rounds)),
         unit="measurement",
         quiet=args.quiet,
     )
@@ -441,10 +510,15 @@ def main() -> None:
         for n, s in zip(args.users, steps, strict=True):
             bar.set_description(f"{n:,} users")
             bar.update()
-            row = _run(measure_size, n, s, args.seed, args.threads, code)
-            row["repeat"] = repeat
-            rows.append(row)
-            _print_row(row)
+            for tree in trees:
+                row = _run(measure_size, n, s, args.seed, args.threads, tree)
+                row["repeat"] = repeat
+                row["tree"] = tree or str(ROOT)
+                if args.paired:
+                    paired_rows["this" if tree is None else "code"].append(row)
+                    print("this tree:" if tree is None else f"{args.code}:", end=" ")
+                rows.append(row)
+                _print_row(row)
         if args.long_rounds:
             bar.set_description("long run")
             bar.update()
@@ -454,7 +528,16 @@ def main() -> None:
             long_run["repeat"] = repeat
             long_runs.append(long_run)
             _print_long_run(long_run)
-    summary = _summary(rows, long_runs)
+    summary = _summary(paired_rows["this"] if args.paired else rows, long_runs)
+    if args.paired:
+        summary["paired"] = _paired_summary(paired_rows, args.code)
+        for n, pair in summary["paired"]["by_size"].items():
+            print(
+                f"{n:>9,} users, median of {args.repeats}: CPU {pair['this_cpu_s'] * 1e3:.2f} ms/step "
+                f"(this tree, {1 / pair['this_cpu_s']:.1f} steps/s) vs {pair['code_cpu_s'] * 1e3:.2f} "
+                f"({args.code}, {1 / pair['code_cpu_s']:.1f} steps/s): speed-up {pair['speedup']:.2f}x "
+                f"(per repeat: {', '.join(f'{r:.2f}' for r in pair['speedup_per_repeat'])})"
+            )
     if args.repeats > 1:
         for n, size in summary["by_size"].items():
             print(
@@ -485,7 +568,9 @@ def main() -> None:
                     "processor": platform.processor() or platform.machine(),
                 },
                 "code": code or str(ROOT),
+                "code_arg": args.code,
                 "commit": _commit(Path(code) if code else ROOT),
+                "this_commit": _commit(ROOT),
                 "rows": rows,
                 "summary": summary,
             },
