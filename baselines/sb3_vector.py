@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from agent_models.extras import require
-from socialenv.envs.vector import PolicySimVectorEnv
+from socialenv.envs.vector import AutoresetMode, PolicySimVectorEnv
 
 
 def _vec_env_class() -> type:
@@ -50,7 +50,7 @@ def _vec_env_class() -> type:
             action_space: gym.Space | None = None,
             action_map: Callable[[np.ndarray], np.ndarray] | None = None,
         ) -> None:
-            if envs.autoreset_mode is not gym.vector.AutoresetMode.SAME_STEP:
+            if envs.autoreset_mode is not AutoresetMode.SAME_STEP:
                 raise ValueError(
                     f"envs.autoreset_mode={envs.autoreset_mode} is not allowed: SB3 resets in "
                     "the same step (autoreset_mode='SameStep')"

@@ -32,16 +32,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from copy import deepcopy
+from enum import Enum
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from socialenv.envs.base import PolicySimEnv
 from socialenv.registration import ENV_IDS
+
+try:
+    from gymnasium.vector import AutoresetMode
+except ImportError:  # gymnasium 1.0 has no enum (its vector envs reset on the next step)
+
+    class AutoresetMode(Enum):  # type: ignore[no-redef]
+        """Gymnasium >= 1.1's ``gymnasium.vector.AutoresetMode``."""
+
+        NEXT_STEP = "NextStep"
+        SAME_STEP = "SameStep"
+        DISABLED = "Disabled"
+
 
 _AUTORESET_MODES = {mode.value: mode for mode in AutoresetMode}
 
