@@ -642,3 +642,16 @@ def _seed_sequence_state(words: np.ndarray) -> np.ndarray:
 
 
 KERNELS["seed_sequence_state"] = _seed_sequence_state
+
+
+@jit
+def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> None:
+    """``np.add.at(out, index, rows)`` for 2-D ``out`` and ``rows`` of one dtype: row by row,
+    in order, so the sums round as NumPy's."""
+    for r in range(len(index)):
+        target = index[r]
+        for j in range(rows.shape[1]):
+            out[target, j] += rows[r, j]
+
+
+KERNELS["scatter_add_rows"] = _scatter_add_rows

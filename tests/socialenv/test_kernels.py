@@ -527,3 +527,20 @@ def test_seeded_generator_is_default_rng_bit_for_bit(backend):
         reference = np.random.default_rng(list(entropy))
         assert generator.bit_generator.state == reference.bit_generator.state
         np.testing.assert_array_equal(generator.random(5), reference.random(5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_rows_is_bit_identical_to_add_at(compiled, dtype):
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((5000, 16)).astype(dtype)
+    index = rng.integers(0, 24, 5000)
+    expected = rng.standard_normal((24, 16)).astype(dtype)
+    out = expected.copy()
+    np.add.at(expected, index, rows)
+    compiled["scatter_add_rows"](out, index, rows)
+    np.testing.assert_array_equal(out, expected)
+    twin = np.zeros((24, 16), dtype)
+    kernels.scatter_add_rows_numpy(twin, index, rows)
+    reference = np.zeros((24, 16), dtype)
+    np.add.at(reference, index, rows)
+    np.testing.assert_array_equal(twin, reference)
