@@ -165,7 +165,7 @@ def test_batch_infos_matches_gymnasium_add_info() -> None:
 def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo() -> None:
     pytest.importorskip("stable_baselines3")
     from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecCheckNan, VecEnv
 
     from baselines.sb3_vector import make_sb3_vec_env
 
@@ -188,7 +188,8 @@ def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo() -> None:
             if "terminal_observation" in b:
                 assert_same(a["terminal_observation"], b["terminal_observation"])
     assert native.get_attr("num_arms") == dummy.get_attr("num_arms")
-    model = PPO("MultiInputPolicy", native, n_steps=8, batch_size=12, n_epochs=1, device="cpu")
+    checked = VecCheckNan(native, raise_exception=True)  # SB3's check of every obs and reward
+    model = PPO("MultiInputPolicy", checked, n_steps=8, batch_size=12, n_epochs=1, device="cpu")
     model.learn(total_timesteps=2 * 8 * NUM_ENVS)
     assert model.num_timesteps >= 2 * 8 * NUM_ENVS
     native.close()
