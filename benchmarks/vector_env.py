@@ -21,7 +21,10 @@ BLAS / OpenMP run on one thread per process unless the environment sets them (th
 single-threaded; a second BLAS thread only spins on a shared machine). The one-process modes
 (``single``, ``sync``, ``native``) also report env steps per second of process CPU time
 (``time.process_time``: what this process used, whatever else runs on the machine), and the
-speed-ups on it; ``users·steps/s`` is env steps/s × users. Results go to ``--out`` (default
+speed-ups on it; ``users·steps/s`` is env steps/s × users. With both ``sync`` and ``native``
+the run also steps the two alternately, step by step with the same actions
+(:func:`time_alternating`), and reports native / sync on CPU time per repeat: the paired form
+of the comparison. Results go to ``--out`` (default
 ``runs/benchmarks/vector_env.json``, not tracked; publish to ``benchmarks/results/``
 deliberately) and a table is printed.
 """
@@ -101,6 +104,46 @@ def time_vector(
     return transitions / seconds, transitions / cpu
 
 
+def time_alternating(
+    modes: tuple[str, str],
+    num_envs: int,
+    env_kwargs: dict[str, Any],
+    vector_steps: int,
+    warmup: int,
+    seed: int,
+) -> dict[str, float]:
+    """Env steps per CPU second of two vector envs stepped alternately, step by step, with
+    the same actions (both built first, so both hold their worlds in memory throughout): a
+    paired measurement that a changing load affects alike."""
+    envs = {
+        mode: gym.make_vec(
+            "PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=MODES[mode], **env_kwargs
+        )
+        for mode in modes
+    }
+    try:
+        first = envs[modes[0]]
+        first.action_space.seed(seed)
+        for env in envs.values():
+            env.reset(seed=seed)
+        cpu = dict.fromkeys(modes, 0.0)
+        transitions = dict.fromkeys(modes, 0)
+        done = {mode: np.zeros(num_envs, bool) for mode in modes}
+        for step in range(warmup + vector_steps):
+            action = first.action_space.sample()
+            for mode in modes if step % 2 == 0 else modes[::-1]:
+                start = time.process_time()
+                _, _, terminated, truncated, _ = envs[mode].step(action)
+                if step >= warmup:
+                    cpu[mode] += time.process_time() - start
+                    transitions[mode] += int((~done[mode]).sum())
+                done[mode] = terminated | truncated
+    finally:
+        for env in envs.values():
+            env.close()
+    return {mode: transitions[mode] / cpu[mode] for mode in modes}
+
+
 #: Benchmark mode -> ``make_vec``'s ``vectorization_mode`` (None: one env, no vector env).
 MODES = {"single": None, "sync": "sync", "async": "async", "native": "vector_entry_point"}
 
@@ -136,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
     cpu_samples: dict[str, list[float]] = {}
+    alternating: dict[str, list[float]] = {}
     bar = progress_bar(
         total=args.repeats * len(args.num_envs), unit="measurement", quiet=args.quiet
     )
@@ -156,6 +200,11 @@ def main(argv: list[str] | None = None) -> None:
                 samples.setdefault(key, []).append(wall)
                 if mode != "async":  # the workers' CPU time is not this process's
                     cpu_samples.setdefault(key, []).append(cpu)
+            if "native" in modes and "sync" in modes:
+                rates = time_alternating(
+                    ("sync", "native"), n, env_kwargs, args.vector_steps, args.warmup, args.seed
+                )
+                alternating.setdefault(f"N={n}", []).append(rates["native"] / rates["sync"])
     load_after = os.getloadavg()
     median = {k: float(np.median(v)) for k, v in samples.items()}
     cpu_median = {k: float(np.median(v)) for k, v in cpu_samples.items()}
@@ -188,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
             for n in args.num_envs
             if f"native-{n}" in median and f"sync-{n}" in median
         },
+        "native_over_sync_alternating": {
+            key: {"median": float(np.median(v)), "samples": v} for key, v in alternating.items()
+        },
     }
     print(
         f"PolicySim-Rec-v0, {args.users} users, {os.cpu_count()} CPUs, load average "
@@ -210,6 +262,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     for n, ratio in results["native_over_sync"].items():
         print(f"native / sync, {n}: {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x CPU")
+    for n, ratio in results["native_over_sync_alternating"].items():
+        print(
+            f"native / sync, {n}, stepped alternately: {ratio['median']:.2f}x CPU (per repeat: "
+            + ", ".join(f"{r:.2f}" for r in ratio["samples"])
+            + ")"
+        )
     if not args.smoke or args.out != parser.get_default("out"):
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))
