@@ -427,10 +427,30 @@ def _per_user_vec_env(
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
     if native_vector:
-        from baselines.sb3_vector import make_per_user_vec_env
-
         return VecMonitor(make_per_user_vec_env(env_id, n_envs, env_kwargs))
     return DummyVecEnv([factory() for _ in range(n_envs)])
+
+
+def make_per_user_vec_env(
+    env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None
+) -> Any:
+    """An SB3 ``VecEnv`` of ``num_envs`` sub-envs of ``env_id`` on the native vector env
+    (:func:`baselines.sb3_vector.make_sb3_vec_env`) with :class:`PerUserChoice`'s action:
+    per-user candidate choices, mapped to each sub-env's slate."""
+    from functools import partial
+
+    from baselines.sb3_vector import make_sb3_vec_env
+
+    envs = make_sb3_vec_env(env_id, num_envs, {**(env_kwargs or {}), "action_format": "slate"})
+    probe = PerUserChoice(envs.vector_env.envs[0])
+    envs.action_space = probe.action_space
+    envs.action_map = partial(
+        choices_to_slate,
+        candidates=probe.candidates,
+        per_user=probe.per_user,
+        no_op=probe.no_op,
+    )
+    return envs
 
 
 class PerArmActor:

@@ -14,7 +14,7 @@ seed ``seed + i`` bit for bit, as in ``DummyVecEnv`` after ``envs.seed(seed)``.
     PPO("MultiInputPolicy", envs, n_steps=128).learn(10_000)
 
 ``action_map`` turns each sub-env's action of the adapter's ``action_space`` into the env's own
-(the per-arm PPO's per-user choices: :func:`make_per_user_vec_env`).
+(the per-arm PPO's per-user choices: :func:`baselines.per_arm.make_per_user_vec_env`).
 
 stable-baselines3 is imported inside the functions (optional extra ``rl``).
 """
@@ -146,24 +146,3 @@ def make_sb3_vec_env(
     ``SAME_STEP`` autoreset); seed it with ``.seed(seed)`` before the first reset."""
     envs = PolicySimVectorEnv(env_id, num_envs, autoreset_mode="SameStep", **(env_kwargs or {}))
     return _vec_env_class()(envs, action_space, action_map)
-
-
-def make_per_user_vec_env(
-    env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None
-) -> Any:
-    """:func:`make_sb3_vec_env` with the per-arm PPO's action: per-user candidate choices
-    (:class:`baselines.per_arm.PerUserChoice`'s action space and mapping)."""
-    from functools import partial
-
-    from baselines.per_arm import PerUserChoice, choices_to_slate
-
-    kwargs = {**(env_kwargs or {}), "action_format": "slate"}
-    envs = PolicySimVectorEnv(env_id, num_envs, autoreset_mode="SameStep", **kwargs)
-    probe = PerUserChoice(envs.envs[0])
-    action_map = partial(
-        choices_to_slate,
-        candidates=probe.candidates,
-        per_user=probe.per_user,
-        no_op=probe.no_op,
-    )
-    return _vec_env_class()(envs, probe.action_space, action_map)
