@@ -363,6 +363,7 @@ def train_per_arm_ppo(
     hidden: int = 64,
     callback: Any = None,
     verbose: int = 0,
+    native_vector: bool = False,
 ) -> TrainResult:
     """Train ``stable_baselines3.PPO`` with :class:`PerArmPolicy` on ``env_id``.
 
@@ -376,12 +377,14 @@ def train_per_arm_ppo(
         ppo_kwargs: overrides of :data:`PER_ARM_PPO_KWARGS`.
         hidden: per-arm embedding width.
         callback: an extra SB3 callback (e.g. periodic evaluation).
+        native_vector: step the ``n_envs`` envs as the native vector env
+            (:func:`baselines.sb3_vector.make_per_user_vec_env`, the same trajectories)
+            instead of a ``DummyVecEnv`` of wrapped envs.
     """
     require("stable_baselines3", "rl", "train_per_arm_ppo")
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
     from baselines.sb3 import _episode_curve_callback
 
@@ -391,7 +394,7 @@ def train_per_arm_ppo(
 
         return make
 
-    envs = DummyVecEnv([factory() for _ in range(n_envs)])
+    envs = _per_user_vec_env(env_id, env_kwargs, n_envs, native_vector, factory)
     envs.seed(seed)  # env i's first reset gets seed + i
     policy = _torch_classes()["PerArmPolicy"]
     model = PPO(
@@ -410,6 +413,44 @@ def train_per_arm_ppo(
     seconds = time.perf_counter() - start
     envs.close()
     return TrainResult(model=model, curve=curve, seconds=seconds)
+
+
+def _per_user_vec_env(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None,
+    n_envs: int,
+    native_vector: bool,
+    factory: Any,
+) -> Any:
+    """The training envs: a ``VecMonitor`` on the native vector env, or a ``DummyVecEnv`` of
+    ``Monitor``-wrapped envs."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+    if native_vector:
+        return VecMonitor(make_per_user_vec_env(env_id, n_envs, env_kwargs))
+    return DummyVecEnv([factory() for _ in range(n_envs)])
+
+
+def make_per_user_vec_env(
+    env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None
+) -> Any:
+    """An SB3 ``VecEnv`` of ``num_envs`` sub-envs of ``env_id`` on the native vector env
+    (:func:`baselines.sb3_vector.make_sb3_vec_env`) with :class:`PerUserChoice`'s action:
+    per-user candidate choices, mapped to each sub-env's slate."""
+    from functools import partial
+
+    from baselines.sb3_vector import make_sb3_vec_env
+
+    envs = make_sb3_vec_env(env_id, num_envs, {**(env_kwargs or {}), "action_format": "slate"})
+    probe = PerUserChoice(envs.vector_env.envs[0])
+    envs.action_space = probe.action_space
+    envs.action_map = partial(
+        choices_to_slate,
+        candidates=probe.candidates,
+        per_user=probe.per_user,
+        no_op=probe.no_op,
+    )
+    return envs
 
 
 class PerArmActor:

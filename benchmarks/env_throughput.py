@@ -539,6 +539,35 @@ def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dic
     return summary
 
 
+def _source_tree(code: str) -> str:
+    """The folder of ``code``: a source tree as given, or a git revision of this repository
+    extracted into a temporary folder (``git archive``)."""
+    import subprocess
+    import tempfile
+
+    if Path(code).is_dir():
+        return str(Path(code).resolve())
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{code}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise ValueError(
+            f"--code={code!r} is not allowed: a source folder or a git revision of {ROOT}"
+        ) from err
+    folder = Path(tempfile.mkdtemp(prefix=f"policysim-{commit[:10]}-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return str(folder)
+
+
 def main() -> None:
     from socialenv.progress import add_quiet_option, progress_bar
 
@@ -572,17 +601,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--code",
-        type=Path,
         default=None,
-        help="measure the package of another source tree (e.g. an older commit's "
-        "`git archive`) with this script's measurements",
+        help="measure the package of another source tree, or of a git revision of this "
+        "repository (extracted with `git archive`), with this script's measurements",
     )
     parser.add_argument(
         "--compare",
-        type=Path,
         default=None,
-        help="also measure the package of this source tree (e.g. `git worktree add /tmp/base "
-        "REV`), alternating with this one run by run (paired: same minutes, same machine); "
+        help="also measure the package of this source tree or git revision (e.g. a8ddfff), "
+        "alternating with this one run by run (paired: same minutes, same machine); "
         "the summary gives the medians of both and their ratio",
     )
     add_quiet_option(parser)
@@ -600,10 +627,10 @@ def main() -> None:
     steps = args.steps or [DEFAULT_STEPS.get(n, 6) for n in args.users]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "env_throughput" / f"{stamp}.json"
-    code = None if args.code is None else str(args.code.resolve())
+    code = None if args.code is None else _source_tree(args.code)
     codes: list[tuple[str, str | None]] = [("this", code)]
     if args.compare is not None:
-        codes.append(("compare", str(args.compare.resolve())))
+        codes.append(("compare", _source_tree(args.compare)))
     if min(args.threads) < 1:
         raise ValueError(f"--threads={args.threads} is not allowed: integers >= 1")
     rows: list[dict[str, Any]] = []

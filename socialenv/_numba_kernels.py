@@ -722,3 +722,69 @@ PARALLEL_KERNELS = {
     "hop_from_blocks": _hop_from_blocks_parallel,
     "hop_from_rows": _hop_from_rows_parallel,
 }
+
+
+# SeedSequence's hash constants (numpy.random.SeedSequence, pool size 4)
+_INIT_A = np.uint64(0x43B0D7E5)
+_MULT_A = np.uint64(0x931E8875)
+_INIT_B = np.uint64(0x8B51F9DD)
+_MULT_B = np.uint64(0x58F38DED)
+_MIX_MULT_L = np.uint64(0xCA01F9DD)
+_MIX_MULT_R = np.uint64(0x4973F715)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SHIFT16 = np.uint64(16)
+_SHIFT32 = np.uint64(32)
+
+
+@jit
+def _seed_sequence_state(words: np.ndarray) -> np.ndarray:
+    """(4,) uint64: ``SeedSequence(words).generate_state(4, np.uint64)`` for (n,) uint64
+    entropy ``words``, each below 2**32 (32-bit arithmetic done in 64 bits and masked)."""
+    pool = np.zeros(4, np.uint64)
+    hash_const = _INIT_A
+    n = len(words)
+    for i in range(4):
+        value = words[i] if i < n else np.uint64(0)
+        value ^= hash_const
+        hash_const = (hash_const * _MULT_A) & _MASK32
+        value = (value * hash_const) & _MASK32
+        pool[i] = value ^ (value >> _SHIFT16)
+    for i_src in range(4 + max(n - 4, 0)):
+        for i_dst in range(4):
+            if i_src < 4 and i_src == i_dst:
+                continue
+            value = pool[i_src] if i_src < 4 else words[i_src]
+            value ^= hash_const
+            hash_const = (hash_const * _MULT_A) & _MASK32
+            value = (value * hash_const) & _MASK32
+            value ^= value >> _SHIFT16
+            mixed = (_MIX_MULT_L * pool[i_dst] - _MIX_MULT_R * value) & _MASK32
+            pool[i_dst] = mixed ^ (mixed >> _SHIFT16)
+    out = np.zeros(4, np.uint64)
+    hash_const = _INIT_B
+    for i in range(8):
+        value = pool[i % 4] ^ hash_const
+        hash_const = (hash_const * _MULT_B) & _MASK32
+        value = (value * hash_const) & _MASK32
+        value ^= value >> _SHIFT16
+        if i % 2 == 0:
+            out[i // 2] = value
+        else:
+            out[i // 2] |= value << _SHIFT32
+    return out
+
+
+KERNELS["seed_sequence_state"] = _seed_sequence_state
+
+
+@jit
+def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> None:
+    """``np.add.at(out, index, rows)`` for 2-D ``out`` and ``rows`` of one dtype: row by row,
+    in order, so the sums round as NumPy's."""
+    for r in range(len(index)):
+        target = index[r]
+        for j in range(rows.shape[1]):
+            out[target, j] += rows[r, j]
+
+
+KERNELS["scatter_add_rows"] = _scatter_add_rows

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from socialenv import kernels
+
 
 @dataclass(frozen=True)
 class ClusterIndex:
@@ -68,7 +70,7 @@ def fit_centroids(
     for _ in range(iterations):
         label = np.argmax(rows @ centres.T, axis=1)
         sums = np.zeros_like(centres)
-        np.add.at(sums, label, rows)
+        kernels.scatter_add_rows(sums, label, rows)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         empty = norms[:, 0] < 1e-8
         centres = np.where(empty[:, None], centres, sums / np.maximum(norms, 1e-8))

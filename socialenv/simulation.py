@@ -169,7 +169,7 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- setup
     def rng(self, round_: int, stream: Stream) -> np.random.Generator:
-        return np.random.default_rng([self.seed, round_ + 1, int(stream)])
+        return kernels.seeded_generator((self.seed, round_ + 1, int(stream)))
 
     def _load_scenario(self, seed: int) -> Scenario:
         spec = self.config.scenario

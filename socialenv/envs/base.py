@@ -321,9 +321,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         active users + 3 standard deviations), so that the observation has a fixed size."""
         if fixed is not None:
             return int(fixed)
-        expected = self.expected_active_users()
-        share = self.lever_config.lever_share
-        return max(1, int(np.ceil(share * (expected + 3 * np.sqrt(expected)))))
+        if "_expected_active" not in self.__dict__:  # the config is frozen: once per env
+            self._expected_active = self.expected_active_users()
+        expected = self._expected_active
+        return max(1, int(np.ceil(self.lever_config.lever_share * (expected + 3 * np.sqrt(expected)))))
 
     def lever_take(self, available: int, active: int, fixed: int | None) -> int:
         """Users the policy governs this round: ``fixed`` (or ``lever_share`` × the round's

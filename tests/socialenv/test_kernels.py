@@ -568,3 +568,39 @@ def test_episode_is_bit_identical_on_both_paths(env_name, policy):
     finally:
         kernels.use_backend(previous)
     assert compiled_digest == numpy_digest
+
+
+def test_seed_sequence_state_matches_numpy_seed_sequence(compiled):
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 4, 5, 9):
+        for _ in range(50):
+            words = rng.integers(0, 2**32, n, dtype=np.uint64)
+            words[rng.random(n) < 0.2] = 0
+            np.testing.assert_array_equal(
+                compiled["seed_sequence_state"](words), kernels.seed_sequence_state_numpy(words)
+            )
+
+
+def test_seeded_generator_is_default_rng_bit_for_bit(backend):
+    for entropy in [(0, 1, 0), (2**31 - 2, 301, 11), (5, 2**32 - 1, 3), (2**32, 1, 0), (3,)]:
+        generator = kernels.seeded_generator(entropy)
+        reference = np.random.default_rng(list(entropy))
+        assert generator.bit_generator.state == reference.bit_generator.state
+        np.testing.assert_array_equal(generator.random(5), reference.random(5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_rows_is_bit_identical_to_add_at(compiled, dtype):
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((5000, 16)).astype(dtype)
+    index = rng.integers(0, 24, 5000)
+    expected = rng.standard_normal((24, 16)).astype(dtype)
+    out = expected.copy()
+    np.add.at(expected, index, rows)
+    compiled["scatter_add_rows"](out, index, rows)
+    np.testing.assert_array_equal(out, expected)
+    twin = np.zeros((24, 16), dtype)
+    kernels.scatter_add_rows_numpy(twin, index, rows)
+    reference = np.zeros((24, 16), dtype)
+    np.add.at(reference, index, rows)
+    np.testing.assert_array_equal(twin, reference)
