@@ -24,8 +24,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from agent_models.extras import DependencyNotInstalled, require
-from agent_models.validation import config_error
+from policysim_infra.extras import DependencyNotInstalled, require
+from policysim_infra.validation import config_error
 
 #: Dimension of :class:`HashingEncoder` vectors unless told otherwise (MiniLM's size, so a
 #: scenario built with either encoder has the same latent width).

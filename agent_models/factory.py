@@ -3,7 +3,7 @@
 Population names: ``"surrogate"``, ``"llm"`` and every name a plugin registered with
 :func:`register_population` (the shipped ``baselines`` plugin adds the HiSim ABMs
 ``"bounded_confidence"``, ``"lorenz"``, ``"relative_agreement"``; see
-:mod:`agent_models.plugins`).
+:mod:`policysim_infra.plugins`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_models.base import Brain
-from agent_models.validation import did_you_mean
+from policysim_infra.validation import did_you_mean
 
 BRAIN_KINDS = ("surrogate", "llm")
 #: name -> factory(llm=..., surrogate=...) returning a fresh Brain (filled by plugins).
@@ -26,7 +26,7 @@ def surrogate_config(surrogate: Any) -> Any:
     from os import PathLike
 
     from agent_models.surrogate import SurrogateConfig
-    from agent_models.validation import check
+    from policysim_infra.validation import check
 
     if isinstance(surrogate, SurrogateConfig):
         return surrogate
@@ -56,7 +56,7 @@ def register_population(name: str, factory: Callable[..., Brain]) -> None:
 
 def population_names() -> tuple[str, ...]:
     """Every name ``users=`` accepts (built-in and registered by plugins)."""
-    from agent_models.plugins import load_plugins
+    from policysim_infra.plugins import load_plugins
 
     load_plugins()
     return BRAIN_KINDS + tuple(_POPULATIONS)

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.types import Categorical, PostKind, Profiles
+from policysim_infra.extras import require
 
 #: Interaction roles, in the vocabulary order of the synthetic scenarios.
 ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurker", "regular")
@@ -518,7 +518,7 @@ _VADER: Any = None
 
 def sentiment_scores(texts: Sequence[str]) -> np.ndarray:
     """(n,) VADER compound scores in [-1, 1] (0 for text VADER does not know, e.g. Chinese).
-    Raises :class:`~agent_models.extras.DependencyNotInstalled` (an ImportError) if
+    Raises :class:`~policysim_infra.extras.DependencyNotInstalled` (an ImportError) if
     ``vaderSentiment`` is missing."""
     global _VADER
     if _VADER is None:

@@ -49,7 +49,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
-from agent_models.validation import Limit, check_fields
+from policysim_infra.validation import Limit, check_fields
 
 #: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
 Probability = Annotated[float, Limit(ge=0, le=1)]
@@ -315,7 +315,7 @@ class SurrogateBrain(Brain):
                 self.config.news_sensitivity * event.shift * (0.5 + users.susceptibility)
             ).astype(np.float32)
         attitude = self.attitude(users)
-        #: the attitudes this round's behaviour used (read by socialenv.trace)
+        #: the attitudes this round's behaviour used (read by socialenv.fitting.trace)
         self.round_attitude = attitude
         reactions = self._react(round_input, attitude, rng)
         posts = self._write_posts(round_input, attitude, rng)

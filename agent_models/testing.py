@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.types import (
     Categorical,
     NewsEvent,
@@ -24,6 +23,7 @@ from agent_models.types import (
     RoundInput,
     UserColumns,
 )
+from policysim_infra.extras import require
 
 #: Special tokens of the tiny tokenizer (ChatML, as in Qwen2).
 PAD_TOKEN = "<|endoftext|>"

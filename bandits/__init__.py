@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_models.validation import check
 from bandits.base import Policy, ScoredPolicy
 from bandits.eenet import EENet
 from bandits.egreedy import LinearEpsilonGreedy
@@ -22,6 +21,7 @@ from bandits.lints import LinTS
 from bandits.linucb import LinUCB
 from bandits.neural_ucb import NeuralUCB
 from bandits.random_policy import RandomPolicy
+from policysim_infra.validation import check
 
 #: Registry: policy name -> class.
 POLICIES: dict[str, type[Policy]] = {

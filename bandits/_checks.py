@@ -1,5 +1,5 @@
 """Validation of the policies' hyper-parameters, in the package's one error template
-(:func:`agent_models.validation.config_error`: ``name=value is not allowed: what is``)."""
+(:func:`policysim_infra.validation.config_error`: ``name=value is not allowed: what is``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
-from agent_models.validation import check
+from policysim_infra.validation import check
 
 
 def check_int(owner: Any, name: str, minimum: int | None = None) -> None:

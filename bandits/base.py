@@ -35,8 +35,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agent_models.validation import check_keys, config_error
 from bandits._checks import check_int
+from policysim_infra.validation import check_keys, config_error
 
 #: How a propensity was obtained: "deterministic" (the policy's choice is a function of its
 #: inputs and state, every propensity is 1), "exact" (closed form), "monte_carlo" (estimated

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from agent_models.validation import check
+from policysim_infra.validation import check
 
 ENCODERS = ("sage", "gcn")
 

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from agent_models.validation import check
 from bandits._checks import check_bool, check_choice, check_float, check_int
 from bandits.eenet import EENet
 from bandits.graph import (
@@ -25,6 +24,7 @@ from bandits.graph import (
     threads_for,
 )
 from bandits.networks import to_tensor, torch_generator
+from policysim_infra.validation import check
 
 
 class GraphReplay:

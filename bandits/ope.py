@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.validation import did_you_mean
 from bandits.base import PROPENSITY_METHODS
 from bandits.ridge import OnlineRidge
+from policysim_infra.validation import did_you_mean
 
 ESTIMATORS: tuple[str, ...] = ("ips", "snips", "dr")
 #: ``logged_rounds.npz`` members: name -> (ndim, allowed dtype kinds); the first eight are required.
@@ -61,7 +61,7 @@ LOG_MEMBERS: dict[str, tuple[int, str]] = {
     "per_group": (0, "iu"),
 }
 #: Largest total of array bytes :meth:`LoggedRounds.load` reads (a file may also not expand
-#: more than ``agent_models.npz.MAX_EXPANSION`` times its size on disk).
+#: more than ``policysim_infra.npz.MAX_EXPANSION`` times its size on disk).
 MAX_LOG_BYTES = 64 * 1024**3
 
 
@@ -169,7 +169,7 @@ class LoggedRounds:
             raise FileNotFoundError(
                 f"{path} does not exist (runs log it unless log_propensities=False)"
             )
-        from agent_models.npz import NpzReader
+        from policysim_infra.npz import NpzReader
 
         with NpzReader(
             path,

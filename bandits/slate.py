@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from agent_models.validation import config_error
+from policysim_infra.validation import config_error
 
 
 class SelectsArms(Protocol):

@@ -11,7 +11,6 @@
   and :mod:`baselines.sb3`, PPO with SB3's flat ``MultiInputPolicy``.
 """
 
-from baselines.episodes import opinion_metrics, play_episode
 from baselines.opinion_dynamics import (
     OPINION_MODELS,
     POPULATIONS,
@@ -39,7 +38,8 @@ from baselines.policies import (
     make_policy,
     policy_names,
 )
-from socialenv.policies import OriginPolicy
+from socialenv.envs.episodes import opinion_metrics, play_episode
+from socialenv.envs.policy_registry import OriginPolicy
 
 __all__ = [
     "BASELINE_POLICIES",

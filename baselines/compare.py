@@ -77,7 +77,7 @@ def evaluate(
     import gymnasium as gym
 
     import socialenv  # noqa: F401 - registers the env ids
-    from socialenv.episodes import play_episode
+    from socialenv.envs.episodes import play_episode
 
     results: dict[str, list[dict[str, float]]] = {}
     seeds = list(seeds)

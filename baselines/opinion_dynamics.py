@@ -21,7 +21,7 @@ over the round's (user, partner) pairs; there is no per-agent Python loop.
     env = gym.make("PolicySim-Rec-v0", users=OpinionDynamicsBrain("lorenz"))
 
 HiSim's macro metrics, :func:`bias` (mean attitude) and :func:`diversity` (variance), are
-defined in :mod:`socialenv.metrics` and re-exported here.
+defined in :mod:`socialenv.core.metrics` and re-exported here.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.surrogate import SurrogateBrain, SurrogateConfig
 from agent_models.types import PostColumns, RoundInput, RoundOutput, UserColumns
-from agent_models.validation import check_keys, did_you_mean
-from socialenv.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
+from policysim_infra.validation import check_keys, did_you_mean
+from socialenv.core.metrics import bias, diversity  # noqa: F401 - HiSim's metrics, re-exported
 
 
 def _positive(
@@ -360,7 +360,7 @@ def make_population(spec: str | Brain, **params: Any) -> str | Brain:
 
 def _register_populations() -> None:
     """``gym.make(..., users="lorenz")``: each ABM name builds a fresh brain that uses the
-    env's ``surrogate=`` parameters for behaviour (see :mod:`agent_models.plugins`)."""
+    env's ``surrogate=`` parameters for behaviour (see :mod:`policysim_infra.plugins`)."""
     from functools import partial
 
     from agent_models.factory import register_population

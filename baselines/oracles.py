@@ -1,6 +1,6 @@
 """Oracle policies that read the hidden state: upper bounds on what any policy can achieve.
 
-They are actors (``act(obs) -> action``, see :mod:`socialenv.episodes`) bound to one env,
+They are actors (``act(obs) -> action``, see :mod:`socialenv.envs.episodes`) bound to one env,
 because they look past the observation into the simulation: the surrogate users' reaction
 model and true misinformation beliefs, which no deployable policy sees. They exist to size
 the lever (``benchmarks/headroom.py``): if even an oracle cannot move a platform metric, the

@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agent_models.extras import require
+from policysim_infra.extras import require
 
 #: PPO settings of the per-arm benchmark (SB3 defaults except where noted): short rollouts
 #: because an episode is only ``rounds`` (10) steps, a small discount because a slate mostly
@@ -456,7 +456,7 @@ def make_per_user_vec_env(
 class PerArmActor:
     """A trained per-arm model as an actor on the *unwrapped* env's slate action:
     ``act(obs) -> (slate_size,) int64`` global arm indices (for
-    :func:`socialenv.episodes.play_episode`)."""
+    :func:`socialenv.envs.episodes.play_episode`)."""
 
     def __init__(self, model: Any, env: gym.Env, deterministic: bool = True) -> None:
         base = env.unwrapped

@@ -4,7 +4,7 @@ All follow the bandit interface (``select(contexts, mask, budget)``, ``update``)
 runner, the sweep and your own loops treat them like any bandit:
 
 - **origin** — no intervention: every slot of the slate is left empty (the paper's
-  "Origin" row; :class:`socialenv.policies.OriginPolicy`).
+  "Origin" row; :class:`socialenv.envs.policy_registry.OriginPolicy`).
 - **popularity** (Rec) — recommend the most engaged candidate posts: the arms with the
   highest ``log(1 + engagement)`` feature, i.e. the trending post pushed to as many
   candidate users as the budget allows (a headline-only recommender as a policy).
@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agent_models.validation import check_keys
 from bandits._checks import check_choice, check_float
 from bandits.base import Policy, ScoredPolicy, class_averaged, top_ranked
+from policysim_infra.validation import check_keys
 from socialenv.envs.exposure import EXPOSURE_ARM_FEATURES
 from socialenv.envs.rec import REC_ARM_FEATURES
 
@@ -358,7 +358,7 @@ BASELINE_POLICIES: dict[str, type[_LayoutPolicy]] = {
 def policy_names() -> tuple[str, ...]:
     """Every policy name :func:`make_policy` accepts: origin, the bandits, the baselines
     (the same names as ``policysim run``: the baselines register themselves there)."""
-    from socialenv.policies import policy_names as runner_names
+    from socialenv.envs.policy_registry import policy_names as runner_names
 
     return tuple(dict.fromkeys(runner_names() + tuple(BASELINE_POLICIES)))
 
@@ -380,7 +380,7 @@ def make_policy(name: str, env: Any, seed: int = 0, **hyperparameters: Any) -> A
     allowed = policy_names()
     if name not in allowed:
         raise ValueError(f"policy={name!r} is not allowed: use one of {allowed}")
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.policy_registry import make_run_policy
 
     return make_run_policy(name, base, seed, **hyperparameters)
 
@@ -403,10 +403,10 @@ def headline_only_kwargs(slots: int = 12, pool: int = 20) -> dict[str, Any]:
 
 
 def _register_policies() -> None:
-    """``policysim run --policy mmr`` and friends (see :mod:`agent_models.plugins`)."""
+    """``policysim run --policy mmr`` and friends (see :mod:`policysim_infra.plugins`)."""
     from functools import partial
 
-    from socialenv.policies import first_sentence, register_policy
+    from socialenv.envs.policy_registry import first_sentence, register_policy
 
     for name, cls in BASELINE_POLICIES.items():
         register_policy(name, partial(make_policy, name), first_sentence(cls.__doc__))

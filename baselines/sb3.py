@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
+from policysim_infra.extras import require
 
 #: PPO settings used by the example and the benchmark (SB3 defaults except where noted):
 #: short rollouts because an episode is only ``rounds`` (10) steps, a small discount because

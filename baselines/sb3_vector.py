@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agent_models.extras import require
+from policysim_infra.extras import require
 from socialenv.envs.vector import AutoresetMode, PolicySimVectorEnv
 
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from policysim_infra.progress import add_quiet_option, progress_bar
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
-from socialenv.progress import add_quiet_option, progress_bar
 
 MODELS: dict[str, object] = {
     "bernoulli (default)": None,

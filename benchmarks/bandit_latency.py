@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     load_before = os.getloadavg()
-    from socialenv.progress import progress_bar
+    from policysim_infra.progress import progress_bar
 
     rows: list[dict[str, Any]] = []
     bar = progress_bar(

@@ -26,10 +26,10 @@ import numpy as np
 from agent_models.surrogate_mechanisms import MECHANISMS
 from agent_models.types import Behaviour, NewsEvent
 from baselines.compare import mean_ci95
+from policysim_infra.progress import add_quiet_option, progress_bar
 from socialenv.envs.exposure import ExposureEnv
 from socialenv.envs.rec import RecEnv
-from socialenv.progress import add_quiet_option, progress_bar
-from socialenv.scenarios import abortion
+from socialenv.scenarios.builtin import abortion
 
 RESULTS = Path("runs/benchmarks/calibration.json")
 #: Switched off one at a time (surrogate config overrides): every mechanism of the surrogate's

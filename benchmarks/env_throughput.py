@@ -53,7 +53,7 @@ beside them, the load average of each run and the ratios to this code at the few
 
 Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
 tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
-``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.kernels).
+``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.core.kernels).
 """
 
 from __future__ import annotations
@@ -144,10 +144,10 @@ def measure_size(
     from socialenv.envs.rec import RecEnv
 
     try:
-        from socialenv import kernels
+        from socialenv.core import kernels
 
         backend = kernels.BACKEND
-    except ImportError:  # code from before socialenv.kernels existed
+    except ImportError:  # code from before socialenv.core.kernels existed
         backend = "none"
 
     try:
@@ -302,7 +302,7 @@ def _propagation_rows(env: Any) -> tuple[int, Any]:
     the (N, 2d) float32 context table whose rows they are (for timing a fetch)."""
     import numpy as np
 
-    from socialenv import simulation
+    from socialenv.core import simulation
 
     sim = env.sim
     limit = getattr(simulation, "LOCAL_PROPAGATION_USERS", None)
@@ -569,7 +569,7 @@ def _source_tree(code: str) -> str:
 
 
 def main() -> None:
-    from socialenv.progress import add_quiet_option, progress_bar
+    from policysim_infra.progress import add_quiet_option, progress_bar
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=list(DEFAULT_STEPS))

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from baselines.compare import mean_ci95
+from policysim_infra.progress import add_quiet_option, progress_bar
 from socialenv.envs.rec import RecEnv
-from socialenv.progress import add_quiet_option, progress_bar
 
 PAPER_DESCRIPTION = (
     "Paper (§4.2.2, Fig. 3): with trigger news at rounds 0, 4 and 7, the mean stance shows a rapid "

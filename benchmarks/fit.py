@@ -2,7 +2,7 @@
 storage formats.
 
 For each size (users × rounds) and each of ``--draws`` random surrogates
-(:data:`socialenv.fit_synthetic.DRAW_RANGES`, draw d uses ``default_rng(1000 + d)``), one
+(:data:`socialenv.fitting.ground_truth.DRAW_RANGES`, draw d uses ``default_rng(1000 + d)``), one
 episode of PolicySim-Rec-v0 on the misinformation scenario with a random policy filling the
 slots of ``candidate_users = users // 10`` users (so the policy's channel is observed beside
 the built-in one) is recorded and fitted. Reported per parameter: coverage of the 95% Wald
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 #: |estimate − truth| allowed at 1,000 users × 30 rounds (stochastic parameters).
 TOLERANCE = {
@@ -59,8 +59,8 @@ DETERMINISTIC_TOLERANCE = 1e-3
 
 
 def one_fit(users: int, rounds: int, draw: int) -> dict:
-    from socialenv.fit import fit_trace
-    from socialenv.fit_synthetic import random_surrogate, synthetic_trace
+    from socialenv.fitting.ground_truth import random_surrogate, synthetic_trace
+    from socialenv.fitting.likelihood import fit_trace
 
     config = random_surrogate(np.random.default_rng(1000 + draw))
     began = time.process_time()
@@ -154,8 +154,8 @@ def summarize(rows: list[dict]) -> dict:
 
 def formats(folder: Path) -> dict:
     """Write one 1,000 × 30 trace in both storages; sizes and load CPU times (median of 5)."""
-    from socialenv.fit_synthetic import random_surrogate, synthetic_trace
-    from socialenv.trace import load_trace, write_trace
+    from socialenv.fitting.ground_truth import random_surrogate, synthetic_trace
+    from socialenv.fitting.trace import load_trace, write_trace
 
     trace = synthetic_trace(
         random_surrogate(np.random.default_rng(1000)),
@@ -190,8 +190,8 @@ def formats(folder: Path) -> dict:
 def held_out_draw(users: int, rounds: int, draw: int = 0) -> dict:
     """Held-out log-likelihood and action-mix JSD of the fitted, default and null models on a
     trace of draw ``draw`` (parameters away from the defaults)."""
-    from socialenv.fit_synthetic import random_surrogate, synthetic_trace
-    from socialenv.fit_validation import held_out
+    from socialenv.fitting.ground_truth import random_surrogate, synthetic_trace
+    from socialenv.fitting.held_out import held_out
 
     trace = synthetic_trace(
         random_surrogate(np.random.default_rng(1000 + draw)),

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 CASES: dict[str, tuple[Callable[[Path], Any], str]] = {}
 
@@ -88,7 +88,7 @@ def _load_and_step(path: Path) -> None:
 
 
 def _events(tmp: Path, text: str | bytes, suffix: str = ".yaml") -> None:
-    from socialenv.events import load_events
+    from socialenv.mechanisms.events import load_events
 
     path = tmp / f"events{suffix}"
     path.write_bytes(text.encode() if isinstance(text, str) else text)
@@ -194,7 +194,7 @@ def _(tmp: Path) -> None:
 
 @case("grid_billion_laughs")
 def _(tmp: Path) -> None:
-    from socialenv.sweep import load_grid
+    from policysim.sweep import load_grid
 
     path = tmp / "grid.yaml"
     path.write_text(LAUGHS + "parameters: {policy: {values: *i}}\n")
@@ -318,7 +318,7 @@ def _(tmp: Path) -> None:
 @case("scenario_huge_header")
 def _(tmp: Path) -> None:
     from socialenv import make_scenario
-    from socialenv.scenario import Scenario
+    from socialenv.scenarios.scenario import Scenario
 
     path = make_scenario("abortion", 50, seed=0).save(tmp / "s")
     out = _replace_member(path, tmp / "t.npz", "latent", _huge_header((10**7, 10**6), "<f8"))
@@ -513,7 +513,7 @@ def _(tmp: Path) -> None:
 def _(tmp: Path) -> None:
     import shutil
 
-    from socialenv.loaders import LoaderConfig, read_weibo
+    from socialenv.scenarios.loaders import LoaderConfig, read_weibo
 
     root = tmp / "weibo"
     shutil.copytree(Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "weibo", root)
@@ -527,7 +527,7 @@ def _(tmp: Path) -> None:
 def _(tmp: Path) -> None:
     import warnings
 
-    from agent_models import plugins
+    from policysim_infra import plugins
 
     (tmp / "probe_broken_plugin.py").write_text("raise RuntimeError('broken')\n")
     sys.path.insert(0, str(tmp))
@@ -546,7 +546,7 @@ def _(tmp: Path) -> None:
 # ------------------------------------------------------------------ Medium 5: run folders
 @case("run_name_overwrites_a_finished_run")
 def _(tmp: Path) -> None:
-    from socialenv.runner import RunConfig, run
+    from policysim.runner import RunConfig, run
 
     def config() -> RunConfig:
         return RunConfig(

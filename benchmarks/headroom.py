@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from baselines.compare import evaluate, levels, paired_deltas
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 SHARES = (0.1, 0.15, 0.25, 0.5)
 SETTINGS = (
@@ -112,7 +112,7 @@ def reward_alignment(seeds: int, users: int, rounds: int) -> dict[str, float]:
 
     import socialenv  # noqa: F401
     from baselines.oracles import ObjectiveOracle, civil_reaction_probabilities
-    from socialenv.policies import make_run_policy, select_action
+    from socialenv.envs.policy_registry import make_run_policy, select_action
 
     top, base, rho = [], [], []
     for seed in range(seeds):

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 
 class RecordingBackend:

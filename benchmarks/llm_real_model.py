@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+from policysim_infra.progress import add_quiet_option, progress_bar  # noqa: E402
 
 #: name → (package, GGUF file inside it or None to assemble, label)
 MODELS: dict[str, tuple[str, str | None, str]] = {
@@ -223,8 +223,8 @@ def lever(
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from socialenv.episodes import play_episode
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.episodes import play_episode
+    from socialenv.envs.policy_registry import make_run_policy
 
     cfg = llm_config(gguf, args)
     env = gym.make(

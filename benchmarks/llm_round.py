@@ -68,7 +68,7 @@ from agent_models.llm import LLMBrain, LLMConfig, make_backend  # noqa: E402
 from agent_models.llm.backends.base import Backend, Generation, Sampling, Schemas  # noqa: E402
 from agent_models.testing import build_tiny_lm, make_round_input  # noqa: E402
 from agent_models.types import RoundInput  # noqa: E402
-from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+from policysim_infra.progress import add_quiet_option, progress_bar  # noqa: E402
 
 Messages = list[dict[str, str]]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 
 def rss_mib() -> float:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, show_progress
+from policysim_infra.progress import add_quiet_option, show_progress
 
 ENVS: dict[str, tuple[str, dict[str, Any]]] = {
     "rec": ("PolicySim-Rec-v0", {"num_users": 300}),
@@ -43,8 +43,8 @@ def evaluate_model(
     import gymnasium as gym
 
     from baselines.compare import episode_summary
-    from baselines.episodes import play_episode
     from baselines.per_arm import PerArmActor
+    from socialenv.envs.episodes import play_episode
 
     out = []
     for seed in seeds:

@@ -36,7 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 ENV_IDS = ("PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0")
 LIBRARIES = ("sb3", "cleanrl", "maskable")

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from socialenv.progress import add_quiet_option
+from policysim_infra.progress import add_quiet_option
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from baselines.compare import evaluate, levels, paired_deltas
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 PAPER = {
     "origin": {

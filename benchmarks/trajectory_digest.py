@@ -7,7 +7,7 @@
 For each case (env, population, policy) it runs one seeded episode and hashes every array of
 every observation, the rewards, the slates and every ``info`` entry (metrics included), round
 by round. Two code versions produce the same digest iff their trajectories are bit for bit
-the same. ``POLICYSIM_KERNELS`` selects compiled or NumPy kernels (see socialenv.kernels).
+the same. ``POLICYSIM_KERNELS`` selects compiled or NumPy kernels (see socialenv.core.kernels).
 
 Digests depend on the NumPy/numba versions as well as the code (floating-point reductions and
 sorts change between releases), so ``--out`` records the versions under ``"versions"`` and
@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+from policysim_infra.progress import add_quiet_option, progress_bar  # noqa: E402
 
 #: (name, env class, users, rounds, policy) of each case.
 CASES: tuple[tuple[str, str, int, int, str], ...] = (

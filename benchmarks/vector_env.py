@@ -50,7 +50,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 import socialenv  # noqa: F401, E402  (registers the env ids)
-from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+from policysim_infra.progress import add_quiet_option, progress_bar  # noqa: E402
 
 
 def time_single(

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.progress import add_quiet_option, progress_bar
+from policysim_infra.progress import add_quiet_option, progress_bar
 
 ZOO: dict[str, dict[str, Any]] = {
     "PolicySim-Rec-v0": {
@@ -76,7 +76,7 @@ def play(
 
     import socialenv  # noqa: F401
     from baselines.compare import build_policy
-    from socialenv.episodes import play_episode
+    from socialenv.envs.episodes import play_episode
 
     out: dict[str, list[dict[str, float]]] = {}
     bar = progress_bar(total=len(policies) * len(seeds), desc=env_id, unit="episode", quiet=quiet)

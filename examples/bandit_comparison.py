@@ -22,7 +22,7 @@ import numpy as np
 
 import socialenv  # noqa: F401  (registers the env ids)
 from baselines import make_policy, play_episode
-from socialenv.summary import format_mean_ci, summarize
+from policysim.summary import format_mean_ci, summarize
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "stance_mean", "stance_std")
 

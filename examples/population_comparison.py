@@ -33,7 +33,7 @@ import gymnasium as gym
 
 import socialenv  # noqa: F401  (registers the env ids)
 from baselines import make_policy, make_population, opinion_metrics, play_episode
-from socialenv.summary import format_mean_ci, summarize
+from policysim.summary import format_mean_ci, summarize
 
 METRICS = (
     "reward",

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import socialenv  # noqa: F401  (registers the env ids)
-from socialenv.registration import lever_config_class
+from socialenv.envs.registration import lever_config_class
 
 MASKED = -1e8
 

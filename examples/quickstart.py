@@ -26,7 +26,7 @@ import numpy as np
 
 import socialenv  # noqa: F401  (registers PolicySim-Rec-v0 and PolicySim-Exposure-v0)
 from bandits import make_policy
-from socialenv.policies import select_action
+from socialenv.envs.policy_registry import select_action
 
 
 def main(argv: list[str] | None = None) -> None:

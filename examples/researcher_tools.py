@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import socialenv  # noqa: F401 - registers the env ids
-from baselines.moderation import SuppressFlagged
+from baselines.suppress_flagged import SuppressFlagged
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import json
 import time
 from typing import Any
 
-from agent_models.extras import require
+from policysim_infra.extras import require
 
 ENV_IDS = ("PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0")
 

@@ -36,7 +36,7 @@ import numpy as np
 import socialenv  # noqa: F401  (registers the env ids)
 from baselines import make_policy, play_episode
 from baselines.sb3 import DEFAULT_PPO_KWARGS, PPO_ENV_KWARGS, SB3Actor, smooth_curve, train_ppo
-from socialenv.summary import format_mean_ci, summarize
+from policysim.summary import format_mean_ci, summarize
 
 METRICS = ("reward", "cross_interaction_ratio", "toxicity", "recommended_reaction_rate")
 

@@ -6,8 +6,8 @@
         --sft-steps -1 --dpo-steps -1 --lora-rank 64 --batch-size 256   # a real run (GPU advised)
 
 Steps:
-1. load a dataset into a :class:`~socialenv.scenario.Scenario` plus observed actions
-   (:mod:`socialenv.loaders`; by default the small TwiBot-20 fixture of the test suite);
+1. load a dataset into a :class:`~socialenv.scenarios.scenario.Scenario` plus observed actions
+   (:mod:`socialenv.scenarios.loaders`; by default the small TwiBot-20 fixture of the test suite);
 2. build SFT examples in the agents' chat format and split them into train / test;
 3. LoRA SFT (trl), then DPO pairs (rejected answers sampled from the base model through the
    hf backend) and DPO from the SFT adapter;
@@ -77,7 +77,7 @@ def main() -> None:
         save_records,
     )
     from agent_models.training.train import TrainConfig, train_dpo, train_sft
-    from socialenv.loaders import LoaderConfig, read_twibot20, read_weibo
+    from socialenv.scenarios.loaders import LoaderConfig, read_twibot20, read_weibo
 
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import argparse
 import os
 from pathlib import Path
 
-from socialenv.sweep import (
+from policysim.sweep import (
     RUN_PARAMETERS,
     SweepConfig,
     Trial,

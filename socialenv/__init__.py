@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_models.extras import require
-from socialenv.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
+from policysim_infra.extras import require
+from socialenv.core.config import ContextConfig, EnvConfig, RecommenderConfig, RewardConfig
 from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv, load_env
-from socialenv.registration import ENV_IDS, register_envs
-from socialenv.scenario import Scenario
-from socialenv.scenarios import make_scenario
+from socialenv.envs.registration import ENV_IDS, register_envs
+from socialenv.scenarios.builtin import make_scenario
+from socialenv.scenarios.scenario import Scenario
 
 if TYPE_CHECKING:
     from pettingzoo import AECEnv

@@ -19,7 +19,7 @@ def tiny_lm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def twibot():
     """The TwiBot-20 fixture file read with the hashing encoder (no model)."""
-    from socialenv.loaders import LoaderConfig, read_twibot20
+    from socialenv.scenarios.loaders import LoaderConfig, read_twibot20
     from tests.support import TWIBOT
 
     return read_twibot20(TWIBOT, config=LoaderConfig(encoder="hash"))

@@ -22,7 +22,7 @@ from agent_models.llm.backends.base import (
     schema_list,
 )
 from socialenv import ENV_IDS
-from socialenv.loaders import LoaderConfig
+from socialenv.scenarios.loaders import LoaderConfig
 
 REC, EXPOSURE, MODERATION = "PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"
 assert set(ENV_IDS) == {REC, EXPOSURE, MODERATION}, (

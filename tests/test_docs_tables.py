@@ -1,5 +1,5 @@
 """README.md's tables of env ids, inference backends and policies are generated from their
-registries (``python -m socialenv.docs_tables --write``); these tests fail when one drifts."""
+registries (``python -m policysim.docs_tables --write``); these tests fail when one drifts."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import re
 import pytest
 
 from agent_models.llm.config import BACKENDS, BackendSpec, HFConfig
-from socialenv import docs_tables
-from socialenv.policies import policy_names
-from socialenv.registration import ENV_IDS
+from policysim import docs_tables
+from socialenv.envs.policy_registry import policy_names
+from socialenv.envs.registration import ENV_IDS
 
 
 def test_readme_tables_match_the_registries():
     stale = docs_tables.drifted(docs_tables.README.read_text())
     assert not stale, (
-        f"README.md tables {stale} drifted: run python -m socialenv.docs_tables --write"
+        f"README.md tables {stale} drifted: run python -m policysim.docs_tables --write"
     )
 
 
@@ -45,14 +45,14 @@ def test_the_env_table_describes_exactly_the_registered_ids():
 def test_cli_help_lists_come_from_the_registries():
     from typer.testing import CliRunner
 
-    from socialenv.cli import app
-    from socialenv.scenarios import BUILTIN_SCENARIOS
+    from policysim.cli import app
+    from socialenv.scenarios.builtin import BUILTIN_SCENARIOS
 
     result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     words = set(result.output.replace(",", " ").replace(".", " ").split())
     for name in (*ENV_IDS, *policy_names(), *BACKENDS, *BUILTIN_SCENARIOS):
         assert name in words, name
-    from socialenv.cli import _PLACEHOLDERS
+    from policysim.cli import _PLACEHOLDERS
 
     assert not [key for key in _PLACEHOLDERS if key in result.output]

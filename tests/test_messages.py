@@ -13,14 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 import bandits
-from agent_models.extras import DependencyNotInstalled, require
 from baselines.opinion_dynamics import make_opinion_model
-from socialenv.cli import app
-from socialenv.config import EnvConfig
+from policysim.cli import app
+from policysim_infra.extras import DependencyNotInstalled, require
+from socialenv.core.config import EnvConfig
 from socialenv.envs.rec import RecLeverConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-#: ``name=value is not allowed: what is`` (agent_models.validation.config_error).
+#: ``name=value is not allowed: what is`` (policysim_infra.validation.config_error).
 TEMPLATE = re.compile(r"^\S+=.+ is not allowed: .+", re.S)
 
 
@@ -89,14 +89,14 @@ def test_cli_json_option_errors_use_the_template(value: str, allowed: str, tmp_p
         (
             "minari",
             "rl",
-            lambda: __import__("socialenv.offline").offline.check_dataset_free(".", "x/y-v0"),
+            lambda: __import__("policysim.offline").offline.check_dataset_free(".", "x/y-v0"),
         ),
         (
             "profanity_check",
             "llm",
-            lambda: __import__("socialenv.loaders.common").loaders.common.toxicity_scores(
-                ["x"], method="profanity"
-            ),
+            lambda: __import__(
+                "socialenv.scenarios.loaders.common"
+            ).scenarios.loaders.common.toxicity_scores(["x"], method="profanity"),
         ),
         (
             "stable_baselines3",
@@ -118,8 +118,8 @@ def test_cli_json_option_errors_use_the_template(value: str, allowed: str, tmp_p
         (
             "wandb",
             "wandb",
-            lambda: __import__("socialenv.sweep.trial").sweep.trial.run_trial(
-                __import__("socialenv.sweep.config").sweep.config.Trial(
+            lambda: __import__("policysim.sweep.trial").sweep.trial.run_trial(
+                __import__("policysim.sweep.config").sweep.config.Trial(
                     index=0,
                     name="t",
                     env_id="PolicySim-Rec-v0",
@@ -162,7 +162,14 @@ def test_a_dependency_of_no_extra_names_the_distribution(monkeypatch: pytest.Mon
 def _require_calls() -> list[tuple[Path, str, str]]:
     """(file, module, extra) of every literal ``require(module, extra, ...)`` in the packages."""
     calls = []
-    for package in ("socialenv", "agent_models", "bandits", "baselines"):
+    for package in (
+        "policysim_infra",
+        "socialenv",
+        "agent_models",
+        "bandits",
+        "baselines",
+        "policysim",
+    ):
         for source in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(source.read_text())):
                 if (

@@ -6,8 +6,8 @@ import is still a dependency: it only moves the failure from import time to call
 
 Layers, lowest first: ``bandits`` and ``agent_models``; ``socialenv`` (the envs, runner,
 sweep and PettingZoo view); ``baselines`` (reference policies and populations, which
-register themselves into ``socialenv.runner`` and ``agent_models.factory`` when
-:mod:`agent_models.plugins` imports them by name).
+register themselves into ``policysim.runner`` and ``agent_models.factory`` when
+:mod:`policysim_infra.plugins` imports them by name).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def test_every_package_is_parsed() -> None:
         assert package in graph
     assert len(graph) > 100
     # a lazy import inside a function is seen: slates are built by bandits.slate on demand
-    assert "bandits.slate" in graph["socialenv.policies"]
+    assert "bandits.slate" in graph["socialenv.envs.policy_registry"]
 
 
 def test_no_import_runs_back_up() -> None:

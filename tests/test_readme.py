@@ -82,7 +82,8 @@ def test_readme_block_runs(code: str, tmp_path: Path) -> None:
     if (
         result.returncode
         and missing
-        and missing[1].split(".")[0] not in ("socialenv", "bandits", "baselines", "agent_models")
+        and missing[1].split(".")[0]
+        not in ("policysim_infra", "socialenv", "bandits", "baselines", "agent_models", "policysim")
     ):
         pytest.skip(f"needs {missing[1]} (an extra)")
     assert result.returncode == 0, f"{code}\n--- stderr:\n{result.stderr[-3000:]}"

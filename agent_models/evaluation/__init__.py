@@ -1,7 +1,7 @@
 """Micro-level evaluation of user agents (Table 2 of the paper): BERTScore F1, BertSim,
 behaviour accuracy, self-consistency accuracy and an LLM judge. See
 :mod:`agent_models.evaluation.micro`; ``policysim eval micro`` is in
-:mod:`agent_models.evaluation.cli`. Heavy libraries are imported inside functions."""
+:mod:`policysim.evaluate_cli`. Heavy libraries are imported inside functions."""
 
 from agent_models.evaluation.micro import (
     METRICS,

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import DependencyNotInstalled, require
 from agent_models.training.data import Example, ExampleConfig, answer_summary
-from agent_models.validation import check
+from policysim_infra.extras import DependencyNotInstalled, require
+from policysim_infra.validation import check
 
 #: Metric keys, column titles and scale (×100 for the percentage-style columns, as Table 2).
 METRICS: tuple[tuple[str, str, float], ...] = (

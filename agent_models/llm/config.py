@@ -32,8 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from agent_models.extras import require
-from agent_models.validation import did_you_mean, strict_scalar
+from policysim_infra.extras import require
+from policysim_infra.validation import did_you_mean, strict_scalar
 
 #: The behaviours an agent may choose (several per round; "nothing" = an empty answer).
 ACTION_TYPES: tuple[str, ...] = (

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.types import Behaviour
+from policysim_infra.extras import require
 
 
 class TextEncoder:

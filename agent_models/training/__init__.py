@@ -4,7 +4,7 @@
 - :mod:`agent_models.training.data`: SFT examples in the agents' chat format, DPO pairs.
 - :mod:`agent_models.training.train`: LoRA SFT / DPO training (:func:`train_sft`,
   :func:`train_dpo`), producing adapters the hf and vLLM backends load by path.
-- :mod:`agent_models.training.cli`: ``policysim train sft|dpo``.
+- :mod:`policysim.train_cli`: ``policysim train sft|dpo``.
 
 Heavy libraries (torch, transformers, trl, peft, datasets) are imported inside functions.
 """

@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.jsonl import read_json_lines
 from agent_models.training.records import ObservedAction
 from agent_models.types import BEHAVIOUR_NAMES, Behaviour, Profiles
+from policysim_infra.jsonl import read_json_lines
 
 #: Repost comments that carry no content of the user's own (Weibo defaults).
 TRIVIAL_COMMENTS: frozenset[str] = frozenset({"", "转发微博", "转发", "repost", "轉發微博", "//"})

@@ -1,6 +1,6 @@
 """Observed (event, user, action) tuples: what real data says a user did, the raw material
 of the SFT / DPO datasets and of the micro-level evaluation. Loaders in
-:mod:`socialenv.loaders` produce them; this module has no heavy imports."""
+:mod:`socialenv.scenarios.loaders` produce them; this module has no heavy imports."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agent_models.jsonl import read_json_lines
 from agent_models.types import Behaviour
-from agent_models.validation import check
+from policysim_infra.jsonl import read_json_lines
+from policysim_infra.validation import check
 
 
 @dataclass

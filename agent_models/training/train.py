@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_models.extras import require
-from agent_models.redaction import to_json
-from agent_models.validation import check
+from policysim_infra.extras import require
+from policysim_infra.redaction import to_json
+from policysim_infra.validation import check
 
 #: Fields of a record kept for the trainers (everything else, e.g. ``meta``, is dropped).
 SFT_FIELDS = ("prompt", "completion")

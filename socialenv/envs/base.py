@@ -14,12 +14,12 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
-from agent_models.validation import UnknownKeywordError, check_keys
-from socialenv import kernels
-from socialenv.config import EnvConfig
+from policysim_infra.validation import UnknownKeywordError, check_keys
+from socialenv.core import kernels
+from socialenv.core.config import EnvConfig
+from socialenv.core.lever import Lever, LeverConfig, shift_post_ids
+from socialenv.core.simulation import RoundResult, Simulation, Stream
 from socialenv.envs.sizing import warn_if_too_large
-from socialenv.lever import Lever, LeverConfig, shift_post_ids
-from socialenv.simulation import RoundResult, Simulation, Stream
 
 
 def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     ## Arguments
 
     Every PolicySim env takes these keyword arguments (``gym.make(env_id, **kwargs)``; the
-    fields of :class:`~socialenv.config.EnvConfig` plus ``render_mode`` and ``seed``), and
+    fields of :class:`~socialenv.core.config.EnvConfig` plus ``render_mode`` and ``seed``), and
     each env's own table lists the rest: the fields of its lever config, which ``lever=``
     takes at once (a dict or the config) and each of which is also a keyword of its own.
     Every value is checked when the env is built; an unknown keyword (another env's lever
@@ -60,13 +60,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | observe_users | False | add "user_context" (N, 2d) and "stance" (N,) to the observation |
     | graph_observation | False | add "graph" (a ``spaces.Graph`` of the follow graph) to the observation |
     | observe_response | False | add the reactions to the previous slate to the observation |
-    | feed_recommender | None | a :class:`socialenv.platform.Recommender` building the feeds instead of the default |
-    | exposure_control | None | a :class:`socialenv.platform.ExposureControl` filtering the feeds |
+    | feed_recommender | None | a :class:`socialenv.core.platform.Recommender` building the feeds instead of the default |
+    | exposure_control | None | a :class:`socialenv.core.platform.ExposureControl` filtering the feeds |
     | activity | None | None (scenario activity probabilities), "hawkes" or a dict of ``HawkesConfig`` fields |
     | events | None | scenario events added to the scenario's own: a list of dicts or a .yaml/.json file |
 
     The nested settings (``classifier``, ``recommender``, ``reward``, ``context``) take a dict
-    of their fields or the config object; see :mod:`socialenv.config` for every field.
+    of their fields or the config object; see :mod:`socialenv.core.config` for every field.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
@@ -173,7 +173,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def _check_keywords(cls, kwargs: dict[str, Any]) -> None:
         """Refuse keywords that are neither shared settings nor this env's lever fields,
         saying which env's lever an argument belongs to."""
-        from socialenv.registration import lever_owner
+        from socialenv.envs.registration import lever_owner
 
         allowed = sorted(
             {f.name for f in dataclasses.fields(EnvConfig)}
@@ -305,12 +305,12 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         distribution). Hawkes activity bursts above it are capped by :meth:`lever_capacity`."""
         scenario = self.config.scenario
         if isinstance(scenario, str) and scenario.endswith(".npz"):
-            from socialenv.scenario import Scenario
+            from socialenv.scenarios.scenario import Scenario
 
             scenario = Scenario.load(scenario)
         if hasattr(scenario, "activity"):
             return float(np.sum(scenario.activity))
-        from socialenv.scenarios import PopulationConfig
+        from socialenv.scenarios.builtin import PopulationConfig
 
         a, b = PopulationConfig().activity_beta
         return self.config.num_users * a / (a + b)
@@ -324,7 +324,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if "_expected_active" not in self.__dict__:  # the config is frozen: once per env
             self._expected_active = self.expected_active_users()
         expected = self._expected_active
-        return max(1, int(np.ceil(self.lever_config.lever_share * (expected + 3 * np.sqrt(expected)))))
+        return max(
+            1, int(np.ceil(self.lever_config.lever_share * (expected + 3 * np.sqrt(expected))))
+        )
 
     def lever_take(self, available: int, active: int, fixed: int | None) -> int:
         """Users the policy governs this round: ``fixed`` (or ``lever_share`` × the round's
@@ -341,10 +343,10 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         if hasattr(scenario, "latent_dim"):
             return int(scenario.latent_dim)
         if isinstance(scenario, str) and scenario.endswith(".npz"):
-            from socialenv.scenario import Scenario
+            from socialenv.scenarios.scenario import Scenario
 
             return Scenario.load(scenario).latent_dim
-        from socialenv.scenarios import PopulationConfig
+        from socialenv.scenarios.builtin import PopulationConfig
 
         return PopulationConfig().latent_dim
 
@@ -565,11 +567,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def trace(
         self, path: str | Path | None = None, format: str = "parquet", recorder: Any = None
     ) -> Any:
-        """Record a behaviour trace of the coming rounds (:mod:`socialenv.trace`): returns the
-        :class:`~socialenv.trace.TraceRecorder` (``recorder``: one to continue, e.g. across the
+        """Record a behaviour trace of the coming rounds (:mod:`socialenv.fitting.trace`): returns the
+        :class:`~socialenv.fitting.trace.TraceRecorder` (``recorder``: one to continue, e.g. across the
         envs of several seeds); with ``path`` the trace folder is (re)written at the end of every
         episode, else call ``recorder.write(path, env.trace_meta())``."""
-        from socialenv.trace import TraceRecorder
+        from socialenv.fitting.trace import TraceRecorder
 
         self._tracer = recorder if recorder is not None else TraceRecorder(path, format)
         if self._arms is not None and self.sim.round == 0:
@@ -603,22 +605,22 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         return meta
 
     def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Add a scenario event mid-run (a dict as in :mod:`socialenv.events`); without
+        """Add a scenario event mid-run (a dict as in :mod:`socialenv.mechanisms.events`); without
         ``round`` / ``when`` it fires in the next round played. Returns the normalized event."""
         if self._arms is None:
             raise RuntimeError("call reset() before inject_event()")
         return self.sim.events.inject(event, self.sim.round)
 
     def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
-        """Ask users a question without changing any state; see :func:`socialenv.interview.interview`."""
-        from socialenv.interview import interview
+        """Ask users a question without changing any state; see :func:`socialenv.envs.interview.interview`."""
+        from socialenv.envs.interview import interview
 
         return interview(self, user_ids, question, **kwargs)
 
     def survey(self, questions: Any, sample: Any = 20, seed: int = 0, **kwargs: Any) -> Any:
         """Run a questionnaire over a sample of users and return a table; see
-        :func:`socialenv.interview.survey`."""
-        from socialenv.interview import survey
+        :func:`socialenv.envs.interview.survey`."""
+        from socialenv.envs.interview import survey
 
         return survey(self, questions, sample=sample, seed=seed, **kwargs)
 
@@ -655,9 +657,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     def render(self) -> str | np.ndarray | None:
         """``"ansi"``: one line of the last round's metrics; ``"rgb_array"``: a (480, 640, 3)
         uint8 frame with the stance histogram and the round's metrics
-        (:func:`socialenv.render.render_frame`); None without a render mode."""
+        (:func:`socialenv.envs.render.render_frame`); None without a render mode."""
         if self.render_mode == "rgb_array":
-            from socialenv.render import render_env
+            from socialenv.envs.render import render_env
 
             return render_env(self)
         if self.render_mode != "ansi":
@@ -682,11 +684,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
         """Write the whole env state (config, world, brain, RNG) to ``path``, a data-only
-        checkpoint (:mod:`socialenv.checkpoint`: arrays + JSON, no pickle, secrets left out).
+        checkpoint (:mod:`socialenv.envs.checkpoint`: arrays + JSON, no pickle, secrets left out).
         ``load_env(path)`` resumes the exact trajectory. A config value that is not data (a
         Brain, recommender or exposure-control instance) is not stored: pass it again to
         ``load_env(path, users=...)``."""
-        from socialenv.checkpoint import write_checkpoint
+        from socialenv.envs.checkpoint import write_checkpoint
 
         return write_checkpoint(path, "env", self.checkpoint_state(), objects="placeholder")
 
@@ -702,7 +704,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         }
 
     def _registered_id(self) -> str:
-        from socialenv.registration import ENV_IDS, env_class
+        from socialenv.envs.registration import ENV_IDS, env_class
 
         ids = [env_id for env_id in ENV_IDS if env_class(env_id) is type(self)]
         if self.spec is not None and self.spec.id in ids:
@@ -726,23 +728,23 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """Rebuild an env saved with :meth:`save`, ready to continue with ``step``.
 
         The file's format and version are checked before anything else is read; the env class
-        comes from the package's registry (:data:`socialenv.registration.ENV_IDS`), never
+        comes from the package's registry (:data:`socialenv.envs.registration.ENV_IDS`), never
         from the file. ``overrides`` replace config fields (needed for values that were
         objects, e.g. ``users=MyBrain()``)."""
-        from socialenv.checkpoint import read_checkpoint
+        from socialenv.envs.checkpoint import read_checkpoint
 
         return cls.from_checkpoint_state(read_checkpoint(path, "env"), path, **overrides)
 
     @classmethod
     def from_checkpoint_state(cls, state: Any, path: str | Path, **overrides: Any) -> PolicySimEnv:
         """The env of a decoded :meth:`checkpoint_state` tree read from ``path``."""
-        from socialenv.checkpoint import (
+        from socialenv.envs.checkpoint import (
             CheckpointError,
             code_references,
             fill_placeholders,
             refusal,
         )
-        from socialenv.registration import ENV_IDS, env_class
+        from socialenv.envs.registration import ENV_IDS, env_class
 
         required = {"env_id", "config", "default_seed", "np_random_state", "sim", "env"}
         if not isinstance(state, dict) or not required <= set(state):

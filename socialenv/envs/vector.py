@@ -42,7 +42,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from socialenv.envs.base import PolicySimEnv
-from socialenv.registration import ENV_IDS
+from socialenv.envs.registration import ENV_IDS
 
 try:
     from gymnasium.vector import AutoresetMode

@@ -55,7 +55,7 @@ rewards), :mod:`~socialenv.pettingzoo_env.actions` (a user's action),
 """
 
 # ruff: noqa: E402 - the submodules import pettingzoo: check the install first
-from agent_models.extras import require
+from policysim_infra.extras import require
 
 require("pettingzoo", "rl", "socialenv.pettingzoo_env (the PettingZoo views)")
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour
-from agent_models.validation import check, check_keys
+from policysim_infra.validation import check, check_keys
 
 PLATFORM = "platform"
 DEFAULT_USER_REWARD_WEIGHTS: dict[str, float] = {

@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium import spaces
 
 from agent_models.types import FeedChannel
-from socialenv import kernels
-from socialenv.simulation import Stream
+from socialenv.core import kernels
+from socialenv.core.simulation import Stream
 
 #: Per-slot scalar features of a user's feed observation (after the post embedding).
 FEED_FEATURES: tuple[str, ...] = (

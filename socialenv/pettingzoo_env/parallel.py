@@ -14,8 +14,9 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from agent_models.factory import make_brain
-from agent_models.validation import check
-from socialenv.episodes import slate_for
+from policysim_infra.validation import check
+from socialenv.envs.episodes import slate_for
+from socialenv.envs.policy_registry import make_run_policy
 from socialenv.pettingzoo_env.actions import decode_user_actions, user_action_space
 from socialenv.pettingzoo_env.agents import (
     PLATFORM,
@@ -32,7 +33,6 @@ from socialenv.pettingzoo_env.observations import (
     user_observation_space,
     user_observations,
 )
-from socialenv.policies import make_run_policy
 
 
 class PolicySimParallelEnv(ParallelEnv):
@@ -269,11 +269,11 @@ class PolicySimParallelEnv(ParallelEnv):
         return obs, rewards, terminations, truncations, infos
 
     def inject_event(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Add a scenario event mid-run (see :mod:`socialenv.events`); same as the gym env's."""
+        """Add a scenario event mid-run (see :mod:`socialenv.mechanisms.events`); same as the gym env's."""
         return self.base.inject_event(event)
 
     def interview(self, user_ids: Any, question: str, **kwargs: Any) -> list[dict[str, Any]]:
-        """Ask users a question without changing any state (see :mod:`socialenv.interview`)."""
+        """Ask users a question without changing any state (see :mod:`socialenv.envs.interview`)."""
         return self.base.interview(user_ids, question, **kwargs)
 
     def state(self) -> np.ndarray:

@@ -20,7 +20,7 @@ from agent_models.evaluation import (
 )
 from agent_models.llm.backends.base import Backend, Generation, Messages, Sampling, Schemas
 from agent_models.training.data import build_examples, save_records
-from socialenv.loaders import LoaderConfig, read_twibot20
+from socialenv.scenarios.loaders import LoaderConfig, read_twibot20
 from tests.support import FIXTURES
 
 
@@ -154,7 +154,7 @@ def test_config_errors():
 def test_eval_cli_on_tiny_model(tiny_lm_path, examples, tmp_path):
     from typer.testing import CliRunner
 
-    from agent_models.evaluation.cli import eval_app
+    from policysim.evaluate_cli import eval_app
 
     data = save_records([e.to_record() for e in examples[4:8]], tmp_path / "test.jsonl")
     out = tmp_path / "eval.json"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_models import plugins
+from policysim_infra import plugins
 
 
 @pytest.fixture

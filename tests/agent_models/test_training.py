@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_models.training.data import build_examples, save_records
-from socialenv.loaders import LoaderConfig, read_twibot20
+from socialenv.scenarios.loaders import LoaderConfig, read_twibot20
 from tests.support import FIXTURES
 
 
@@ -30,7 +30,7 @@ def sft_file(tmp_path_factory) -> Path:
 def sft_adapter(tiny_lm_path, sft_file, tmp_path_factory) -> Path:
     from typer.testing import CliRunner
 
-    from agent_models.training.cli import train_app
+    from policysim.train_cli import train_app
 
     out = tmp_path_factory.mktemp("sft") / "adapter"
     result = CliRunner().invoke(
@@ -180,8 +180,8 @@ def test_dpo_from_sft_adapter(tiny_lm_path, sft_adapter, sft_file, tmp_path):
 def test_train_config_validation(tmp_path):
     from typer.testing import CliRunner
 
-    from agent_models.training.cli import train_app
     from agent_models.training.train import TrainConfig
+    from policysim.train_cli import train_app
 
     with pytest.raises(ValueError, match="TrainConfig.beta"):
         TrainConfig(beta=0)

@@ -19,7 +19,7 @@ from agent_models.training.data import (
 )
 from agent_models.training.records import ObservedAction, load_actions, save_actions, split_actions
 from agent_models.types import Behaviour
-from socialenv.loaders import read_twibot20, read_weibo
+from socialenv.scenarios.loaders import read_twibot20, read_weibo
 from tests.support import FIXTURES, HASH_LOADER, ScriptedBackend
 
 

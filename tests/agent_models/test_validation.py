@@ -12,12 +12,12 @@ import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.surrogate import SurrogateConfig
-from socialenv.config import EnvConfig
+from policysim.runner import RunConfig
+from policysim.sweep import SweepConfig
+from socialenv.core.config import EnvConfig
 from socialenv.envs.exposure import ExposureLeverConfig
-from socialenv.runner import RunConfig
-from socialenv.scenario import Scenario
-from socialenv.scenarios import PopulationConfig, make_scenario
-from socialenv.sweep import SweepConfig
+from socialenv.scenarios.builtin import PopulationConfig, make_scenario
+from socialenv.scenarios.scenario import Scenario
 
 BAD_ENV_KWARGS = [
     ({"num_users": True}, "num_users=True is not allowed: an integer (not a bool)"),
@@ -187,8 +187,8 @@ def test_corrupt_scenario_files_name_the_file(tmp_path: Path) -> None:
 
 
 def test_weibo_index_lines_cannot_leave_the_dataset_folder(tmp_path: Path) -> None:
-    from socialenv.loaders.common import DatasetFormatError
-    from socialenv.loaders.weibo import load_weibo
+    from socialenv.scenarios.loaders.common import DatasetFormatError
+    from socialenv.scenarios.loaders.weibo import load_weibo
 
     secret = tmp_path / "outside.json"
     secret.write_text("[]")

@@ -309,7 +309,7 @@ def test_make_policy_lists_valid_names_and_hyperparameters():
 #: What ``bandits`` may use of ``agent_models``: the one validation template, the
 #: optional-dependency helper and the bounded ``.npz`` reader (none imports anything of the
 #: package's env side).
-BANDITS_MAY_IMPORT = {"agent_models.validation", "agent_models.extras", "agent_models.npz"}
+BANDITS_MAY_IMPORT = {"policysim_infra.validation", "policysim_infra.extras", "policysim_infra.npz"}
 
 
 def test_bandits_package_does_not_import_socialenv():
@@ -324,9 +324,12 @@ def test_bandits_package_does_not_import_socialenv():
             for module in imported_modules(node):
                 if module in BANDITS_MAY_IMPORT:
                     continue
-                assert module.split(".")[0] not in {"socialenv", "agent_models", "baselines"}, (
-                    f"{source.name} imports {module}"
-                )
+                assert module.split(".")[0] not in {
+                    "socialenv",
+                    "agent_models",
+                    "baselines",
+                    "policysim",
+                }, f"{source.name} imports {module}"
         for node in tree.body:
             for module in imported_modules(node):
                 assert module.split(".")[0] in allowed_top_level or module in BANDITS_MAY_IMPORT, (

@@ -222,7 +222,7 @@ def test_errors_name_the_problem() -> None:
         policy.update(contexts[:1] + 1.0, np.array([0.5]))
     with pytest.raises(ValueError, match="encoder='gat' is not allowed: one of"):
         make_policy(encoder="gat")
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.policy_registry import make_run_policy
 
     class Env:
         context_dim, no_op = CONTEXT_DIM, N_ARMS
@@ -243,8 +243,8 @@ def test_bandits_import_neither_socialenv_nor_torch_geometric() -> None:
 
 
 def test_runs_in_the_runner_on_rec() -> None:
-    from socialenv.policies import policy_names
-    from socialenv.runner import RunConfig, run
+    from policysim.runner import RunConfig, run
+    from socialenv.envs.policy_registry import policy_names
 
     assert "eenet_gnn" in policy_names()
     result = run(
@@ -305,7 +305,7 @@ def test_runner_exposure_slates_name_each_user_once() -> None:
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from socialenv.policies import arm_groups, make_run_policy, select_action
+    from socialenv.envs.policy_registry import arm_groups, make_run_policy, select_action
 
     env = gym.make("PolicySim-Exposure-v0", num_users=150, rounds=2, exposure_users=20)
     base = env.unwrapped

@@ -293,7 +293,7 @@ def test_matches_obp_on_single_arm_slates() -> None:
 
 
 def test_run_folder_logs_the_rounds_and_keeps_the_trajectory(tmp_path) -> None:
-    from socialenv.runner import RunConfig, run
+    from policysim.runner import RunConfig, run
 
     common = {
         "env_id": "PolicySim-Rec-v0",
@@ -350,7 +350,7 @@ def _group_frequencies(policy, contexts, mask, budget, groups, per_group, draws)
 def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(
     env_id: str, names: tuple
 ) -> None:
-    """The targets of benchmarks/ope.py on env rounds: never Monte-Carlo, equal to the
+    """The targets of benchmarks/ope_estimators.py on env rounds: never Monte-Carlo, equal to the
     selection frequencies, and the policy's generator untouched (the slate afterwards is the
     one it would have picked)."""
     import gymnasium as gym
@@ -358,7 +358,7 @@ def test_per_user_slate_propensities_of_the_ope_targets_are_closed_form(
     import socialenv  # noqa: F401
     from bandits.slate import per_group_inclusion, select_per_group
     from baselines import make_policy as make_baseline
-    from socialenv.runner import select_action
+    from policysim.runner import select_action
 
     env = gym.make(env_id, num_users=150, rounds=3)
     base = env.unwrapped

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401
-from baselines.episodes import opinion_metrics, play_episode
 from baselines.opinion_dynamics import (
     BoundedConfidence,
     Lorenz,
@@ -29,7 +28,8 @@ from baselines.policies import (
     headline_only_kwargs,
     make_policy,
 )
-from socialenv.policies import OriginPolicy, select_action
+from socialenv.envs.episodes import opinion_metrics, play_episode
+from socialenv.envs.policy_registry import OriginPolicy, select_action
 from tests.support import small_env, small_rec
 
 SMALL = small_env()

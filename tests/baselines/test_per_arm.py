@@ -210,8 +210,8 @@ def test_slate_distribution_sums_to_one() -> None:
 def test_per_arm_ppo_trains_and_plays(tmp_path) -> None:
     import torch
 
-    from baselines.episodes import play_episode
     from baselines.per_arm import PerArmActor, train_per_arm_ppo
+    from socialenv.envs.episodes import play_episode
 
     torch.set_num_threads(1)
     result = train_per_arm_ppo(

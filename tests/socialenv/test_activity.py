@@ -13,7 +13,7 @@ import pytest
 import socialenv  # noqa: F401
 from agent_models.types import Behaviour, NewsEvent, RoundOutput
 from socialenv import load_env
-from socialenv.activity import HawkesActivity, HawkesConfig
+from socialenv.mechanisms.activity import HawkesActivity, HawkesConfig
 from tests.support import small_env
 
 SMALL = small_env(num_users=300, rounds=6)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
-from socialenv.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from socialenv.envs import load_env
+from socialenv.envs.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from tests.support import small_env
 
 SMALL = small_env(num_users=50, rounds=4)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
-from socialenv.checkpoint import CheckpointError
 from socialenv.envs import load_env
+from socialenv.envs.checkpoint import CheckpointError
 from tests.llm_servers import FakeLLMServer
 
 SECRET = "aws-secret-that-must-stay-home"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from socialenv.cli import app
-from socialenv.runner import RunConfig, run
+from policysim.cli import app
+from policysim.runner import RunConfig, run
 
 
 def test_policysim_run_writes_a_run_folder(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_policysim_run_that_cannot_write_says_so_and_resumes(
 ) -> None:
     """A full disk mid-run: a clear error (exit 2, no traceback), summary.json says failed, and
     ``--resume`` completes the run to the rows of an uninterrupted one."""
-    import socialenv.runner as runner
+    import policysim.runner as runner
 
     args = ["run", "--num-users", "120", "--rounds", "4", "--no-plots", "--quiet"]
     reference = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--name", "ref"])

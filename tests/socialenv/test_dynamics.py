@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from socialenv.core.world import discretize_stance
 from socialenv.envs.rec import RecEnv
-from socialenv.scenarios import abortion
-from socialenv.world import discretize_stance
+from socialenv.scenarios.builtin import abortion
 
 SEEDS = (0, 1)
 
@@ -56,7 +56,7 @@ def test_stance_std_grows_and_stance_filtering_strengthens_it(seed: int) -> None
 def test_a_round_in_a_world_without_posts() -> None:
     """No history posts: round 0's feeds are empty and the users only write (the surrogate
     used to index the empty post table)."""
-    from socialenv.scenarios import PopulationConfig
+    from socialenv.scenarios.builtin import PopulationConfig
 
     scenario = abortion(200, seed=0, config=PopulationConfig(history_posts=0))
     env = RecEnv(num_users=200, rounds=2, candidate_users=5, scenario=scenario)

@@ -82,7 +82,7 @@ def test_make_with_paper_kwargs() -> None:
     assert steps == 3
     for key in ("arm_indices", "arm_rewards", "metrics", "over_user_cap"):
         assert key in info
-    assert set(socialenv.metrics.METRIC_NAMES) <= set(info["metrics"])
+    assert set(socialenv.core.metrics.METRIC_NAMES) <= set(info["metrics"])
     with pytest.raises(RuntimeError, match="reset"):
         env.unwrapped.step(env.action_space.sample())
     # budget counts recommended slots per user: at most recommender.personalized (5)

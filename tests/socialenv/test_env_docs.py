@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
-from socialenv.config import EnvConfig
+from socialenv.core.config import EnvConfig
 from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv
 from socialenv.envs.exposure import EXPOSURE_ARM_FEATURES
 from socialenv.envs.moderation import MODERATION_FEATURES
 from socialenv.envs.rec import REC_ARM_FEATURES
-from socialenv.moderation import ModerationConfig
+from socialenv.mechanisms.governance import ModerationConfig
 from tests.support import EXPOSURE, MODERATION, REC, small_env
 
 SECTIONS = (

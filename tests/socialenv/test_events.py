@@ -11,7 +11,7 @@ import pytest
 
 import socialenv
 from socialenv import load_env, make_scenario
-from socialenv.events import load_events
+from socialenv.mechanisms.events import load_events
 from tests.support import small_env
 
 SMALL = small_env(num_users=300, rounds=6)

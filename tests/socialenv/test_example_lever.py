@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import socialenv  # noqa: F401 - registers the env ids
-from agent_models.validation import UnknownKeywordError
+from policysim_infra.validation import UnknownKeywordError
 from tests.socialenv.example_lever import FeedCapConfig, FeedCapEnv
 from tests.support import small_env
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401
-from socialenv.interview import MEASURES
-from socialenv.world import STANCE_LABELS, discretize_stance, stance_label
+from socialenv.core.world import STANCE_LABELS, discretize_stance, stance_label
+from socialenv.envs.interview import MEASURES
 from tests.support import assert_same, small_env
 
 SMALL = small_env(num_users=200, rounds=4)

@@ -1,5 +1,5 @@
 """The compiled kernels give exactly the NumPy kernels' results, and whole episodes are bit
-for bit the same on both paths (socialenv.kernels)."""
+for bit the same on both paths (socialenv.core.kernels)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import weakref
 import numpy as np
 import pytest
 
-from socialenv import kernels
-from socialenv.world import FollowGraph
+from socialenv.core import kernels
+from socialenv.core.world import FollowGraph
 
 numba = pytest.importorskip("numba")
 
@@ -265,7 +265,7 @@ def threads():
 
 @pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0, 1.0])
 def test_local_propagation_bit_identical_to_scipy_on_the_neighbourhood(compiled, threads, alpha):
-    from socialenv.propagation import propagate_rows as propagate_rows_numpy
+    from socialenv.core.propagation import propagate_rows as propagate_rows_numpy
 
     rng = np.random.default_rng(12)
     indptr, indices = _random_csr(rng, 600, 12)

@@ -20,10 +20,10 @@ from baselines.policies import (
     SuppressFlaggedPolicy,
     make_policy,
 )
-from socialenv.candidates import generate_candidates
-from socialenv.config import CANDIDATE_SOURCES, RecommenderConfig
-from socialenv.platform import Recommender
-from socialenv.policies import select_action
+from socialenv.core.candidates import generate_candidates
+from socialenv.core.config import CANDIDATE_SOURCES, RecommenderConfig
+from socialenv.core.platform import Recommender
+from socialenv.envs.policy_registry import select_action
 from tests.support import LEVER_ENV_IDS, small_env
 
 SMALL_REC = small_env(candidate_users=10, budget=2)
@@ -427,7 +427,7 @@ def test_each_env_takes_its_own_lever_under_one_keyword() -> None:
 def test_another_envs_lever_argument_is_refused_naming_its_env(
     env_id: str, keyword: str, owner: str
 ) -> None:
-    from agent_models.validation import UnknownKeywordError
+    from policysim_infra.validation import UnknownKeywordError
 
     with pytest.raises(UnknownKeywordError, match=f"'{keyword}' belongs to {owner}'s lever"):
         gym.make(env_id, **{keyword: None})
@@ -438,7 +438,7 @@ def test_the_simulation_knows_only_the_lever_hooks() -> None:
     override in the envs."""
     import inspect
 
-    from socialenv import simulation
+    from socialenv.core import simulation
     from socialenv.envs import ExposureEnv, ModerationEnv, PolicySimEnv, RecEnv
 
     source = inspect.getsource(simulation)

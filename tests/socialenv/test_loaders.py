@@ -12,7 +12,7 @@ import pytest
 from agent_models.encoders import HashingEncoder, load_encoder
 from agent_models.profile import ROLES, TOPICS, UserRecord, extract_profiles, interaction_stats
 from agent_models.types import Behaviour
-from socialenv.loaders import (
+from socialenv.scenarios.loaders import (
     DatasetFormatError,
     LoaderConfig,
     heuristic_stance,
@@ -20,7 +20,7 @@ from socialenv.loaders import (
     read_twibot20,
     read_weibo,
 )
-from socialenv.scenario import Scenario
+from socialenv.scenarios.scenario import Scenario
 from tests.support import HASH_LOADER, TWIBOT, WEIBO
 
 
@@ -316,7 +316,7 @@ def test_data_prepare_cli(tmp_path):
     from typer.testing import CliRunner
 
     from agent_models.training.data import load_examples
-    from socialenv.loaders.cli import data_app
+    from policysim.loaders_cli import data_app
 
     out = tmp_path / "weibo_data"
     result = CliRunner().invoke(

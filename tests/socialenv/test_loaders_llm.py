@@ -10,7 +10,7 @@ import pytest
 
 from agent_models.llm.backends.base import Messages
 from agent_models.profile import LLMProfiler, UserRecord
-from socialenv.loaders import LoaderConfig, read_twibot20
+from socialenv.scenarios.loaders import LoaderConfig, read_twibot20
 from tests.support import HASH_LOADER, TWIBOT, ScriptedBackend
 
 

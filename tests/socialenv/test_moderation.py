@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import socialenv
 from socialenv import load_env
-from socialenv.moderation import MODERATION_ACTIONS
+from socialenv.mechanisms.governance import MODERATION_ACTIONS
 from tests.support import small_env
 
 SMALL = small_env(num_users=200, rounds=4)
@@ -237,8 +237,8 @@ def test_bad_moderation_config_names_the_field(kwargs: dict, field: str) -> None
 
 
 def test_linucb_runs_through_the_runner_helpers() -> None:
-    from baselines.episodes import play_episode
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.episodes import play_episode
+    from socialenv.envs.policy_registry import make_run_policy
 
     env = gym.make("PolicySim-Moderation-v0", **SMALL)
     policy = make_run_policy("linucb", env.unwrapped, seed=0)

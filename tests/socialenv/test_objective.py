@@ -11,10 +11,10 @@ import pytest
 import socialenv  # noqa: F401
 from agent_models.types import Behaviour, FeedChannel, RoundInput, RoundOutput
 from baselines.policies import ArmLayout, make_policy
-from socialenv.config import DEFAULT_LEVER_SHARE
+from socialenv.core.config import DEFAULT_LEVER_SHARE
 from socialenv.envs.exposure import ExposureEnv
+from socialenv.envs.policy_registry import make_run_policy, select_action
 from socialenv.envs.rec import RecEnv
-from socialenv.policies import make_run_policy, select_action
 from tests.socialenv.test_rewards import MisinformingBrain, ScriptedBrain
 
 

@@ -13,8 +13,8 @@ import minari  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from bandits.ope import LoggedRounds  # noqa: E402
-from socialenv.cli import app  # noqa: E402
-from socialenv.runner import RunConfig, run  # noqa: E402
+from policysim.cli import app  # noqa: E402
+from policysim.runner import RunConfig, run  # noqa: E402
 from tests.support import small_rec
 
 SMALL = small_rec(candidates={"interest": 4, "opposite": 4, "popular": 1, "fresh": 1})

@@ -13,8 +13,8 @@ import socialenv  # noqa: F401 - registers the env ids
 from agent_models.factory import population_names
 from baselines.opinion_dynamics import POPULATIONS
 from baselines.policies import policy_names as sweep_policy_names
-from socialenv.cli import app
-from socialenv.policies import policy_names as run_policy_names
+from policysim.cli import app
+from socialenv.envs.policy_registry import policy_names as run_policy_names
 
 
 def test_run_accepts_every_policy_and_population_sweep_accepts() -> None:
@@ -77,7 +77,7 @@ def test_cli_run_with_a_baseline_policy_and_an_abm_population(tmp_path: Path) ->
 
 
 def test_deprecated_spellings_still_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import socialenv.cli as cli
+    import policysim.cli as cli
 
     monkeypatch.setattr(cli, "_warned", set())  # warned once per process: start afresh
     result = CliRunner().invoke(
@@ -116,8 +116,8 @@ def test_unknown_env_id_is_a_clean_error(tmp_path: Path, command: list[str]) -> 
 def test_plots_mark_news_show_origin_and_label_bands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from socialenv import plots
-    from socialenv.runner import RunConfig, run
+    from policysim import plots
+    from policysim.runner import RunConfig, run
 
     captured: dict = {}
     original = plots.plot_run
@@ -172,8 +172,8 @@ def test_plots_mark_news_show_origin_and_label_bands(
 
 
 def test_unknown_population_is_refused_before_any_trial_or_folder(tmp_path: Path) -> None:
-    from socialenv.runner import RunConfig, run
-    from socialenv.sweep import SweepConfig
+    from policysim.runner import RunConfig, run
+    from policysim.sweep import SweepConfig
 
     with pytest.raises(ValueError, match="users='martians' is not allowed: use one of"):
         run(RunConfig(env_kwargs={"users": "martians"}, out_dir=str(tmp_path), progress=False))
@@ -192,7 +192,7 @@ def test_help_names_the_registries_and_reads_at_80_columns(command: str) -> None
 
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
     text = subprocess.run(
-        [sys.executable, "-m", "socialenv.cli", command, "--help"],
+        [sys.executable, "-m", "policysim.cli", command, "--help"],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -237,11 +237,11 @@ def test_misspelt_names_get_did_you_mean(tmp_path: Path) -> None:
 def test_play_speaks_the_same_options_and_deprecated_spellings_warn_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import socialenv.cli as cli
-    import socialenv.play
+    import policysim.cli as cli
+    import policysim.play
 
     calls = []
-    monkeypatch.setattr(socialenv.play, "play", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setattr(policysim.play, "play", lambda *a, **k: calls.append((a, k)))
     monkeypatch.setattr(cli, "_warned", set())
     runner = CliRunner()
     result = runner.invoke(

@@ -16,7 +16,7 @@ def _spawn(*args: str):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore", "COLUMNS": "200"}
     return pexpect.spawn(
         sys.executable,
-        ["-m", "socialenv.cli", "play", *args],
+        ["-m", "policysim.cli", "play", *args],
         env=env,
         encoding="utf-8",
         timeout=40,
@@ -70,8 +70,8 @@ def test_play_function_matches_the_pettingzoo_view() -> None:
     import io
 
     import socialenv
+    from policysim.play import play
     from socialenv.pettingzoo_env import encode_user_action
-    from socialenv.play import play
 
     lines = iter(["like 1, reply 2", "post", "pass"])
     out = io.StringIO()
@@ -107,7 +107,7 @@ def test_play_function_matches_the_pettingzoo_view() -> None:
 
 def test_play_numbers_the_posts_it_shows() -> None:
     """An empty feed slot is not shown, so the numbers a person types skip it."""
-    from socialenv.play import parse_command, shown_slots
+    from policysim.play import parse_command, shown_slots
 
     feed = np.array([11, -1, 12, 13, -1])
     assert shown_slots(feed).tolist() == [0, 2, 3]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
+from socialenv.core.world import PostTable
 from socialenv.envs import load_env
-from socialenv.world import PostTable
 from tests.support import assert_same, small_env
 
 SMALL = small_env(num_users=120, rounds=40)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from socialenv.progress import progress_bar, show_progress
+from policysim_infra.progress import progress_bar, show_progress
 from tests.support import ROOT
 
 BAR = re.compile(r"\d+%\|.*(round/s|s/round)")
 BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
-RUN = ["-m", "socialenv.cli", "run", "--num-users", "60", "--rounds", "3", "--no-plots"]
+RUN = ["-m", "policysim.cli", "run", "--num-users", "60", "--rounds", "3", "--no-plots"]
 
 
 def _env() -> dict[str, str]:
@@ -81,7 +81,7 @@ def test_every_benchmark_takes_quiet(script: str) -> None:
 def test_long_commands_take_quiet(command: list[str]) -> None:
     from typer.testing import CliRunner
 
-    from socialenv.cli import app
+    from policysim.cli import app
 
     shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
@@ -89,7 +89,7 @@ def test_long_commands_take_quiet(command: list[str]) -> None:
 
 
 def test_train_shows_the_trainer_bar_only_when_asked() -> None:
-    from agent_models.training.cli import _config
+    from policysim.train_cli import _config
 
     assert _config(quiet=True).progress is False  # type: ignore[attr-defined]
     assert _config().progress is sys.stderr.isatty()  # type: ignore[attr-defined]

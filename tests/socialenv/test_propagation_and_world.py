@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from socialenv import metrics
-from socialenv.kernels import compact_rows, dedupe_rows
-from socialenv.propagation import normalized_adjacency, propagate, propagate_rows
-from socialenv.world import FollowGraph, discretize_stance
+from socialenv.core import metrics
+from socialenv.core.kernels import compact_rows, dedupe_rows
+from socialenv.core.propagation import normalized_adjacency, propagate, propagate_rows
+from socialenv.core.world import FollowGraph, discretize_stance
 
 
 def _graph(n: int, e: int, seed: int) -> FollowGraph:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import pytest
 
 import socialenv
-from agent_models.validation import UnknownKeywordError
+from policysim_infra.validation import UnknownKeywordError
 from socialenv.envs.sizing import GIB, LargeActionSpaceWarning, flat_ppo_memory
 from tests.support import REC, ROOT, small_env, small_rec
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from bandits.ope import LoggedRounds
-from socialenv.checkpoint import CheckpointError
-from socialenv.runner import RunConfig, resume, run
+from policysim.runner import RunConfig, resume, run
+from socialenv.envs.checkpoint import CheckpointError
 from tests.support import ROOT, small_rec
 
 SMALL = small_rec(candidates={"interest": 2, "opposite": 1, "popular": 1, "fresh": 1}, rounds=4)
@@ -142,7 +142,7 @@ def test_a_full_disk_never_gives_a_complete_run_and_resume_repairs_the_log(
 
 
 def test_run_folders_are_never_shared(tmp_path: Path) -> None:
-    from socialenv.runner import RunLock, _open_run_folder
+    from policysim.runner import RunLock, _open_run_folder
 
     first = run(_config(tmp_path, "taken"))
     with pytest.raises(
@@ -197,7 +197,7 @@ def test_a_run_checkpoint_cannot_choose_an_endpoint_or_a_secret(tmp_path: Path) 
         resume(tmp_path / "runs" / "r")
     from typer.testing import CliRunner
 
-    from socialenv.cli import app
+    from policysim.cli import app
 
     cli = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "runs" / "r"), "--no-plots"])
     assert cli.exit_code == 2 and "llm.base_url" in cli.output and "--llm JSON" in cli.output
@@ -208,7 +208,7 @@ def test_a_run_killed_before_its_first_checkpoint(tmp_path: Path) -> None:
     folder = tmp_path / "runs" / "killed"
     script = (
         "import os, sys; sys.path.insert(0, sys.argv[1]);"
-        "from socialenv.runner import RunConfig, run;"
+        "from policysim.runner import RunConfig, run;"
         f"run(RunConfig(policy='random', env_kwargs={SMALL!r}, out_dir={str(tmp_path / 'runs')!r},"
         " run_name='killed', progress=False, plots=False, checkpoint_every=100),"
         " on_round=lambda row: os.kill(os.getpid(), 9))"

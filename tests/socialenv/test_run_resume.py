@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from socialenv.cli import app
-from socialenv.runner import RunConfig, resume, run
+from policysim.cli import app
+from policysim.runner import RunConfig, resume, run
 from tests.support import small_env
 
 SMALL = small_env(

@@ -9,7 +9,7 @@ import pytest
 
 from socialenv import Scenario, make_scenario
 from socialenv.envs.rec import RecEnv
-from socialenv.scenarios import ABORTION_NEWS, ROLES
+from socialenv.scenarios.builtin import ABORTION_NEWS, ROLES
 
 
 def test_generator_is_deterministic_and_seed_dependent() -> None:
@@ -62,7 +62,7 @@ def test_follow_graph_is_homophilous_and_heavy_tailed() -> None:
 def test_follow_graph_does_not_depend_on_its_block_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """The graph is drawn and keyed block by block of edges; the blocks must not change the
     draws' order, the edges or the generator's state after them."""
-    from socialenv import scenarios
+    from socialenv.scenarios import builtin as scenarios
 
     opinion = np.clip(np.random.default_rng(3).standard_normal(4000) * 0.6, -1, 1).astype(
         np.float32

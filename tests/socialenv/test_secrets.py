@@ -9,10 +9,10 @@ import pytest
 
 import socialenv  # noqa: F401 - registers the env ids
 from agent_models.llm import LLMConfig
-from agent_models.redaction import REDACTED, is_secret_name, redact, redact_text, to_json
+from policysim.runner import RunConfig, run
+from policysim.sweep import SweepConfig, run_sweep
+from policysim_infra.redaction import REDACTED, is_secret_name, redact, redact_text, to_json
 from socialenv.envs import load_env
-from socialenv.runner import RunConfig, run
-from socialenv.sweep import SweepConfig, run_sweep
 from tests.llm_servers import FakeLLMServer
 
 KEY = "sk-test-DO-NOT-WRITE-0123456789"
@@ -93,7 +93,7 @@ def test_run_sweep_and_checkpoint_write_no_secret(
         env.reset(seed=0)
         path = env.unwrapped.save(tmp_path / "ckpt" / "env.ckpt")
         env.close()
-        from socialenv.checkpoint import CheckpointError, read_checkpoint
+        from socialenv.envs.checkpoint import CheckpointError, read_checkpoint
 
         stored = read_checkpoint(path, "env")["config"].llm
         assert stored["api_key"] is None  # not stored: read from the environment again

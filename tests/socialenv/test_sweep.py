@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from socialenv.sweep import SweepConfig, Trial, load_grid, print_table, run_sweep, run_trial
+from policysim.sweep import SweepConfig, Trial, load_grid, print_table, run_sweep, run_trial
 from tests.support import ROOT, small_env
 
 TINY = small_env(num_users=120, rounds=2, candidate_users=20, budget=2)
@@ -131,7 +131,7 @@ def test_run_trial_logs_into_a_given_wandb_run(tmp_path: Path) -> None:
 def test_cli_sweep_local(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from socialenv.cli import app
+    from policysim.cli import app
 
     out = CliRunner().invoke(
         app,

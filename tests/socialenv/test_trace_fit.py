@@ -1,4 +1,4 @@
-"""Behaviour traces (socialenv.trace) and the surrogate fit (socialenv.fit, `policysim fit`)."""
+"""Behaviour traces (socialenv.fitting.trace) and the surrogate fit (socialenv.fitting.likelihood, `policysim fit`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 import socialenv  # noqa: F401 - registers the envs
 from agent_models.surrogate import SurrogateConfig
-from socialenv.episodes import play_episode
-from socialenv.policies import make_run_policy
-from socialenv.trace import SCHEMA, TRACE_VERSION, TraceError, load_trace, write_trace
+from socialenv.envs.episodes import play_episode
+from socialenv.envs.policy_registry import make_run_policy
+from socialenv.fitting.trace import SCHEMA, TRACE_VERSION, TraceError, load_trace, write_trace
 from tests.support import REC, small_rec
 
 
@@ -151,7 +151,7 @@ def test_bad_traces_name_the_file_and_the_column(tmp_path: Path) -> None:
 
 
 def test_an_opinion_dynamics_population_writes_the_same_trace(tmp_path: Path) -> None:
-    from socialenv.fit import fit_trace
+    from socialenv.fitting.likelihood import fit_trace
 
     path, _ = _record(tmp_path, episodes=1, users="bounded_confidence", rounds=4)
     trace = load_trace(path)
@@ -165,14 +165,14 @@ def test_an_opinion_dynamics_population_writes_the_same_trace(tmp_path: Path) ->
 # ---------------------------------------------------------------------- recovery
 @pytest.fixture(scope="module")
 def synthetic() -> tuple[SurrogateConfig, object]:
-    from socialenv.fit_synthetic import random_surrogate, synthetic_trace
+    from socialenv.fitting.ground_truth import random_surrogate, synthetic_trace
 
     config = random_surrogate(np.random.default_rng(1003))
     return config, synthetic_trace(config, 300, 10, seed=3, env_kwargs={"candidate_users": 30})
 
 
 def test_fit_recovers_known_parameters(synthetic) -> None:
-    from socialenv.fit import fit_trace
+    from socialenv.fitting.likelihood import fit_trace
 
     config, trace = synthetic
     truth = asdict(config)
@@ -193,7 +193,7 @@ def test_fit_recovers_known_parameters(synthetic) -> None:
         elif est.status in ("interval", "boundary"):
             lo, hi = est.interval
             assert lo - 1e-9 <= truth[name] <= hi + 1e-9, (name, est.interval, truth[name])
-    from socialenv.fit import REACTION_PARAMS
+    from socialenv.fitting.likelihood import REACTION_PARAMS
 
     always = {
         *REACTION_PARAMS,
@@ -214,8 +214,8 @@ def test_fit_recovers_known_parameters(synthetic) -> None:
 
 
 def test_confounded_attention_is_reported_not_fitted(tmp_path: Path) -> None:
-    from socialenv.fit import fit_trace
-    from socialenv.fit_synthetic import synthetic_trace
+    from socialenv.fitting.ground_truth import synthetic_trace
+    from socialenv.fitting.likelihood import fit_trace
 
     # 300 users, 320 candidate users: the policy fills every recommended slot
     trace = synthetic_trace(SurrogateConfig(), 300, 3, seed=0, env_kwargs={"candidate_users": 320})
@@ -231,7 +231,7 @@ def test_confounded_attention_is_reported_not_fitted(tmp_path: Path) -> None:
 def test_fitted_file_loads_in_gym_make_and_bad_files_name_the_field(
     tmp_path: Path, synthetic
 ) -> None:
-    from socialenv.fit import fit_trace
+    from socialenv.fitting.likelihood import fit_trace
 
     _, trace = synthetic
     result = fit_trace(trace, blocks=("reactions", "posting"))
@@ -267,7 +267,7 @@ def test_fitted_file_loads_in_gym_make_and_bad_files_name_the_field(
 
 
 def test_held_out_validation_prefers_the_fitted_model_over_the_null(synthetic) -> None:
-    from socialenv.fit_validation import held_out
+    from socialenv.fitting.held_out import held_out
 
     _, trace = synthetic
     report = held_out(trace, seed=0)
@@ -283,7 +283,7 @@ def test_held_out_validation_prefers_the_fitted_model_over_the_null(synthetic) -
 def test_cli_run_trace_then_fit(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from socialenv.cli import app
+    from policysim.cli import app
 
     runner = CliRunner()
     trace = tmp_path / "cli.trace"
@@ -342,7 +342,7 @@ def test_cli_run_trace_then_fit(tmp_path: Path) -> None:
 @pytest.mark.slow  # loads the MiniLM encoder the LLM brain embeds texts with
 def test_llm_population_writes_the_trace_through_the_env_hook() -> None:
     from agent_models.llm import LLMBrain, LLMConfig, TextEncoder
-    from socialenv.fit import fit_trace
+    from socialenv.fitting.likelihood import fit_trace
     from tests.support import ScriptedBackend
 
     cfg = LLMConfig(model="scripted", toxicity=lambda texts: np.zeros(len(texts)))
@@ -378,8 +378,8 @@ def test_a_resumed_run_warns_that_it_writes_no_trace(
 ) -> None:
     """A trace covers a run played from its start; a resumed run says it writes none (and the
     trace folder named in its config.json is never written by the resume)."""
-    import socialenv.runner as runner_module
-    from socialenv.runner import RunConfig, resume, run
+    import policysim.runner as runner_module
+    from policysim.runner import RunConfig, resume, run
 
     real, calls = runner_module._write_run_checkpoint, []
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.llm.backends.base import (
     BatchBackend,
     Generation,
@@ -26,6 +25,7 @@ from agent_models.llm.backends.base import (
     template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
+from policysim_infra.extras import require
 
 
 def resolve_device(device: str) -> str:

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.llm.backends.base import (
     BatchBackend,
     Generation,
@@ -49,6 +48,7 @@ from agent_models.llm.backends.base import (
 )
 from agent_models.llm.backends.hf import render_chat
 from agent_models.llm.config import LLMConfig
+from policysim_infra.extras import require
 
 
 def gguf_path(config: LLMConfig) -> Path:

@@ -60,7 +60,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.llm.backends.base import (
     BatchBackend,
     Generation,
@@ -70,7 +69,8 @@ from agent_models.llm.backends.base import (
     ScoringUnsupported,
 )
 from agent_models.llm.config import RESPONSE_FORMS, LLMConfig
-from agent_models.redaction import redact_text
+from policysim_infra.extras import require
+from policysim_infra.redaction import redact_text
 
 #: Longest ``Retry-After`` honoured (seconds); a server asking for more waits this long.
 MAX_RETRY_AFTER = 300.0

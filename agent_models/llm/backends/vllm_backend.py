@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.extras import require
 from agent_models.llm.backends.base import (
     BatchBackend,
     Generation,
@@ -28,6 +27,7 @@ from agent_models.llm.backends.base import (
     template_keeps_system,
 )
 from agent_models.llm.config import LLMConfig
+from policysim_infra.extras import require
 
 
 def token_ids(encoded: Any) -> list[int]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.core.simulation import RoundResult
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.exposure.lever import ExposureLever
-from socialenv.simulation import RoundResult
 
 #: The scalar features appended to each Exposure arm's context, in order (see ``ExposureEnv``).
 EXPOSURE_ARM_FEATURES: tuple[str, ...] = (

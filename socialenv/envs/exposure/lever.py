@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.core.lever import Lever, PolicyEffects
 from socialenv.envs.exposure.config import ExposureLeverConfig
-from socialenv.lever import Lever, PolicyEffects
 
 
 class ExposureLever(Lever):
     """Sets authors' exposure probability p_i (the chance each of their posts passes the
-    platform's filter, :class:`socialenv.platform.ExposureControl`); a level stays in force
+    platform's filter, :class:`socialenv.core.platform.ExposureControl`); a level stays in force
     until the policy changes it, and the author is *governed* for the rest of the episode.
 
     :meth:`apply` takes ``choice["user"]`` and ``choice["level"]``. :meth:`effects`

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_models.validation import Limit, check_fields
-from socialenv.lever import LeverConfig
-from socialenv.moderation import ModerationConfig
+from policysim_infra.validation import Limit, check_fields
+from socialenv.core.lever import LeverConfig
+from socialenv.mechanisms.governance import ModerationConfig
 
 MODERATION_LEVER_LIMITS = {"budget": Limit(ge=1, le=10_000)}
 
@@ -19,7 +19,7 @@ class ModerationLeverConfig(LeverConfig):
 
     Attributes:
         budget: governance actions per round (the slate length).
-        moderation: a dict of :class:`socialenv.moderation.ModerationConfig` fields, or the
+        moderation: a dict of :class:`socialenv.mechanisms.governance.ModerationConfig` fields, or the
             config (None: the defaults); becomes a ``ModerationConfig``.
     """
 

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import PostKind
+from socialenv.core.simulation import RoundResult, Stream
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.moderation.lever import ModerationLever
-from socialenv.moderation import MODERATION_ACTIONS, ModerationConfig
-from socialenv.simulation import RoundResult, Stream
+from socialenv.mechanisms.governance import MODERATION_ACTIONS, ModerationConfig
 
 #: Scalar features at the end of each arm's context, in order.
 MODERATION_FEATURES: tuple[str, ...] = (
@@ -142,7 +142,7 @@ class ModerationEnv(PolicySimEnv):
     |---|---|---|
     | scenario | "misinformation" | a built-in scenario, a saved scenario (.npz) or a ``Scenario`` |
     | budget | 10 | governance actions per round (the slate length) |
-    | moderation | None | a dict of :class:`socialenv.moderation.ModerationConfig` fields (None: the defaults), listed below |
+    | moderation | None | a dict of :class:`socialenv.mechanisms.governance.ModerationConfig` fields (None: the defaults), listed below |
 
     The last two are the fields of
     :class:`~socialenv.envs.moderation.ModerationLeverConfig`, which ``lever=`` takes at

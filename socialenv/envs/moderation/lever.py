@@ -7,20 +7,20 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import PostKind, RoundOutput
+from socialenv.core.lever import Lever, PolicyEffects
 from socialenv.envs.moderation.config import ModerationLeverConfig
-from socialenv.lever import Lever, PolicyEffects
-from socialenv.moderation import MODERATION_ACTIONS, ModerationState
+from socialenv.mechanisms.governance import MODERATION_ACTIONS, ModerationState
 
 
 class ModerationLever(Lever):
-    """The platform's governance decisions (:class:`socialenv.moderation.ModerationState`,
+    """The platform's governance decisions (:class:`socialenv.mechanisms.governance.ModerationState`,
     in ``state``): suspended users are barred from acting, the decisions in force filter
     the feeds, and labels lower belief uptake.
 
     :meth:`apply` takes ``choice["post"]``, ``choice["user"]`` (the author) and
     ``choice["action"]`` (index into ``moderation.actions``); a second action on a post is
     not applied. :meth:`effects` reports per applied choice its "post", "author", "name"
-    (index into :data:`~socialenv.moderation.MODERATION_ACTIONS`), "wrongful" (a delete or
+    (index into :data:`~socialenv.mechanisms.governance.MODERATION_ACTIONS`), "wrongful" (a delete or
     suspend of a harmless post) and "cost"; and every impression the decisions filtered
     ("user", "post", "author", "removed", "labelled", and "post_choice" /
     "author_choice": the applied choice on the post, or its original, / on its author,

@@ -7,14 +7,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from agent_models.validation import Limit, check, check_fields
-from socialenv.config import (
+from policysim_infra.validation import Limit, check, check_fields
+from socialenv.core.config import (
     CANDIDATE_SOURCES,
     DEFAULT_CANDIDATE_MIX,
     DEFAULT_LEVER_SHARE,
     MAX_ARMS,
 )
-from socialenv.lever import LeverConfig
+from socialenv.core.lever import LeverConfig
 
 REC_LEVER_LIMITS = {
     "lever_share": Limit(gt=0, le=1),
@@ -38,7 +38,7 @@ class RecLeverConfig(LeverConfig):
         candidate_users: a fixed number of users per round instead of ``lever_share``
             (None: from the share).
         candidates: candidate posts per source for each sampled user (keys of
-            :data:`socialenv.config.CANDIDATE_SOURCES`); arms = lever capacity × C, C = the
+            :data:`socialenv.core.config.CANDIDATE_SOURCES`); arms = lever capacity × C, C = the
             sum of the values.
     """
 

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import Behaviour, FeedChannel
-from socialenv import kernels
-from socialenv.candidates import generate_candidates
-from socialenv.config import RewardConfig
+from socialenv.core import kernels
+from socialenv.core.candidates import generate_candidates
+from socialenv.core.config import RewardConfig
+from socialenv.core.simulation import RoundResult, Stream
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.rec.lever import RecLever
-from socialenv.simulation import RoundResult, Stream
 
 _ENGAGEMENT_KEYS = {
     int(Behaviour.REPLY): "reply",
@@ -93,7 +93,7 @@ class RecEnv(PolicySimEnv):
     ``lever_share`` of them (default 0.15; ``candidate_users`` fixes a number instead) and,
     for each, C candidate posts of the last ``recommender.window`` rounds from four sources
     (``candidates``, default 2 nearest the user's interests, 3 of the opposite stance, 2
-    popular, 1 fresh; :mod:`socialenv.candidates`). Every (user, candidate) pair is an arm.
+    popular, 1 fresh; :mod:`socialenv.core.candidates`). Every (user, candidate) pair is an arm.
     The policy *is* the recommender for U: its arms fill up to ``budget`` of each user's
     ``recommender.personalized`` recommended slots; the built-in recommender ("Origin") fills
     the rest and serves every other user (85% of the active users at the

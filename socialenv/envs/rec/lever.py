@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from socialenv import kernels
+from socialenv.core import kernels
+from socialenv.core.lever import Lever, PolicyEffects
 from socialenv.envs.rec.config import RecLeverConfig
-from socialenv.lever import Lever, PolicyEffects
 
 
 class RecLever(Lever):
@@ -17,7 +17,7 @@ class RecLever(Lever):
     :meth:`apply` takes the chosen (user, post) arms (``choice["user"]``,
     ``choice["post"]``), marks the posts recommended, and
     :meth:`place_recommendations` puts them into their users' personalized slots
-    (:meth:`socialenv.platform.Recommender.place_recommendations`; inactive users are
+    (:meth:`socialenv.core.platform.Recommender.place_recommendations`; inactive users are
     skipped). :meth:`effects` reports per choice its "user", "post", "author", the discrete
     stances of both at the start of the round ("user_stance", "author_stance") and
     "followed" (the user followed the author this round), and for each reaction the
@@ -49,7 +49,7 @@ class RecLever(Lever):
             raise TypeError(
                 f"feed_recommender {type(recommender).__name__} has no "
                 "place_recommendations(feed, channel, row, post): subclass "
-                "socialenv.platform.Recommender to receive the policy's recommendations"
+                "socialenv.core.platform.Recommender to receive the policy's recommendations"
             )
         row = np.searchsorted(active, self._user)
         row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == self._user)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agent_models.validation import Limit, check, check_fields
-from socialenv.config import DEFAULT_LEVER_SHARE
-from socialenv.lever import LeverConfig
+from policysim_infra.validation import Limit, check, check_fields
+from socialenv.core.config import DEFAULT_LEVER_SHARE
+from socialenv.core.lever import LeverConfig
 
 FEED_CAP_LIMITS = {"lever_share": Limit(gt=0, le=1), "caps": Limit(max_len=32)}
 

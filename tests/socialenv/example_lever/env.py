@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from socialenv.core.simulation import RoundResult
 from socialenv.envs.base import PolicySimEnv
-from socialenv.simulation import RoundResult
 from tests.socialenv.example_lever.lever import FeedCapLever
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from socialenv.lever import Lever, PolicyEffects
+from socialenv.core.lever import Lever, PolicyEffects
 from tests.socialenv.example_lever.config import FeedCapConfig
 
 

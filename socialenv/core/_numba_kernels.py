@@ -1,0 +1,790 @@
+"""The numba versions of :mod:`socialenv.core.kernels` (imported only when numba is installed).
+
+Top-level functions, so numba's on-disk cache (``cache=True``) finds them again in the next
+process: compiled once per machine, loaded in well under a second afterwards.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+
+jit = numba.njit(cache=True, nogil=True)
+#: ``numba.prange`` loops on numba's thread pool (:func:`socialenv.core.kernels.set_threads`).
+parallel_jit = numba.njit(cache=True, nogil=True, parallel=True)
+
+
+def _serial_and_parallel(func: Callable[..., Any]) -> tuple[Any, Any]:
+    """``func`` compiled twice: its ``prange`` loops run in order on the calling thread, and on
+    numba's thread pool (a renamed copy, so each has its own on-disk cache entry). Only for
+    loops whose iterations write disjoint rows: both give bit-identical results."""
+    clone = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__ + "_parallel", func.__defaults__
+    )
+    clone.__qualname__ = func.__qualname__ + "_parallel"
+    return jit(func), parallel_jit(clone)
+
+
+@jit
+def _dedupe(feed: np.ndarray) -> np.ndarray:
+    out = feed.copy()
+    b, f = feed.shape
+    for r in range(b):
+        for j in range(1, f):
+            v = feed[r, j]
+            if v < 0:
+                continue
+            for i in range(j):
+                if feed[r, i] == v:
+                    out[r, j] = -1
+                    break
+    return out
+
+
+@jit
+def _compact(feed: np.ndarray, width: int) -> np.ndarray:
+    b, f = feed.shape
+    out = np.full((b, width), -1, np.int64)
+    for r in range(b):
+        c = 0
+        for j in range(f):
+            if feed[r, j] >= 0:
+                if c < width:
+                    out[r, c] = feed[r, j]
+                c += 1
+        if c < width:
+            # the NumPy version keeps the invalid entries after the valid ones
+            for j in range(f):
+                if feed[r, j] < 0:
+                    if c < width:
+                        out[r, c] = feed[r, j]
+                    c += 1
+    return out
+
+
+@jit
+def _top_k(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
+    b, c = candidate.shape
+    take = min(k, c)
+    out = np.full((b, take), -1, np.int64)
+    used = np.zeros(c, np.bool_)
+    row_score = np.empty(c, score.dtype)
+    for r in range(b):
+        for j in range(c):
+            used[j] = False
+            v = candidate[r, j]
+            s = score[r, j]
+            if v < 0:
+                s = -np.inf
+            else:
+                for i in range(j):
+                    if candidate[r, i] == v:
+                        s = -np.inf
+                        break
+            row_score[j] = s
+            score[r, j] = s
+        for slot in range(take):
+            best = -1
+            for j in range(c):
+                if used[j]:
+                    continue
+                if best < 0:
+                    best = j
+                    continue
+                s, t = row_score[j], row_score[best]
+                # descending, NaN last, ties to the left (a stable argsort of -score)
+                if (np.isnan(t) and not np.isnan(s)) or s > t:
+                    best = j
+            used[best] = True
+            s = row_score[best]
+            bad = (not np.isfinite(s)) if drop_nonfinite else (s == -np.inf)
+            if not bad and candidate[r, best] >= 0:
+                out[r, slot] = candidate[r, best]
+    return out
+
+
+@jit
+def _pairwise(values: np.ndarray, rows: np.ndarray, lo: int, n: int, k: int, zero: np.ndarray):
+    # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) of n <= 128
+    # terms, which np.add.reduceat runs down each column of a segment after its first row
+    if n < 8:
+        res = zero[0]
+        for i in range(n):
+            res += values[rows[lo + i], k]
+        return res
+    if n <= 128:
+        r0 = values[rows[lo], k]
+        r1 = values[rows[lo + 1], k]
+        r2 = values[rows[lo + 2], k]
+        r3 = values[rows[lo + 3], k]
+        r4 = values[rows[lo + 4], k]
+        r5 = values[rows[lo + 5], k]
+        r6 = values[rows[lo + 6], k]
+        r7 = values[rows[lo + 7], k]
+        i = 8
+        while i < n - (n % 8):
+            r0 += values[rows[lo + i], k]
+            r1 += values[rows[lo + i + 1], k]
+            r2 += values[rows[lo + i + 2], k]
+            r3 += values[rows[lo + i + 3], k]
+            r4 += values[rows[lo + i + 4], k]
+            r5 += values[rows[lo + i + 5], k]
+            r6 += values[rows[lo + i + 6], k]
+            r7 += values[rows[lo + i + 7], k]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += values[rows[lo + i], k]
+            i += 1
+        return res
+    # n > 128 splits recursively in NumPy; the dispatcher sends such segments to NumPy
+    # (a recursive jitted function cannot be cached, and feeds are far shorter)
+    return zero[0]
+
+
+@jit
+def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
+    s, d = len(first), values.shape[1]
+    out = np.empty((s, d), values.dtype)
+    zero = np.zeros(1, values.dtype)
+    rest = np.empty(d, values.dtype)
+    for i in range(s):
+        lo = first[i]
+        hi = first[i + 1] if i + 1 < s else len(rows)
+        head = values[rows[lo]]
+        if hi - lo == 1:
+            out[i] = head
+        elif hi - lo - 1 < 8:  # the pairwise sum is a plain running sum: go row by row
+            rest[:] = zero[0]
+            for j in range(lo + 1, hi):
+                row = values[rows[j]]
+                for k in range(d):
+                    rest[k] += row[k]
+            for k in range(d):
+                out[i, k] = head[k] + rest[k]
+        else:
+            for k in range(d):
+                out[i, k] = head[k] + _pairwise(values, rows, lo + 1, hi - lo - 1, k, zero)
+    return out
+
+
+@jit
+def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    n = len(indptr) - 1
+    count = 0
+    for u in range(n):
+        if indptr[u + 1] > indptr[u]:
+            count += 1
+    out = np.empty(count, np.float64)
+    r = 0
+    for u in range(n):
+        lo, hi = indptr[u], indptr[u + 1]
+        if hi > lo:
+            own = sign[u]
+            same = 0
+            for e in range(lo, hi):
+                same += sign[indices[e]] == own
+            # NumPy sums the float32 ones: exact while a row has < 2**24 entries
+            out[r] = np.float64(np.float32(same)) / np.float64(hi - lo)
+            r += 1
+    return out
+
+
+@jit
+def _insert_sorted(values: np.ndarray, pos: np.ndarray, new: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values) + len(new), values.dtype)
+    src = 0
+    dst = 0
+    for i in range(len(new)):
+        stop = pos[i]
+        width = stop - src
+        out[dst : dst + width] = values[src:stop]
+        dst += width
+        src = stop
+        out[dst] = new[i]
+        dst += 1
+    width = len(values) - src
+    out[dst : dst + width] = values[src:]
+    return out
+
+
+@jit
+def _delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values) - len(drop), values.dtype)
+    src = 0
+    dst = 0
+    for i in range(len(drop)):
+        stop = drop[i]
+        width = stop - src
+        out[dst : dst + width] = values[src:stop]
+        dst += width
+        src = stop + 1
+    width = len(values) - src
+    out[dst : dst + width] = values[src:]
+    return out
+
+
+@jit
+def _pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
+    # NumPy's pairwise sum of the n <= 128 contiguous values x[:n] (as np.add.reduce along
+    # a contiguous axis runs it: from 0, all n terms; the dispatcher keeps n >= 8)
+    r0, r1, r2, r3 = x[0], x[1], x[2], x[3]
+    r4, r5, r6, r7 = x[4], x[5], x[6], x[7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += x[i]
+        r1 += x[i + 1]
+        r2 += x[i + 2]
+        r3 += x[i + 3]
+        r4 += x[i + 4]
+        r5 += x[i + 5]
+        r6 += x[i + 6]
+        r7 += x[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[i]
+        i += 1
+    return zero[0] + res
+
+
+@jit
+def _unit_row_into(
+    row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: np.ndarray
+) -> None:
+    d = len(row)
+    for k in range(d):
+        square[k] = row[k] * row[k]
+    norm = np.sqrt(_pairwise_row(square, d, zero))
+    if not (norm > eps[0] or norm != norm):  # np.maximum(norm, eps), NaN kept
+        norm = eps[0]
+    for k in range(d):
+        out[k] = np.float32(row[k] / norm)
+
+
+@jit
+def _unit_rows(x: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    n, d = x.shape
+    out = np.empty((n, d), np.float32)
+    square = np.empty(d, x.dtype)
+    zero = np.zeros(1, x.dtype)
+    for r in range(n):
+        _unit_row_into(x[r], out[r], square, zero, eps)
+    return out
+
+
+@jit
+def _unit_noisy_rows(
+    base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray, eps: np.ndarray
+) -> np.ndarray:
+    # unit rows of base[rows] + scale * noise (float32 base read as float64, as NumPy does)
+    n, d = noise.shape
+    out = np.empty((n, d), np.float32)
+    row = np.empty(d, np.float64)
+    square = np.empty(d, np.float64)
+    zero = np.zeros(1, np.float64)
+    for r in range(n):
+        src = rows[r] if len(rows) else r
+        for k in range(d):
+            row[k] = np.float64(base[src, k]) + scale * noise[r, k]
+        _unit_row_into(row, out[r], square, zero, eps)
+    return out
+
+
+@jit
+def _merge_edits(
+    values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
+) -> np.ndarray:
+    # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one pass
+    src = 0
+    dst = 0
+    i = 0
+    j = 0
+    while i < len(drop) or j < len(at):
+        if j < len(at) and (i == len(drop) or at[j] <= drop[i]):
+            stop = at[j]
+        else:
+            stop = drop[i]
+        width = stop - src
+        out[dst : dst + width] = values[src:stop]
+        dst += width
+        src = stop
+        if j < len(at) and at[j] == stop:
+            out[dst] = new[j]
+            dst += 1
+            j += 1
+        elif i < len(drop) and drop[i] == stop:
+            src = stop + 1
+            i += 1
+    width = len(values) - src
+    out[dst : dst + width] = values[src:]
+    return out
+
+
+@jit
+def _memory_update(
+    memory: np.ndarray,
+    latent: np.ndarray,
+    rows: np.ndarray,
+    first: np.ndarray,
+    who: np.ndarray,
+    keep: np.ndarray,
+) -> bool:
+    # memory[who[i]] = unit(keep·memory[who[i]] + (1 − keep)·unit(Σ latent[rows[segment i]]))
+    # in float32, with NumPy's summation orders; False (nothing done) if a segment is longer
+    # than 129 rows (NumPy splits those sums further)
+    s, d = len(first), latent.shape[1]
+    for i in range(s):
+        if (first[i + 1] if i + 1 < s else len(rows)) - first[i] > 129:
+            return False
+    zero = np.zeros(1, np.float32)
+    eps = np.float32(1e-8)
+    m = keep[0]
+    rest_weight = keep[1]
+    engaged = np.empty(d, np.float32)
+    square = np.empty(d, np.float32)
+    mixed = np.empty(d, np.float32)
+    for i in range(s):
+        lo = first[i]
+        hi = first[i + 1] if i + 1 < s else len(rows)
+        n = hi - lo - 1
+        for k in range(d):
+            head = latent[rows[lo], k]
+            if n == 0:
+                engaged[k] = head
+            elif n < 8:
+                acc = zero[0]
+                for j in range(lo + 1, hi):
+                    acc += latent[rows[j], k]
+                engaged[k] = head + acc
+            else:
+                engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
+        for k in range(d):
+            square[k] = engaged[k] * engaged[k]
+        norm = np.sqrt(_pairwise_row(square, d, zero))
+        if not (norm > eps or norm != norm):
+            norm = eps
+        u = who[i]
+        for k in range(d):
+            mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
+        for k in range(d):
+            square[k] = mixed[k] * mixed[k]
+        norm = np.sqrt(_pairwise_row(square, d, zero))
+        if not (norm > eps or norm != norm):
+            norm = eps
+        for k in range(d):
+            memory[u, k] = mixed[k] / norm
+    return True
+
+
+def _relational_draws(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    active: np.ndarray,
+    offset_draw: np.ndarray,
+    pick_draw: np.ndarray,
+    author_start: np.ndarray,
+    by_author: np.ndarray,
+    lo: int,
+) -> np.ndarray:
+    # a random followee's random post of the previous round per draw, -1 where there is none
+    b, k = offset_draw.shape
+    out = np.full((b, k), -1, np.int64)
+    e = len(indices)
+    p = len(by_author)
+    for r in numba.prange(b):
+        u = active[r]
+        start = indptr[u]
+        degree = indptr[u + 1] - start
+        if degree <= 0 or e == 0:
+            continue
+        for j in range(k):
+            offset = np.int64(offset_draw[r, j] * np.float64(degree))
+            followee = indices[min(start + offset, e - 1)]
+            first = author_start[followee]
+            count = author_start[followee + 1] - first
+            if count > 0:
+                pick = np.int64(pick_draw[r, j] * np.float64(count))
+                out[r, j] = lo + by_author[min(first + pick, p - 1)]
+    return out
+
+
+@jit
+def _propagate_hop(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    alpha: np.ndarray,
+    rows: np.ndarray,
+) -> np.ndarray:
+    # rows ``rows`` of alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user
+    # who follows nobody keeps its own context), as torch's CSR product and update compute it
+    d = context.shape[1]
+    out = np.empty((len(rows), d), np.float32)
+    acc = np.empty(d, np.float32)
+    a, rest = alpha[0], alpha[1]
+    for r in range(len(rows)):
+        u = rows[r]
+        lo, hi = indptr[u], indptr[u + 1]
+        for k in range(d):
+            acc[k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d):
+                acc[k] += np.float32(1.0) * context[u, k]
+        else:
+            weight = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = indices[j]
+                for k in range(d):
+                    acc[k] += weight * context[v, k]
+        for k in range(d):
+            out[r, k] = a * context[u, k] + rest * acc[k]
+    return out
+
+
+@jit
+def _propagate_levels(
+    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, levels: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # the nodes within 0, 1, ..., levels - 1 hops of ``rows``, nested: ``order[:sizes[h]]``
+    # are those within h hops; ``position[u]`` is u's index in ``order`` (-1: none)
+    n = len(indptr) - 1
+    position = np.full(n, -1, np.int64)
+    order = np.empty(n, np.int64)
+    sizes = np.zeros(max(levels, 1), np.int64)
+    count = 0
+    for r in rows:
+        if position[r] < 0:
+            position[r] = count
+            order[count] = r
+            count += 1
+    sizes[0] = count
+    start = 0
+    for h in range(1, levels):
+        end = count
+        for i in range(start, end):  # the neighbours of the nodes new at the last level
+            u = order[i]
+            for j in range(indptr[u], indptr[u + 1]):
+                v = indices[j]
+                if position[v] < 0:
+                    position[v] = count
+                    order[count] = v
+                    count += 1
+        sizes[h] = count
+        start = end
+    return order, position, sizes
+
+
+def _hop_from_blocks(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    # alpha·C + (1 − alpha)·(D⁻¹A C) at ``targets``, C = [first | second] read by node id;
+    # the product sums w·C[v] from 0 in CSR order in float32, as SciPy's csr_matvecs
+    d1, d2 = first.shape[1], second.shape[1]
+    out = np.empty((len(targets), d1 + d2), np.float32)
+    a, rest = weights[0], weights[1]
+    for t in numba.prange(len(targets)):
+        u = targets[t]
+        lo, hi = indptr[u], indptr[u + 1]
+        for k in range(d1 + d2):
+            out[t, k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d1):
+                out[t, k] += np.float32(1.0) * first[u, k]
+            for k in range(d2):
+                out[t, d1 + k] += np.float32(1.0) * second[u, k]
+        else:
+            w = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = indices[j]
+                for k in range(d1):
+                    out[t, k] += w * first[v, k]
+                for k in range(d2):
+                    out[t, d1 + k] += w * second[v, k]
+        for k in range(d1):
+            out[t, k] = a * first[u, k] + rest * out[t, k]
+        for k in range(d2):
+            out[t, d1 + k] = a * second[u, k] + rest * out[t, d1 + k]
+    return out
+
+
+def _hop_from_rows(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    position: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    # as _hop_from_blocks, with C[v] = context[position[v]]
+    d = context.shape[1]
+    out = np.empty((len(targets), d), np.float32)
+    a, rest = weights[0], weights[1]
+    for t in numba.prange(len(targets)):
+        u = targets[t]
+        lo, hi = indptr[u], indptr[u + 1]
+        own = position[u]
+        for k in range(d):
+            out[t, k] = np.float32(0.0)
+        if hi == lo:
+            for k in range(d):
+                out[t, k] += np.float32(1.0) * context[own, k]
+        else:
+            w = np.float32(1.0 / (hi - lo))
+            for j in range(lo, hi):
+                v = position[indices[j]]
+                for k in range(d):
+                    out[t, k] += w * context[v, k]
+        for k in range(d):
+            out[t, k] = a * context[own, k] + rest * out[t, k]
+    return out
+
+
+@jit
+def _count_reactions(
+    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple
+) -> None:
+    # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]
+    for i in range(len(post)):
+        for j in range(len(kinds)):
+            if kind[i] == kinds[j]:
+                counters[j][post[i]] += 1
+                break
+
+
+@jit
+def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
+    # feed with the posts written by the row's owner and repeats within a row set to -1
+    b, f = feed.shape
+    out = feed.copy()
+    for r in range(b):
+        for j in range(f):
+            v = feed[r, j]
+            if v >= 0 and author[v] == owner[r]:
+                out[r, j] = -1
+        for j in range(1, f):
+            v = out[r, j]
+            if v < 0:
+                continue
+            for i in range(j):
+                if out[r, i] == v:
+                    out[r, j] = -1
+                    break
+    return out
+
+
+@jit
+def _keyed_max(sorted_key: np.ndarray, keys: np.ndarray, values: np.ndarray):
+    # for each of keys: whether sorted_key holds it, and the max of each row of values over
+    # the columns where it does (0 where it does not)
+    m, a = values.shape[0], len(keys)
+    found = np.zeros(a, np.bool_)
+    best = np.zeros((m, a), values.dtype)
+    for i in range(a):
+        lo = np.searchsorted(sorted_key, keys[i])
+        hi = lo
+        while hi < len(sorted_key) and sorted_key[hi] == keys[i]:
+            hi += 1
+        if hi > lo:
+            found[i] = True
+            for r in range(m):
+                v = values[r, lo]
+                for j in range(lo + 1, hi):
+                    w = values[r, j]
+                    if w > v or w != w:  # np.maximum: NaN wins
+                        v = w
+                best[r, i] = v
+    return found, best
+
+
+@jit
+def _place_picks(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    row: np.ndarray,
+    post: np.ndarray,
+    start: int,
+    width: int,
+    injected: int,
+):
+    # row r's picks (in the order given, at most width) fill columns start.. of r, its former
+    # entries there move right behind them; the picks' channel becomes injected
+    b = feed.shape[0]
+    out_feed = feed.copy()
+    out_channel = channel.copy()
+    count = np.zeros(b, np.int64)
+    picks = np.empty((b, max(width, 1)), np.int64)
+    for i in range(len(row)):
+        r = row[i]
+        if count[r] < width:
+            picks[r, count[r]] = post[i]
+            count[r] += 1
+    for r in range(b):
+        c = count[r]
+        if c == 0:
+            continue
+        for col in range(width):
+            if col < c:
+                out_feed[r, start + col] = picks[r, col]
+                out_channel[r, start + col] = injected
+            else:
+                out_feed[r, start + col] = feed[r, start + col - c]
+    return out_feed, out_channel
+
+
+def _rec_arm_columns(
+    context: np.ndarray,
+    user_rows: np.ndarray,
+    arm_row: np.ndarray,
+    post_latent: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    user_columns: tuple,
+    post_columns: tuple,
+    round_: int,
+    source: np.ndarray,
+) -> None:
+    stance, discrete, recent_toxicity, activity = user_columns
+    author_of, likes, retweets, replies, dislikes, toxicity, post_round, flagged, post_stance = (
+        post_columns
+    )
+    width, d = user_rows.shape[1], post_latent.shape[1]
+    column = width + d
+    sources = context.shape[1] - column - 14
+    for k in numba.prange(len(user)):
+        row = context[k]
+        u, p = user[k], post[k]
+        a = author_of[p]
+        r = arm_row[k]
+        for j in range(width):
+            row[j] = user_rows[r, j]
+        for j in range(d):
+            row[width + j] = post_latent[p, j]
+        d_v, d_u = np.float32(discrete[u]), np.float32(discrete[a])
+        row[column] = stance[u]
+        row[column + 1] = stance[a]
+        row[column + 2] = abs(d_u - d_v) / np.float32(2)
+        row[column + 3] = 1.0 if d_u * d_v == -1 else 0.0
+        row[column + 4] = toxicity[p]
+        # the NumPy version sums and subtracts in int32 (wrapping); the same here
+        row[column + 5] = np.int32(np.int64(likes[p]) + retweets[p] + replies[p] + dislikes[p])
+        row[column + 6] = np.int32(round_ - np.int64(post_round[p]))
+        row[column + 8] = recent_toxicity[u]
+        row[column + 9] = 1.0 if flagged[p] else 0.0
+        row[column + 10] = activity[u]
+        row[column + 11] = post_stance[p]
+        row[column + 12] = stance[u] * post_stance[p]
+        for j in range(sources):
+            row[column + 14 + j] = 1.0 if source[k] == j else 0.0
+
+
+_relational_draws_serial, _relational_draws_parallel = _serial_and_parallel(_relational_draws)
+_rec_arm_columns_serial, _rec_arm_columns_parallel = _serial_and_parallel(_rec_arm_columns)
+_hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
+_hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
+
+KERNELS = {
+    "dedupe_rows": _dedupe,
+    "compact_rows": _compact,
+    "top_k_rows": _top_k,
+    "segment_sum_rows": _segment_sum,
+    "same_sign_share": _same_sign,
+    "insert_sorted": _insert_sorted,
+    "delete_sorted": _delete_sorted,
+    "merge_edits": _merge_edits,
+    "unit_rows": _unit_rows,
+    "unit_noisy_rows": _unit_noisy_rows,
+    "memory_update": _memory_update,
+    "relational_draws": _relational_draws_serial,
+    "propagate_hop": _propagate_hop,
+    "count_reactions": _count_reactions,
+    "drop_own_and_repeated": _drop_own_and_repeated,
+    "keyed_max": _keyed_max,
+    "place_picks": _place_picks,
+    "rec_arm_columns": _rec_arm_columns_serial,
+    "propagate_levels": _propagate_levels,
+    "hop_from_blocks": _hop_from_blocks_serial,
+    "hop_from_rows": _hop_from_rows_serial,
+}
+#: The kernels of :data:`KERNELS` that have a threaded version (the same results).
+PARALLEL_KERNELS = {
+    "relational_draws": _relational_draws_parallel,
+    "rec_arm_columns": _rec_arm_columns_parallel,
+    "hop_from_blocks": _hop_from_blocks_parallel,
+    "hop_from_rows": _hop_from_rows_parallel,
+}
+
+
+# SeedSequence's hash constants (numpy.random.SeedSequence, pool size 4)
+_INIT_A = np.uint64(0x43B0D7E5)
+_MULT_A = np.uint64(0x931E8875)
+_INIT_B = np.uint64(0x8B51F9DD)
+_MULT_B = np.uint64(0x58F38DED)
+_MIX_MULT_L = np.uint64(0xCA01F9DD)
+_MIX_MULT_R = np.uint64(0x4973F715)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SHIFT16 = np.uint64(16)
+_SHIFT32 = np.uint64(32)
+
+
+@jit
+def _seed_sequence_state(words: np.ndarray) -> np.ndarray:
+    """(4,) uint64: ``SeedSequence(words).generate_state(4, np.uint64)`` for (n,) uint64
+    entropy ``words``, each below 2**32 (32-bit arithmetic done in 64 bits and masked)."""
+    pool = np.zeros(4, np.uint64)
+    hash_const = _INIT_A
+    n = len(words)
+    for i in range(4):
+        value = words[i] if i < n else np.uint64(0)
+        value ^= hash_const
+        hash_const = (hash_const * _MULT_A) & _MASK32
+        value = (value * hash_const) & _MASK32
+        pool[i] = value ^ (value >> _SHIFT16)
+    for i_src in range(4 + max(n - 4, 0)):
+        for i_dst in range(4):
+            if i_src < 4 and i_src == i_dst:
+                continue
+            value = pool[i_src] if i_src < 4 else words[i_src]
+            value ^= hash_const
+            hash_const = (hash_const * _MULT_A) & _MASK32
+            value = (value * hash_const) & _MASK32
+            value ^= value >> _SHIFT16
+            mixed = (_MIX_MULT_L * pool[i_dst] - _MIX_MULT_R * value) & _MASK32
+            pool[i_dst] = mixed ^ (mixed >> _SHIFT16)
+    out = np.zeros(4, np.uint64)
+    hash_const = _INIT_B
+    for i in range(8):
+        value = pool[i % 4] ^ hash_const
+        hash_const = (hash_const * _MULT_B) & _MASK32
+        value = (value * hash_const) & _MASK32
+        value ^= value >> _SHIFT16
+        if i % 2 == 0:
+            out[i // 2] = value
+        else:
+            out[i // 2] |= value << _SHIFT32
+    return out
+
+
+KERNELS["seed_sequence_state"] = _seed_sequence_state
+
+
+@jit
+def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> None:
+    """``np.add.at(out, index, rows)`` for 2-D ``out`` and ``rows`` of one dtype: row by row,
+    in order, so the sums round as NumPy's."""
+    for r in range(len(index)):
+        target = index[r]
+        for j in range(rows.shape[1]):
+            out[target, j] += rows[r, j]
+
+
+KERNELS["scatter_add_rows"] = _scatter_add_rows

@@ -1,0 +1,132 @@
+"""Candidate generation for PolicySim-Rec-v0: the first stage of a two-stage recommender.
+
+For each user of the round's sampled set U, a small candidate set of recent posts is drawn
+from four sources, the way a production recommender's retrieval stage mixes them:
+
+- ``interest``: posts nearest the user's interests (profile ⊕ memory embedding), scored on a
+  sample from the user's IVF cluster (as the built-in personalized channel does);
+- ``opposite``: posts whose stance is opposite to the user's discrete stance (either side
+  for a neutral user), the most interesting of a sample;
+- ``popular``: the most interesting of a sample from the most engaged recent posts;
+- ``fresh``: posts of the last round that were never recommended before (random).
+
+The policy (the second, ranking stage) then picks which candidates fill the user's
+recommended slots. Everything is vectorized over the users; every draw comes from ``rng``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from socialenv.core import kernels
+from socialenv.core.clustering import ClusterIndex
+from socialenv.core.config import CANDIDATE_SOURCES
+from socialenv.core.platform import FeedContext
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """Candidates of one round.
+
+    Attributes:
+        post: (U, C) post ids, -1 where a source had nothing to offer.
+        source: (U, C) int8 index into :data:`CANDIDATE_SOURCES`.
+    """
+
+    post: np.ndarray
+    source: np.ndarray
+
+
+def _best_of(interest: np.ndarray, latent: np.ndarray, draws: np.ndarray, keep: int) -> np.ndarray:
+    """(U, keep) entries of ``draws`` (U, M) post ids (-1 = none) with the highest interest
+    similarity ``interest`` (U, d)·latent[post]."""
+    valid = draws >= 0
+    score = np.einsum("ud,umd->um", interest, latent.take(np.where(valid, draws, 0), axis=0))
+    return kernels.top_k_rows(draws, score, keep, drop_nonfinite=True)
+
+
+def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """(U, M) uniform draws from ``pool`` (ids), -1 everywhere if the pool is empty."""
+    if len(pool) == 0:
+        return np.full(size, -1, np.int64)
+    return pool[(rng.random(size) * len(pool)).astype(np.int64)]
+
+
+def generate_candidates(
+    ctx: FeedContext,
+    users: np.ndarray,
+    mix: dict[str, int],
+    window: int,
+    popular_pool: int,
+    rng: np.random.Generator,
+    oversample: int = 4,
+) -> CandidateSet:
+    """Candidates for the users ``users`` (U,) from the posts of the last ``window`` rounds.
+
+    Args:
+        ctx: the world as the recommender sees it.
+        users: (U,) user ids.
+        mix: posts per source (keys of :data:`CANDIDATE_SOURCES`); C = sum of the values.
+        window: rounds of posts that are candidates.
+        popular_pool: the ``popular`` source samples from this many most engaged posts.
+        rng: the round's arm stream.
+        oversample: draws per kept candidate of the interest / opposite / popular sources.
+    """
+    u = len(users)
+    lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
+    posts, people = ctx.posts, ctx.users
+    interest = people.latent.take(users, axis=0) + people.memory_latent.take(users, axis=0)
+    parts: list[np.ndarray] = []
+    sources: list[np.ndarray] = []
+    recent = np.arange(lo, hi, dtype=np.int64)
+    for index, name in enumerate(CANDIDATE_SOURCES):
+        k = int(mix.get(name, 0))
+        if k == 0:
+            continue
+        m = oversample * k
+        if name == "interest":
+            draws = _interest_draws(ctx, interest, lo, hi, m, rng)
+        elif name == "opposite":
+            stance = posts.stance[lo:hi]
+            negative, positive = recent[stance < -1 / 3], recent[stance > 1 / 3]
+            user_sign = people.discrete_stance[users]
+            from_negative = _sample(negative, (u, m), rng)
+            from_positive = _sample(positive, (u, m), rng)
+            coin = rng.random((u, 1)) < 0.5
+            take_negative = (user_sign[:, None] > 0) | ((user_sign[:, None] == 0) & coin)
+            draws = np.where(take_negative, from_negative, from_positive)
+        elif name == "popular":
+            engagement = posts.likes[lo:hi] + 2 * posts.retweets[lo:hi] + posts.replies[lo:hi]
+            size = min(popular_pool, hi - lo)
+            pool = recent[np.argsort(-engagement, kind="stable")[:size]] if size else recent
+            draws = _sample(pool, (u, m), rng)
+        else:
+            last_lo, last_hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)
+            last = np.arange(last_lo, last_hi, dtype=np.int64)
+            unseen = last[~posts.recommended[last_lo:last_hi]]
+            pool = unseen if len(unseen) >= k else last
+            draws = _sample(pool, (u, k), rng)
+            parts.append(kernels.dedupe_rows(draws))
+            sources.append(np.full((u, k), index, np.int8))
+            continue
+        parts.append(_best_of(interest, posts.latent, draws, k))
+        sources.append(np.full((u, k), index, np.int8))
+    if not parts:
+        return CandidateSet(np.zeros((u, 0), np.int64), np.zeros((u, 0), np.int8))
+    post = kernels.dedupe_rows(np.concatenate(parts, axis=1))
+    own = (post >= 0) & (posts.author[np.maximum(post, 0)] == users[:, None])
+    post[own] = -1
+    return CandidateSet(post=post, source=np.concatenate(sources, axis=1))
+
+
+def _interest_draws(
+    ctx: FeedContext, interest: np.ndarray, lo: int, hi: int, m: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(U, m) draws from each user's IVF cluster of recent posts (anywhere if it is empty)."""
+    if hi == lo:
+        return np.full((len(interest), m), -1, np.int64)
+    return ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi).draw(
+        interest, ctx.centroids, m, rng
+    )

@@ -1,0 +1,77 @@
+"""Clusters of the latent space: spherical k-means centres, each post's nearest centre, and
+the IVF index over a range of posts that the personalized channel and the Rec env's candidate
+sources draw from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from socialenv.core import kernels
+
+
+@dataclass(frozen=True)
+class ClusterIndex:
+    """The posts ``lo..hi-1`` grouped by IVF cluster: an approximate nearest-neighbour index
+    (the personalized channel's and the Rec env's candidate retrieval).
+
+    Attributes:
+        lo, hi: the post id range indexed (hi > lo).
+        by_cluster: (hi − lo,) offsets into the range, sorted by cluster (stable).
+        cluster_start: (C + 1,) where each cluster's run starts in ``by_cluster``.
+    """
+
+    lo: int
+    hi: int
+    by_cluster: np.ndarray
+    cluster_start: np.ndarray
+
+    @classmethod
+    def build(cls, post_cluster: np.ndarray, num_clusters: int, lo: int, hi: int) -> ClusterIndex:
+        """The index of posts ``lo..hi-1`` given every post's (P,) cluster."""
+        cluster = post_cluster[lo:hi]
+        by_cluster = np.argsort(cluster, kind="stable")
+        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(num_clusters + 1))
+        return cls(lo, hi, by_cluster, cluster_start)
+
+    def draw(
+        self, interest: np.ndarray, centroids: np.ndarray, m: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
+        (U, d), or from the whole range where that cluster holds no post."""
+        user_cluster = np.argmax(interest @ centroids.T, axis=1)
+        start = self.cluster_start[user_cluster]
+        size = self.cluster_start[user_cluster + 1] - start
+        draw = rng.random((len(interest), m))
+        in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
+        anywhere = (draw * (self.hi - self.lo)).astype(np.int64)
+        by_cluster = self.by_cluster
+        return self.lo + np.where(
+            size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+        )
+
+
+def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
+    """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d)."""
+    out = np.empty(len(latent), np.int16)
+    for lo in range(0, len(latent), chunk):
+        out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
+    return out
+
+
+def fit_centroids(
+    latent: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 8, sample: int = 8192
+) -> np.ndarray:
+    """(k, d) spherical k-means centres of (a sample of) the rows of ``latent``."""
+    rows = latent[rng.choice(len(latent), size=min(sample, len(latent)), replace=False)]
+    k = min(k, len(rows))
+    centres = rows[rng.choice(len(rows), size=k, replace=False)].copy()
+    for _ in range(iterations):
+        label = np.argmax(rows @ centres.T, axis=1)
+        sums = np.zeros_like(centres)
+        kernels.scatter_add_rows(sums, label, rows)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] < 1e-8
+        centres = np.where(empty[:, None], centres, sums / np.maximum(norms, 1e-8))
+    return centres.astype(np.float32)

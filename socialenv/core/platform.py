@@ -1,0 +1,177 @@
+"""The platform's levers: the recommender (§2.2.1) and exposure control (§2.2.2).
+
+Both are small classes behind small interfaces so a researcher can swap in their own:
+subclass :class:`Recommender` and override a channel (or ``build_feeds``), or subclass
+:class:`ExposureControl`. All work on whole batches of users at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent_models.types import FeedChannel
+from socialenv.core import kernels
+from socialenv.core.clustering import ClusterIndex
+from socialenv.core.config import RecommenderConfig
+from socialenv.core.world import FollowGraph, PostTable, UserState
+
+
+@dataclass
+class FeedContext:
+    """What a recommender may look at in round ``round``.
+
+    Attributes:
+        round: t.
+        users, posts, graph: the world.
+        round_start: (t + 2,) first post id of each round; round r's posts are
+            ``round_start[r + 1] : round_start[r + 2]`` (index 0 holds the history, round -1).
+        centroids: (C, d) IVF cluster centres of the personalized channel.
+    """
+
+    round: int
+    users: UserState
+    posts: PostTable
+    graph: FollowGraph
+    round_start: np.ndarray
+    centroids: np.ndarray
+
+    def posts_of_rounds(self, first: int, last: int) -> tuple[int, int]:
+        """Post id range [lo, hi) of rounds first..last (inclusive; -1 = history)."""
+        first = max(first, -1)
+        return int(self.round_start[first + 1]), int(self.round_start[last + 2])
+
+
+class Recommender:
+    """Relational + personalized + headline channels (sizes in ``RecommenderConfig``).
+
+    ``build_feeds`` returns the candidate feed of every active user before exposure control
+    and the policy's recommendations (``place_recommendations`` puts those in the
+    personalized slots); override a channel method to change one channel.
+    """
+
+    def __init__(self, config: RecommenderConfig) -> None:
+        self.config = config
+
+    def relational(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """(B, relational): random posts of the previous round written by each user's followees."""
+        k = self.config.relational
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        recent_author = ctx.posts.author[lo:hi]
+        by_author = np.argsort(recent_author, kind="stable")
+        author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
+        np.cumsum(
+            np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:]
+        )
+        indptr, indices = ctx.graph.followees_csr()
+        draws = 3 * k
+        offset_draw = rng.random((b, draws))
+        pick_draw = rng.random((b, draws))
+        post = kernels.relational_draws(
+            indptr, indices, active, offset_draw, pick_draw, author_start, by_author, lo
+        )
+        return kernels.compact_rows(kernels.dedupe_rows(post), k)
+
+    def personalized(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator, chunk: int = 32_768
+    ) -> np.ndarray:
+        """(B, personalized): posts of the last ``window`` rounds closest to each user's
+        interests (profile ⊕ memory), scored on candidates from the user's IVF cluster."""
+        cfg = self.config
+        k = cfg.personalized
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        index = ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi)
+        out = np.empty((b, k), np.int64)
+        n_candidates = k * cfg.candidates_per_slot
+        for start in range(0, b, chunk):
+            users = active[start : start + chunk]
+            interest = ctx.users.latent.take(users, axis=0) + ctx.users.memory_latent.take(
+                users, axis=0
+            )
+            candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
+            score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent.take(candidate, axis=0))
+            score += (
+                cfg.personalized_stance_weight
+                * ctx.users.stance[users][:, None]
+                * ctx.posts.stance[candidate]
+            )
+            out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
+        return out
+
+    def headline(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """(B, headline): posts sampled from the ``headline_pool`` most engaged recent posts."""
+        cfg = self.config
+        k = cfg.headline
+        b = len(active)
+        if k == 0 or b == 0:
+            return np.full((b, k), -1, np.int64)
+        lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
+        if hi == lo:
+            return np.full((b, k), -1, np.int64)
+        p = ctx.posts
+        engagement = (p.likes[lo:hi] + 2 * p.retweets[lo:hi] + p.replies[lo:hi]).astype(np.float64)
+        pool_size = min(cfg.headline_pool, hi - lo)
+        pool = lo + np.argpartition(-engagement, pool_size - 1)[:pool_size]
+        pool = pool[np.argsort(-engagement[pool - lo], kind="stable")]
+        pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
+        return kernels.dedupe_rows(pick)
+
+    def place_recommendations(
+        self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fill recommended slots with the policy's picks: feed row ``row[i]`` is shown
+        ``post[i]`` (R,) in its personalized slots, in the order given, and the built-in
+        personalized picks fill that row's remaining slots best first. Picks beyond a row's
+        ``personalized`` slots are dropped. Returns the new (B, F) feed and channels (the
+        policy's slots get ``FeedChannel.INJECTED``)."""
+        start, width = self.config.relational, self.config.personalized
+        if len(row) == 0 or width == 0:
+            return feed, channel
+        return kernels.place_picks(
+            feed, channel, row, post, start, width, int(FeedChannel.INJECTED)
+        )
+
+    def build_feeds(
+        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(B, F) post ids (-1 = empty) and (B, F) int8 channels, F = sum of channel sizes."""
+        parts = [
+            (self.relational(ctx, active, rng), FeedChannel.RELATIONAL),
+            (self.personalized(ctx, active, rng), FeedChannel.PERSONALIZED),
+            (self.headline(ctx, active, rng), FeedChannel.HEADLINE),
+        ]
+        feed = np.concatenate([p for p, _ in parts], axis=1)
+        channel = np.concatenate([np.full(p.shape, int(c), np.int8) for p, c in parts], axis=1)
+        return feed, channel
+
+
+class ExposureControl:
+    """Each post passes the platform's filter with its author's probability p_i^t (§2.2.2)."""
+
+    def filter(
+        self,
+        feed: np.ndarray,
+        post_author: np.ndarray,
+        exposure: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, int]:
+        """Returns the filtered feed (removed slots set to -1) and how many posts were removed."""
+        valid = feed >= 0
+        p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)
+        removed = valid & (rng.random(feed.shape) >= p)
+        return np.where(removed, -1, feed), int(removed.sum())

@@ -1,0 +1,506 @@
+"""The world state as columns: users, a growable post table and the follow graph."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
+from socialenv.core import kernels
+
+_POST_ARRAYS = (
+    "author",
+    "round",
+    "kind",
+    "parent",
+    "latent",
+    "stance",
+    "toxicity",
+    "misinfo",
+    "likes",
+    "dislikes",
+    "retweets",
+    "replies",
+    "recommended",
+    "cluster",
+    "flagged",
+)
+
+
+class PostTable:
+    """Append-only post columns with amortised O(1) growth. Row index = post id."""
+
+    def __init__(self, latent_dim: int, capacity: int = 1024, with_text: bool = False) -> None:
+        self.size = 0
+        self.latent_dim = latent_dim
+        cap = max(capacity, 16)
+        self.author = np.zeros(cap, np.int64)
+        self.round = np.zeros(cap, np.int32)
+        self.kind = np.zeros(cap, np.int8)
+        self.parent = np.zeros(cap, np.int64)  # every append writes it: rows past size are unread
+        self.latent = np.zeros((cap, latent_dim), np.float32)
+        self.stance = np.zeros(cap, np.float32)
+        self.toxicity = np.zeros(cap, np.float32)
+        self.misinfo = np.zeros(cap, bool)
+        self.likes = np.zeros(cap, np.int32)
+        self.dislikes = np.zeros(cap, np.int32)
+        self.retweets = np.zeros(cap, np.int32)
+        self.replies = np.zeros(cap, np.int32)
+        self.recommended = np.zeros(cap, bool)
+        self.flagged = np.zeros(cap, bool)
+        self.cluster = np.zeros(cap, np.int16)
+        self.text: list[str | None] | None = [] if with_text else None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _grow(self, needed: int) -> None:
+        cap = len(self.author)
+        if needed <= cap:
+            return
+        new_cap = max(needed, 2 * cap)
+        for name in _POST_ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros((new_cap, *old.shape[1:]), old.dtype)
+            new[: self.size] = old[: self.size]
+            setattr(self, name, new)
+
+    def append(
+        self,
+        *,
+        author: np.ndarray,
+        round_: int,
+        kind: np.ndarray | int,
+        parent: np.ndarray | int,
+        latent: np.ndarray,
+        stance: np.ndarray,
+        toxicity: np.ndarray,
+        misinfo: np.ndarray,
+        cluster: np.ndarray,
+        text: list[str | None] | None = None,
+    ) -> np.ndarray:
+        """Add P posts; returns their ids (P,)."""
+        p = len(author)
+        start = self.size
+        self._grow(start + p)
+        sl = slice(start, start + p)
+        self.author[sl] = author
+        self.round[sl] = round_
+        self.kind[sl] = kind
+        self.parent[sl] = parent
+        self.latent[sl] = latent
+        self.stance[sl] = stance
+        self.toxicity[sl] = toxicity
+        self.misinfo[sl] = misinfo
+        self.cluster[sl] = cluster
+        if self.text is not None:
+            self.text.extend(text if text is not None else [None] * p)
+        self.size = start + p
+        return np.arange(start, start + p, dtype=np.int64)
+
+    def drop_before(self, cut: int) -> None:
+        """Drop posts ``0..cut-1`` (the oldest: ids grow with time); post ``i >= cut`` becomes
+        ``i - cut`` and a ``parent`` among the dropped becomes -1. The capacity shrinks to
+        twice the kept size when it is more than four times larger, so memory follows what is
+        kept."""
+        if not 0 <= cut <= self.size:
+            raise ValueError(f"cut={cut} is not allowed: in [0, {self.size}]")
+        if cut == 0:
+            return
+        kept = self.size - cut
+        capacity = len(self.author)
+        new_cap = max(2 * kept, 1024) if capacity > 4 * max(kept, 256) else capacity
+        for name in _POST_ARRAYS:
+            old = getattr(self, name)
+            if new_cap != capacity:
+                new = np.zeros((new_cap, *old.shape[1:]), old.dtype)
+                new[:kept] = old[cut : self.size]
+                setattr(self, name, new)
+            else:
+                old[:kept] = old[
+                    cut : self.size
+                ]  # NumPy copies through a buffer only if they overlap
+                old[kept : self.size] = 0
+        parent = self.parent
+        parent[:kept] = np.where(parent[:kept] >= cut, parent[:kept] - cut, -1)
+        if self.text is not None:
+            del self.text[:cut]
+        self.size = kept
+
+    def view(self) -> PostColumns:
+        """Read-only views of the filled rows (valid until the next append)."""
+
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a[: self.size]
+            v.flags.writeable = False
+            return v
+
+        return PostColumns(
+            author=ro(self.author),
+            round=ro(self.round),
+            kind=ro(self.kind),
+            parent=ro(self.parent),
+            latent=ro(self.latent),
+            stance=ro(self.stance),
+            toxicity=ro(self.toxicity),
+            misinfo=ro(self.misinfo),
+            likes=ro(self.likes),
+            dislikes=ro(self.dislikes),
+            retweets=ro(self.retweets),
+            replies=ro(self.replies),
+            text=self.text,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {name: getattr(self, name)[: self.size].copy() for name in _POST_ARRAYS}
+        state["text"] = None if self.text is None else list(self.text)
+        return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> PostTable:
+        size = len(state["author"])
+        table = cls(
+            state["latent"].shape[1],
+            capacity=max(2 * size, 1024),
+            with_text=state["text"] is not None,
+        )
+        for name in _POST_ARRAYS:
+            getattr(table, name)[:size] = state[name]
+        table.size = size
+        table.text = None if state["text"] is None else list(state["text"])
+        return table
+
+
+def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+    """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
+    is an order of magnitude slower on tens of millions of int64 keys). ``in_place`` sorts
+    ``values`` itself instead of a copy."""
+    if in_place:
+        values.sort()
+    else:
+        values = np.sort(values)
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+class FollowGraph:
+    """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
+    self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
+    and CSR views (followees of each user; followers of each user) are cached; the followee
+    CSR is updated in place of a rebuild when edges are added or removed.
+
+    An edit never changes an array handed out before: :meth:`edit` writes the new keys and
+    CSR indices into the memory of the arrays from the edit before last only when nothing
+    outside the graph references that memory any more (else into new memory). At a million
+    users this spares the page faults of two fresh 120 MB arrays per round.
+    """
+
+    def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
+        self.n = num_users
+        keep = src != dst
+        if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
+            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
+        else:
+            src, dst = (
+                src[keep].astype(np.int64, copy=False),
+                dst[keep].astype(np.int64, copy=False),
+            )
+        keys = src * num_users
+        keys += dst
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        if (
+            len(keys) > 1 and (keys[1:] > keys[:-1]).all()
+        ):  # sorted and distinct (a scenario's edges)
+            self.keys = keys
+            indptr = np.zeros(num_users + 1, np.int64)
+            np.cumsum(np.bincount(src, minlength=num_users), out=indptr[1:])
+            self._csr = (indptr, dst)
+        else:
+            self.keys = sorted_unique(keys)
+        self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._src: np.ndarray | None = None
+        self._spare: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def src(self) -> np.ndarray:
+        """(E,) follower of each edge, sorted (cached until the next edit)."""
+        if self._src is None:
+            indptr, _ = self.followees_csr()
+            self._src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(indptr))
+        return self._src
+
+    @property
+    def dst(self) -> np.ndarray:
+        """(E,) followee of each edge (cached until the next edit)."""
+        return self.followees_csr()[1]
+
+    def _invalidate(self) -> None:
+        self._csr = None
+        self._reverse = None
+        self._src = None
+
+    def contains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        keys = src.astype(np.int64) * self.n + dst
+        pos = np.searchsorted(self.keys, keys)
+        pos_clipped = np.minimum(pos, len(self.keys) - 1)
+        return (
+            (pos < len(self.keys)) & (self.keys[pos_clipped] == keys)
+            if len(self.keys)
+            else np.zeros(len(keys), bool)
+        )
+
+    def follow(self, src: np.ndarray, dst: np.ndarray) -> int:
+        """Add edges (self-follows and existing edges ignored); returns how many were new."""
+        keep = src != dst
+        keys = sorted_unique(src[keep].astype(np.int64) * self.n + dst[keep])
+        if len(keys) == 0:
+            return 0
+        pos = np.searchsorted(self.keys, keys)
+        exists = np.zeros(len(keys), bool)
+        inside = pos < len(self.keys)
+        exists[inside] = self.keys[pos[inside]] == keys[inside]
+        new = keys[~exists]
+        if len(new):
+            at = pos[~exists]
+            self.keys = kernels.insert_sorted(self.keys, at, new)
+            if (
+                self._csr is not None
+            ):  # merge the edits into the cached CSR instead of rebuilding it
+                indptr, indices = self._csr
+                self._csr = (
+                    indptr + self._row_shift(new // self.n),
+                    kernels.insert_sorted(indices, at, new % self.n),
+                )
+            self._reverse = None
+            self._src = None
+        return len(new)
+
+    def _row_shift(self, rows: np.ndarray) -> np.ndarray:
+        """(N + 1,) how far each CSR row start moves when one edge is added in each of ``rows``."""
+        shift = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.n), out=shift[1:])
+        return shift
+
+    def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
+        """Remove edges (missing ones ignored); returns how many were removed."""
+        keys = sorted_unique(src.astype(np.int64) * self.n + dst)
+        if len(keys) == 0 or len(self.keys) == 0:
+            return 0
+        pos = np.searchsorted(self.keys, keys)
+        inside = pos < len(self.keys)
+        hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
+        if len(hit):
+            removed_rows = self.keys[hit] // self.n
+            self.keys = kernels.delete_sorted(self.keys, hit)
+            if self._csr is not None:
+                indptr, indices = self._csr
+                self._csr = (
+                    indptr - self._row_shift(removed_rows),
+                    kernels.delete_sorted(indices, hit),
+                )
+            self._reverse = None
+            self._src = None
+        return len(hit)
+
+    def edit(
+        self,
+        follow_src: np.ndarray,
+        follow_dst: np.ndarray,
+        unfollow_src: np.ndarray,
+        unfollow_dst: np.ndarray,
+    ) -> tuple[int, int]:
+        """:meth:`follow` then :meth:`unfollow` in one pass over the edges (the same graph and
+        counts); returns (added, removed)."""
+        n = self.n
+        keep = follow_src != follow_dst
+        added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
+        removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
+        pos = np.searchsorted(self.keys, added_keys)
+        exists = np.zeros(len(added_keys), bool)
+        inside = pos < len(self.keys)
+        exists[inside] = self.keys[pos[inside]] == added_keys[inside]
+        new, at = added_keys[~exists], pos[~exists]
+        pos = np.searchsorted(self.keys, removed_keys)
+        inside = pos < len(self.keys)
+        hit = pos[inside][self.keys[pos[inside]] == removed_keys[inside]]
+        undone = kernels.isin(new, removed_keys)  # added, then removed again
+        added, removed = len(new), len(hit) + int(undone.sum())
+        if not len(hit) and not len(new[~undone]):
+            return added, removed
+        new, at = new[~undone], at[~undone]
+        removed_rows = self.keys[hit] // n
+        size = len(self.keys) + len(new) - len(hit)
+        keys = kernels.merge_edits(
+            self.keys, hit, at, new, self._buffer("keys", size, self.keys.dtype)
+        )
+        self._retire("keys", self.keys)
+        self.keys = keys
+        if self._csr is not None:
+            indptr, indices = self._csr
+            shift = self._row_shift(new // n)
+            shift -= self._row_shift(removed_rows)
+            shift += indptr
+            merged = kernels.merge_edits(
+                indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
+            )
+            self._retire("indices", indices)
+            self._csr = (shift, merged)
+        self._reverse = None
+        self._src = None
+        return added, removed
+
+    def _buffer(self, name: str, size: int, dtype: np.dtype) -> np.ndarray:
+        """(size,) memory for an edit's new ``name`` array: that of the array the edit before
+        last replaced, when nothing references it any more (rewriting it then changes no array
+        anyone holds), else new memory with room for some growth."""
+        spare = self._spare.pop(name, None)
+        # two references: ``spare`` and getrefcount's argument; any view held elsewhere adds one
+        if (
+            spare is not None
+            and spare.dtype == dtype
+            and len(spare) >= size
+            and sys.getrefcount(spare) == 2
+        ):
+            return spare[:size]
+        return np.empty(size + size // 64 + 1024, dtype)[:size]
+
+    def _retire(self, name: str, array: np.ndarray) -> None:
+        """Keep the memory of a replaced array for the edit after next (see :meth:`_buffer`)."""
+        owner = array if array.base is None else array.base
+        if isinstance(owner, np.ndarray) and owner.base is None and owner.flags.writeable:
+            self._spare[name] = owner
+
+    def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr (N+1,), indices (E,)): row u lists the users u follows."""
+        if self._csr is None:
+            indptr = np.searchsorted(self.keys, np.arange(self.n + 1, dtype=np.int64) * self.n)
+            self._csr = (indptr.astype(np.int64), self.keys % self.n)
+        return self._csr
+
+    def followers_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr (N+1,), indices (E,)): row u lists the users who follow u."""
+        if self._reverse is None:
+            src, dst = self.src, self.dst
+            order = np.argsort(dst, kind="stable")
+            indptr = np.zeros(self.n + 1, np.int64)
+            np.cumsum(np.bincount(dst, minlength=self.n), out=indptr[1:])
+            self._reverse = (indptr, src[order])
+        return self._reverse
+
+
+@dataclass
+class UserState:
+    """Mutable per-user columns (N users); see :class:`agent_models.types.UserColumns`."""
+
+    profiles: Profiles
+    latent: np.ndarray
+    memory_latent: np.ndarray
+    stance: np.ndarray
+    discrete_stance: np.ndarray
+    opinion: np.ndarray
+    activity: np.ndarray
+    toxicity_propensity: np.ndarray
+    susceptibility: np.ndarray
+    misinformed: np.ndarray
+    exposure: np.ndarray
+    _context: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    _ARRAYS = (
+        "latent",
+        "memory_latent",
+        "stance",
+        "discrete_stance",
+        "opinion",
+        "activity",
+        "toxicity_propensity",
+        "susceptibility",
+        "misinformed",
+        "exposure",
+    )
+
+    def view(self) -> UserColumns:
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a.view()
+            v.flags.writeable = False
+            return v
+
+        return UserColumns(
+            profiles=self.profiles,
+            latent=ro(self.latent),
+            memory_latent=ro(self.memory_latent),
+            stance=ro(self.stance),
+            opinion=ro(self.opinion),
+            activity=ro(self.activity),
+            toxicity_propensity=ro(self.toxicity_propensity),
+            susceptibility=ro(self.susceptibility),
+            misinformed=ro(self.misinformed),
+            exposure=ro(self.exposure),
+        )
+
+    def context_table(self) -> np.ndarray:
+        """(N, 2d) float32 [latent | memory_latent] of every user, written into a buffer kept
+        between calls (overwritten by the next call). One user's context is one contiguous
+        row, so a propagation hop fetches one row per neighbour instead of one per block."""
+        n = len(self.latent)
+        width = self.latent.shape[1] + self.memory_latent.shape[1]
+        if self._context is None or self._context.shape != (n, width):
+            self._context = np.empty((n, width), np.float32)
+        np.concatenate([self.latent, self.memory_latent], axis=1, out=self._context)
+        return self._context
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name).copy() for name in self._ARRAYS}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state_dict`; each array must have this population's shape and
+        finite values (ValueError naming the array)."""
+        for name in self._ARRAYS:
+            target, value = getattr(self, name), np.asarray(state[name])
+            if value.shape != target.shape:
+                raise ValueError(
+                    f"users.{name}: shape {value.shape} is not allowed: {target.shape}"
+                )
+            if value.dtype.kind not in "biuf" or (
+                value.dtype.kind == "f" and not np.isfinite(value).all()
+            ):
+                raise ValueError(
+                    f"users.{name} is not allowed: finite numbers only (dtype {value.dtype})"
+                )
+            target[...] = value
+
+
+def discretize_stance(value: np.ndarray, threshold: float = 1 / 3) -> np.ndarray:
+    """s in {-1, 0, +1}: the sign of ``value`` where |value| > threshold, else 0 (Eq. 1)."""
+    return np.where(value > threshold, 1, np.where(value < -threshold, -1, 0)).astype(np.int8)
+
+
+#: The words for the discrete stances of :func:`discretize_stance`.
+STANCE_LABELS = {-1: "against", 0: "undecided", 1: "in favour"}
+
+
+def stance_label(value: float) -> str:
+    """ "against", "undecided" or "in favour": the word for a stance in [-1, 1], cut where
+    :func:`discretize_stance` (and so the cross-stance metrics) cut it. ``play``, interviews
+    and surveys label every stance with it."""
+    return STANCE_LABELS[int(discretize_stance(np.asarray(value)))]
+
+
+__all__ = [
+    "STANCE_LABELS",
+    "FollowGraph",
+    "PostKind",
+    "PostTable",
+    "UserState",
+    "discretize_stance",
+    "stance_label",
+]

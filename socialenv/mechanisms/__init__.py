@@ -1,0 +1,3 @@
+"""Opt-in mechanisms the simulation consults through one hook each: Hawkes activity,
+event chains, governance (moderation) state.
+"""

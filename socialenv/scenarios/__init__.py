@@ -1,0 +1,3 @@
+"""Scenarios: the ``Scenario`` arrays, the built-in synthetic populations, the profile and
+text generators both use, and the dataset loaders.
+"""
