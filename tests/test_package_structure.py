@@ -1,13 +1,15 @@
-"""Package arrows run one way and no modules import each other in a circle.
+"""Package arrows run one way, no modules import each other in a circle, and no two
+modules of different concepts share a file name.
 
-Every module of the four packages is parsed with :mod:`ast`; every import counts, the lazy
+Every module of the packages is parsed with :mod:`ast`; every import counts, the lazy
 ones inside functions included (and ``importlib.import_module("literal")``), because a lazy
 import is still a dependency: it only moves the failure from import time to call time.
 
-Layers, lowest first: ``bandits`` and ``agent_models``; ``socialenv`` (the envs, runner,
-sweep and PettingZoo view); ``baselines`` (reference policies and populations, which
-register themselves into ``policysim.runner`` and ``agent_models.factory`` when
-:mod:`policysim_infra.plugins` imports them by name).
+Layers, lowest first (:data:`LAYERS`): ``policysim_infra`` (validation, redaction, extras,
+plugins, checked files); ``agent_models`` and ``bandits`` (the brains and the learners, which
+do not import each other); ``socialenv`` (core, mechanisms, scenarios, envs, the PettingZoo
+view, fitting); ``baselines`` (reference policies and populations); ``policysim`` (the tools:
+CLI, runner, sweep, play, plots). A package imports only packages of lower layers.
 """
 
 from __future__ import annotations
@@ -19,12 +21,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("socialenv", "bandits", "agent_models", "baselines")
-#: package -> the project packages it must never import.
+#: package -> layer; a package imports only packages of a lower layer.
+LAYERS: dict[str, int] = {
+    "policysim_infra": 0,
+    "agent_models": 1,
+    "bandits": 1,
+    "socialenv": 2,
+    "baselines": 3,
+    "policysim": 4,
+}
+PACKAGES = tuple(LAYERS)
+#: script folders whose file names take part in the name-clash check (not import-checked).
+SCRIPT_FOLDERS = ("benchmarks", "examples")
+#: file names that mean the same role in every package, so they may repeat.
+CONVENTIONAL_NAMES = frozenset({"__init__", "__main__", "base", "config", "types", "env", "lever"})
+#: package -> the project packages it must never import (derived from :data:`LAYERS`).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "bandits": ("socialenv", "baselines"),
-    "agent_models": ("socialenv", "baselines"),
-    "socialenv": ("baselines",),
+    package: tuple(
+        other for other, other_layer in LAYERS.items() if other != package and other_layer >= layer
+    )
+    for package, layer in LAYERS.items()
 }
 
 
@@ -32,6 +48,8 @@ def module_files(root: Path = ROOT) -> dict[str, Path]:
     """Dotted module name -> file, for every ``.py`` file of :data:`PACKAGES`."""
     out = {}
     for package in PACKAGES:
+        if not (root / package).is_dir():
+            continue
         for path in sorted((root / package).rglob("*.py")):
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -162,6 +180,21 @@ def _describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
     return "; ".join(sorted(edges))
 
 
+def name_clashes(root: Path = ROOT) -> list[str]:
+    """File names (not :data:`CONVENTIONAL_NAMES`) that several modules or scripts share,
+    as ``"name: path, path"``."""
+    by_name: dict[str, list[str]] = {}
+    for folder in (*PACKAGES, *SCRIPT_FOLDERS):
+        if not (root / folder).is_dir():
+            continue
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.stem not in CONVENTIONAL_NAMES:
+                by_name.setdefault(path.stem, []).append(path.relative_to(root).as_posix())
+    return [
+        f"{name}: {', '.join(paths)}" for name, paths in sorted(by_name.items()) if len(paths) > 1
+    ]
+
+
 def test_every_package_is_parsed() -> None:
     graph = import_graph()
     for package in PACKAGES:
@@ -169,6 +202,20 @@ def test_every_package_is_parsed() -> None:
     assert len(graph) > 100
     # a lazy import inside a function is seen: slates are built by bandits.slate on demand
     assert "bandits.slate" in graph["socialenv.envs.policy_registry"]
+
+
+def test_layers_are_what_the_docs_say() -> None:
+    assert FORBIDDEN["policysim_infra"] == (
+        "agent_models",
+        "bandits",
+        "socialenv",
+        "baselines",
+        "policysim",
+    )
+    assert set(FORBIDDEN["agent_models"]) == {"bandits", "socialenv", "baselines", "policysim"}
+    assert set(FORBIDDEN["socialenv"]) == {"baselines", "policysim"}
+    assert FORBIDDEN["baselines"] == ("policysim",)
+    assert FORBIDDEN["policysim"] == ()
 
 
 def test_no_import_runs_back_up() -> None:
@@ -182,6 +229,11 @@ def test_no_module_import_cycle() -> None:
     assert not found, "modules importing each other:\n" + "\n".join(
         _describe(c, graph) for c in found
     )
+
+
+def test_no_two_modules_share_a_name() -> None:
+    clashes = name_clashes()
+    assert not clashes, "file names shared by modules of different concepts:\n" + "\n".join(clashes)
 
 
 # ----------------------------------------------------------------------------- the checker
@@ -205,6 +257,15 @@ def _write(root: Path, files: dict[str, str]) -> None:
                 "socialenv/x.py": "def f():\n    import importlib\n    importlib.import_module('baselines.y')\n"
             },
             "socialenv.x:3 -> baselines.y",
+        ),
+        (
+            {"policysim_infra/x.py": "from agent_models import y\n"},
+            "policysim_infra.x:1 -> agent_models",
+        ),
+        ({"bandits/x.py": "import agent_models\n"}, "bandits.x:1 -> agent_models"),
+        (
+            {"baselines/x.py": "def f():\n    from policysim import z\n"},
+            "baselines.x:2 -> policysim",
         ),
     ],
 )
@@ -231,3 +292,20 @@ def test_checker_sees_a_lazy_relative_cycle(tmp_path: Path) -> None:
     )
     graph = import_graph(tmp_path)
     assert cycles(graph) == [["socialenv.a", "socialenv.b", "socialenv.c"]]
+
+
+def test_checker_sees_a_name_clash(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {f"{p}/__init__.py": "" for p in PACKAGES}
+        | {
+            "socialenv/moderation.py": "",
+            "baselines/moderation.py": "",
+            "socialenv/envs/config.py": "",
+            "policysim/config.py": "",
+            "benchmarks/moderation.py": "",
+        },
+    )
+    assert name_clashes(tmp_path) == [
+        "moderation: socialenv/moderation.py, baselines/moderation.py, benchmarks/moderation.py"
+    ]
