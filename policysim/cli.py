@@ -44,7 +44,7 @@ def _registry_help() -> dict[str, str]:
     import socialenv
     from agent_models.factory import population_names
     from agent_models.llm.config import BACKENDS
-    from socialenv.envs.policy_registry import policy_names
+    from baselines.policies import policy_names
     from socialenv.scenarios.builtin import BUILTIN_SCENARIOS
 
     return {

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.policies import make_policy, policy_names
 from policysim.summary import (
     FLOW_METRICS,
     LAST_ROUND,
@@ -48,7 +49,6 @@ from socialenv.envs.policy_registry import (
     OriginPolicy,
     arm_groups,
     make_run_policy,
-    policy_names,
     register_policy,
     select_action,
     select_logged_action,
@@ -657,7 +657,7 @@ def _play(
             if bar.total is None:
                 bar.total = total * base.config.rounds
                 bar.refresh()
-            policy = make_run_policy(config.policy, base, seed, **config.policy_kwargs)
+            policy = make_policy(config.policy, base, seed, **config.policy_kwargs)
             if restoring and _resume["policy"] is not None:
                 _restore(policy, _resume["policy"], "policy", out_dir)
             if log and logger is None:

@@ -231,6 +231,19 @@ def test_no_module_import_cycle() -> None:
     )
 
 
+def test_the_tools_build_policies_through_baselines_directly() -> None:
+    """The tools sit above ``baselines`` and import it: the names they list and the policies
+    they build come from :mod:`baselines.policies`, not only from the string plugins."""
+    graph = import_graph()
+    for tool in (
+        "policysim.runner",
+        "policysim.cli",
+        "policysim.sweep.config",
+        "policysim.sweep.trial",
+    ):
+        assert "baselines.policies" in graph[tool], tool
+
+
 def test_no_two_modules_share_a_name() -> None:
     clashes = name_clashes()
     assert not clashes, "file names shared by modules of different concepts:\n" + "\n".join(clashes)

@@ -74,7 +74,7 @@ class SweepConfig:
 
     def validate(self) -> None:
         """Check policy names and env arguments before any trial starts."""
-        from socialenv.envs.policy_registry import policy_names
+        from baselines.policies import policy_names
         from socialenv.envs.registration import ENV_IDS, env_keywords
 
         if self.env_id not in ENV_IDS:

@@ -1,8 +1,8 @@
 """One trial of a sweep: a fresh env and policy, ``episodes`` episodes, every round logged.
 
-The policy is built by name through :func:`socialenv.envs.policy_registry.make_run_policy` (origin, the
-bandits and every policy a plugin registered, :mod:`policysim_infra.plugins`), so a trial runs
-the same on a Ray worker as in this process.
+The policy is built by name through :func:`baselines.policies.make_policy` (origin, the
+bandits, the baselines and every policy a plugin registered, :mod:`policysim_infra.plugins`),
+so a trial runs the same on a Ray worker as in this process.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def run_trial(
     """
     import gymnasium as gym
 
+    from baselines.policies import make_policy
     from policysim.summary import summarize
     from socialenv.envs.episodes import opinion_metrics, play_episode
-    from socialenv.envs.policy_registry import make_run_policy
 
     if threads is not None:
         import torch
@@ -74,7 +74,7 @@ def run_trial(
     env = gym.make(trial.env_id, **trial.env_kwargs)
     rows: list[dict[str, Any]] = []
     try:
-        policy = make_run_policy(trial.policy, env.unwrapped, trial.seed, **trial.policy_kwargs)
+        policy = make_policy(trial.policy, env.unwrapped, trial.seed, **trial.policy_kwargs)
         for episode in range(trial.episodes):
             for row in play_episode(
                 env, policy, trial.seed * 1000 + episode, extra_metrics=opinion_metrics
