@@ -613,37 +613,23 @@ def _binomial(k: int, n: int, name: str, block: str, fallback: float, what: str)
 def _fit_follow(
     trace: Trace, s: dict[str, float]
 ) -> tuple[dict[str, Estimate], dict[str, Any], list[str]]:
+    """Follow / unfollow probabilities: the share of positive (hostile) reactions followed by a
+    follow (unfollow) of the post's author in the same round. A follow with no such reaction
+    is one the surrogate cannot make: it is reported and left out of the rate (it would
+    otherwise push the rate past 1 when a population follows without reacting)."""
     positive, hostile = hostile_mask(trace, s["toxic_threshold"])
     edges = trace["edges"]
-    follows = int(edges["follow"].sum())
-    unfollows = int((~edges["follow"]).sum())
-    est = {
-        "follow_prob": _binomial(
-            follows,
-            int(positive.sum()),
-            "follow_prob",
-            "follow",
-            s["follow_prob"],
-            "positive reaction",
-        ),
-        "unfollow_prob": _binomial(
-            unfollows,
-            int(hostile.sum()),
-            "unfollow_prob",
-            "follow",
-            s["unfollow_prob"],
-            "hostile reaction",
-        ),
-    }
-    notes = []
-    # each follow should come from a positive reaction to a post of the followee in that round
     react = trace["reactions"]
     imp = trace["impressions"]
     linked = react["impression"] >= 0
     author = np.full(len(react["user"]), -1, np.int64)
     author[linked] = imp["author"][react["impression"][linked]]
+    counts: dict[str, int] = {}
+    notes = []
     for flag, mask, word in ((True, positive, "follows"), (False, hostile, "unfollows")):
         chosen = edges["follow"] == flag
+        counts[word] = int(chosen.sum())
+        counts[f"{word}_after_reaction"] = 0
         if not chosen.any():
             continue
         lookup = _edge_keys(
@@ -655,22 +641,35 @@ def _fit_follow(
             edges["src"][chosen],
             edges["dst"][chosen],
         )
-        orphan = float(np.mean(~np.isin(keys, lookup)))
+        after = np.isin(keys, lookup)
+        counts[f"{word}_after_reaction"] = int(after.sum())
+        orphan = float(np.mean(~after))
         if orphan > 0:
             notes.append(
-                f"{orphan:.1%} of {word} have no {'positive' if flag else 'hostile'} reaction to the "
-                "target's post that round: the surrogate cannot express them"
+                f"{orphan:.1%} of {word} ({int((~after).sum())} of {len(keys)}) have no "
+                f"{'positive' if flag else 'hostile'} reaction to the target's post that round: "
+                "the surrogate cannot express them (left out of the rate)"
             )
-    return (
-        est,
-        {
-            "follows": follows,
-            "unfollows": unfollows,
-            "positive": int(positive.sum()),
-            "hostile": int(hostile.sum()),
-        },
-        notes,
-    )
+    n_positive, n_hostile = int(positive.sum()), int(hostile.sum())
+    est = {
+        "follow_prob": _binomial(
+            min(counts["follows_after_reaction"], n_positive),
+            n_positive,
+            "follow_prob",
+            "follow",
+            s["follow_prob"],
+            "positive reaction",
+        ),
+        "unfollow_prob": _binomial(
+            min(counts["unfollows_after_reaction"], n_hostile),
+            n_hostile,
+            "unfollow_prob",
+            "follow",
+            s["unfollow_prob"],
+            "hostile reaction",
+        ),
+    }
+    return est, {**counts, "positive": n_positive, "hostile": n_hostile}, notes
 
 
 def _edge_keys(ep: np.ndarray, rd: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
