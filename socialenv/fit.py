@@ -234,6 +234,13 @@ def reaction_loglik(theta: np.ndarray, data: ReactionData) -> np.ndarray:
     return (np.where(y, -np.logaddexp(0, -z), -np.logaddexp(0, z))).sum(axis=1)
 
 
+#: sd of the weak normal prior, centred on the starting values, on the reaction block's
+#: log-odds parameters: it keeps them finite when the data separate (a reaction kind never or
+#: always chosen, as on small LLM traces) and moves a well-identified estimate by about
+#: SE²/sd² of its distance from the start (under 1e-4 at the sizes of benchmarks/fit.py)
+REACTION_PRIOR_SD = 10.0
+
+
 def _fit_reactions(
     data: ReactionData, start: dict[str, float]
 ) -> tuple[dict[str, Estimate], dict[str, Any]]:
@@ -264,20 +271,41 @@ def _fit_reactions(
             for name in REACTION_PARAMS
         ]
 
+    x0 = np.array([start[name] for name in free])
+    centre = torch.as_tensor(x0)
+
     def nll(t: Any) -> Any:
         z = reaction_logits(full(t), data, torch)
-        return (torch.nn.functional.softplus(z) - y * z).sum()
+        prior = 0.5 * (((t - centre) / REACTION_PRIOR_SD) ** 2).sum()
+        return (torch.nn.functional.softplus(z) - y * z).sum() + prior
 
-    x0 = np.array([start[name] for name in free])
     x, cov, value, hessian = _ml(
         nll, x0, [(None, None) if name != "interest_weight" else (0.0, None) for name in free]
     )
-    weak = _weak_directions(hessian)
+    # the prior makes every direction curved: look for flat ones in the data's information
+    weak = _weak_directions(hessian - np.eye(len(free)) / REACTION_PRIOR_SD**2)
     estimates = {
         name: Estimate(float(x[i]), _se(cov, i), "fitted", "reactions")
         for i, name in enumerate(free)
     }
+    for j, name in enumerate(REACTION_PARAMS[:4]):
+        seen = int(data.outcome[:, j].sum())
+        if name in estimates and seen in (0, len(data)):
+            kind = KIND_ORDER[j].name.lower()
+            bound = 1 - 0.05 ** (1 / max(len(data), 1))
+            estimates[name] = Estimate(
+                float(x[free.index(name)]),
+                None,
+                "boundary",
+                "reactions",
+                f"{seen} {kind}s among {len(data)} impressions: the likelihood has no finite "
+                f"maximum; the value is the posterior mode under the N(start, {REACTION_PRIOR_SD:g}²) "
+                f"prior, and the exact one-sided 95% bound of the {kind} rate is "
+                + (f"{bound:.2g}" if seen == 0 else f"{1 - bound:.2g} (lower)"),
+            )
     for i in weak:
+        if estimates[free[i]].status == "boundary":
+            continue
         estimates[free[i]].status = "not identified"
         estimates[
             free[i]

@@ -165,6 +165,31 @@ def test_follows_without_a_positive_reaction_are_reported_not_counted(tmp_path: 
     assert any("have no positive reaction" in f and "left out" in f for f in result.findings)
 
 
+def test_a_reaction_kind_never_chosen_gets_a_finite_boundary_estimate(tmp_path: Path) -> None:
+    """Separated data (no dislike at all, as on small LLM traces) have no finite maximum: the
+    weak prior keeps the bias finite and the estimate says it is at the boundary."""
+    from socialenv.fit import fit_trace
+    from socialenv.trace import Trace
+
+    path, _ = _record(tmp_path, episodes=1)
+    trace = load_trace(path)
+    react = trace["reactions"]
+    keep = react["kind"] != 4  # Behaviour.DISLIKE
+    tables = {name: dict(cols) for name, cols in trace.tables.items()}
+    tables["reactions"] = {col: values[keep] for col, values in react.items()}
+    fitted = fit_trace(trace, blocks=("reactions",)).estimates
+    separated = fit_trace(Trace(dict(trace.meta), tables), blocks=("reactions",)).estimates
+    dislike = separated["dislike_bias"]
+    assert dislike.status == "boundary" and dislike.se is None and "0 dislikes" in dislike.note
+    assert np.isfinite(dislike.value) and -40 < dislike.value < fitted["dislike_bias"].value - 3
+    for name in ("like_bias", "retweet_bias", "reply_bias", "interest_weight"):
+        assert separated[name].status == "fitted" and np.isfinite(separated[name].se), name
+    # dropping the dislikes leaves the other kinds' biases where the data put them
+    assert (
+        abs(fitted["like_bias"].value - separated["like_bias"].value) < 5 * fitted["like_bias"].se
+    )
+
+
 def test_the_format_doc_lists_every_column() -> None:
     from tests.support import ROOT
 
