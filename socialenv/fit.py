@@ -8,7 +8,8 @@ information (the Hessian of the negative log-likelihood at the optimum):
 - **reactions**: per shown impression, four independent Bernoulli draws (like, dislike,
   retweet, reply) with the surrogate's log-odds in interest similarity, stance agreement, gap,
   channel attention and the user's reply-frequency offset: a logistic model with shared
-  coefficients (10 parameters);
+  coefficients (10 parameters), under a weak N(start, 10²) prior that keeps them finite when
+  the data separate (a kind never chosen: status ``boundary``);
 - **posting**: per active user-round, posting with probability clip(post_rate·2r/(1+r));
 - **stance noise**: the stance of a post or a non-retweet reaction is clip(a_u + σ·N(0, 1)), a
   censored normal (Tobit) likelihood in σ = ``stance_noise``;
