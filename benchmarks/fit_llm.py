@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stages.close()
     validate_cpu = time.process_time() - began
     result.blocks["validation"] = validation
-    fitted_path = result.write(out / "smollm2.fitted.json") or out / "smollm2.fitted.json"
+    fitted_path = result.write(out / "smollm2.fitted.json")
     report["fit"] = {
         "file": str(fitted_path),
         "fit_cpu_seconds": fit_cpu,

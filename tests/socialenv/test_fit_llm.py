@@ -48,7 +48,7 @@ def test_record_fit_validate_compare_on_llm_users(tmp_path: Path) -> None:
     assert report["record"]["llm_cpu_seconds"] > 0
 
     fitted = json.loads((out / "smollm2.fitted.json").read_text())
-    assert fitted["validation"]["held_out"]["rounds"]["decisions"] > 0
+    assert fitted["blocks"]["validation"]["held_out"]["rounds"]["decisions"] > 0
     for split in ("users", "rounds"):
         entry = report["fit"]["held_out"][split]
         for model in ("fitted", "default", "null"):
