@@ -8,7 +8,8 @@ information (the Hessian of the negative log-likelihood at the optimum):
 - **reactions**: per shown impression, four independent Bernoulli draws (like, dislike,
   retweet, reply) with the surrogate's log-odds in interest similarity, stance agreement, gap,
   channel attention and the user's reply-frequency offset: a logistic model with shared
-  coefficients (10 parameters);
+  coefficients (10 parameters), under a weak N(start, 10²) prior that keeps them finite when
+  the data separate (a kind never chosen: status ``boundary``);
 - **posting**: per active user-round, posting with probability clip(post_rate·2r/(1+r));
 - **stance noise**: the stance of a post or a non-retweet reaction is clip(a_u + σ·N(0, 1)), a
   censored normal (Tobit) likelihood in σ = ``stance_noise``;
@@ -228,6 +229,13 @@ def reaction_loglik(theta: np.ndarray, data: ReactionData) -> np.ndarray:
     return (np.where(y, -np.logaddexp(0, -z), -np.logaddexp(0, z))).sum(axis=1)
 
 
+#: sd of the weak normal prior, centred on the starting values, on the reaction block's
+#: log-odds parameters: it keeps them finite when the data separate (a reaction kind never or
+#: always chosen, as on small LLM traces) and moves a well-identified estimate by about
+#: SE²/sd² of its distance from the start (under 1e-4 at the sizes of benchmarks/fit.py)
+REACTION_PRIOR_SD = 10.0
+
+
 def _fit_reactions(
     data: ReactionData, start: dict[str, float]
 ) -> tuple[dict[str, Estimate], dict[str, Any]]:
@@ -258,20 +266,41 @@ def _fit_reactions(
             for name in REACTION_PARAMS
         ]
 
+    x0 = np.array([start[name] for name in free])
+    centre = torch.as_tensor(x0)
+
     def nll(t: Any) -> Any:
         z = reaction_logits(full(t), data, torch)
-        return (torch.nn.functional.softplus(z) - y * z).sum()
+        prior = 0.5 * (((t - centre) / REACTION_PRIOR_SD) ** 2).sum()
+        return (torch.nn.functional.softplus(z) - y * z).sum() + prior
 
-    x0 = np.array([start[name] for name in free])
     x, cov, value, hessian = _ml(
         nll, x0, [(None, None) if name != "interest_weight" else (0.0, None) for name in free]
     )
-    weak = _weak_directions(hessian)
+    # the prior makes every direction curved: look for flat ones in the data's information
+    weak = _weak_directions(hessian - np.eye(len(free)) / REACTION_PRIOR_SD**2)
     estimates = {
         name: Estimate(float(x[i]), _se(cov, i), "fitted", "reactions")
         for i, name in enumerate(free)
     }
+    for j, name in enumerate(REACTION_PARAMS[:4]):
+        seen = int(data.outcome[:, j].sum())
+        if name in estimates and seen in (0, len(data)):
+            kind = KIND_ORDER[j].name.lower()
+            bound = 1 - 0.05 ** (1 / max(len(data), 1))
+            estimates[name] = Estimate(
+                float(x[free.index(name)]),
+                None,
+                "boundary",
+                "reactions",
+                f"{seen} {kind}s among {len(data)} impressions: the likelihood has no finite "
+                f"maximum; the value is the posterior mode under the N(start, {REACTION_PRIOR_SD:g}²) "
+                f"prior, and the exact one-sided 95% bound of the {kind} rate is "
+                + (f"{bound:.2g}" if seen == 0 else f"{1 - bound:.2g} (lower)"),
+            )
     for i in weak:
+        if estimates[free[i]].status == "boundary":
+            continue
         estimates[free[i]].status = "not identified"
         estimates[
             free[i]
@@ -607,37 +636,23 @@ def _binomial(k: int, n: int, name: str, block: str, fallback: float, what: str)
 def _fit_follow(
     trace: Trace, s: dict[str, float]
 ) -> tuple[dict[str, Estimate], dict[str, Any], list[str]]:
+    """Follow / unfollow probabilities: the share of positive (hostile) reactions followed by a
+    follow (unfollow) of the post's author in the same round. A follow with no such reaction
+    is one the surrogate cannot make: it is reported and left out of the rate (it would
+    otherwise push the rate past 1 when a population follows without reacting)."""
     positive, hostile = hostile_mask(trace, s["toxic_threshold"])
     edges = trace["edges"]
-    follows = int(edges["follow"].sum())
-    unfollows = int((~edges["follow"]).sum())
-    est = {
-        "follow_prob": _binomial(
-            follows,
-            int(positive.sum()),
-            "follow_prob",
-            "follow",
-            s["follow_prob"],
-            "positive reaction",
-        ),
-        "unfollow_prob": _binomial(
-            unfollows,
-            int(hostile.sum()),
-            "unfollow_prob",
-            "follow",
-            s["unfollow_prob"],
-            "hostile reaction",
-        ),
-    }
-    notes = []
-    # each follow should come from a positive reaction to a post of the followee in that round
     react = trace["reactions"]
     imp = trace["impressions"]
     linked = react["impression"] >= 0
     author = np.full(len(react["user"]), -1, np.int64)
     author[linked] = imp["author"][react["impression"][linked]]
+    counts: dict[str, int] = {}
+    notes = []
     for flag, mask, word in ((True, positive, "follows"), (False, hostile, "unfollows")):
         chosen = edges["follow"] == flag
+        counts[word] = int(chosen.sum())
+        counts[f"{word}_after_reaction"] = 0
         if not chosen.any():
             continue
         lookup = _edge_keys(
@@ -649,22 +664,35 @@ def _fit_follow(
             edges["src"][chosen],
             edges["dst"][chosen],
         )
-        orphan = float(np.mean(~np.isin(keys, lookup)))
+        after = np.isin(keys, lookup)
+        counts[f"{word}_after_reaction"] = int(after.sum())
+        orphan = float(np.mean(~after))
         if orphan > 0:
             notes.append(
-                f"{orphan:.1%} of {word} have no {'positive' if flag else 'hostile'} reaction to the "
-                "target's post that round: the surrogate cannot express them"
+                f"{orphan:.1%} of {word} ({int((~after).sum())} of {len(keys)}) have no "
+                f"{'positive' if flag else 'hostile'} reaction to the target's post that round: "
+                "the surrogate cannot express them (left out of the rate)"
             )
-    return (
-        est,
-        {
-            "follows": follows,
-            "unfollows": unfollows,
-            "positive": int(positive.sum()),
-            "hostile": int(hostile.sum()),
-        },
-        notes,
-    )
+    n_positive, n_hostile = int(positive.sum()), int(hostile.sum())
+    est = {
+        "follow_prob": _binomial(
+            min(counts["follows_after_reaction"], n_positive),
+            n_positive,
+            "follow_prob",
+            "follow",
+            s["follow_prob"],
+            "positive reaction",
+        ),
+        "unfollow_prob": _binomial(
+            min(counts["unfollows_after_reaction"], n_hostile),
+            n_hostile,
+            "unfollow_prob",
+            "follow",
+            s["unfollow_prob"],
+            "hostile reaction",
+        ),
+    }
+    return est, {**counts, "positive": n_positive, "hostile": n_hostile}, notes
 
 
 def _edge_keys(ep: np.ndarray, rd: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,9 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 TABLES = tuple(SCHEMA)
+#: meta keys holding one entry per episode (kept in step by ``Trace.episodes`` and
+#: :func:`merge_traces`)
+PER_EPISODE_META = ("episode_seeds", "policy_per_episode", "run_seeds_per_episode")
 META_FIELDS = (
     "format",
     "version",
@@ -183,6 +187,88 @@ class Trace:
             imp = tables["reactions"]["impression"]
             tables["reactions"]["impression"] = new_index[np.where(imp >= 0, imp, len(keep))]
         return Trace(dict(self.meta), tables, self.path)
+
+    def episodes(self, ids: Sequence[int]) -> Trace:
+        """The trace of episodes ``ids`` alone, renumbered 0, 1, … in the order given (the
+        meta's per-episode lists follow)."""
+        ids = [int(i) for i in ids]
+        total = int(self.meta["episodes"])
+        if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= total:
+            raise ValueError(f"ids={ids} is not allowed: distinct episode ids in [0, {total})")
+        renumber = np.full(total, -1, np.int64)
+        renumber[ids] = np.arange(len(ids))
+        # the kept impressions in the new episode order, and where each old row went
+        imp_episode = self["impressions"]["episode"]
+        order = np.concatenate([np.flatnonzero(imp_episode == i) for i in ids])
+        new_row = np.full(self.rows("impressions") + 1, -1, np.int64)
+        new_row[order] = np.arange(len(order))
+        tables: dict[str, dict[str, np.ndarray]] = {}
+        for name, columns in self.tables.items():
+            rows = np.concatenate([np.flatnonzero(columns["episode"] == i) for i in ids])
+            tables[name] = {col: values[rows] for col, values in columns.items()}
+            tables[name]["episode"] = renumber[tables[name]["episode"]].astype(
+                columns["episode"].dtype
+            )
+        imp = tables["reactions"]["impression"]
+        tables["reactions"]["impression"] = new_row[np.where(imp >= 0, imp, -1)]
+        meta = dict(self.meta)
+        meta["episodes"] = len(ids)
+        for key in PER_EPISODE_META:
+            if isinstance(meta.get(key), list) and len(meta[key]) == total:
+                meta[key] = [meta[key][i] for i in ids]
+        meta["tables"] = {n: len(next(iter(c.values()))) for n, c in tables.items()}
+        return Trace(meta, tables, self.path)
+
+
+def merge_traces(traces: Sequence[Trace], meta: dict[str, Any] | None = None) -> Trace:
+    """One trace of every episode of ``traces``, in order (episodes renumbered, reactions
+    re-pointed at their impressions), e.g. runs of several policies or seeds recorded apart.
+    The traces must share the env, population, scenario and number of users; the meta is the
+    first trace's, with the per-episode lists joined (a key whose value differs between the
+    traces becomes a per-episode list ``<key>_per_episode``), updated by ``meta``."""
+    if not traces:
+        raise ValueError("traces=[] is not allowed: at least one trace")
+    first = traces[0].meta
+    for trace in traces[1:]:
+        for key in ("env_id", "population", "scenario", "num_users", "version"):
+            if trace.meta.get(key) != first.get(key):
+                raise TraceError(
+                    f"{trace.path}: meta {key}={trace.meta.get(key)!r} differs from the first "
+                    f"trace's {first.get(key)!r}; only traces of one env and population merge"
+                )
+    tables: dict[str, dict[str, list[np.ndarray]]] = {}
+    episode_offset = impression_offset = 0
+    for trace in traces:
+        for name, columns in trace.tables.items():
+            target = tables.setdefault(name, {col: [] for col in columns})
+            for col, values in columns.items():
+                if col == "episode":
+                    values = (values + episode_offset).astype(values.dtype)
+                elif name == "reactions" and col == "impression":
+                    values = np.where(values >= 0, values + impression_offset, -1)
+                target[col].append(values)
+        episode_offset += int(trace.meta["episodes"])
+        impression_offset += trace.rows("impressions")
+    merged = {n: {c: np.concatenate(v) for c, v in cols.items()} for n, cols in tables.items()}
+    out = {k: v for k, v in first.items() if k != "storage"}
+    for key in PER_EPISODE_META:
+        if all(isinstance(t.meta.get(key), list) for t in traces):
+            out[key] = [v for t in traces for v in t.meta[key]]
+    for key in sorted({k for t in traces for k in t.meta} - {"tables", "created", "storage"}):
+        values = [t.meta.get(key) for t in traces]
+        if (
+            key not in PER_EPISODE_META
+            and key != "episodes"
+            and any(v != values[0] for v in values)
+        ):
+            out[f"{key}_per_episode"] = [
+                t.meta.get(key) for t in traces for _ in range(t.meta["episodes"])
+            ]
+            out.pop(key, None)
+    out["episodes"] = episode_offset
+    out["tables"] = {n: len(next(iter(c.values()))) for n, c in merged.items()}
+    out.update(meta or {})
+    return Trace(out, merged)
 
 
 @dataclass

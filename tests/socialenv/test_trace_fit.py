@@ -90,6 +90,106 @@ def test_a_split_keeps_reactions_pointing_at_their_impressions(tmp_path: Path) -
     assert set(np.unique(trace.select(users=users)["users"]["user"])) == set(users)
 
 
+def test_traces_recorded_apart_merge_into_the_trace_recorded_together(tmp_path: Path) -> None:
+    from socialenv.trace import TraceRecorder, merge_traces
+
+    def episode(seed: int, recorder: TraceRecorder | None = None) -> TraceRecorder:
+        env = gym.make(REC, **small_rec())
+        recorder = env.unwrapped.trace(recorder=recorder)
+        play_episode(env, make_run_policy("random", env.unwrapped, seed), seed=seed)
+        env.close()
+        return recorder
+
+    together = episode(1, episode(0)).trace({"policy": "random"})
+    apart = [episode(s).trace({"policy": p}) for s, p in ((0, "random"), (1, "origin"))]
+    merged = merge_traces(apart)
+    assert merged.meta["episodes"] == 2 and merged.meta["policy_per_episode"] == [
+        "random",
+        "origin",
+    ]
+    assert "policy" not in merged.meta
+    assert merged.meta["episode_seeds"] == together.meta["episode_seeds"]
+    for table in SCHEMA:
+        for column, values in together[table].items():
+            np.testing.assert_array_equal(
+                values, merged[table][column], err_msg=f"{table}.{column}"
+            )
+    # and one episode taken back out is the trace recorded alone
+    second = merged.episodes([1])
+    assert second.meta["policy_per_episode"] == ["origin"] and second.meta["episodes"] == 1
+    for table in SCHEMA:
+        for column, values in apart[1][table].items():
+            np.testing.assert_array_equal(
+                values, second[table][column], err_msg=f"{table}.{column}"
+            )
+    reversed_ = merged.episodes([1, 0])
+    react, imp = reversed_["reactions"], reversed_["impressions"]
+    for column in ("user", "post", "episode", "round"):
+        assert np.array_equal(imp[column][react["impression"]], react[column]), column
+    with pytest.raises(ValueError, match="ids="):
+        merged.episodes([2])
+    other = episode(0).trace()
+    other.meta["num_users"] = 999
+    with pytest.raises(TraceError, match="num_users"):
+        merge_traces([apart[0], other])
+
+
+def test_follows_without_a_positive_reaction_are_reported_not_counted(tmp_path: Path) -> None:
+    """A population that follows without reacting (the LLM users do) must not push the
+    follow probability past 1: those follows are named as not expressible."""
+    from socialenv.fit import fit_trace
+    from socialenv.trace import Trace
+
+    path, _ = _record(tmp_path, episodes=1)
+    trace = load_trace(path)
+    base = fit_trace(trace, blocks=("follow",)).estimates["follow_prob"]
+    edges = trace["edges"]
+    extra = 5 * max(int(edges["follow"].sum()), 1) + 50
+    imp = trace["impressions"]
+    n = int(trace.meta["num_users"])
+    unseen = np.setdiff1d(np.arange(n), imp["author"][imp["round"] == 0])
+    assert len(unseen)
+    # follows of authors nobody was shown in round 0: none is after a positive reaction
+    tables = {name: dict(cols) for name, cols in trace.tables.items()}
+    tables["edges"] = {
+        "episode": np.concatenate([edges["episode"], np.zeros(extra, edges["episode"].dtype)]),
+        "round": np.concatenate([edges["round"], np.zeros(extra, edges["round"].dtype)]),
+        "src": np.concatenate([edges["src"], np.arange(extra) % n]),
+        "dst": np.concatenate([edges["dst"], np.full(extra, int(unseen[0]))]),
+        "follow": np.concatenate([edges["follow"], np.ones(extra, bool)]),
+    }
+    result = fit_trace(Trace(dict(trace.meta), tables), blocks=("follow",))
+    est = result.estimates["follow_prob"]
+    assert est.value == pytest.approx(base.value) and 0 <= est.value <= 1
+    assert est.se is not None and np.isfinite(est.se)
+    assert any("have no positive reaction" in f and "left out" in f for f in result.findings)
+
+
+def test_a_reaction_kind_never_chosen_gets_a_finite_boundary_estimate(tmp_path: Path) -> None:
+    """Separated data (no dislike at all, as on small LLM traces) have no finite maximum: the
+    weak prior keeps the bias finite and the estimate says it is at the boundary."""
+    from socialenv.fit import fit_trace
+    from socialenv.trace import Trace
+
+    path, _ = _record(tmp_path, episodes=1)
+    trace = load_trace(path)
+    react = trace["reactions"]
+    keep = react["kind"] != 4  # Behaviour.DISLIKE
+    tables = {name: dict(cols) for name, cols in trace.tables.items()}
+    tables["reactions"] = {col: values[keep] for col, values in react.items()}
+    fitted = fit_trace(trace, blocks=("reactions",)).estimates
+    separated = fit_trace(Trace(dict(trace.meta), tables), blocks=("reactions",)).estimates
+    dislike = separated["dislike_bias"]
+    assert dislike.status == "boundary" and dislike.se is None and "0 dislikes" in dislike.note
+    assert np.isfinite(dislike.value) and -40 < dislike.value < fitted["dislike_bias"].value - 3
+    for name in ("like_bias", "retweet_bias", "reply_bias", "interest_weight"):
+        assert separated[name].status == "fitted" and np.isfinite(separated[name].se), name
+    # dropping the dislikes leaves the other kinds' biases where the data put them
+    assert (
+        abs(fitted["like_bias"].value - separated["like_bias"].value) < 5 * fitted["like_bias"].se
+    )
+
+
 def test_the_format_doc_lists_every_column() -> None:
     from tests.support import ROOT
 
