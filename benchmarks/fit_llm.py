@@ -8,9 +8,9 @@ Four stages on the recommendation env (``PolicySim-Rec-v0``, abortion scenario):
    ``--users`` users × ``--rounds`` rounds; every episode is traced. The episodes run
    ``--jobs`` at a time, each in its own process; a finished episode is kept in
    ``DIR/parts/`` and not rerun. The parts are merged into one trace, ``DIR/llm.trace``.
-2. **fit**: :func:`socialenv.fit.fit_trace` on the whole trace → ``DIR/smollm2.fitted.json``
+2. **fit**: :func:`socialenv.fitting.likelihood.fit_trace` on the whole trace → ``DIR/smollm2.fitted.json``
    (as ``policysim fit`` writes it, with the findings of what the surrogate cannot express).
-3. **validate**: held-out users and held-out last rounds (:func:`socialenv.fit_validation.held_out`:
+3. **validate**: held-out users and held-out last rounds (:func:`socialenv.fitting.held_out.held_out`:
    log-likelihood per action of the fitted, default and null models, action-mix JSD); per
    policy, the macro metrics of the fitted and the default surrogate replaying the policy's
    episodes against the trace (``--sim-seeds`` seeds, ``DIR/macro_<policy>.png``).
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from socialenv.progress import add_quiet_option, progress_bar  # noqa: E402
+from policysim_infra.progress import add_quiet_option, progress_bar  # noqa: E402
 
 ENV_ID = "PolicySim-Rec-v0"
 SCENARIO = "abortion"
@@ -120,8 +120,8 @@ def record_episode(
     import gymnasium as gym
 
     import socialenv  # noqa: F401 - registers the envs
-    from socialenv.episodes import play_episode
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.episodes import play_episode
+    from socialenv.envs.policy_registry import make_run_policy
 
     env = gym.make(ENV_ID, users="llm", llm=llm, **kwargs)
     base = env.unwrapped
@@ -206,8 +206,8 @@ def surrogate_runs(
     import gymnasium as gym
 
     import socialenv  # noqa: F401
-    from socialenv.episodes import play_episode
-    from socialenv.policies import make_run_policy
+    from socialenv.envs.episodes import play_episode
+    from socialenv.envs.policy_registry import make_run_policy
 
     runs: dict[str, dict[int, dict[str, float]]] = {}
     for name in policies:
@@ -312,15 +312,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         / max(steps, 1),
     }
     save()
-    from socialenv.trace import load_trace, merge_traces, write_trace
+    from socialenv.fitting.trace import load_trace, merge_traces, write_trace
 
     write_trace(merge_traces([load_trace(part_of[j]) for j in jobs]), out / "llm.trace")
     trace = load_trace(out / "llm.trace")
     report["record"]["trace_rows"] = trace.meta["tables"]
 
     # 2. fit and 3. validate
-    from socialenv.fit import fit_trace
-    from socialenv.fit_validation import held_out, macro_comparison
+    from socialenv.fitting.held_out import held_out, macro_comparison
+    from socialenv.fitting.likelihood import fit_trace
 
     stages = progress_bar(total=3, desc="fit + validation", unit="stage", quiet=args.quiet)
     began = time.process_time()

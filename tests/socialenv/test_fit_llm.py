@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from socialenv.trace import load_trace
+from socialenv.fitting.trace import load_trace
 from tests.support import ROOT
 
 pytestmark = [

@@ -91,7 +91,7 @@ def test_a_split_keeps_reactions_pointing_at_their_impressions(tmp_path: Path) -
 
 
 def test_traces_recorded_apart_merge_into_the_trace_recorded_together(tmp_path: Path) -> None:
-    from socialenv.trace import TraceRecorder, merge_traces
+    from socialenv.fitting.trace import TraceRecorder, merge_traces
 
     def episode(seed: int, recorder: TraceRecorder | None = None) -> TraceRecorder:
         env = gym.make(REC, **small_rec())
@@ -137,8 +137,8 @@ def test_traces_recorded_apart_merge_into_the_trace_recorded_together(tmp_path: 
 def test_follows_without_a_positive_reaction_are_reported_not_counted(tmp_path: Path) -> None:
     """A population that follows without reacting (the LLM users do) must not push the
     follow probability past 1: those follows are named as not expressible."""
-    from socialenv.fit import fit_trace
-    from socialenv.trace import Trace
+    from socialenv.fitting.likelihood import fit_trace
+    from socialenv.fitting.trace import Trace
 
     path, _ = _record(tmp_path, episodes=1)
     trace = load_trace(path)
@@ -168,8 +168,8 @@ def test_follows_without_a_positive_reaction_are_reported_not_counted(tmp_path: 
 def test_a_reaction_kind_never_chosen_gets_a_finite_boundary_estimate(tmp_path: Path) -> None:
     """Separated data (no dislike at all, as on small LLM traces) have no finite maximum: the
     weak prior keeps the bias finite and the estimate says it is at the boundary."""
-    from socialenv.fit import fit_trace
-    from socialenv.trace import Trace
+    from socialenv.fitting.likelihood import fit_trace
+    from socialenv.fitting.trace import Trace
 
     path, _ = _record(tmp_path, episodes=1)
     trace = load_trace(path)
