@@ -27,6 +27,7 @@ class ExposureLeverConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = "exposure_users"
+    size_fields: ClassVar[tuple[str, ...]] = ("exposure_users", "lever_share", "exposure_levels")
 
     lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
     budget: Annotated[int, Limit(ge=1, le=10_000)] = 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from policysim_infra.validation import Limit, check_fields
 from socialenv.core.lever import LeverConfig
@@ -20,6 +20,8 @@ class ModerationLeverConfig(LeverConfig):
         moderation: a dict of :class:`socialenv.mechanisms.governance.ModerationConfig` fields, or the
             config (None: the defaults); becomes a ``ModerationConfig``.
     """
+
+    size_fields: ClassVar[tuple[str, ...]] = ('moderation={"targets": ...}', "budget")
 
     budget: Annotated[int, Limit(ge=1, le=10_000)] = 10
     moderation: Any = None

@@ -37,6 +37,12 @@ class RecLeverConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = "candidate_users"
+    size_fields: ClassVar[tuple[str, ...]] = (
+        "candidate_users",
+        "lever_share",
+        "candidates",
+        "budget",
+    )
 
     lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
     budget: Annotated[int, Limit(ge=1, le=10_000)] = 5

@@ -18,6 +18,7 @@ class FeedCapConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = None
+    size_fields: ClassVar[tuple[str, ...]] = ("lever_share", "caps")
 
     lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
     caps: Annotated[tuple[int, ...], Limit(max_len=32)] = (0, 4, 8)
