@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -81,14 +81,6 @@ __all__ = [
 WANDB_MODES = ("online", "offline", "disabled")
 
 
-#: Documented limits of :class:`RunConfig` (a seed s gives episode seeds s·1000 + episode).
-RUN_LIMITS = {
-    "seeds": Limit(ge=0, le=2_000_000),
-    "episodes": Limit(ge=1, le=1_000_000),
-    "checkpoint_every": Limit(ge=0, le=1_000_000_000),
-}
-
-
 @dataclass
 class RunConfig:
     """What to run. ``env_kwargs`` go to ``gym.make``; ``policy_kwargs`` to the policy;
@@ -98,8 +90,9 @@ class RunConfig:
 
     env_id: str = "PolicySim-Rec-v0"
     policy: str = "random"
-    seeds: Sequence[int] = (0,)
-    episodes: int = 1
+    #: a seed s gives episode seeds s·1000 + episode
+    seeds: Annotated[Sequence[int], Limit(ge=0, le=2_000_000)] = (0,)
+    episodes: Annotated[int, Limit(ge=1, le=1_000_000)] = 1
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     out_dir: str | None = "runs"
@@ -108,7 +101,7 @@ class RunConfig:
     wandb_project: str = "policysim"
     plots: bool = True
     progress: bool = True
-    checkpoint_every: int = 1
+    checkpoint_every: Annotated[int, Limit(ge=0, le=1_000_000_000)] = 1
     origin_reference: bool | None = None
     log_propensities: bool = True
     #: a directory: record the episodes there as a Minari dataset (:mod:`policysim.offline`)
@@ -118,7 +111,7 @@ class RunConfig:
     trace: str | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, "", RUN_LIMITS)
+        check_fields(self, "")
         if self.run_name is not None:
             check_path_segment(self.run_name, "run_name")
         if self.record_id is not None:

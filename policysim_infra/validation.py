@@ -248,18 +248,16 @@ def field_limits(cls: type) -> dict[str, Limit]:
     return {name: limit for name, (_, limit) in _hints(cls).items() if limit is not None}
 
 
-def check_fields(obj: Any, prefix: str = "", limits: Mapping[str, Limit] | None = None) -> None:
+def check_fields(obj: Any, prefix: str = "") -> None:
     """Check every field of dataclass ``obj`` (see the module docstring); converts NumPy and
     int-for-float values in place (works on frozen dataclasses). ``prefix`` (e.g.
     ``"recommender."``) goes in front of field names in errors. A field's limits are
-    declared with its type, ``num_users: Annotated[int, Limit(ge=10, le=1_000_000)]``;
-    ``limits`` (field name -> :class:`Limit`) adds limits for classes that keep a table."""
-    limits = limits or {}
+    declared with its type, ``num_users: Annotated[int, Limit(ge=10, le=1_000_000)]``
+    (:func:`field_limits` lists a class's)."""
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        annotation, declared = hints.get(f.name, (Any, None))
-        limit = limits.get(f.name, declared)
+        annotation, limit = hints.get(f.name, (Any, None))
         new = _coerce_or_keep(value, annotation, prefix + f.name, limit)
         if new is not value:
             object.__setattr__(obj, f.name, new)

@@ -10,6 +10,11 @@ plugins, checked files); ``agent_models`` and ``bandits`` (the brains and the le
 do not import each other); ``socialenv`` (core, mechanisms, scenarios, envs, the PettingZoo
 view, fitting); ``baselines`` (reference policies and populations); ``policysim`` (the tools:
 CLI, runner, sweep, play, plots). A package imports only packages of lower layers.
+
+Inside ``socialenv`` (:data:`SOCIALENV_LAYERS`): the platform's model (``socialenv.core``,
+``socialenv.mechanisms``, ``socialenv.scenarios``) never imports what is built on it (the
+envs, the PettingZoo view, fitting), nor the ``socialenv`` package itself, which registers
+the envs.
 """
 
 from __future__ import annotations
@@ -42,6 +47,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     )
     for package, layer in LAYERS.items()
 }
+
+#: The two layers inside ``socialenv``: the model (lower) and what is built on it (upper).
+SOCIALENV_LAYERS: dict[str, tuple[str, ...]] = {
+    "model": ("socialenv.core", "socialenv.mechanisms", "socialenv.scenarios"),
+    "built_on_it": ("socialenv.envs", "socialenv.pettingzoo_env", "socialenv.fitting"),
+}
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -127,6 +142,19 @@ def back_arrows(graph: dict[str, dict[str, int]]) -> list[str]:
             if target.split(".")[0] in banned:
                 out.append(f"{module}:{line} -> {target}")
     return sorted(out)
+
+
+def inner_back_arrows(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Imports from socialenv's model into what is built on it (or into the ``socialenv``
+    package, whose ``__init__`` imports the envs), as ``"a.b:line -> c.d"``."""
+    model, upper = SOCIALENV_LAYERS["model"], SOCIALENV_LAYERS["built_on_it"]
+    return sorted(
+        f"{module}:{line} -> {target}"
+        for module, edges in graph.items()
+        if _within(module, model)
+        for target, line in edges.items()
+        if target == "socialenv" or _within(target, upper)
+    )
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -223,6 +251,15 @@ def test_no_import_runs_back_up() -> None:
     assert not arrows, "imports against the package layering:\n" + "\n".join(arrows)
 
 
+def test_socialenvs_model_never_imports_the_envs_built_on_it() -> None:
+    graph = import_graph()
+    for layer in SOCIALENV_LAYERS.values():
+        for package in layer:
+            assert package in graph, package  # every named sub-package exists
+    arrows = inner_back_arrows(graph)
+    assert not arrows, "socialenv's model imports what is built on it:\n" + "\n".join(arrows)
+
+
 def test_no_module_import_cycle() -> None:
     graph = import_graph()
     found = cycles(graph)
@@ -290,6 +327,27 @@ def test_checker_sees_a_back_arrow(tmp_path: Path, files: dict[str, str], arrow:
     }
     _write(tmp_path, base | files)
     assert back_arrows(import_graph(tmp_path)) == [arrow]
+
+
+def test_checker_sees_the_model_import_an_env(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {f"{p}/__init__.py": "" for p in PACKAGES}
+        | {f"{p.replace('.', '/')}/__init__.py": "" for p in SOCIALENV_LAYERS["model"]}
+        | {f"{p.replace('.', '/')}/__init__.py": "" for p in SOCIALENV_LAYERS["built_on_it"]}
+        | {
+            "socialenv/envs/rec.py": "from socialenv.core import world\n",  # allowed
+            "socialenv/core/world.py": "def f():\n    from socialenv.envs import rec\n",
+            "socialenv/mechanisms/news.py": "from .. import fitting\n",
+            "socialenv/scenarios/load.py": "import socialenv\n",
+            "socialenv/fitting/fit.py": "import socialenv.scenarios.load\n",  # allowed
+        },
+    )
+    assert inner_back_arrows(import_graph(tmp_path)) == [
+        "socialenv.core.world:2 -> socialenv.envs.rec",
+        "socialenv.mechanisms.news:1 -> socialenv.fitting",
+        "socialenv.scenarios.load:1 -> socialenv",
+    ]
 
 
 def test_checker_sees_a_lazy_relative_cycle(tmp_path: Path) -> None:

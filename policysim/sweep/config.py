@@ -5,16 +5,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from policysim_infra.validation import Limit, check_fields, check_path_segment, did_you_mean
+from policysim_infra.validation import (
+    Limit,
+    check_fields,
+    check_path_segment,
+    did_you_mean,
+    field_limits,
+)
 
 WANDB_MODES = ("online", "offline", "disabled")
 #: Grid-file parameters that are not env arguments.
 RUN_PARAMETERS = ("env_id", "policy", "seed", "episodes", "policy_kwargs")
-
-#: Documented limits of :class:`SweepConfig`.
-SWEEP_LIMITS = {"seeds": Limit(ge=0, le=2_000_000), "episodes": Limit(ge=1, le=1_000_000)}
 
 
 @dataclass
@@ -39,8 +42,8 @@ class SweepConfig:
     name: str = "sweep"
     env_id: str = "PolicySim-Rec-v0"
     policies: Sequence[str] = ("origin", "random")
-    seeds: Sequence[int] = (0,)
-    episodes: int = 1
+    seeds: Annotated[Sequence[int], Limit(ge=0, le=2_000_000)] = (0,)
+    episodes: Annotated[int, Limit(ge=1, le=1_000_000)] = 1
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     policy_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -49,7 +52,7 @@ class SweepConfig:
     out_dir: str | None = "runs/sweeps"
 
     def __post_init__(self) -> None:
-        check_fields(self, "", SWEEP_LIMITS)
+        check_fields(self, "")
         check_path_segment(self.name, "name")
         if not self.policies:
             raise ValueError("policies must name at least one policy")
@@ -125,6 +128,10 @@ class SweepConfig:
                         )
                     )
         return out
+
+
+#: The limits :class:`SweepConfig` declares on its fields (derived).
+SWEEP_LIMITS = field_limits(SweepConfig)
 
 
 @dataclass

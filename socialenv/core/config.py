@@ -9,34 +9,6 @@ from typing import Annotated, Any
 from policysim_infra.validation import Limit, check_fields, check_keys, field_limits
 from policysim_infra.validation import check as _check
 
-#: Documented limits of the numeric fields (checked with the types by
-#: :func:`policysim_infra.validation.check_fields` before anything is allocated).
-RECOMMENDER_LIMITS = {
-    "relational": Limit(ge=0, le=100),
-    "personalized": Limit(ge=0, le=100),
-    "headline": Limit(ge=0, le=100),
-    "window": Limit(ge=1, le=10_000),
-    "personalized_stance_weight": Limit(ge=0, le=10),
-    "candidates_per_slot": Limit(ge=1, le=64),
-    "num_clusters": Limit(ge=1, le=4096),
-    "headline_pool": Limit(ge=1, le=100_000),
-}
-REWARD_LIMITS = {
-    **{
-        name: Limit(ge=0, le=1)
-        for name in (
-            "stance_weight",
-            "toxicity_weight",
-            "engagement_weight",
-            "visibility_weight",
-            "hostile_toxicity",
-            "clean_removal_cost",
-        )
-    },
-    "hostile_weight": Limit(ge=0, le=10),
-    "reply_toxicity_weight": Limit(ge=0, le=10),
-}
-CONTEXT_LIMITS = {"alpha": Limit(ge=0, le=1), "hops": Limit(ge=0, le=10)}
 #: The lever fields EnvConfig held before each env got its own lever config (issue 25).
 LEGACY_LEVER_FIELDS: tuple[str, ...] = (
     "budget",
@@ -77,46 +49,19 @@ class RecommenderConfig:
             interesting of this many draws (the retrieval stage's shortlist factor).
     """
 
-    relational: int = 5
-    personalized: int = 5
-    headline: int = 2
-    window: int = 2
-    personalized_stance_weight: float = 1.0
-    candidates_per_slot: int = 4
-    num_clusters: int = 16
-    headline_pool: int = 20
+    relational: Annotated[int, Limit(ge=0, le=100)] = 5
+    personalized: Annotated[int, Limit(ge=0, le=100)] = 5
+    headline: Annotated[int, Limit(ge=0, le=100)] = 2
+    window: Annotated[int, Limit(ge=1, le=10_000)] = 2
+    personalized_stance_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
+    candidates_per_slot: Annotated[int, Limit(ge=1, le=64)] = 4
+    num_clusters: Annotated[int, Limit(ge=1, le=4096)] = 16
+    headline_pool: Annotated[int, Limit(ge=1, le=100_000)] = 20
     popular_pool: int = 100
     candidate_oversample: int = 4
 
     def __post_init__(self) -> None:
-        check_fields(self, "recommender.", RECOMMENDER_LIMITS)
-        for name in ("relational", "personalized", "headline"):
-            value = getattr(self, name)
-            _check(
-                isinstance(value, int) and 0 <= value <= 100,
-                f"recommender.{name}",
-                "an integer in [0, 100]",
-                value,
-            )
-        _check(
-            isinstance(self.window, int) and self.window >= 1,
-            "recommender.window",
-            "an integer >= 1",
-            self.window,
-        )
-        _check(
-            self.candidates_per_slot >= 1,
-            "recommender.candidates_per_slot",
-            ">= 1",
-            self.candidates_per_slot,
-        )
-        _check(
-            1 <= self.num_clusters <= 4096,
-            "recommender.num_clusters",
-            "in [1, 4096]",
-            self.num_clusters,
-        )
-        _check(self.headline_pool >= 1, "recommender.headline_pool", ">= 1", self.headline_pool)
+        check_fields(self, "recommender.")  # types and the limits declared with the fields
         _check(
             isinstance(self.popular_pool, int) and self.popular_pool >= 1,
             "recommender.popular_pool",
@@ -216,31 +161,22 @@ class RewardConfig:
       misinformed: 0.002 = 500 removed clean impressions weigh as much as one user misled).
     """
 
-    stance_weight: float = 1.0
-    toxicity_weight: float = 0.5
-    engagement_weight: float = 0.1
+    stance_weight: Annotated[float, Limit(ge=0, le=1)] = 1.0
+    toxicity_weight: Annotated[float, Limit(ge=0, le=1)] = 0.5
+    engagement_weight: Annotated[float, Limit(ge=0, le=1)] = 0.1
     engagement: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ENGAGEMENT_WEIGHTS))
     divergence_needs_reaction: bool = True
-    hostile_toxicity: float = 0.5
-    visibility_weight: float = 0.3
+    hostile_toxicity: Annotated[float, Limit(ge=0, le=1)] = 0.5
+    visibility_weight: Annotated[float, Limit(ge=0, le=1)] = 0.3
     misinformation_mode: str = "effect"
     form: str = "objective"
-    hostile_weight: float = 1.0
-    reply_toxicity_weight: float = 1.0
-    clean_removal_cost: float = 0.002
+    hostile_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
+    reply_toxicity_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
+    clean_removal_cost: Annotated[float, Limit(ge=0, le=1)] = 0.002
 
     def __post_init__(self) -> None:
-        check_fields(self, "reward.", REWARD_LIMITS)
+        check_fields(self, "reward.")  # types and the limits declared with the fields
         _check(self.form in REWARD_FORMS, "reward.form", f"one of {REWARD_FORMS}", self.form)
-        for name in ("stance_weight", "toxicity_weight", "engagement_weight"):
-            value = getattr(self, name)
-            _check(0 <= value <= 1, f"reward.{name}", "a number in [0, 1]", value)
-        _check(
-            0 <= self.visibility_weight <= 1,
-            "reward.visibility_weight",
-            "in [0, 1]",
-            self.visibility_weight,
-        )
         _check(
             self.misinformation_mode in MISINFORMATION_REWARD_MODES,
             "reward.misinformation_mode",
@@ -262,18 +198,11 @@ class RewardConfig:
 class ContextConfig:
     """Context propagation of Eq. 8: C ← α·C + (1 − α)·D⁻¹A·C, ``hops`` times."""
 
-    alpha: float = 0.5
-    hops: int = 2
+    alpha: Annotated[float, Limit(ge=0, le=1)] = 0.5
+    hops: Annotated[int, Limit(ge=0, le=10)] = 2
 
     def __post_init__(self) -> None:
-        check_fields(self, "context.", CONTEXT_LIMITS)
-        _check(0 <= self.alpha <= 1, "context.alpha", "a number in [0, 1]", self.alpha)
-        _check(
-            isinstance(self.hops, int) and 0 <= self.hops <= 10,
-            "context.hops",
-            "an integer in [0, 10]",
-            self.hops,
-        )
+        check_fields(self, "context.")  # types and the limits declared with the fields
 
 
 ENV_OBJECTIVES = ("cross_viewpoint", "misinformation")

@@ -54,9 +54,14 @@ class LeverConfig:
     """Base of the lever configs: a frozen dataclass whose fields are the env's own keyword
     arguments (``gym.make(env_id, lever={...})`` or each field as a keyword).
     ``users_field`` names the field that fixes how many users the lever governs per round
-    (None: the lever has none), so that tools size any env's lever without knowing it."""
+    (None: the lever has none), so that tools size any env's lever without knowing it;
+    ``size_fields`` lists the fields that set the lever's size, for the advice of
+    :mod:`socialenv.envs.sizing` (each a field name, optionally followed by ``=`` and what to
+    set in it; a fixed size before the share of active users: the advice scales the first
+    numeric one as its example)."""
 
     users_field: ClassVar[str | None] = None
+    size_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -17,7 +17,6 @@ one and are not concerned.
 from __future__ import annotations
 
 import warnings
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -33,13 +32,6 @@ BASE_BYTES = int(0.7 * GIB)
 #: Float32 copies of a minibatch's logits alive during an update (logits, normalised
 #: logits, probabilities, entropy terms and their gradients; 6 fits the measured peaks).
 LOGIT_COPIES = 6
-#: The lever's size arguments of each env, as the message names them.
-#: A fixed size (when set) comes before the share of active users, for the message's example.
-LEVER_KWARGS = {
-    "RecEnv": ("candidate_users", "lever_share", "candidates", "budget"),
-    "ExposureEnv": ("exposure_users", "lever_share", "exposure_levels"),
-    "ModerationEnv": ('moderation={"targets": ...}', "budget"),
-}
 
 
 class LargeActionSpaceWarning(UserWarning):
@@ -126,8 +118,7 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
         "cleanrl": "a CleanRL-style PPO",
         "maskable": "sb3-contrib MaskablePPO",
     }
-    env_fields = {f.name for f in fields(env.lever_config)}
-    lever = [k for k in LEVER_KWARGS.get(type(env).__name__, ()) if k.split("=")[0] in env_fields]
+    lever = list(type(env.lever_config).size_fields)  # as the lever config declares them
     form = (
         f"the slate action MultiDiscrete([{env.num_arms + 1}] * {env.slate_size})"
         if isinstance(env.action_space, spaces.MultiDiscrete)

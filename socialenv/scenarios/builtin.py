@@ -10,13 +10,20 @@ the scenario's news. Every draw comes from ``numpy.random.default_rng(seed)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from agent_models.types import NewsEvent
-from policysim_infra.validation import Limit, check, check_fields, config_error, did_you_mean
+from policysim_infra.validation import (
+    Limit,
+    check,
+    check_fields,
+    config_error,
+    did_you_mean,
+    field_limits,
+)
 from socialenv.core import kernels
 from socialenv.core.pages import small_pages
 from socialenv.scenarios.generators import (
@@ -38,21 +45,6 @@ ABORTION_NEWS: tuple[NewsEvent, ...] = (
 MISINFORMATION_MESSAGE = (
     "#wakeupamerica who needs a #gun registry when #obama has all your personal information"
 )
-
-#: Documented limits of :class:`PopulationConfig` (checked before anything is allocated).
-POPULATION_LIMITS = {
-    "latent_dim": Limit(ge=2, le=4096),
-    "mean_following": Limit(ge=0, le=1000),
-    "homophily": Limit(ge=0, le=1),
-    "popularity_shape": Limit(gt=0, le=100),
-    "camp_share": Limit(ge=0, le=0.5),
-    "camp_opinion": Limit(ge=0, le=1),
-    "camp_spread": Limit(ge=0, le=1),
-    "activity_beta": Limit(gt=0, le=1000),
-    "toxicity_beta": Limit(gt=0, le=1000),
-    "susceptibility_beta": Limit(gt=0, le=1000),
-    "history_posts": Limit(ge=0, le=100),
-}
 
 
 @dataclass(frozen=True)
@@ -76,20 +68,25 @@ class PopulationConfig:
         history_posts: mean number of posts each user has before round 0.
     """
 
-    latent_dim: int = 32
-    mean_following: float = 15.0
-    homophily: float = 0.8
-    popularity_shape: float = 1.5
-    camp_share: float = 0.2
-    camp_opinion: float = 0.55
-    camp_spread: float = 0.25
-    activity_beta: tuple[float, float] = (1.2, 2.5)
-    toxicity_beta: tuple[float, float] = (1.0, 8.0)
-    susceptibility_beta: tuple[float, float] = (2.0, 5.0)
-    history_posts: float = 1.5
+    latent_dim: Annotated[int, Limit(ge=2, le=4096)] = 32
+    mean_following: Annotated[float, Limit(ge=0, le=1000)] = 15.0
+    homophily: Annotated[float, Limit(ge=0, le=1)] = 0.8
+    popularity_shape: Annotated[float, Limit(gt=0, le=100)] = 1.5
+    camp_share: Annotated[float, Limit(ge=0, le=0.5)] = 0.2
+    camp_opinion: Annotated[float, Limit(ge=0, le=1)] = 0.55
+    camp_spread: Annotated[float, Limit(ge=0, le=1)] = 0.25
+    activity_beta: Annotated[tuple[float, float], Limit(gt=0, le=1000)] = (1.2, 2.5)
+    toxicity_beta: Annotated[tuple[float, float], Limit(gt=0, le=1000)] = (1.0, 8.0)
+    susceptibility_beta: Annotated[tuple[float, float], Limit(gt=0, le=1000)] = (2.0, 5.0)
+    history_posts: Annotated[float, Limit(ge=0, le=100)] = 1.5
 
     def __post_init__(self) -> None:
-        check_fields(self, "population.", POPULATION_LIMITS)
+        check_fields(self, "population.")  # types and the limits declared with the fields
+
+
+#: The limits :class:`PopulationConfig` declares on its fields (derived; checked before
+#: anything is allocated).
+POPULATION_LIMITS = field_limits(PopulationConfig)
 
 
 def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:

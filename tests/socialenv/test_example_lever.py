@@ -4,6 +4,8 @@ those), and its action changes what happens on the platform."""
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import socialenv  # noqa: F401 - registers the env ids
 from policysim_infra.validation import UnknownKeywordError
+from socialenv.envs.sizing import BASE_BYTES, flat_ppo_memory, sizing_advice
 from tests.socialenv.example_lever import FeedCapConfig, FeedCapEnv
 from tests.support import small_env
 
@@ -57,3 +60,13 @@ def test_capping_the_feeds_changes_the_outcome() -> None:
     assert min(capped_removed) > 0  # every round the lever emptied some feeds
     assert sum(capped_capped) == 0  # users with an empty feed react to nothing
     assert sum(capped) < sum(free)  # and the platform sees fewer reactions
+
+
+def test_the_sizing_advice_names_the_example_levers_own_size_arguments() -> None:
+    env = gym.make(ENV_ID, **small_env(num_users=150), lever_share=0.5).unwrapped
+    needed = max(flat_ppo_memory(env.observation_space, env.action_space).values())
+    advice = sizing_advice(env, budget=BASE_BYTES + (needed - BASE_BYTES) // 2)
+    assert advice is not None and "shrink the lever (lever_share, caps)" in advice
+    advised = float(re.search(r"e\.g\. lever_share=([0-9.]+)", advice)[1])
+    assert 0 < advised < 0.5
+    assert sizing_advice(env, budget=needed) is None  # within the budget: no advice

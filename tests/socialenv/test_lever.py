@@ -433,6 +433,18 @@ def test_another_envs_lever_argument_is_refused_naming_its_env(
         gym.make(env_id, **{keyword: None})
 
 
+def test_each_lever_config_declares_its_size_arguments_among_its_fields() -> None:
+    from socialenv.envs.registration import ENV_IDS, lever_config_class
+
+    for env_id in ENV_IDS:
+        config_class = lever_config_class(env_id)
+        names = [entry.split("=")[0] for entry in config_class.size_fields]
+        assert names, env_id  # the sizing advice names them (socialenv.envs.sizing)
+        assert set(names) <= set(config_class.field_names()), (env_id, names)
+        users = config_class.users_field
+        assert users is None or names[0] == users, (env_id, names)  # a fixed size first
+
+
 def test_the_simulation_knows_only_the_lever_hooks() -> None:
     """No env-specific branch in the simulation; one ``_apply_action`` and no ``step``
     override in the envs."""

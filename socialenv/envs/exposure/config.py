@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from policysim_infra.validation import Limit, check, check_fields
 from socialenv.core.config import DEFAULT_LEVER_SHARE, MAX_ARMS
 from socialenv.core.lever import LeverConfig
-
-EXPOSURE_LEVER_LIMITS = {
-    "lever_share": Limit(gt=0, le=1),
-    "budget": Limit(ge=1, le=10_000),
-    "exposure_users": Limit(ge=1, le=100_000),
-    "exposure_levels": Limit(max_len=100),
-}
 
 
 @dataclass(frozen=True)
@@ -34,14 +27,15 @@ class ExposureLeverConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = "exposure_users"
+    size_fields: ClassVar[tuple[str, ...]] = ("exposure_users", "lever_share", "exposure_levels")
 
-    lever_share: float = DEFAULT_LEVER_SHARE
-    budget: int = 1
-    exposure_users: int | None = None
-    exposure_levels: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
+    budget: Annotated[int, Limit(ge=1, le=10_000)] = 1
+    exposure_users: Annotated[int | None, Limit(ge=1, le=100_000)] = None
+    exposure_levels: Annotated[tuple[float, ...], Limit(max_len=100)] = (0.0, 0.25, 0.5, 0.75, 1.0)
 
     def __post_init__(self) -> None:
-        check_fields(self, "", EXPOSURE_LEVER_LIMITS)
+        check_fields(self, "")
         if self.budget != 1:
             raise ValueError(
                 f"budget={self.budget!r} is not allowed for PolicySim-Exposure-v0: "

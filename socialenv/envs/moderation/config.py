@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from policysim_infra.validation import Limit, check_fields
 from socialenv.core.lever import LeverConfig
 from socialenv.mechanisms.governance import ModerationConfig
-
-MODERATION_LEVER_LIMITS = {"budget": Limit(ge=1, le=10_000)}
 
 
 @dataclass(frozen=True)
@@ -23,9 +21,11 @@ class ModerationLeverConfig(LeverConfig):
             config (None: the defaults); becomes a ``ModerationConfig``.
     """
 
-    budget: int = 10
+    size_fields: ClassVar[tuple[str, ...]] = ('moderation={"targets": ...}', "budget")
+
+    budget: Annotated[int, Limit(ge=1, le=10_000)] = 10
     moderation: Any = None
 
     def __post_init__(self) -> None:
-        check_fields(self, "", MODERATION_LEVER_LIMITS)
+        check_fields(self, "")
         object.__setattr__(self, "moderation", ModerationConfig.from_spec(self.moderation))

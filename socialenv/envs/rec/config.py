@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 
@@ -15,12 +15,6 @@ from socialenv.core.config import (
     MAX_ARMS,
 )
 from socialenv.core.lever import LeverConfig
-
-REC_LEVER_LIMITS = {
-    "lever_share": Limit(gt=0, le=1),
-    "budget": Limit(ge=1, le=10_000),
-    "candidate_users": Limit(ge=1, le=100_000),
-}
 
 
 @dataclass(frozen=True)
@@ -43,14 +37,20 @@ class RecLeverConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = "candidate_users"
+    size_fields: ClassVar[tuple[str, ...]] = (
+        "candidate_users",
+        "lever_share",
+        "candidates",
+        "budget",
+    )
 
-    lever_share: float = DEFAULT_LEVER_SHARE
-    budget: int = 5
-    candidate_users: int | None = None
+    lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
+    budget: Annotated[int, Limit(ge=1, le=10_000)] = 5
+    candidate_users: Annotated[int | None, Limit(ge=1, le=100_000)] = None
     candidates: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CANDIDATE_MIX))
 
     def __post_init__(self) -> None:
-        check_fields(self, "", REC_LEVER_LIMITS)
+        check_fields(self, "")
         mix = self.candidates
         check(
             isinstance(mix, dict)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from policysim_infra.validation import Limit, check, check_fields
 from socialenv.core.config import DEFAULT_LEVER_SHARE
 from socialenv.core.lever import LeverConfig
-
-FEED_CAP_LIMITS = {"lever_share": Limit(gt=0, le=1), "caps": Limit(max_len=32)}
 
 
 @dataclass(frozen=True)
@@ -20,12 +18,13 @@ class FeedCapConfig(LeverConfig):
     """
 
     users_field: ClassVar[str | None] = None
+    size_fields: ClassVar[tuple[str, ...]] = ("lever_share", "caps")
 
-    lever_share: float = DEFAULT_LEVER_SHARE
-    caps: tuple[int, ...] = (0, 4, 8)
+    lever_share: Annotated[float, Limit(gt=0, le=1)] = DEFAULT_LEVER_SHARE
+    caps: Annotated[tuple[int, ...], Limit(max_len=32)] = (0, 4, 8)
 
     def __post_init__(self) -> None:
-        check_fields(self, "", FEED_CAP_LIMITS)
+        check_fields(self, "")
         check(
             len(self.caps) >= 1 and all(0 <= c <= 100 for c in self.caps),
             "caps",

@@ -66,7 +66,7 @@ def test_an_installed_distribution_declares_a_plugin_by_entry_point(
     from socialenv.envs import policy_registry
 
     monkeypatch.delenv(plugins.PLUGINS_ENV_VAR, raising=False)
-    monkeypatch.setattr(policy_registry, "_PLUGIN_POLICIES", dict(policy_registry._PLUGIN_POLICIES))
+    monkeypatch.setattr(policy_registry, "_REGISTRY", dict(policy_registry._REGISTRY))
     _install_distribution(
         fresh,
         "entry_point_policysim_plugin",
