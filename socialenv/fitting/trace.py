@@ -255,11 +255,11 @@ def merge_traces(traces: Sequence[Trace], meta: dict[str, Any] | None = None) ->
         if all(isinstance(t.meta.get(key), list) for t in traces):
             out[key] = [v for t in traces for v in t.meta[key]]
     for key in sorted({k for t in traces for k in t.meta} - {"tables", "created", "storage"}):
-        values = [t.meta.get(key) for t in traces]
+        meta_values = [t.meta.get(key) for t in traces]
         if (
             key not in PER_EPISODE_META
             and key != "episodes"
-            and any(v != values[0] for v in values)
+            and any(v != meta_values[0] for v in meta_values)
         ):
             out[f"{key}_per_episode"] = [
                 t.meta.get(key) for t in traces for _ in range(t.meta["episodes"])
