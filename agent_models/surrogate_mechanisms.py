@@ -26,6 +26,7 @@ calibration benchmark picks it up from :data:`MECHANISMS`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -83,28 +84,28 @@ class Mechanism:
         return cls(**{local: getattr(config, field) for local, field in cls.FIELDS.items()})
 
 
-class ReactionMechanism(Mechanism):
+class ReactionMechanism(Mechanism, ABC):
+    @abstractmethod
     def moves(self, reacted: Reacted) -> np.ndarray:
         """(M,) bool: the reactions this mechanism moves."""
-        raise NotImplementedError
 
+    @abstractmethod
     def step(self, reacted: Reacted) -> np.ndarray:
         """(M,) float64: each reaction's move (0 where :meth:`moves` is False)."""
-        raise NotImplementedError
 
 
-class OpinionMechanism(Mechanism):
+class OpinionMechanism(Mechanism, ABC):
+    @abstractmethod
     def apply(self, opinion: np.ndarray, round_input: RoundInput, anchor: np.ndarray) -> None:
         """Update the (N,) float64 ``opinion`` in place (``anchor``: the opinions at reset)."""
-        raise NotImplementedError
 
 
-class BeliefMechanism(Mechanism):
+class BeliefMechanism(Mechanism, ABC):
+    @abstractmethod
     def spread(
         self, round_input: RoundInput, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """The users whose belief flipped this round and their new belief."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
