@@ -2,7 +2,9 @@
 
     python benchmarks/zoo.py                                  # 1,000 users, 10 rounds, seeds 0-4
     python benchmarks/zoo.py --reward-form paper              # the same zoo, v0's Eq. 9 / Eq. 10
-    python benchmarks/zoo.py --grid --seeds 3                 # 300/1,000/3,000 users × 3 lever shares
+    python benchmarks/zoo.py --grid                           # 300/1,000/3,000 users × 3 lever shares
+    python benchmarks/zoo.py --train-episodes 3               # learners first train 3 episodes
+    python benchmarks/zoo.py --reward reply_toxicity_weight=8 # one reward weight changed
     python benchmarks/zoo.py --first-seed 10 --seeds 10       # unseen seeds 10-19
     python benchmarks/zoo.py --out benchmarks/results/zoo     # publish
 
@@ -20,12 +22,21 @@ Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it 
 - the best learner against the best rule on the objective (paired), the oracle's headroom
   over Origin and the share of it the best learner reaches, learners vs Origin on the
   civil cross-stance reactions and on toxicity (Rec), and the round-0 reward of the
-  untrained LinUCB against random (paired).
+  untrained LinUCB against random (paired; with ``--train-episodes``, the trained LinUCB's).
+
+``--train-episodes K`` lets every learner play K training episodes on its own seeds
+(1,000,000 + 100·seed + j, never an evaluation seed) before the evaluation episode, in
+which it goes on learning; the rules, random, Origin and the oracle do not train.
+
+``--reward KEY=VALUE`` (repeatable) sets a field of the env's ``RewardConfig`` for every
+policy (validated by the env; e.g. ``reply_toxicity_weight``, ``clean_removal_cost``): the
+trade-off between the declared objective and the audit metrics as a weight moves.
 
 ``--grid`` plays Origin, random, LinUCB and the oracle at 300, 1,000 and 3,000 users and
-lever shares 0.1, 0.25 and 0.5 and reports each one's paired Δ objective vs Origin and
+lever shares 0.075, 0.15 (the default) and 0.3 and reports each one's paired Δ objective vs Origin and
 LinUCB − random. Writes ``zoo.json`` (``zoo_paper.json``, ``zoo_grid.json``; with
-``_seeds<first>-<last>`` unless the seeds start at 0) to ``--out`` (default
+``_seeds<first>-<last>`` unless the seeds start at 0, ``_train<K>`` with training episodes,
+``_<key><value>`` per reward override) to ``--out`` (default
 ``runs/benchmarks``, untracked) with the CPU seconds it took.
 """
 
@@ -40,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from trajectory_digest import library_versions
 
 from policysim_infra.progress import add_quiet_option, progress_bar
 
@@ -60,7 +72,10 @@ ZOO: dict[str, dict[str, Any]] = {
 ALIASES = {"mute_all": "fixed_level", "let_all": "fixed_level", "half_all": "fixed_level"}
 RULE_KWARGS = {"mute_all": {"level": 0.0}, "let_all": {"level": 1.0}, "half_all": {"level": 0.5}}
 GRID_USERS = (300, 1000, 3000)
-GRID_SHARES = (0.1, 0.25, 0.5)
+GRID_SHARES = (0.075, 0.15, 0.3)
+#: seeds of learner training episodes: TRAIN_SEED_BASE + 100·seed + j (disjoint from the
+#: evaluation seeds, ``seed·1000``, for seeds below 1,000)
+TRAIN_SEED_BASE = 1_000_000
 
 
 def play(
@@ -69,9 +84,12 @@ def play(
     seeds: list[int],
     env_kwargs: dict[str, Any],
     quiet: bool = True,
+    train_episodes: int = 0,
+    learners: tuple[str, ...] = (),
 ) -> dict[str, list[dict[str, float]]]:
     """policy -> per seed: mean reward, objective and audit metric over the episode, final
-    misinformation, round-0 reward (the episode seed is ``seed * 1000``, the runner's)."""
+    misinformation, round-0 reward (the episode seed is ``seed * 1000``, the runner's). The
+    policies in ``learners`` first play ``train_episodes`` episodes on training seeds."""
     import gymnasium as gym
 
     import socialenv  # noqa: F401
@@ -85,6 +103,9 @@ def play(
         for seed in seeds:
             env = gym.make(env_id, **env_kwargs)
             policy = build_policy(ALIASES.get(name, name), env, seed, **RULE_KWARGS.get(name, {}))
+            if name in learners:
+                for episode in range(train_episodes):
+                    play_episode(env, policy, TRAIN_SEED_BASE + 100 * seed + episode)
             rows = play_episode(env, policy, seed * 1000)
             env.close()
             mean = {
@@ -128,7 +149,9 @@ def excludes_zero(cell: dict[str, float]) -> bool:
     return cell["ci95"] is not None and abs(cell["mean"]) > cell["ci95"]
 
 
-def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+def analyse(
+    env_id: str, results: dict[str, list[dict[str, float]]], trained: bool = False
+) -> dict[str, Any]:
     from scipy import stats
 
     spec = ZOO[env_id]
@@ -188,12 +211,13 @@ def analyse(env_id: str, results: dict[str, list[dict[str, float]]]) -> dict[str
         }
         for p in [*learners, oracle]
     }
-    report["untrained_linucb_round0_vs_random"] = diff(results, "linucb", "random", "reward_round0")
+    key = "trained_linucb_round0_vs_random" if trained else "untrained_linucb_round0_vs_random"
+    report[key] = diff(results, "linucb", "random", "reward_round0")
     return report
 
 
 def grid(
-    env_id: str, seeds: list[int], rounds: int, form: str, quiet: bool = True
+    env_id: str, seeds: list[int], rounds: int, reward: dict[str, Any], quiet: bool = True
 ) -> list[dict[str, Any]]:
     rows = []
     oracle = ZOO[env_id]["oracle"]
@@ -206,7 +230,7 @@ def grid(
                 "num_users": users,
                 "rounds": rounds,
                 "lever_share": share,
-                "reward": {"form": form},
+                "reward": reward,
             }
             start = time.process_time()
             res = play(env_id, ["origin", "random", "linucb", oracle], seeds, kwargs)
@@ -232,6 +256,22 @@ def grid(
     return rows
 
 
+def parse_reward_overrides(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, float]:
+    """``["key=value", ...]`` -> {key: float(value)}; the env validates the keys and values."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            overrides[key] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not key:
+            parser.error(
+                f"--reward takes KEY=VALUE with a number, e.g. hostile_weight=2; got {item!r}"
+            )
+    return overrides
+
+
 def fmt(cell: dict[str, float]) -> str:
     if cell["ci95"] is None:
         return f"{cell['mean']:+.4f}"
@@ -245,13 +285,29 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--reward-form", choices=("objective", "paper"), default="objective")
+    parser.add_argument(
+        "--train-episodes",
+        type=int,
+        default=0,
+        help="training episodes each learner plays on its own seeds before the evaluation one",
+    )
     parser.add_argument("--envs", nargs="+", default=list(ZOO), choices=list(ZOO))
     parser.add_argument(
         "--grid", action="store_true", help="sizes × lever shares instead of the zoo"
     )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
+    parser.add_argument(
+        "--reward",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a RewardConfig field for every policy, e.g. reply_toxicity_weight=8 (repeatable)",
+    )
     add_quiet_option(parser)
     args = parser.parse_args()
+    if args.train_episodes < 0:
+        parser.error("--train-episodes must be >= 0")
+    overrides = parse_reward_overrides(parser, args.reward)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     start = time.process_time()
     report: dict[str, Any] = {
@@ -261,21 +317,27 @@ def main() -> None:
             "rounds": args.rounds,
             "reward_form": args.reward_form,
             "grid": args.grid,
+            "train_episodes": args.train_episodes,
+            "reward_overrides": overrides,
+            "versions": library_versions(),  # the trajectories depend on them
         }
     }
     for env_id in args.envs:
         if args.grid:
-            report[env_id] = grid(env_id, seeds, args.rounds, args.reward_form, args.quiet)
+            reward = {"form": args.reward_form, **overrides}
+            report[env_id] = grid(env_id, seeds, args.rounds, reward, args.quiet)
             continue
         spec = ZOO[env_id]
         policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
         kwargs = {
             "num_users": args.users,
             "rounds": args.rounds,
-            "reward": {"form": args.reward_form},
+            "reward": {"form": args.reward_form, **overrides},
         }
-        results = play(env_id, policies, seeds, kwargs, args.quiet)
-        a = analyse(env_id, results)
+        results = play(
+            env_id, policies, seeds, kwargs, args.quiet, args.train_episodes, spec["learners"]
+        )
+        a = analyse(env_id, results, trained=args.train_episodes > 0)
         report[env_id] = {"per_seed": results, **a}
         audit = spec["audit"][0]
         print(f"\n{env_id} ({args.reward_form} reward), {len(seeds)} seeds")
@@ -306,15 +368,21 @@ def main() -> None:
         )
         for p, cells in a["learners_vs_origin"].items():
             print(f"  {p} − origin: " + ", ".join(f"{k} {fmt(c)}" for k, c in cells.items()))
-        print(
-            f"untrained LinUCB − random, round-0 reward: {fmt(a['untrained_linucb_round0_vs_random'])}"
-        )
+        if args.train_episodes:
+            label, key = f"LinUCB after {args.train_episodes} training episodes", "trained"
+        else:
+            label, key = "untrained LinUCB", "untrained"
+        print(f"{label} − random, round-0 reward: {fmt(a[f'{key}_linucb_round0_vs_random'])}")
     report["cpu_seconds"] = time.process_time() - start
     report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)
     name = "zoo_grid" if args.grid else f"zoo{'' if args.reward_form == 'objective' else '_paper'}"
     if args.first_seed:
         name += f"_seeds{seeds[0]}-{seeds[-1]}"
+    if args.train_episodes:
+        name += f"_train{args.train_episodes}"
+    for key, value in overrides.items():
+        name += f"_{key}{value:g}"
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")
