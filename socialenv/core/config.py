@@ -158,7 +158,8 @@ class RewardConfig:
       −``hostile_weight`` for a hostile one (a dislike, a reply at or above
       ``hostile_toxicity``), −``reply_toxicity_weight`` × the toxicity of a reply.
     - Exposure: a clean impression removed costs ``clean_removal_cost`` (in users newly
-      misinformed: 0.002 = 500 removed clean impressions weigh as much as one user misled).
+      misinformed: 0.001 = 1,000 removed clean impressions weigh as much as one user misled;
+      measured against 0, 0.0005, 0.002 and 0.02 in BENCHMARKS.md, *Policy zoo*).
     """
 
     stance_weight: Annotated[float, Limit(ge=0, le=1)] = 1.0
@@ -172,7 +173,7 @@ class RewardConfig:
     form: str = "objective"
     hostile_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
     reply_toxicity_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
-    clean_removal_cost: Annotated[float, Limit(ge=0, le=1)] = 0.002
+    clean_removal_cost: Annotated[float, Limit(ge=0, le=1)] = 0.001
 
     def __post_init__(self) -> None:
         check_fields(self, "reward.")  # types and the limits declared with the fields

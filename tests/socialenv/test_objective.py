@@ -186,9 +186,26 @@ def test_exposure_objective_charges_silencing_and_is_the_step_reward() -> None:
     charged = _play_level(0.0)
     assert charged["clean_removed_per_user"] > 0
     assert charged["objective"] == pytest.approx(
-        free["objective"] - 0.002 * charged["clean_removed_per_user"]
+        free["objective"] - 0.001 * charged["clean_removed_per_user"]
     )
     assert charged["reward"] == charged["objective"]
+
+
+def test_exposure_arm_rewards_when_removal_is_free_and_nobody_was_misled() -> None:
+    # seed 2, 300 users: round 7 misleads nobody; with a free removal the rewards' scale,
+    # uptake + clean_removal_cost, is 0 there (it divided by it: NaN rewards)
+    env = gym.make(
+        "PolicySim-Exposure-v0", num_users=300, rounds=8, reward={"clean_removal_cost": 0.0}
+    )
+    obs, _ = env.reset(seed=2)
+    policy = make_policy("fixed_level", env, level=0.0)
+    for _ in range(8):
+        obs, _, _, _, info = env.step(select_action(policy, obs, env.unwrapped))
+        assert np.isfinite(info["arm_rewards"]).all()
+    assert info["metrics"]["misinformation_uptake"] == 0.0
+    applied = info["arm_applied"]
+    assert applied.any()
+    np.testing.assert_array_equal(info["arm_rewards"][applied], 0.5)
 
 
 def test_exposure_objective_by_hand() -> None:
@@ -200,7 +217,7 @@ def test_exposure_objective_by_hand() -> None:
     newly = (sim.users.misinformed & ~result.misinformed_before).sum()
     recovered = (~sim.users.misinformed & result.misinformed_before).sum()
     clean_removed = (result.impression_removed & ~sim.posts.misinfo[result.impression_post]).sum()
-    expected = (recovered - newly - 0.002 * clean_removed) / len(result.active)
+    expected = (recovered - newly - 0.001 * clean_removed) / len(result.active)
     assert info["metrics"]["objective"] == pytest.approx(expected)
     assert reward == pytest.approx(expected)
 

@@ -96,11 +96,15 @@ class ExposureEnv(PolicySimEnv):
         objective = (users who recovered − users newly misinformed
                      − c·clean impressions removed) / active users
 
-    c = ``reward.clean_removal_cost`` (0.002: 500 clean impressions removed weigh as much
+    c = ``reward.clean_removal_cost`` (0.001: 1,000 clean impressions removed weigh as much
     as one user misled). Silencing costs, so "mute everyone" is not free; summed over an
     episode the misinformation part is the change of the misinformed share, so the
     objective orders policies as the final ``misinformation_ratio`` does, less the cost of
-    the clean reach they removed. ``newly_misinformed``, ``clean_removed_per_user`` and
+    the clean reach they removed. The weight trades one against the other (policy zoo,
+    seeds 0–4 / 10–19, Spearman of the objective with −final misinformation): c = 0 gives
+    0.99 / 0.99 and makes "mute all" the best rule; 0.001 gives 0.98 / 0.95 with
+    suppress-flagged the best rule; 0.002 gave 0.94 / 0.77; 0.02 makes the hidden-state
+    oracle no better than Origin. ``newly_misinformed``, ``clean_removed_per_user`` and
     ``misinformation_uptake`` are reported beside it.
 
     **Reward** (``reward.form="objective"``, the default). Each author i with impressions
@@ -167,6 +171,10 @@ class ExposureEnv(PolicySimEnv):
       26's memory budget); an honest
       ``policy_share`` (was: share of impressions of governed authors, level 1 included);
       scaled features 3, 4, 7, 8 and ``norm_pad``.
+    * v0, issue 20 (second step): ``reward.clean_removal_cost`` 0.002 → 0.001 (at 0.002 the
+      silencing cost reordered the broad-muting policies against the final misinformation
+      ratio: Spearman 0.77 on seeds 10–19); the arm reward is 0.5 (no effect) when the
+      round's uptake and the removal cost are both 0 (it was NaN).
     """
 
     num_arm_features = len(EXPOSURE_ARM_FEATURES)
@@ -350,7 +358,9 @@ class ExposureEnv(PolicySimEnv):
             change_of[authors] = change
             per_impression = change_of[applied_users] / np.maximum(chosen["impressions"], 1)
             scale = objective["misinformation_uptake"] + self.config.reward.clean_removal_cost
-            rewards = np.clip(0.5 + 0.5 * per_impression / scale, 0.0, 1.0).astype(np.float32)
+            # scale 0 (no uptake this round, removal free): nothing removed changed anything
+            ratio = per_impression / scale if scale > 0 else np.zeros_like(per_impression)
+            rewards = np.clip(0.5 + 0.5 * ratio, 0.0, 1.0).astype(np.float32)
             self._platform_reward = objective["objective"]
         new_posts = slice(sim.round_start[-2], sim.round_start[-1])
         mis, flag = sim.posts.misinfo[new_posts], sim.posts.flagged[new_posts]
