@@ -16,7 +16,10 @@ reply of every round is put in one of eight cells:
 - a *cross*-stance pair or not.
 
 Per cell it reports replies per round and their mean toxicity, and the paired change of
-the round's summed reply toxicity against Origin, so the excess can be attributed: the
+the round's summed reply toxicity against Origin, so the excess can be attributed; and how
+well the platform's observed civility signals (the Rec arm features: the toxicity of a
+user's recent posts, of their replies as its classifier scores them, the civil share of
+their cross-stance reactions) rank the users' hidden toxicity propensity. The
 policy's slots go to a sampled share of active users, civil and hostile-prone alike, and a
 slate policy must fill them (a slate value of ``no_op`` leaves a slot to the built-in
 recommender, but the bandits pick ``budget`` arms per user). Reads the hidden propensity:
@@ -50,9 +53,16 @@ CELLS = tuple(
 )
 
 
+#: the platform's observed civility signals (arm features of PolicySim-Rec-v0)
+SIGNALS = ("recent_toxicity", "reply_toxicity", "cross_civility")
+
+
 def reply_cells(env: Any) -> dict[str, float]:
     """The last round's replies per cell: count (``<cell>_n``) and summed toxicity
-    (``<cell>_tox``)."""
+    (``<cell>_tox``); and, over the round's active users, the rank correlation of each
+    observed civility signal with the hidden toxicity propensity (``rank_<signal>``)."""
+    from scipy.stats import spearmanr
+
     from agent_models.types import Behaviour
 
     base = env.unwrapped
@@ -71,6 +81,16 @@ def reply_cells(env: Any) -> dict[str, float]:
                 name = f"{who}_{writer}_{pair}"
                 row[f"{name}_n"] = float(cell.sum())
                 row[f"{name}_tox"] = float(out.react_toxicity[cell].sum())
+    active = result.active
+    observed = base._observed_history()
+    signals = {
+        "recent_toxicity": base.sim.recent_toxicity[active],
+        "reply_toxicity": observed["reply_toxicity"][active],
+        "cross_civility": observed["cross_civility"][active],
+    }
+    propensity = base.sim.users.toxicity_propensity[active]
+    for signal, values in signals.items():
+        row[f"rank_{signal}"] = float(spearmanr(values, propensity).statistic)
     return row
 
 
@@ -96,6 +116,7 @@ def play(
             env.close()
             keys = ["toxicity", "civil_cross_reactions_per_user", "objective"]
             keys += [f"{c}_{s}" for c in CELLS for s in ("n", "tox")]
+            keys += [f"rank_{signal}" for signal in SIGNALS]
             means = {key: float(np.mean([r[key] for r in rows])) for key in keys}
             means["reply_toxicity_sum"] = sum(means[f"{c}_tox"] for c in CELLS)
             results[name].append(means)
@@ -146,6 +167,11 @@ def main() -> None:
         for cell in CELLS:
             n, tox = m[f"{cell}_n"], m[f"{cell}_tox"]
             print(f"    {cell:30s} {n:7.1f} ({tox / n if n else 0.0:.3f})")
+    ranks = ", ".join(
+        f"{signal} {np.mean([means[p][f'rank_{signal}'] for p in POLICIES]):+.2f}"
+        for signal in SIGNALS
+    )
+    print(f"rank correlation with the hidden toxicity propensity (active users): {ranks}")
     for name, cells in versus_origin.items():
         print(
             f"{name} − origin: toxicity {fmt(cells['toxicity'])}, civil cross / user "
