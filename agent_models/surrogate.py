@@ -448,8 +448,12 @@ class SurrogateBrain(Brain):
 
     def mechanisms(self) -> list[Mechanism]:
         """The config's mechanisms (:data:`~agent_models.surrogate_mechanisms.MECHANISMS`), in
-        the order a round applies them."""
-        return [kind.from_config(self.config) for kind in MECHANISMS]
+        the order a round applies them (built once per config: the config is frozen)."""
+        built = getattr(self, "_mechanisms", None)
+        if built is None or built[0] is not self.config:
+            built = (self.config, [kind.from_config(self.config) for kind in MECHANISMS])
+            self._mechanisms = built
+        return list(built[1])
 
     def _update_opinions(
         self, round_input: RoundInput, reactions: _Reactions

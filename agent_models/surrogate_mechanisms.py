@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,12 +58,12 @@ class Reacted:
     positive: np.ndarray
     hostile: np.ndarray
 
-    @property
+    @cached_property
     def delta(self) -> np.ndarray:
         """(M,) s_p − o_u."""
         return self.stance - self.opinion
 
-    @property
+    @cached_property
     def civil(self) -> np.ndarray:
         """(M,) a positive reaction or a reply that is not hostile."""
         return self.positive | ((self.kind == Behaviour.REPLY) & ~self.hostile)

@@ -62,7 +62,7 @@ class RecLever(Lever):
         arm_key = user * n_posts + post
         react_key = out.react_user * n_posts + out.react_post
         # the arms' (user, post) pairs are distinct (one row of distinct candidates per user)
-        distinct, pair = np.unique(arm_key, return_inverse=True)
+        distinct, pair = kernels.unique_inverse(arm_key)
         choice_of_pair = np.empty(len(distinct), np.int64)
         choice_of_pair[pair.reshape(-1)] = np.arange(len(arm_key))
         position = np.searchsorted(distinct, react_key)
