@@ -146,12 +146,14 @@ _REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
-    """``values.take(user, axis=0)``: (*user.shape, *values.shape[1:]). A (R, F) ``user`` that
-    repeats one id along each row (a broadcast, as a feed's owner is) is gathered once per row
-    and repeated: the same array, without F random reads of each user's row."""
+    """``values.take(user, axis=0)``: (*user.shape, *values.shape[1:]), read-only. A (R, F)
+    ``user`` that repeats one id along each row (a broadcast, as a feed's owner is) is
+    gathered once per row and broadcast along the row: the same values, without F random
+    reads or copies of each user's row (NumPy's elementwise ops and ``einsum`` give the same
+    bits on the broadcast view as on a copy)."""
     if user.ndim == 2 and user.shape[1] > 1 and user.strides[1] == 0:
         rows = values.take(user[:, 0], axis=0)
-        return np.repeat(rows, user.shape[1], axis=0).reshape(user.shape + values.shape[1:])
+        return np.broadcast_to(rows[:, None], user.shape + values.shape[1:])
     return values.take(user, axis=0)
 
 
