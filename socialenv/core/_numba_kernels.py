@@ -788,3 +788,86 @@ def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> N
 
 
 KERNELS["scatter_add_rows"] = _scatter_add_rows
+
+
+# ----------------------------------------------------------------------------- step overhead
+@jit
+def _cluster_draws(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    # a post of the row's cluster per draw (the whole range if the cluster is empty), the
+    # offsets truncated from float64 products as NumPy's astype(int64) does
+    u, m = draw.shape
+    out = np.empty((u, m), np.int64)
+    last = len(by_cluster) - 1
+    span = np.float64(hi - lo)
+    for r in range(u):
+        c = user_cluster[r]
+        start = cluster_start[c]
+        size = cluster_start[c + 1] - start
+        scale = np.float64(size)
+        for j in range(m):
+            if size > 0:
+                out[r, j] = lo + by_cluster[min(start + np.int64(draw[r, j] * scale), last)]
+            else:
+                out[r, j] = lo + np.int64(draw[r, j] * span)
+    return out
+
+
+KERNELS["cluster_draws"] = _cluster_draws
+
+
+@jit
+def _exposure_filter(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    # slot removed where its draw is at least its author's pass probability
+    b, f = feed.shape
+    out = feed.copy()
+    removed = 0
+    for r in range(b):
+        for j in range(f):
+            post = feed[r, j]
+            if post >= 0 and draw[r, j] >= exposure[post_author[post]]:
+                out[r, j] = -1
+                removed += 1
+    return out, removed
+
+
+KERNELS["exposure_filter"] = _exposure_filter
+
+
+@jit
+def _feed_impressions(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # the valid slots row-major: mask, user, post, author, removed by the filter
+    b, f = feed.shape
+    valid = feed >= 0
+    count = 0
+    for r in range(b):
+        for j in range(f):
+            if valid[r, j]:
+                count += 1
+    user = np.empty(count, owner.dtype)
+    post = np.empty(count, feed.dtype)
+    author = np.empty(count, post_author.dtype)
+    removed = np.empty(count, np.bool_)
+    i = 0
+    for r in range(b):
+        for j in range(f):
+            if valid[r, j]:
+                user[i] = owner[r]
+                post[i] = feed[r, j]
+                author[i] = post_author[feed[r, j]]
+                removed[i] = filtered[r, j] < 0
+                i += 1
+    return valid, user, post, author, removed
+
+
+KERNELS["feed_impressions"] = _feed_impressions

@@ -897,3 +897,108 @@ def scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> No
         np.add.at(out, index, rows)
         return
     _active["scatter_add_rows"](out, index.astype(np.int64, copy=False), rows)
+
+
+# ----------------------------------------------------------------------------- step overhead
+# Kernels of issue 24's per-step overhead: each fuses a run of small NumPy calls of one round
+# (integer and comparison work only, so both versions agree bit for bit).
+def cluster_draws_numpy(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """(U, m) post ids: draw ``draw[r, j]`` (uniform in [0, 1)) picks a post of cluster
+    ``user_cluster[r]`` (``by_cluster[cluster_start[c]:cluster_start[c + 1]]`` are its
+    offsets from ``lo``), or of the whole range ``lo..hi-1`` where that cluster is empty."""
+    start = cluster_start[user_cluster]
+    size = cluster_start[user_cluster + 1] - start
+    in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
+    anywhere = (draw * (hi - lo)).astype(np.int64)
+    return lo + np.where(
+        size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+    )
+
+
+_NUMPY["cluster_draws"] = cluster_draws_numpy
+
+
+def cluster_draws(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """See :func:`cluster_draws_numpy` (``by_cluster`` not empty)."""
+    return _active["cluster_draws"](
+        np.ascontiguousarray(draw, np.float64),
+        user_cluster.astype(np.int64, copy=False),
+        cluster_start.astype(np.int64, copy=False),
+        by_cluster.astype(np.int64, copy=False),
+        int(lo),
+        int(hi),
+    )
+
+
+def exposure_filter_numpy(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """The feed with slot (r, j) removed (-1) where ``draw[r, j] >= exposure[author]`` of its
+    post, and the number removed."""
+    valid = feed >= 0
+    p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)
+    removed = valid & (draw >= p)
+    return np.where(removed, -1, feed), int(removed.sum())
+
+
+_NUMPY["exposure_filter"] = exposure_filter_numpy
+
+
+def exposure_filter(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """See :func:`exposure_filter_numpy` (2-D ``feed`` and ``draw`` of one shape)."""
+    if feed.ndim != 2 or draw.shape != feed.shape:
+        return exposure_filter_numpy(feed, post_author, exposure, draw)
+    filtered, removed = _active["exposure_filter"](
+        np.ascontiguousarray(feed, np.int64), post_author, exposure, draw
+    )
+    return filtered, int(removed)
+
+
+def feed_impressions_numpy(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate impressions of (B, F) ``feed`` (row-major over its valid slots): the
+    (B, F) valid mask, each impression's user (``owner[r]``), post, the post's author and
+    whether ``filtered`` removed it."""
+    valid = feed >= 0
+    post = feed[valid]
+    return (
+        valid,
+        np.broadcast_to(owner[:, None], feed.shape)[valid],
+        post,
+        post_author[post],
+        filtered[valid] < 0,
+    )
+
+
+_NUMPY["feed_impressions"] = feed_impressions_numpy
+
+
+def feed_impressions(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`feed_impressions_numpy` (``owner``: (B,) the user of each row)."""
+    if feed.ndim != 2 or filtered.shape != feed.shape or owner.shape != feed.shape[:1]:
+        return feed_impressions_numpy(feed, filtered, owner, post_author)
+    return _active["feed_impressions"](
+        np.ascontiguousarray(feed, np.int64),
+        np.ascontiguousarray(filtered, np.int64),
+        owner.astype(np.int64, copy=False),
+        post_author,
+    )

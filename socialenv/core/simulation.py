@@ -406,19 +406,20 @@ class Simulation:
         owner = np.broadcast_to(active[:, None], feed.shape)
         feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
         feed = self.lever.filter_feeds(feed, owner, t, _LazyRng(self, t, Stream.LEVER))
-        valid = feed >= 0
         filtered, removed_count = self.exposure_control.filter(
             feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
         )
-        impression_post = feed[valid]
+        valid, user, post, author, removed = kernels.feed_impressions(
+            feed, filtered, active, self.posts.author
+        )
         return _FilteredFeeds(
             feed=filtered,
             valid=valid,
             removed_count=removed_count,
-            impression_user=owner[valid],
-            impression_post=impression_post,
-            impression_author=self.posts.author[impression_post],
-            impression_removed=filtered[valid] < 0,
+            impression_user=user,
+            impression_post=post,
+            impression_author=author,
+            impression_removed=removed,
         )
 
     def _news(self, t: int) -> list[Any]:

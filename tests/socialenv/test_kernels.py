@@ -604,3 +604,57 @@ def test_scatter_add_rows_is_bit_identical_to_add_at(compiled, dtype):
     reference = np.zeros((24, 16), dtype)
     np.add.at(reference, index, rows)
     np.testing.assert_array_equal(twin, reference)
+
+
+def test_cluster_draws_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(11)
+    for clusters, posts, lo in [(16, 2000, 3000), (5, 7, 0), (9, 1, 12)]:
+        cluster = rng.integers(0, clusters, posts)
+        by_cluster = np.argsort(cluster, kind="stable")
+        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(clusters + 1))
+        user_cluster = rng.integers(0, clusters, 300)
+        draw = rng.random((300, 20))
+        draw[0, :3] = [0.0, np.nextafter(1.0, 0.0), 0.5]
+        expected = kernels.cluster_draws_numpy(
+            draw, user_cluster, cluster_start, by_cluster, lo, lo + posts
+        )
+        got = compiled["cluster_draws"](
+            draw, user_cluster, cluster_start, by_cluster, lo, lo + posts
+        )
+        assert _bits(got) == _bits(expected)
+        empty = np.diff(cluster_start) == 0
+        if empty.any():  # a user of an empty cluster draws from the whole range
+            row = np.flatnonzero(empty[user_cluster])
+            assert ((expected[row] >= lo) & (expected[row] < lo + posts)).all()
+
+
+@pytest.mark.parametrize("exposure_dtype", [np.float32, np.float64])
+def test_exposure_filter_and_impressions_bit_identical_to_numpy(compiled, exposure_dtype):
+    rng = np.random.default_rng(12)
+    post_author = rng.integers(0, 50, 400)
+    exposure = rng.random(50).astype(exposure_dtype)
+    exposure[:5] = [0.0, 1.0, 0.5, 0.25, 0.75]
+    feed = rng.integers(-1, 400, (120, 12))
+    feed[rng.random(feed.shape) < 0.2] = -1
+    draw = rng.random(feed.shape)
+    # a draw equal to its author's pass probability removes the post, one just below keeps it
+    feed[0, :2] = np.flatnonzero(post_author == 2)[0]
+    draw[0, :2] = [0.5, np.nextafter(0.5, 0.0)]
+    expected, expected_removed = kernels.exposure_filter_numpy(feed, post_author, exposure, draw)
+    got, removed = compiled["exposure_filter"](feed, post_author, exposure, draw)
+    assert _bits(got) == _bits(expected) and removed == expected_removed > 0
+    assert expected[0, 0] == -1 and expected[0, 1] == feed[0, 1]
+    owner = rng.integers(0, 50, len(feed))
+    want = kernels.feed_impressions_numpy(feed, expected, owner, post_author)
+    have = compiled["feed_impressions"](feed, expected, owner, post_author)
+    for a, b in zip(have, want, strict=True):
+        assert _bits(a) == _bits(b)
+    assert want[4].sum() == expected_removed
+
+
+def test_feed_impressions_of_an_empty_feed(backend):
+    feed = np.full((3, 4), -1, np.int64)
+    valid, user, post, author, removed = kernels.feed_impressions(
+        feed, feed, np.arange(3), np.zeros(0, np.int64)
+    )
+    assert not valid.any() and len(user) == len(post) == len(author) == len(removed) == 0
