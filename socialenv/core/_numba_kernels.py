@@ -871,3 +871,33 @@ def _feed_impressions(
 
 
 KERNELS["feed_impressions"] = _feed_impressions
+
+
+@jit
+def _author_history(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    keep: Any,
+    rest: float,
+) -> None:
+    # per-author sums in text order (as np.bincount's weights), then the EMA of the authors
+    n = len(recent_toxicity)
+    count = np.zeros(n, np.int64)
+    tox = np.zeros(n, np.float64)
+    mis = np.zeros(n, np.float64)
+    for i in range(len(author)):
+        a = author[i]
+        count[a] += 1
+        tox[a] += toxicity[i]
+        mis[a] += misinfo[i]
+    for u in range(n):
+        if count[u] > 0:
+            c = np.float64(count[u])
+            recent_toxicity[u] = keep * recent_toxicity[u] + rest * (tox[u] / c)
+            recent_misinfo[u] = keep * recent_misinfo[u] + rest * (mis[u] / c)
+
+
+KERNELS["author_history"] = _author_history

@@ -1002,3 +1002,58 @@ def feed_impressions(
         owner.astype(np.int64, copy=False),
         post_author,
     )
+
+
+def author_history_numpy(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    decay: float,
+) -> None:
+    """In place: each author's ``recent_*`` ← decay · recent + (1 − decay) · the mean over
+    the texts they wrote (``toxicity``, ``misinfo`` per text of ``author``)."""
+    n = len(recent_toxicity)
+    count = np.bincount(author, minlength=n)
+    wrote = count > 0
+    mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
+    mean_mis = (
+        np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote] / count[wrote]
+    )
+    recent_toxicity[wrote] = decay * recent_toxicity[wrote] + (1 - decay) * mean_tox
+    recent_misinfo[wrote] = decay * recent_misinfo[wrote] + (1 - decay) * mean_mis
+
+
+_NUMPY["author_history"] = author_history_numpy
+
+
+def author_history(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    decay: float,
+) -> None:
+    """See :func:`author_history_numpy` (float ``recent_*`` of one dtype, ``author`` in
+    [0, N))."""
+    if (
+        _active is _NUMPY
+        or recent_toxicity.dtype != recent_misinfo.dtype
+        or recent_toxicity.dtype not in (np.float32, np.float64)
+        or len(recent_toxicity) != len(recent_misinfo)
+    ):
+        author_history_numpy(recent_toxicity, recent_misinfo, author, toxicity, misinfo, decay)
+        return
+    # decay · recent rounds in the history's dtype (a Python float is weak for NumPy), the
+    # (1 − decay) · mean term in float64, as in the NumPy version
+    _active["author_history"](
+        recent_toxicity,
+        recent_misinfo,
+        author.astype(np.int64, copy=False),
+        toxicity.astype(np.float64),
+        misinfo.astype(np.float64),
+        recent_toxicity.dtype.type(decay),
+        float(1 - decay),
+    )

@@ -628,16 +628,9 @@ class Simulation:
         share of flagged posts (by the platform's classifier) of what each user wrote."""
         if len(author) == 0:
             return
-        n = len(self.recent_toxicity)
-        count = np.bincount(author, minlength=n)
-        wrote = count > 0
-        mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
-        mean_mis = (
-            np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote]
-            / count[wrote]
+        kernels.author_history(
+            self.recent_toxicity, self.recent_misinfo, author, toxicity, misinfo, decay
         )
-        self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
-        self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
 
     # ----------------------------------------------------------------------------- memory
     #: Set False to keep every post (the compaction never changes results; see tests).

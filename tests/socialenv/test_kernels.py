@@ -658,3 +658,21 @@ def test_feed_impressions_of_an_empty_feed(backend):
         feed, feed, np.arange(3), np.zeros(0, np.int64)
     )
     assert not valid.any() and len(user) == len(post) == len(author) == len(removed) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("decay", [0.5, 0.3, 0.123456789])
+def test_author_history_bit_identical_to_numpy(compiled, dtype, decay):
+    rng = np.random.default_rng(13)
+    author = rng.integers(0, 60, 500)  # most authors write several texts
+    toxicity = rng.random(500).astype(np.float32)
+    misinfo = rng.random(500) < 0.3
+    start = (rng.random(80).astype(dtype), rng.random(80).astype(dtype))
+    expected = tuple(a.copy() for a in start)
+    kernels.author_history_numpy(*expected, author, toxicity, misinfo, decay)
+    got = tuple(a.copy() for a in start)
+    kernels.use_backend("numba")
+    kernels.author_history(*got, author, toxicity, misinfo, decay)
+    for a, b, before in zip(got, expected, start, strict=True):
+        assert _bits(a) == _bits(b)
+        assert (a[60:] == before[60:]).all() and (a[:60] != before[:60]).any()
