@@ -901,3 +901,38 @@ def _author_history(
 
 
 KERNELS["author_history"] = _author_history
+
+
+@jit
+def _slate_slots(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # slots in slate order: the first use of an allowed arm is a candidate until its group
+    # has per_user of them
+    s = len(slate)
+    filled = np.zeros(s, np.bool_)
+    first_use = np.zeros(s, np.bool_)
+    candidate = np.zeros(s, np.bool_)
+    over = np.zeros(s, np.bool_)
+    seen = np.zeros(no_op + 1, np.bool_)
+    groups = 0
+    for k in range(len(group)):
+        groups = max(groups, group[k] + 1)
+    taken = np.zeros(groups, np.int64)
+    for i in range(s):
+        arm = slate[i]
+        filled[i] = arm != no_op
+        if not seen[arm]:
+            seen[arm] = True
+            first_use[i] = True
+            if filled[i] and mask[arm]:
+                g = group[arm]
+                if taken[g] >= per_user:
+                    over[i] = True
+                else:
+                    candidate[i] = True
+                taken[g] += 1
+    return filled, first_use, candidate, over
+
+
+KERNELS["slate_slots"] = _slate_slots

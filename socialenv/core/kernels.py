@@ -1057,3 +1057,52 @@ def author_history(
         recent_toxicity.dtype.type(decay),
         float(1 - decay),
     )
+
+
+def slate_slots_numpy(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The slots of a (S,) slate of arm indices (``no_op`` = empty): (filled, first use of
+    its arm, candidate: filled, first use, allowed by ``mask`` and within its group's
+    ``per_user`` arms in slate order, over the cap: a slot that would be a candidate but for
+    its group's cap), each (S,) bool; ``group``: (K,) each arm's group."""
+    filled = slate != no_op
+    first_use = np.zeros(len(slate), bool)
+    first_use[first_occurrence(slate)] = True
+    candidate = filled & first_use
+    candidate[candidate] = mask[slate[candidate]]
+    over = np.zeros(len(slate), bool)
+    slots = np.flatnonzero(candidate)
+    if len(slots):
+        slot_group = group[slate[slots]]
+        order = np.argsort(slot_group, kind="stable")
+        sorted_group = slot_group[order]
+        rank = np.empty(len(slots), np.int64)
+        rank[order] = np.arange(len(slots)) - np.searchsorted(sorted_group, sorted_group)
+        over[slots[rank >= per_user]] = True
+    candidate &= ~over
+    return filled, first_use, candidate, over
+
+
+_NUMPY["slate_slots"] = slate_slots_numpy
+
+
+def slate_slots(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`slate_slots_numpy` (``slate`` in [0, K], K = ``no_op`` = len(mask))."""
+    if (
+        _active is _NUMPY
+        or len(mask) != no_op
+        or len(group) != len(mask)
+        or (len(slate) and (slate.min() < 0 or slate.max() > no_op))
+        or (len(group) and group.min() < 0)
+    ):
+        return slate_slots_numpy(slate, mask, group, per_user, no_op)
+    return _active["slate_slots"](
+        slate.astype(np.int64, copy=False),
+        mask.astype(bool, copy=False),
+        group.astype(np.int64, copy=False),
+        int(per_user),
+        int(no_op),
+    )

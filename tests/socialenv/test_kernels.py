@@ -676,3 +676,22 @@ def test_author_history_bit_identical_to_numpy(compiled, dtype, decay):
     for a, b, before in zip(got, expected, start, strict=True):
         assert _bits(a) == _bits(b)
         assert (a[60:] == before[60:]).all() and (a[:60] != before[:60]).any()
+
+
+@pytest.mark.parametrize("per_user", [1, 2, 5])
+def test_slate_slots_bit_identical_to_numpy(compiled, per_user):
+    rng = np.random.default_rng(14)
+    arms = 96
+    group = np.arange(arms, dtype=np.int64) // 8
+    for _ in range(50):
+        mask = rng.random(arms) < 0.8
+        slate = rng.integers(0, arms + 1, 60)  # repeats, empty slots (arms), masked arms
+        slate[:4] = [3, 3, arms, 5]
+        expected = kernels.slate_slots_numpy(slate, mask, group, per_user, arms)
+        got = compiled["slate_slots"](slate, mask, group, per_user, arms)
+        for a, b in zip(got, expected, strict=True):
+            assert _bits(a) == _bits(b)
+        filled, first_use, candidate, over = expected
+        assert not filled[2] and first_use[2] and not first_use[1]
+        assert not (candidate & over).any()
+        assert np.bincount(group[slate[candidate]], minlength=12).max() <= per_user
