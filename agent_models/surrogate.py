@@ -480,9 +480,10 @@ class SurrogateBrain(Brain):
         moved, step = reaction_moves(
             [m for m in mechanisms if isinstance(m, ReactionMechanism)], reacted
         )
-        push = np.bincount(who[moved], weights=step[moved], minlength=n)
-        weight = np.bincount(who[moved], minlength=n).astype(np.float64)
-        new_opinion = users.opinion.astype(np.float64).copy()
+        movers = who[moved]
+        push = np.bincount(movers, weights=step[moved], minlength=n)
+        weight = np.bincount(movers, minlength=n).astype(np.float64)
+        new_opinion = users.opinion.astype(np.float64)  # a copy
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
         for mechanism in mechanisms:
