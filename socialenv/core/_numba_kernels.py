@@ -936,3 +936,57 @@ def _slate_slots(
 
 
 KERNELS["slate_slots"] = _slate_slots
+
+
+@jit
+def _share_columns(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple:
+    # the retweets and replies in reaction order and the columns of the posts they write
+    m = len(kind)
+    shares = np.zeros(m, np.bool_)
+    count = 0
+    for i in range(m):
+        if kind[i] == codes[0] or kind[i] == codes[1]:
+            shares[i] = True
+            count += 1
+    share_user = np.empty(count, user.dtype)
+    share_post = np.empty(count, post.dtype)
+    is_reply = np.empty(count, np.bool_)
+    share_toxicity = np.empty(count, np.float32)
+    share_misinfo = np.empty(count, np.bool_)
+    share_stance = np.empty(count, stance.dtype)
+    share_kind = np.empty(count, np.int64)
+    j = 0
+    for i in range(m):
+        if shares[i]:
+            p = post[i]
+            reply = kind[i] == codes[1]
+            share_user[j] = user[i]
+            share_post[j] = p
+            is_reply[j] = reply
+            share_toxicity[j] = toxicity[i] if reply else post_toxicity[p]
+            share_misinfo[j] = False if reply else post_misinfo[p]
+            share_stance[j] = stance[i]
+            share_kind[j] = codes[3] if reply else codes[2]
+            j += 1
+    return (
+        shares,
+        share_user,
+        share_post,
+        is_reply,
+        share_toxicity,
+        share_misinfo,
+        share_stance,
+        share_kind,
+    )
+
+
+KERNELS["share_columns"] = _share_columns

@@ -1106,3 +1106,63 @@ def slate_slots(
         int(per_user),
         int(no_op),
     )
+
+
+def share_columns_numpy(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The reactions that write a post (kind ``codes[0]``, a retweet, or ``codes[1]``, a
+    reply) and the columns of those posts: (shares (M,) bool, then per share: user, post
+    shared, is a reply, toxicity (the reply's own, else the shared post's), misinformation
+    (a retweet's of the shared post; a reply carries none), stance, post kind (``codes[3]``
+    for a reply, ``codes[2]`` for a retweet))."""
+    shares = (kind == codes[0]) | (kind == codes[1])
+    share_post = post[shares]
+    is_reply = kind[shares] == codes[1]
+    return (
+        shares,
+        user[shares],
+        share_post,
+        is_reply,
+        np.where(is_reply, toxicity[shares], post_toxicity[share_post]),
+        np.where(is_reply, False, post_misinfo[share_post]),
+        stance[shares],
+        np.where(is_reply, int(codes[3]), int(codes[2])),
+    )
+
+
+_NUMPY["share_columns"] = share_columns_numpy
+
+
+def share_columns(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """See :func:`share_columns_numpy` (``codes``: (4,) int64)."""
+    if (
+        _active is _NUMPY
+        or toxicity.dtype != np.float32
+        or post_toxicity.dtype != np.float32
+        or post_misinfo.dtype != bool
+        or user.dtype != np.int64
+        or post.dtype != np.int64
+    ):
+        return share_columns_numpy(
+            kind, user, post, toxicity, stance, post_toxicity, post_misinfo, codes
+        )
+    return _active["share_columns"](
+        kind, user, post, toxicity, stance, post_toxicity, post_misinfo, codes
+    )

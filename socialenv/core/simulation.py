@@ -40,6 +40,10 @@ from socialenv.scenarios.scenario import Scenario
 
 #: The reactions counted on each post, in the order of PostTable's counters.
 _COUNTED = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+#: The reactions that write a post and the kinds of those posts (kernels.share_columns).
+_SHARE_CODES = np.array(
+    [Behaviour.RETWEET, Behaviour.REPLY, PostKind.RETWEET, PostKind.REPLY], np.int64
+)
 
 #: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
 LOCAL_PROPAGATION_USERS = 50_000
@@ -523,9 +527,25 @@ class Simulation:
             np.array(_COUNTED, kind.dtype),
             (posts.likes, posts.dislikes, posts.retweets, posts.replies),
         )
-        shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
-        share_user, share_post = out.react_user[shares], out.react_post[shares]
-        is_reply = kind[shares] == Behaviour.REPLY
+        (
+            shares,
+            share_user,
+            share_post,
+            is_reply,
+            share_toxicity,
+            share_misinfo,
+            share_stance,
+            share_kind,
+        ) = kernels.share_columns(
+            kind,
+            out.react_user,
+            out.react_post,
+            out.react_toxicity,
+            out.react_stance,
+            posts.toxicity,
+            posts.misinfo,
+            _SHARE_CODES,
+        )
         share_latent = posts.latent.take(share_post, axis=0)
         if is_reply.any():
             mix = share_latent[is_reply] + users.latent.take(share_user[is_reply], axis=0)
@@ -541,16 +561,14 @@ class Simulation:
                 else posts.text[out.react_post[i]]
                 for i in np.flatnonzero(shares)
             ]
-        share_toxicity = np.where(is_reply, out.react_toxicity[shares], posts.toxicity[share_post])
-        share_misinfo = np.where(is_reply, False, posts.misinfo[share_post])
         if len(share_user):
             posts.append(
                 author=share_user,
                 round_=t,
-                kind=np.where(is_reply, int(PostKind.REPLY), int(PostKind.RETWEET)),
+                kind=share_kind,
                 parent=share_post,
                 latent=share_latent,
-                stance=out.react_stance[shares],
+                stance=share_stance,
                 toxicity=share_toxicity,
                 misinfo=share_misinfo,
                 cluster=assign_clusters(share_latent, self.centroids),
@@ -582,7 +600,7 @@ class Simulation:
         share_flagged = posts.flagged[first_new : first_new + len(share_user)]
         post_flagged = posts.flagged[first_new + len(share_user) : len(posts)]
         written_by = np.concatenate([out.post_user, share_user[is_reply]])
-        written_toxicity = np.concatenate([out.post_toxicity, out.react_toxicity[shares][is_reply]])
+        written_toxicity = np.concatenate([out.post_toxicity, share_toxicity[is_reply]])
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 

@@ -695,3 +695,30 @@ def test_slate_slots_bit_identical_to_numpy(compiled, per_user):
         assert not filled[2] and first_use[2] and not first_use[1]
         assert not (candidate & over).any()
         assert np.bincount(group[slate[candidate]], minlength=12).max() <= per_user
+
+
+def test_share_columns_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(15)
+    codes = np.array([2, 3, 1, 2], np.int64)  # retweet, reply reactions; retweet, reply posts
+    post_toxicity = rng.random(300).astype(np.float32)
+    post_misinfo = rng.random(300) < 0.4
+    for m in (0, 1, 700):
+        kind = rng.integers(0, 4, m).astype(np.int8)
+        columns = (
+            kind,
+            rng.integers(0, 50, m),
+            rng.integers(0, 300, m),
+            rng.random(m).astype(np.float32),
+            rng.uniform(-1, 1, m).astype(np.float32),
+            post_toxicity,
+            post_misinfo,
+            codes,
+        )
+        expected = kernels.share_columns_numpy(*columns)
+        got = compiled["share_columns"](*columns)
+        for a, b in zip(got, expected, strict=True):
+            assert _bits(a) == _bits(b)
+        shares, _, post, is_reply, toxicity, misinfo, _, kind_of_post = expected
+        assert shares.sum() == len(post) and not misinfo[is_reply].any()
+        assert (toxicity[~is_reply] == post_toxicity[post[~is_reply]]).all()
+        assert set(kind_of_post[is_reply]) <= {2} and set(kind_of_post[~is_reply]) <= {1}
