@@ -990,3 +990,25 @@ def _share_columns(
 
 
 KERNELS["share_columns"] = _share_columns
+
+
+@jit
+def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    # binary search of each reaction key among the arms' keys sorted stably: the last arm of
+    # an equal run is the one a fancy assignment in arm order leaves
+    order = np.argsort(arm_key, kind="mergesort")
+    ordered = arm_key[order]
+    a = len(ordered)
+    out = np.full(len(react_key), -1, np.int64)
+    for i in range(len(react_key)):
+        key = react_key[i]
+        lo = np.searchsorted(ordered, key)
+        if lo < a and ordered[lo] == key:
+            hi = lo + 1
+            while hi < a and ordered[hi] == key:
+                hi += 1
+            out[i] = order[hi - 1]
+    return out
+
+
+KERNELS["reaction_choices"] = _reaction_choices

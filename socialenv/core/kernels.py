@@ -1166,3 +1166,31 @@ def share_columns(
     return _active["share_columns"](
         kind, user, post, toxicity, stance, post_toxicity, post_misinfo, codes
     )
+
+
+def reaction_choices_numpy(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    """(M,) for each reaction key the index of the arm with that key (the last one if several
+    have it), -1 where none has; int64 keys."""
+    distinct, pair = unique_inverse(arm_key)
+    choice_of_pair = np.empty(len(distinct), np.int64)
+    choice_of_pair[pair.reshape(-1)] = np.arange(len(arm_key))
+    position = np.searchsorted(distinct, react_key)
+    hit = (
+        (position < len(distinct))
+        & (distinct[np.minimum(position, max(len(distinct) - 1, 0))] == react_key)
+        if len(distinct)
+        else np.zeros(len(react_key), bool)
+    )
+    choice = np.full(len(react_key), -1, np.int64)
+    choice[hit] = choice_of_pair[position[hit]]
+    return choice
+
+
+_NUMPY["reaction_choices"] = reaction_choices_numpy
+
+
+def reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    """See :func:`reaction_choices_numpy`."""
+    return _active["reaction_choices"](
+        arm_key.astype(np.int64, copy=False), react_key.astype(np.int64, copy=False)
+    )

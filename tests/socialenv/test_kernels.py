@@ -722,3 +722,28 @@ def test_share_columns_bit_identical_to_numpy(compiled):
         assert shares.sum() == len(post) and not misinfo[is_reply].any()
         assert (toxicity[~is_reply] == post_toxicity[post[~is_reply]]).all()
         assert set(kind_of_post[is_reply]) <= {2} and set(kind_of_post[~is_reply]) <= {1}
+
+
+def test_reaction_choices_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(16)
+    for arms, reactions in [(0, 5), (5, 0), (300, 900)]:
+        arm_key = rng.choice(10_000, arms, replace=False).astype(np.int64)
+        react_key = (
+            np.concatenate(
+                [
+                    rng.choice(arm_key, reactions // 2),
+                    rng.integers(0, 10_000, reactions - reactions // 2),
+                ]
+            )
+            if arms
+            else rng.integers(0, 10_000, reactions)
+        )
+        expected = kernels.reaction_choices_numpy(arm_key, react_key)
+        got = compiled["reaction_choices"](arm_key, react_key)
+        assert _bits(got) == _bits(expected)
+        found = expected >= 0
+        assert (arm_key[expected[found]] == react_key[found]).all()
+        assert not np.isin(react_key[~found], arm_key).any()
+    repeated = np.array([7, 3, 7, 9], np.int64)  # the last arm of a repeated key answers
+    for choices in (kernels.reaction_choices_numpy, compiled["reaction_choices"]):
+        assert choices(repeated, np.array([7, 3, 8], np.int64)).tolist() == [2, 1, -1]
