@@ -281,7 +281,8 @@ class SurrogateBrain(Brain):
         attitudes: np.ndarray,
         block: int = 8192,
     ) -> dict[str, np.ndarray]:
-        """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
+        """:meth:`reaction_probabilities` of (R, F) pairs (``user`` (R, F), or (R, 1): each
+        row's user for all its slots), computed ``block`` rows at a time so
         the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
@@ -371,7 +372,8 @@ class SurrogateBrain(Brain):
         )  # no post in the world: nothing to read
         for lo in range(0, rows_to_score, chunk):
             rows = slice(lo, lo + chunk)
-            who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
+            # (R, 1): each row's owner, broadcast against its F slots by the reaction model
+            who = active[rows][:, None]
             prob = self._blocked_probabilities(
                 users, posts, who, safe_feed[rows], promoted[rows], attitude
             )
