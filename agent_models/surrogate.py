@@ -465,7 +465,7 @@ class SurrogateBrain(Brain):
         """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
         opinions; returns the changed users, all new opinions (N,) and the discrete expressed
         stances (N,)."""
-        if self.anchor is None:
+        if self.anchor is None or self.shock is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
         anchor = self.anchor
         users, posts = round_input.users, round_input.posts
