@@ -146,12 +146,14 @@ _REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
-    """``values.take(user, axis=0)``: (*user.shape, *values.shape[1:]). A (R, F) ``user`` that
-    repeats one id along each row (a broadcast, as a feed's owner is) is gathered once per row
-    and repeated: the same array, without F random reads of each user's row."""
+    """``values.take(user, axis=0)``: (*user.shape, *values.shape[1:]), read-only. A (R, F)
+    ``user`` that repeats one id along each row (a broadcast, as a feed's owner is) is
+    gathered once per row and broadcast along the row: the same values, without F random
+    reads or copies of each user's row (NumPy's elementwise ops and ``einsum`` give the same
+    bits on the broadcast view as on a copy)."""
     if user.ndim == 2 and user.shape[1] > 1 and user.strides[1] == 0:
         rows = values.take(user[:, 0], axis=0)
-        return np.repeat(rows, user.shape[1], axis=0).reshape(user.shape + values.shape[1:])
+        return np.broadcast_to(rows[:, None], user.shape + values.shape[1:])
     return values.take(user, axis=0)
 
 
@@ -279,7 +281,8 @@ class SurrogateBrain(Brain):
         attitudes: np.ndarray,
         block: int = 8192,
     ) -> dict[str, np.ndarray]:
-        """:meth:`reaction_probabilities` of (R, F) pairs, computed ``block`` rows at a time so
+        """:meth:`reaction_probabilities` of (R, F) pairs (``user`` (R, F), or (R, 1): each
+        row's user for all its slots), computed ``block`` rows at a time so
         the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
@@ -369,7 +372,8 @@ class SurrogateBrain(Brain):
         )  # no post in the world: nothing to read
         for lo in range(0, rows_to_score, chunk):
             rows = slice(lo, lo + chunk)
-            who = np.broadcast_to(active[rows][:, None], feed[rows].shape)
+            # (R, 1): each row's owner, broadcast against its F slots by the reaction model
+            who = active[rows][:, None]
             prob = self._blocked_probabilities(
                 users, posts, who, safe_feed[rows], promoted[rows], attitude
             )
@@ -448,8 +452,12 @@ class SurrogateBrain(Brain):
 
     def mechanisms(self) -> list[Mechanism]:
         """The config's mechanisms (:data:`~agent_models.surrogate_mechanisms.MECHANISMS`), in
-        the order a round applies them."""
-        return [kind.from_config(self.config) for kind in MECHANISMS]
+        the order a round applies them (built once per config: the config is frozen)."""
+        built = getattr(self, "_mechanisms", None)
+        if built is None or built[0] is not self.config:
+            built = (self.config, [kind.from_config(self.config) for kind in MECHANISMS])
+            self._mechanisms = built
+        return list(built[1])
 
     def _update_opinions(
         self, round_input: RoundInput, reactions: _Reactions
@@ -457,7 +465,7 @@ class SurrogateBrain(Brain):
         """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
         opinions; returns the changed users, all new opinions (N,) and the discrete expressed
         stances (N,)."""
-        if self.anchor is None:
+        if self.anchor is None or self.shock is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
         anchor = self.anchor
         users, posts = round_input.users, round_input.posts
@@ -474,9 +482,10 @@ class SurrogateBrain(Brain):
         moved, step = reaction_moves(
             [m for m in mechanisms if isinstance(m, ReactionMechanism)], reacted
         )
-        push = np.bincount(who[moved], weights=step[moved], minlength=n)
-        weight = np.bincount(who[moved], minlength=n).astype(np.float64)
-        new_opinion = users.opinion.astype(np.float64).copy()
+        movers = who[moved]
+        push = np.bincount(movers, weights=step[moved], minlength=n)
+        weight = np.bincount(movers, minlength=n).astype(np.float64)
+        new_opinion = users.opinion.astype(np.float64)  # a copy
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
         for mechanism in mechanisms:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,6 +50,9 @@ class Reacted:
         kind: (M,) the :class:`~agent_models.types.Behaviour` of the reaction.
         positive: (M,) a like or retweet.
         hostile: (M,) a dislike or a toxic reply.
+
+    The derived columns (``delta``, ``distance``, ``civil``) are computed once, on first use,
+    and shared by every mechanism: read them, never write into them.
     """
 
     opinion: np.ndarray
@@ -57,12 +61,17 @@ class Reacted:
     positive: np.ndarray
     hostile: np.ndarray
 
-    @property
+    @cached_property
     def delta(self) -> np.ndarray:
         """(M,) s_p − o_u."""
         return self.stance - self.opinion
 
-    @property
+    @cached_property
+    def distance(self) -> np.ndarray:
+        """(M,) |s_p − o_u|."""
+        return np.abs(self.delta)
+
+    @cached_property
     def civil(self) -> np.ndarray:
         """(M,) a positive reaction or a reply that is not hostile."""
         return self.positive | ((self.kind == Behaviour.REPLY) & ~self.hostile)
@@ -125,7 +134,7 @@ class Assimilation(ReactionMechanism):
     OFF: ClassVar[dict[str, float]] = {"assimilation_rate": 0.0}
 
     def moves(self, reacted: Reacted) -> np.ndarray:
-        return reacted.civil & (np.abs(reacted.delta) <= 2 * self.confidence_bound)
+        return reacted.civil & (reacted.distance <= 2 * self.confidence_bound)
 
     def step(self, reacted: Reacted) -> np.ndarray:
         return np.where(self.moves(reacted), np.float64(self.rate) * reacted.delta, 0.0)
@@ -144,7 +153,7 @@ class Backfire(ReactionMechanism):
     OFF: ClassVar[dict[str, float]] = {"backfire_rate": 0.0}
 
     def moves(self, reacted: Reacted) -> np.ndarray:
-        return reacted.hostile & (np.abs(reacted.delta) >= 2 * self.gap)
+        return reacted.hostile & (reacted.distance >= 2 * self.gap)
 
     def step(self, reacted: Reacted) -> np.ndarray:
         return np.where(self.moves(reacted), np.float64(-self.rate) * reacted.delta, 0.0)
@@ -166,7 +175,7 @@ class Reinforcement(ReactionMechanism):
     OFF: ClassVar[dict[str, float]] = {"reinforcement_rate": 0.0}
 
     def moves(self, reacted: Reacted) -> np.ndarray:
-        assimilated = reacted.civil & (np.abs(reacted.delta) <= 2 * self.confidence_bound)
+        assimilated = reacted.civil & (reacted.distance <= 2 * self.confidence_bound)
         return (
             assimilated
             & (np.sign(reacted.stance) == np.sign(reacted.opinion))

@@ -788,3 +788,227 @@ def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> N
 
 
 KERNELS["scatter_add_rows"] = _scatter_add_rows
+
+
+# ----------------------------------------------------------------------------- step overhead
+@jit
+def _cluster_draws(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    # a post of the row's cluster per draw (the whole range if the cluster is empty), the
+    # offsets truncated from float64 products as NumPy's astype(int64) does
+    u, m = draw.shape
+    out = np.empty((u, m), np.int64)
+    last = len(by_cluster) - 1
+    span = np.float64(hi - lo)
+    for r in range(u):
+        c = user_cluster[r]
+        start = cluster_start[c]
+        size = cluster_start[c + 1] - start
+        scale = np.float64(size)
+        for j in range(m):
+            if size > 0:
+                out[r, j] = lo + by_cluster[min(start + np.int64(draw[r, j] * scale), last)]
+            else:
+                out[r, j] = lo + np.int64(draw[r, j] * span)
+    return out
+
+
+KERNELS["cluster_draws"] = _cluster_draws
+
+
+@jit
+def _exposure_filter(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    # slot removed where its draw is at least its author's pass probability
+    b, f = feed.shape
+    out = feed.copy()
+    removed = 0
+    for r in range(b):
+        for j in range(f):
+            post = feed[r, j]
+            if post >= 0 and draw[r, j] >= exposure[post_author[post]]:
+                out[r, j] = -1
+                removed += 1
+    return out, removed
+
+
+KERNELS["exposure_filter"] = _exposure_filter
+
+
+@jit
+def _feed_impressions(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # the valid slots row-major: mask, user, post, author, removed by the filter
+    b, f = feed.shape
+    valid = feed >= 0
+    count = 0
+    for r in range(b):
+        for j in range(f):
+            if valid[r, j]:
+                count += 1
+    user = np.empty(count, owner.dtype)
+    post = np.empty(count, feed.dtype)
+    author = np.empty(count, post_author.dtype)
+    removed = np.empty(count, np.bool_)
+    i = 0
+    for r in range(b):
+        for j in range(f):
+            if valid[r, j]:
+                user[i] = owner[r]
+                post[i] = feed[r, j]
+                author[i] = post_author[feed[r, j]]
+                removed[i] = filtered[r, j] < 0
+                i += 1
+    return valid, user, post, author, removed
+
+
+KERNELS["feed_impressions"] = _feed_impressions
+
+
+@jit
+def _author_history(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    keep: Any,
+    rest: float,
+) -> None:
+    # per-author sums in text order (as np.bincount's weights), then the EMA of the authors
+    n = len(recent_toxicity)
+    count = np.zeros(n, np.int64)
+    tox = np.zeros(n, np.float64)
+    mis = np.zeros(n, np.float64)
+    for i in range(len(author)):
+        a = author[i]
+        count[a] += 1
+        tox[a] += toxicity[i]
+        mis[a] += misinfo[i]
+    for u in range(n):
+        if count[u] > 0:
+            c = np.float64(count[u])
+            recent_toxicity[u] = keep * recent_toxicity[u] + rest * (tox[u] / c)
+            recent_misinfo[u] = keep * recent_misinfo[u] + rest * (mis[u] / c)
+
+
+KERNELS["author_history"] = _author_history
+
+
+@jit
+def _slate_slots(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # slots in slate order: the first use of an allowed arm is a candidate until its group
+    # has per_user of them
+    s = len(slate)
+    filled = np.zeros(s, np.bool_)
+    first_use = np.zeros(s, np.bool_)
+    candidate = np.zeros(s, np.bool_)
+    over = np.zeros(s, np.bool_)
+    seen = np.zeros(no_op + 1, np.bool_)
+    groups = 0
+    for k in range(len(group)):
+        groups = max(groups, group[k] + 1)
+    taken = np.zeros(groups, np.int64)
+    for i in range(s):
+        arm = slate[i]
+        filled[i] = arm != no_op
+        if not seen[arm]:
+            seen[arm] = True
+            first_use[i] = True
+            if filled[i] and mask[arm]:
+                g = group[arm]
+                if taken[g] >= per_user:
+                    over[i] = True
+                else:
+                    candidate[i] = True
+                taken[g] += 1
+    return filled, first_use, candidate, over
+
+
+KERNELS["slate_slots"] = _slate_slots
+
+
+@jit
+def _share_columns(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple:
+    # the retweets and replies in reaction order and the columns of the posts they write
+    m = len(kind)
+    shares = np.zeros(m, np.bool_)
+    count = 0
+    for i in range(m):
+        if kind[i] == codes[0] or kind[i] == codes[1]:
+            shares[i] = True
+            count += 1
+    share_user = np.empty(count, user.dtype)
+    share_post = np.empty(count, post.dtype)
+    is_reply = np.empty(count, np.bool_)
+    share_toxicity = np.empty(count, np.float32)
+    share_misinfo = np.empty(count, np.bool_)
+    share_stance = np.empty(count, stance.dtype)
+    share_kind = np.empty(count, np.int64)
+    j = 0
+    for i in range(m):
+        if shares[i]:
+            p = post[i]
+            reply = kind[i] == codes[1]
+            share_user[j] = user[i]
+            share_post[j] = p
+            is_reply[j] = reply
+            share_toxicity[j] = toxicity[i] if reply else post_toxicity[p]
+            share_misinfo[j] = False if reply else post_misinfo[p]
+            share_stance[j] = stance[i]
+            share_kind[j] = codes[3] if reply else codes[2]
+            j += 1
+    return (
+        shares,
+        share_user,
+        share_post,
+        is_reply,
+        share_toxicity,
+        share_misinfo,
+        share_stance,
+        share_kind,
+    )
+
+
+KERNELS["share_columns"] = _share_columns
+
+
+@jit
+def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    # binary search of each reaction key among the arms' keys sorted stably: the last arm of
+    # an equal run is the one a fancy assignment in arm order leaves
+    order = np.argsort(arm_key, kind="mergesort")
+    ordered = arm_key[order]
+    a = len(ordered)
+    out = np.full(len(react_key), -1, np.int64)
+    for i in range(len(react_key)):
+        key = react_key[i]
+        lo = np.searchsorted(ordered, key)
+        if lo < a and ordered[lo] == key:
+            hi = lo + 1
+            while hi < a and ordered[hi] == key:
+                hi += 1
+            out[i] = order[hi - 1]
+    return out
+
+
+KERNELS["reaction_choices"] = _reaction_choices

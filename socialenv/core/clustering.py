@@ -41,14 +41,9 @@ class ClusterIndex:
         """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
         (U, d), or from the whole range where that cluster holds no post."""
         user_cluster = np.argmax(interest @ centroids.T, axis=1)
-        start = self.cluster_start[user_cluster]
-        size = self.cluster_start[user_cluster + 1] - start
         draw = rng.random((len(interest), m))
-        in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
-        anywhere = (draw * (self.hi - self.lo)).astype(np.int64)
-        by_cluster = self.by_cluster
-        return self.lo + np.where(
-            size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+        return kernels.cluster_draws(
+            draw, user_cluster, self.cluster_start, self.by_cluster, self.lo, self.hi
         )
 
 

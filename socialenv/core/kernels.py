@@ -897,3 +897,300 @@ def scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> No
         np.add.at(out, index, rows)
         return
     _active["scatter_add_rows"](out, index.astype(np.int64, copy=False), rows)
+
+
+# ----------------------------------------------------------------------------- step overhead
+# Kernels of issue 24's per-step overhead: each fuses a run of small NumPy calls of one round
+# (integer and comparison work only, so both versions agree bit for bit).
+def cluster_draws_numpy(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """(U, m) post ids: draw ``draw[r, j]`` (uniform in [0, 1)) picks a post of cluster
+    ``user_cluster[r]`` (``by_cluster[cluster_start[c]:cluster_start[c + 1]]`` are its
+    offsets from ``lo``), or of the whole range ``lo..hi-1`` where that cluster is empty."""
+    start = cluster_start[user_cluster]
+    size = cluster_start[user_cluster + 1] - start
+    in_cluster = start[:, None] + (draw * size[:, None]).astype(np.int64)
+    anywhere = (draw * (hi - lo)).astype(np.int64)
+    return lo + np.where(
+        size[:, None] > 0, by_cluster[np.minimum(in_cluster, len(by_cluster) - 1)], anywhere
+    )
+
+
+_NUMPY["cluster_draws"] = cluster_draws_numpy
+
+
+def cluster_draws(
+    draw: np.ndarray,
+    user_cluster: np.ndarray,
+    cluster_start: np.ndarray,
+    by_cluster: np.ndarray,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """See :func:`cluster_draws_numpy` (``by_cluster`` not empty)."""
+    return _active["cluster_draws"](
+        np.ascontiguousarray(draw, np.float64),
+        user_cluster.astype(np.int64, copy=False),
+        cluster_start.astype(np.int64, copy=False),
+        by_cluster.astype(np.int64, copy=False),
+        int(lo),
+        int(hi),
+    )
+
+
+def exposure_filter_numpy(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """The feed with slot (r, j) removed (-1) where ``draw[r, j] >= exposure[author]`` of its
+    post, and the number removed."""
+    valid = feed >= 0
+    p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)
+    removed = valid & (draw >= p)
+    return np.where(removed, -1, feed), int(removed.sum())
+
+
+_NUMPY["exposure_filter"] = exposure_filter_numpy
+
+
+def exposure_filter(
+    feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """See :func:`exposure_filter_numpy` (2-D ``feed`` and ``draw`` of one shape)."""
+    if feed.ndim != 2 or draw.shape != feed.shape:
+        return exposure_filter_numpy(feed, post_author, exposure, draw)
+    filtered, removed = _active["exposure_filter"](
+        np.ascontiguousarray(feed, np.int64), post_author, exposure, draw
+    )
+    return filtered, int(removed)
+
+
+def feed_impressions_numpy(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate impressions of (B, F) ``feed`` (row-major over its valid slots): the
+    (B, F) valid mask, each impression's user (``owner[r]``), post, the post's author and
+    whether ``filtered`` removed it."""
+    valid = feed >= 0
+    post = feed[valid]
+    return (
+        valid,
+        np.broadcast_to(owner[:, None], feed.shape)[valid],
+        post,
+        post_author[post],
+        filtered[valid] < 0,
+    )
+
+
+_NUMPY["feed_impressions"] = feed_impressions_numpy
+
+
+def feed_impressions(
+    feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`feed_impressions_numpy` (``owner``: (B,) the user of each row)."""
+    if feed.ndim != 2 or filtered.shape != feed.shape or owner.shape != feed.shape[:1]:
+        return feed_impressions_numpy(feed, filtered, owner, post_author)
+    return _active["feed_impressions"](
+        np.ascontiguousarray(feed, np.int64),
+        np.ascontiguousarray(filtered, np.int64),
+        owner.astype(np.int64, copy=False),
+        post_author,
+    )
+
+
+def author_history_numpy(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    decay: float,
+) -> None:
+    """In place: each author's ``recent_*`` ← decay · recent + (1 − decay) · the mean over
+    the texts they wrote (``toxicity``, ``misinfo`` per text of ``author``)."""
+    n = len(recent_toxicity)
+    count = np.bincount(author, minlength=n)
+    wrote = count > 0
+    mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
+    mean_mis = (
+        np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote] / count[wrote]
+    )
+    recent_toxicity[wrote] = decay * recent_toxicity[wrote] + (1 - decay) * mean_tox
+    recent_misinfo[wrote] = decay * recent_misinfo[wrote] + (1 - decay) * mean_mis
+
+
+_NUMPY["author_history"] = author_history_numpy
+
+
+def author_history(
+    recent_toxicity: np.ndarray,
+    recent_misinfo: np.ndarray,
+    author: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+    decay: float,
+) -> None:
+    """See :func:`author_history_numpy` (float ``recent_*`` of one dtype, ``author`` in
+    [0, N))."""
+    if (
+        _active is _NUMPY
+        or recent_toxicity.dtype != recent_misinfo.dtype
+        or recent_toxicity.dtype not in (np.float32, np.float64)
+        or len(recent_toxicity) != len(recent_misinfo)
+    ):
+        author_history_numpy(recent_toxicity, recent_misinfo, author, toxicity, misinfo, decay)
+        return
+    # decay · recent rounds in the history's dtype (a Python float is weak for NumPy), the
+    # (1 − decay) · mean term in float64, as in the NumPy version
+    _active["author_history"](
+        recent_toxicity,
+        recent_misinfo,
+        author.astype(np.int64, copy=False),
+        toxicity.astype(np.float64),
+        misinfo.astype(np.float64),
+        recent_toxicity.dtype.type(decay),
+        float(1 - decay),
+    )
+
+
+def slate_slots_numpy(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The slots of a (S,) slate of arm indices (``no_op`` = empty): (filled, first use of
+    its arm, candidate: filled, first use, allowed by ``mask`` and within its group's
+    ``per_user`` arms in slate order, over the cap: a slot that would be a candidate but for
+    its group's cap), each (S,) bool; ``group``: (K,) each arm's group."""
+    filled = slate != no_op
+    first_use = np.zeros(len(slate), bool)
+    first_use[first_occurrence(slate)] = True
+    candidate = filled & first_use
+    candidate[candidate] = mask[slate[candidate]]
+    over = np.zeros(len(slate), bool)
+    slots = np.flatnonzero(candidate)
+    if len(slots):
+        slot_group = group[slate[slots]]
+        order = np.argsort(slot_group, kind="stable")
+        sorted_group = slot_group[order]
+        rank = np.empty(len(slots), np.int64)
+        rank[order] = np.arange(len(slots)) - np.searchsorted(sorted_group, sorted_group)
+        over[slots[rank >= per_user]] = True
+    candidate &= ~over
+    return filled, first_use, candidate, over
+
+
+_NUMPY["slate_slots"] = slate_slots_numpy
+
+
+def slate_slots(
+    slate: np.ndarray, mask: np.ndarray, group: np.ndarray, per_user: int, no_op: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`slate_slots_numpy` (``slate`` in [0, K], K = ``no_op`` = len(mask))."""
+    if (
+        _active is _NUMPY
+        or len(mask) != no_op
+        or len(group) != len(mask)
+        or (len(slate) and (slate.min() < 0 or slate.max() > no_op))
+        or (len(group) and group.min() < 0)
+    ):
+        return slate_slots_numpy(slate, mask, group, per_user, no_op)
+    return _active["slate_slots"](
+        slate.astype(np.int64, copy=False),
+        mask.astype(bool, copy=False),
+        group.astype(np.int64, copy=False),
+        int(per_user),
+        int(no_op),
+    )
+
+
+def share_columns_numpy(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The reactions that write a post (kind ``codes[0]``, a retweet, or ``codes[1]``, a
+    reply) and the columns of those posts: (shares (M,) bool, then per share: user, post
+    shared, is a reply, toxicity (the reply's own, else the shared post's), misinformation
+    (a retweet's of the shared post; a reply carries none), stance, post kind (``codes[3]``
+    for a reply, ``codes[2]`` for a retweet))."""
+    shares = (kind == codes[0]) | (kind == codes[1])
+    share_post = post[shares]
+    is_reply = kind[shares] == codes[1]
+    return (
+        shares,
+        user[shares],
+        share_post,
+        is_reply,
+        np.where(is_reply, toxicity[shares], post_toxicity[share_post]),
+        np.where(is_reply, False, post_misinfo[share_post]),
+        stance[shares],
+        np.where(is_reply, int(codes[3]), int(codes[2])),
+    )
+
+
+_NUMPY["share_columns"] = share_columns_numpy
+
+
+def share_columns(
+    kind: np.ndarray,
+    user: np.ndarray,
+    post: np.ndarray,
+    toxicity: np.ndarray,
+    stance: np.ndarray,
+    post_toxicity: np.ndarray,
+    post_misinfo: np.ndarray,
+    codes: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """See :func:`share_columns_numpy` (``codes``: (4,) int64)."""
+    if (
+        _active is _NUMPY
+        or toxicity.dtype != np.float32
+        or post_toxicity.dtype != np.float32
+        or post_misinfo.dtype != bool
+        or user.dtype != np.int64
+        or post.dtype != np.int64
+    ):
+        return share_columns_numpy(
+            kind, user, post, toxicity, stance, post_toxicity, post_misinfo, codes
+        )
+    return _active["share_columns"](
+        kind, user, post, toxicity, stance, post_toxicity, post_misinfo, codes
+    )
+
+
+def reaction_choices_numpy(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    """(M,) for each reaction key the index of the arm with that key (the last one if several
+    have it), -1 where none has; int64 keys."""
+    distinct, pair = unique_inverse(arm_key)
+    choice_of_pair = np.empty(len(distinct), np.int64)
+    choice_of_pair[pair.reshape(-1)] = np.arange(len(arm_key))
+    position = np.searchsorted(distinct, react_key)
+    hit = (
+        (position < len(distinct))
+        & (distinct[np.minimum(position, max(len(distinct) - 1, 0))] == react_key)
+        if len(distinct)
+        else np.zeros(len(react_key), bool)
+    )
+    choice = np.full(len(react_key), -1, np.int64)
+    choice[hit] = choice_of_pair[position[hit]]
+    return choice
+
+
+_NUMPY["reaction_choices"] = reaction_choices_numpy
+
+
+def reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
+    """See :func:`reaction_choices_numpy`."""
+    return _active["reaction_choices"](
+        arm_key.astype(np.int64, copy=False), react_key.astype(np.int64, copy=False)
+    )

@@ -171,7 +171,4 @@ class ExposureControl:
         rng: np.random.Generator,
     ) -> tuple[np.ndarray, int]:
         """Returns the filtered feed (removed slots set to -1) and how many posts were removed."""
-        valid = feed >= 0
-        p = np.where(valid, exposure[post_author[np.where(valid, feed, 0)]], 1.0)
-        removed = valid & (rng.random(feed.shape) >= p)
-        return np.where(removed, -1, feed), int(removed.sum())
+        return kernels.exposure_filter(feed, post_author, exposure, rng.random(feed.shape))

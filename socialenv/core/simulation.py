@@ -40,6 +40,10 @@ from socialenv.scenarios.scenario import Scenario
 
 #: The reactions counted on each post, in the order of PostTable's counters.
 _COUNTED = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+#: The reactions that write a post and the kinds of those posts (kernels.share_columns).
+_SHARE_CODES = np.array(
+    [Behaviour.RETWEET, Behaviour.REPLY, PostKind.RETWEET, PostKind.REPLY], np.int64
+)
 
 #: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
 LOCAL_PROPAGATION_USERS = 50_000
@@ -406,19 +410,20 @@ class Simulation:
         owner = np.broadcast_to(active[:, None], feed.shape)
         feed = kernels.drop_own_and_repeated(feed, active, self.posts.author)
         feed = self.lever.filter_feeds(feed, owner, t, _LazyRng(self, t, Stream.LEVER))
-        valid = feed >= 0
         filtered, removed_count = self.exposure_control.filter(
             feed, self.posts.author, self.users.exposure, self.rng(t, Stream.EXPOSURE)
         )
-        impression_post = feed[valid]
+        valid, user, post, author, removed = kernels.feed_impressions(
+            feed, filtered, active, self.posts.author
+        )
         return _FilteredFeeds(
             feed=filtered,
             valid=valid,
             removed_count=removed_count,
-            impression_user=owner[valid],
-            impression_post=impression_post,
-            impression_author=self.posts.author[impression_post],
-            impression_removed=filtered[valid] < 0,
+            impression_user=user,
+            impression_post=post,
+            impression_author=author,
+            impression_removed=removed,
         )
 
     def _news(self, t: int) -> list[Any]:
@@ -522,9 +527,25 @@ class Simulation:
             np.array(_COUNTED, kind.dtype),
             (posts.likes, posts.dislikes, posts.retweets, posts.replies),
         )
-        shares = (kind == Behaviour.RETWEET) | (kind == Behaviour.REPLY)
-        share_user, share_post = out.react_user[shares], out.react_post[shares]
-        is_reply = kind[shares] == Behaviour.REPLY
+        (
+            shares,
+            share_user,
+            share_post,
+            is_reply,
+            share_toxicity,
+            share_misinfo,
+            share_stance,
+            share_kind,
+        ) = kernels.share_columns(
+            kind,
+            out.react_user,
+            out.react_post,
+            out.react_toxicity,
+            out.react_stance,
+            posts.toxicity,
+            posts.misinfo,
+            _SHARE_CODES,
+        )
         share_latent = posts.latent.take(share_post, axis=0)
         if is_reply.any():
             mix = share_latent[is_reply] + users.latent.take(share_user[is_reply], axis=0)
@@ -540,16 +561,14 @@ class Simulation:
                 else posts.text[out.react_post[i]]
                 for i in np.flatnonzero(shares)
             ]
-        share_toxicity = np.where(is_reply, out.react_toxicity[shares], posts.toxicity[share_post])
-        share_misinfo = np.where(is_reply, False, posts.misinfo[share_post])
         if len(share_user):
             posts.append(
                 author=share_user,
                 round_=t,
-                kind=np.where(is_reply, int(PostKind.REPLY), int(PostKind.RETWEET)),
+                kind=share_kind,
                 parent=share_post,
                 latent=share_latent,
-                stance=out.react_stance[shares],
+                stance=share_stance,
                 toxicity=share_toxicity,
                 misinfo=share_misinfo,
                 cluster=assign_clusters(share_latent, self.centroids),
@@ -581,7 +600,7 @@ class Simulation:
         share_flagged = posts.flagged[first_new : first_new + len(share_user)]
         post_flagged = posts.flagged[first_new + len(share_user) : len(posts)]
         written_by = np.concatenate([out.post_user, share_user[is_reply]])
-        written_toxicity = np.concatenate([out.post_toxicity, out.react_toxicity[shares][is_reply]])
+        written_toxicity = np.concatenate([out.post_toxicity, share_toxicity[is_reply]])
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 
@@ -627,16 +646,9 @@ class Simulation:
         share of flagged posts (by the platform's classifier) of what each user wrote."""
         if len(author) == 0:
             return
-        n = len(self.recent_toxicity)
-        count = np.bincount(author, minlength=n)
-        wrote = count > 0
-        mean_tox = np.bincount(author, weights=toxicity, minlength=n)[wrote] / count[wrote]
-        mean_mis = (
-            np.bincount(author, weights=misinfo.astype(np.float64), minlength=n)[wrote]
-            / count[wrote]
+        kernels.author_history(
+            self.recent_toxicity, self.recent_misinfo, author, toxicity, misinfo, decay
         )
-        self.recent_toxicity[wrote] = decay * self.recent_toxicity[wrote] + (1 - decay) * mean_tox
-        self.recent_misinfo[wrote] = decay * self.recent_misinfo[wrote] + (1 - decay) * mean_mis
 
     # ----------------------------------------------------------------------------- memory
     #: Set False to keep every post (the compaction never changes results; see tests).

@@ -494,14 +494,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise RuntimeError("episode is over (truncated): call reset()")
         slate = self._check_action(action)
         self.sim.compact_posts()  # bounds memory over long episodes, between rounds
-        filled = slate != self.no_op
-        first = kernels.first_occurrence(slate)
-        first_use = np.zeros(len(slate), bool)
-        first_use[first] = True
-        candidate = filled & first_use
-        candidate[candidate] = self._arms["mask"][slate[candidate]]
-        over_cap = self._over_cap(slate, candidate)
-        candidate &= ~over_cap
+        filled, first_use, candidate, over_cap = kernels.slate_slots(
+            slate, self._arms["mask"], self.arm_groups(), self.per_user, self.no_op
+        )
         applied_arms = self._apply_action(slate[candidate])
         if self._tracer is not None:
             self._tracer.before_round(self.sim)
@@ -544,20 +539,6 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "brain": dict(result.output.stats),
         }
         return obs, reward, False, truncated, info
-
-    def _over_cap(self, slate: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-        """(S,) bool: candidate slots beyond their user's ``per_user`` arms (in slate order)."""
-        over = np.zeros(len(slate), bool)
-        slots = np.flatnonzero(candidate)
-        if len(slots) == 0:
-            return over
-        group = self.arm_groups()[slate[slots]]
-        order = np.argsort(group, kind="stable")
-        sorted_group = group[order]
-        rank = np.empty(len(slots), np.int64)
-        rank[order] = np.arange(len(slots)) - np.searchsorted(sorted_group, sorted_group)
-        over[slots[rank >= self.per_user]] = True
-        return over
 
     def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
         """The step's reward: the slate's rewards summed over its slots / ``slate_size``."""

@@ -604,3 +604,146 @@ def test_scatter_add_rows_is_bit_identical_to_add_at(compiled, dtype):
     reference = np.zeros((24, 16), dtype)
     np.add.at(reference, index, rows)
     np.testing.assert_array_equal(twin, reference)
+
+
+def test_cluster_draws_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(11)
+    for clusters, posts, lo in [(16, 2000, 3000), (5, 7, 0), (9, 1, 12)]:
+        cluster = rng.integers(0, clusters, posts)
+        by_cluster = np.argsort(cluster, kind="stable")
+        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(clusters + 1))
+        user_cluster = rng.integers(0, clusters, 300)
+        draw = rng.random((300, 20))
+        draw[0, :3] = [0.0, np.nextafter(1.0, 0.0), 0.5]
+        expected = kernels.cluster_draws_numpy(
+            draw, user_cluster, cluster_start, by_cluster, lo, lo + posts
+        )
+        got = compiled["cluster_draws"](
+            draw, user_cluster, cluster_start, by_cluster, lo, lo + posts
+        )
+        assert _bits(got) == _bits(expected)
+        empty = np.diff(cluster_start) == 0
+        if empty.any():  # a user of an empty cluster draws from the whole range
+            row = np.flatnonzero(empty[user_cluster])
+            assert ((expected[row] >= lo) & (expected[row] < lo + posts)).all()
+
+
+@pytest.mark.parametrize("exposure_dtype", [np.float32, np.float64])
+def test_exposure_filter_and_impressions_bit_identical_to_numpy(compiled, exposure_dtype):
+    rng = np.random.default_rng(12)
+    post_author = rng.integers(0, 50, 400)
+    exposure = rng.random(50).astype(exposure_dtype)
+    exposure[:5] = [0.0, 1.0, 0.5, 0.25, 0.75]
+    feed = rng.integers(-1, 400, (120, 12))
+    feed[rng.random(feed.shape) < 0.2] = -1
+    draw = rng.random(feed.shape)
+    # a draw equal to its author's pass probability removes the post, one just below keeps it
+    feed[0, :2] = np.flatnonzero(post_author == 2)[0]
+    draw[0, :2] = [0.5, np.nextafter(0.5, 0.0)]
+    expected, expected_removed = kernels.exposure_filter_numpy(feed, post_author, exposure, draw)
+    got, removed = compiled["exposure_filter"](feed, post_author, exposure, draw)
+    assert _bits(got) == _bits(expected) and removed == expected_removed > 0
+    assert expected[0, 0] == -1 and expected[0, 1] == feed[0, 1]
+    owner = rng.integers(0, 50, len(feed))
+    want = kernels.feed_impressions_numpy(feed, expected, owner, post_author)
+    have = compiled["feed_impressions"](feed, expected, owner, post_author)
+    for a, b in zip(have, want, strict=True):
+        assert _bits(a) == _bits(b)
+    assert want[4].sum() == expected_removed
+
+
+def test_feed_impressions_of_an_empty_feed(backend):
+    feed = np.full((3, 4), -1, np.int64)
+    valid, user, post, author, removed = kernels.feed_impressions(
+        feed, feed, np.arange(3), np.zeros(0, np.int64)
+    )
+    assert not valid.any() and len(user) == len(post) == len(author) == len(removed) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("decay", [0.5, 0.3, 0.123456789])
+def test_author_history_bit_identical_to_numpy(compiled, dtype, decay):
+    rng = np.random.default_rng(13)
+    author = rng.integers(0, 60, 500)  # most authors write several texts
+    toxicity = rng.random(500).astype(np.float32)
+    misinfo = rng.random(500) < 0.3
+    start = (rng.random(80).astype(dtype), rng.random(80).astype(dtype))
+    expected = tuple(a.copy() for a in start)
+    kernels.author_history_numpy(*expected, author, toxicity, misinfo, decay)
+    got = tuple(a.copy() for a in start)
+    kernels.use_backend("numba")
+    kernels.author_history(*got, author, toxicity, misinfo, decay)
+    for a, b, before in zip(got, expected, start, strict=True):
+        assert _bits(a) == _bits(b)
+        assert (a[60:] == before[60:]).all() and (a[:60] != before[:60]).any()
+
+
+@pytest.mark.parametrize("per_user", [1, 2, 5])
+def test_slate_slots_bit_identical_to_numpy(compiled, per_user):
+    rng = np.random.default_rng(14)
+    arms = 96
+    group = np.arange(arms, dtype=np.int64) // 8
+    for _ in range(50):
+        mask = rng.random(arms) < 0.8
+        slate = rng.integers(0, arms + 1, 60)  # repeats, empty slots (arms), masked arms
+        slate[:4] = [3, 3, arms, 5]
+        expected = kernels.slate_slots_numpy(slate, mask, group, per_user, arms)
+        got = compiled["slate_slots"](slate, mask, group, per_user, arms)
+        for a, b in zip(got, expected, strict=True):
+            assert _bits(a) == _bits(b)
+        filled, first_use, candidate, over = expected
+        assert not filled[2] and first_use[2] and not first_use[1]
+        assert not (candidate & over).any()
+        assert np.bincount(group[slate[candidate]], minlength=12).max() <= per_user
+
+
+def test_share_columns_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(15)
+    codes = np.array([2, 3, 1, 2], np.int64)  # retweet, reply reactions; retweet, reply posts
+    post_toxicity = rng.random(300).astype(np.float32)
+    post_misinfo = rng.random(300) < 0.4
+    for m in (0, 1, 700):
+        kind = rng.integers(0, 4, m).astype(np.int8)
+        columns = (
+            kind,
+            rng.integers(0, 50, m),
+            rng.integers(0, 300, m),
+            rng.random(m).astype(np.float32),
+            rng.uniform(-1, 1, m).astype(np.float32),
+            post_toxicity,
+            post_misinfo,
+            codes,
+        )
+        expected = kernels.share_columns_numpy(*columns)
+        got = compiled["share_columns"](*columns)
+        for a, b in zip(got, expected, strict=True):
+            assert _bits(a) == _bits(b)
+        shares, _, post, is_reply, toxicity, misinfo, _, kind_of_post = expected
+        assert shares.sum() == len(post) and not misinfo[is_reply].any()
+        assert (toxicity[~is_reply] == post_toxicity[post[~is_reply]]).all()
+        assert set(kind_of_post[is_reply]) <= {2} and set(kind_of_post[~is_reply]) <= {1}
+
+
+def test_reaction_choices_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(16)
+    for arms, reactions in [(0, 5), (5, 0), (300, 900)]:
+        arm_key = rng.choice(10_000, arms, replace=False).astype(np.int64)
+        react_key = (
+            np.concatenate(
+                [
+                    rng.choice(arm_key, reactions // 2),
+                    rng.integers(0, 10_000, reactions - reactions // 2),
+                ]
+            )
+            if arms
+            else rng.integers(0, 10_000, reactions)
+        )
+        expected = kernels.reaction_choices_numpy(arm_key, react_key)
+        got = compiled["reaction_choices"](arm_key, react_key)
+        assert _bits(got) == _bits(expected)
+        found = expected >= 0
+        assert (arm_key[expected[found]] == react_key[found]).all()
+        assert not np.isin(react_key[~found], arm_key).any()
+    repeated = np.array([7, 3, 7, 9], np.int64)  # the last arm of a repeated key answers
+    for choices in (kernels.reaction_choices_numpy, compiled["reaction_choices"]):
+        assert choices(repeated, np.array([7, 3, 8], np.int64)).tolist() == [2, 1, -1]

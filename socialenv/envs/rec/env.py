@@ -507,8 +507,8 @@ class RecEnv(PolicySimEnv):
         )
         n_posts = len(sim.posts)
         react_key = out.react_user * n_posts + out.react_post
-        governed = np.unique(arms["user"][arms["mask"]])
-        rows = ~np.isin(result.active, governed)
+        governed = kernels.unique_counts(arms["user"][arms["mask"]])[0]
+        rows = ~kernels.isin(result.active, governed)
         feed, channel = result.feed[rows], result.feed_channel[rows]
         builtin = (feed >= 0) & (channel == int(FeedChannel.PERSONALIZED))
         slot_key = (

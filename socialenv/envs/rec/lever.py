@@ -62,18 +62,7 @@ class RecLever(Lever):
         arm_key = user * n_posts + post
         react_key = out.react_user * n_posts + out.react_post
         # the arms' (user, post) pairs are distinct (one row of distinct candidates per user)
-        distinct, pair = np.unique(arm_key, return_inverse=True)
-        choice_of_pair = np.empty(len(distinct), np.int64)
-        choice_of_pair[pair.reshape(-1)] = np.arange(len(arm_key))
-        position = np.searchsorted(distinct, react_key)
-        hit = (
-            (position < len(distinct))
-            & (distinct[np.minimum(position, max(len(distinct) - 1, 0))] == react_key)
-            if len(distinct)
-            else np.zeros(len(react_key), bool)
-        )
-        reaction_choice = np.full(len(react_key), -1, np.int64)
-        reaction_choice[hit] = choice_of_pair[position[hit]]
+        reaction_choice = kernels.reaction_choices(arm_key, react_key)
         author = sim.posts.author[post]
         n = sim.graph.n
         followed = (
