@@ -788,3 +788,29 @@ def _scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> N
 
 
 KERNELS["scatter_add_rows"] = _scatter_add_rows
+
+
+@jit
+def _unit_noisy_rows_drawn(
+    base: np.ndarray,
+    rows: np.ndarray,
+    scale: float,
+    rng: np.random.Generator,
+    eps: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``_unit_noisy_rows`` with the noise drawn here, row after row, from ``rng`` (numba's
+    ``Generator.standard_normal`` is NumPy's ziggurat on the same bit generator: the same
+    values, in the same order, as ``rng.standard_normal((n, d))``), written into ``out``."""
+    n, d = out.shape
+    row = np.empty(d, np.float64)
+    square = np.empty(d, np.float64)
+    zero = np.zeros(1, np.float64)
+    for r in range(n):
+        src = rows[r] if len(rows) else r
+        for k in range(d):
+            row[k] = np.float64(base[src, k]) + scale * rng.standard_normal()
+        _unit_row_into(row, out[r], square, zero, eps)
+
+
+KERNELS["unit_noisy_rows_drawn"] = _unit_noisy_rows_drawn

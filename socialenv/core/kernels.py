@@ -585,6 +585,22 @@ def unit_noisy_rows_drawn(
     m = len(base) if rows is None else len(rows)
     d = base.shape[1]
     out = np.empty((m, d), np.float32)
+    if (
+        _active is not _NUMPY
+        and base.ndim == 2
+        and base.dtype in (np.float32, np.float64)
+        and 8 <= d <= _PAIRWISE_BLOCK
+    ):
+        # numba draws the noise inside the kernel: no noise buffer, no per-block copies
+        _active["unit_noisy_rows_drawn"](
+            base,
+            np.zeros(0, np.int64) if rows is None else rows.astype(np.int64, copy=False),
+            float(scale),
+            rng,
+            np.array([1e-8]),
+            out,
+        )
+        return out
     noise = np.empty((min(m, block), d))
     for start in range(0, m, block):
         stop = min(start + block, m)

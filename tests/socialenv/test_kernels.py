@@ -604,3 +604,27 @@ def test_scatter_add_rows_is_bit_identical_to_add_at(compiled, dtype):
     reference = np.zeros((24, 16), dtype)
     np.add.at(reference, index, rows)
     np.testing.assert_array_equal(twin, reference)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox])
+def test_noise_drawn_in_the_kernel_is_numpys_draws_bit_for_bit(dtype, bit_generator):
+    """The compiled kernel draws its noise with numba's Generator (2M normals: the ziggurat's
+    rare tail is reached) and gives the NumPy twin's rows and generator state."""
+    base = np.random.default_rng(4).standard_normal((70_000, 32)).astype(dtype)
+    rows = np.sort(np.random.default_rng(5).integers(0, len(base), 60_000))
+    for subset in (None, rows):
+        results = {}
+        for name in ("numba", "numpy"):
+            previous = kernels.BACKEND
+            kernels.use_backend(name)
+            try:
+                rng = np.random.Generator(bit_generator(9))
+                rows_out = kernels.unit_noisy_rows_drawn(base, subset, 0.35, rng)
+                results[name] = (rows_out, rng.random(4))  # the state the draws left
+            finally:
+                kernels.use_backend(previous)
+        (compiled_rows, compiled_state), (numpy_rows, numpy_state) = results.values()
+        assert compiled_rows.dtype == numpy_rows.dtype == np.float32
+        assert _bits(compiled_rows) == _bits(numpy_rows)
+        np.testing.assert_array_equal(compiled_state, numpy_state)
