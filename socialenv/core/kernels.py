@@ -824,7 +824,8 @@ def rec_arm_columns(
     if (
         _active is _NUMPY
         or not all(a.flags.c_contiguous for a in arrays)
-        or not context.flags.c_contiguous
+        or context.ndim != 2
+        or context.strides[1] != context.itemsize  # rows contiguous: a column slice is fine
     ):
         rec_arm_columns_numpy(
             context,

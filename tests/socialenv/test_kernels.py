@@ -429,6 +429,24 @@ def test_rec_arm_columns_match_numpy(compiled):
             source,
         )
     assert _bits(threaded) == _bits(expected)
+    # the dispatcher also fills the first columns of a wider matrix (a view of its rows),
+    # leaving the rest as they were
+    wide = np.full((arms, shape[1] + 6), np.nan, np.float32)
+    wide[:, shape[1] :] = 7.0
+    with np.errstate(over="ignore"):
+        kernels.rec_arm_columns(
+            wide[:, : shape[1]],
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            31,
+            source,
+        )
+    assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
 
 
 def test_place_picks_matches_numpy(compiled):
