@@ -18,6 +18,7 @@ from policysim_infra.validation import UnknownKeywordError, check_keys
 from socialenv.core import kernels
 from socialenv.core.config import EnvConfig
 from socialenv.core.lever import Lever, LeverConfig, shift_post_ids
+from socialenv.core.pages import small_pages
 from socialenv.core.simulation import RoundResult, Simulation, Stream
 from socialenv.envs.sizing import warn_if_too_large
 
@@ -480,7 +481,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._last_result = None
         self._last_reward = None
         self._response = empty_response(self.slate_size)
-        return self._observe(), {"round": 0, "seed": episode_seed}
+        # the first observation allocates the arms' contexts and the kept user-context
+        # table: in small pages, like the world the reset built (socialenv.core.pages)
+        return small_pages(self._observe)(), {"round": 0, "seed": episode_seed}
 
     def step(self, action: Any):
         self._check_open()
