@@ -814,3 +814,46 @@ def _unit_noisy_rows_drawn(
 
 
 KERNELS["unit_noisy_rows_drawn"] = _unit_noisy_rows_drawn
+
+
+@jit
+def _search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(a, v)`` (side "left": the first i with ``a[i] >= v[j]``) for sorted
+    ``a``, each search galloping from the previous answer: a few steps per value when ``v``
+    is nearly sorted, any order giving the same answers."""
+    m = len(a)
+    out = np.empty(len(v), np.int64)
+    pos = 0
+    for j in range(len(v)):
+        x = v[j]
+        # bracket the answer in [lo, hi]: a[lo - 1] < x (or lo == 0), a[hi] >= x (or hi == m)
+        if pos == m or a[pos] >= x:
+            hi = pos
+            step = 1
+            lo = hi - 1
+            while lo > 0 and a[lo - 1] >= x:
+                hi = lo - 1
+                step *= 2
+                lo = hi - step
+            lo = max(lo, 0)
+        else:
+            lo = pos + 1
+            step = 1
+            hi = lo
+            while hi < m and a[hi] < x:
+                lo = hi + 1
+                step *= 2
+                hi = lo + step
+            hi = min(hi, m)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if a[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[j] = lo
+        pos = lo
+    return out
+
+
+KERNELS["search_nearly_sorted"] = _search_nearly_sorted

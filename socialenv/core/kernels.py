@@ -914,3 +914,25 @@ def scatter_add_rows(out: np.ndarray, index: np.ndarray, rows: np.ndarray) -> No
         np.add.at(out, index, rows)
         return
     _active["scatter_add_rows"](out, index.astype(np.int64, copy=False), rows)
+
+
+def search_nearly_sorted_numpy(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(a, v)`` (int64 positions, side "left") for sorted ``a``."""
+    return np.searchsorted(a, v).astype(np.int64, copy=False)
+
+
+_NUMPY["search_nearly_sorted"] = search_nearly_sorted_numpy
+
+
+def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """See :func:`search_nearly_sorted_numpy`; the compiled kernel gallops from each answer to
+    the next, fast when ``v`` is nearly sorted (1-D float64 ``a`` and ``v`` without NaN)."""
+    if (
+        _active is _NUMPY
+        or a.dtype != np.float64
+        or v.dtype != np.float64
+        or a.ndim != 1
+        or v.ndim != 1
+    ):
+        return search_nearly_sorted_numpy(a, v)
+    return _active["search_nearly_sorted"](a, v)

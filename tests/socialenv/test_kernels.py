@@ -646,3 +646,21 @@ def test_noise_drawn_in_the_kernel_is_numpys_draws_bit_for_bit(dtype, bit_genera
         assert compiled_rows.dtype == numpy_rows.dtype == np.float32
         assert _bits(compiled_rows) == _bits(numpy_rows)
         np.testing.assert_array_equal(compiled_state, numpy_state)
+
+
+def test_search_of_nearly_sorted_values_is_searchsorted(compiled):
+    rng = np.random.default_rng(21)
+    cumulative = np.cumsum(rng.pareto(1.5, 5000) + 1.0)
+    flat = np.repeat(np.arange(50.0), 7)  # ties: the leftmost of equal entries
+    for a in (cumulative, flat, np.array([3.0]), np.zeros(0)):
+        top = a[-1] if len(a) else 1.0
+        values = rng.random(20_000) * top * 1.01 - 0.005 * top  # below, inside and above
+        nearly = np.sort(values)
+        nearly[1::2] = nearly[1::2] * (1 + 1e-9 * rng.standard_normal(10_000))
+        exact = np.concatenate([a, a[::-1]]) if len(a) else a
+        for v in (values, nearly, np.sort(values)[::-1], exact, np.zeros(0)):
+            expected = np.searchsorted(a, v)
+            got = compiled["search_nearly_sorted"](a, v)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(kernels.search_nearly_sorted_numpy(a, v), expected)
