@@ -1012,3 +1012,72 @@ def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
 
 
 KERNELS["reaction_choices"] = _reaction_choices
+
+
+@jit
+def _unit_noisy_rows_drawn(
+    base: np.ndarray,
+    rows: np.ndarray,
+    scale: float,
+    rng: np.random.Generator,
+    eps: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``_unit_noisy_rows`` with the noise drawn here, row after row, from ``rng`` (numba's
+    ``Generator.standard_normal`` is NumPy's ziggurat on the same bit generator: the same
+    values, in the same order, as ``rng.standard_normal((n, d))``), written into ``out``."""
+    n, d = out.shape
+    row = np.empty(d, np.float64)
+    square = np.empty(d, np.float64)
+    zero = np.zeros(1, np.float64)
+    for r in range(n):
+        src = rows[r] if len(rows) else r
+        for k in range(d):
+            row[k] = np.float64(base[src, k]) + scale * rng.standard_normal()
+        _unit_row_into(row, out[r], square, zero, eps)
+
+
+KERNELS["unit_noisy_rows_drawn"] = _unit_noisy_rows_drawn
+
+
+@jit
+def _search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(a, v)`` (side "left": the first i with ``a[i] >= v[j]``) for sorted
+    ``a``, each search galloping from the previous answer: a few steps per value when ``v``
+    is nearly sorted, any order giving the same answers."""
+    m = len(a)
+    out = np.empty(len(v), np.int64)
+    pos = 0
+    for j in range(len(v)):
+        x = v[j]
+        # bracket the answer in [lo, hi]: a[lo - 1] < x (or lo == 0), a[hi] >= x (or hi == m)
+        if pos == m or a[pos] >= x:
+            hi = pos
+            step = 1
+            lo = hi - 1
+            while lo > 0 and a[lo - 1] >= x:
+                hi = lo - 1
+                step *= 2
+                lo = hi - step
+            lo = max(lo, 0)
+        else:
+            lo = pos + 1
+            step = 1
+            hi = lo
+            while hi < m and a[hi] < x:
+                lo = hi + 1
+                step *= 2
+                hi = lo + step
+            hi = min(hi, m)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if a[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[j] = lo
+        pos = lo
+    return out
+
+
+KERNELS["search_nearly_sorted"] = _search_nearly_sorted

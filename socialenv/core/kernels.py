@@ -585,6 +585,22 @@ def unit_noisy_rows_drawn(
     m = len(base) if rows is None else len(rows)
     d = base.shape[1]
     out = np.empty((m, d), np.float32)
+    if (
+        _active is not _NUMPY
+        and base.ndim == 2
+        and base.dtype in (np.float32, np.float64)
+        and 8 <= d <= _PAIRWISE_BLOCK
+    ):
+        # numba draws the noise inside the kernel: no noise buffer, no per-block copies
+        _active["unit_noisy_rows_drawn"](
+            base,
+            np.zeros(0, np.int64) if rows is None else rows.astype(np.int64, copy=False),
+            float(scale),
+            rng,
+            np.array([1e-8]),
+            out,
+        )
+        return out
     noise = np.empty((min(m, block), d))
     for start in range(0, m, block):
         stop = min(start + block, m)
@@ -808,7 +824,8 @@ def rec_arm_columns(
     if (
         _active is _NUMPY
         or not all(a.flags.c_contiguous for a in arrays)
-        or not context.flags.c_contiguous
+        or context.ndim != 2
+        or context.strides[1] != context.itemsize  # rows contiguous: a column slice is fine
     ):
         rec_arm_columns_numpy(
             context,
@@ -1194,3 +1211,25 @@ def reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     return _active["reaction_choices"](
         arm_key.astype(np.int64, copy=False), react_key.astype(np.int64, copy=False)
     )
+
+
+def search_nearly_sorted_numpy(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(a, v)`` (int64 positions, side "left") for sorted ``a``."""
+    return np.searchsorted(a, v).astype(np.int64, copy=False)
+
+
+_NUMPY["search_nearly_sorted"] = search_nearly_sorted_numpy
+
+
+def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """See :func:`search_nearly_sorted_numpy`; the compiled kernel gallops from each answer to
+    the next, fast when ``v`` is nearly sorted (1-D float64 ``a`` and ``v`` without NaN)."""
+    if (
+        _active is _NUMPY
+        or a.dtype != np.float64
+        or v.dtype != np.float64
+        or a.ndim != 1
+        or v.ndim != 1
+    ):
+        return search_nearly_sorted_numpy(a, v)
+    return _active["search_nearly_sorted"](a, v)

@@ -18,6 +18,7 @@ from policysim_infra.validation import UnknownKeywordError, check_keys
 from socialenv.core import kernels
 from socialenv.core.config import EnvConfig
 from socialenv.core.lever import Lever, LeverConfig, shift_post_ids
+from socialenv.core.pages import small_pages
 from socialenv.core.simulation import RoundResult, Simulation, Stream
 from socialenv.envs.sizing import warn_if_too_large
 
@@ -113,11 +114,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.context_dim = 2 * self._latent_dim + self.num_arm_features + self._extra_context_dim()
         low, high = self._context_bounds()
         obs_spaces: dict[str, spaces.Space] = {
-            "arms": spaces.Box(
-                np.broadcast_to(low, (self.num_arms, self.context_dim)),
-                np.broadcast_to(high, (self.num_arms, self.context_dim)),
-                dtype=np.float32,
-            ),
+            "arms": row_bounds_box(low, high, self.num_arms),
             "action_mask": spaces.MultiBinary(self.num_arms),
         }
         n = self._num_users()
@@ -484,7 +481,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self._last_result = None
         self._last_reward = None
         self._response = empty_response(self.slate_size)
-        return self._observe(), {"round": 0, "seed": episode_seed}
+        # the first observation allocates the arms' contexts and the kept user-context
+        # table: in small pages, like the world the reset built (socialenv.core.pages)
+        return small_pages(self._observe)(), {"round": 0, "seed": episode_seed}
 
     def step(self, action: Any):
         self._check_open()
@@ -775,6 +774,20 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                 f"{path}: the saved state does not fit the env: {type(err).__name__}: {err}"
             ) from err
         return env
+
+
+def row_bounds_box(low: np.ndarray, high: np.ndarray, rows: int) -> spaces.Box:
+    """``spaces.Box(broadcast_to(low, (rows, D)), broadcast_to(high, (rows, D)), float32)``
+    built from the (D,) bounds alone: its ``low``, ``high``, ``bounded_below`` and
+    ``bounded_above`` are read-only (rows, D) views of one row each. Same values, same checks
+    (``contains``, ``sample``, ``==``), but no (rows, D) arrays to fill and scan: 0.5 GB and
+    seconds of env construction at 1M users (K = 391,240 arms)."""
+    row = spaces.Box(low[None, :], high[None, :], dtype=np.float32)
+    shape = (rows, row.shape[1])
+    row._shape = shape
+    for name in ("low", "high", "bounded_below", "bounded_above"):
+        setattr(row, name, np.broadcast_to(getattr(row, name), shape))
+    return row
 
 
 def response_spaces(budget: int, low: float = 0.0, high: float = 1.0) -> dict[str, spaces.Space]:

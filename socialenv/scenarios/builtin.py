@@ -156,7 +156,7 @@ def _follow_graph(
             local &= low
             part = local.view(np.int64)
             u *= cumulative[-1]
-            position = np.searchsorted(cumulative, u[part])
+            position = kernels.search_nearly_sorted(cumulative, u[part])
             np.minimum(position, len(members) - 1, out=position)
             target = members[position]
             edge = pick[part]

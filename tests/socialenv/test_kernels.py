@@ -429,6 +429,24 @@ def test_rec_arm_columns_match_numpy(compiled):
             source,
         )
     assert _bits(threaded) == _bits(expected)
+    # the dispatcher also fills the first columns of a wider matrix (a view of its rows),
+    # leaving the rest as they were
+    wide = np.full((arms, shape[1] + 6), np.nan, np.float32)
+    wide[:, shape[1] :] = 7.0
+    with np.errstate(over="ignore"):
+        kernels.rec_arm_columns(
+            wide[:, : shape[1]],
+            user_rows,
+            arm_row,
+            post_latent,
+            user,
+            post,
+            user_columns,
+            post_columns,
+            31,
+            source,
+        )
+    assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
 
 
 def test_place_picks_matches_numpy(compiled):
@@ -747,3 +765,45 @@ def test_reaction_choices_bit_identical_to_numpy(compiled):
     repeated = np.array([7, 3, 7, 9], np.int64)  # the last arm of a repeated key answers
     for choices in (kernels.reaction_choices_numpy, compiled["reaction_choices"]):
         assert choices(repeated, np.array([7, 3, 8], np.int64)).tolist() == [2, 1, -1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox])
+def test_noise_drawn_in_the_kernel_is_numpys_draws_bit_for_bit(dtype, bit_generator):
+    """The compiled kernel draws its noise with numba's Generator (2M normals: the ziggurat's
+    rare tail is reached) and gives the NumPy twin's rows and generator state."""
+    base = np.random.default_rng(4).standard_normal((70_000, 32)).astype(dtype)
+    rows = np.sort(np.random.default_rng(5).integers(0, len(base), 60_000))
+    for subset in (None, rows):
+        results = {}
+        for name in ("numba", "numpy"):
+            previous = kernels.BACKEND
+            kernels.use_backend(name)
+            try:
+                rng = np.random.Generator(bit_generator(9))
+                rows_out = kernels.unit_noisy_rows_drawn(base, subset, 0.35, rng)
+                results[name] = (rows_out, rng.random(4))  # the state the draws left
+            finally:
+                kernels.use_backend(previous)
+        (compiled_rows, compiled_state), (numpy_rows, numpy_state) = results.values()
+        assert compiled_rows.dtype == numpy_rows.dtype == np.float32
+        assert _bits(compiled_rows) == _bits(numpy_rows)
+        np.testing.assert_array_equal(compiled_state, numpy_state)
+
+
+def test_search_of_nearly_sorted_values_is_searchsorted(compiled):
+    rng = np.random.default_rng(21)
+    cumulative = np.cumsum(rng.pareto(1.5, 5000) + 1.0)
+    flat = np.repeat(np.arange(50.0), 7)  # ties: the leftmost of equal entries
+    for a in (cumulative, flat, np.array([3.0]), np.zeros(0)):
+        top = a[-1] if len(a) else 1.0
+        values = rng.random(20_000) * top * 1.01 - 0.005 * top  # below, inside and above
+        nearly = np.sort(values)
+        nearly[1::2] = nearly[1::2] * (1 + 1e-9 * rng.standard_normal(10_000))
+        exact = np.concatenate([a, a[::-1]]) if len(a) else a
+        for v in (values, nearly, np.sort(values)[::-1], exact, np.zeros(0)):
+            expected = np.searchsorted(a, v)
+            got = compiled["search_nearly_sorted"](a, v)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(kernels.search_nearly_sorted_numpy(a, v), expected)

@@ -4,15 +4,19 @@ MaskablePPO, the response observation, and PettingZoo's AEC api_test."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import warnings
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.spaces.utils import flatten_space
 from gymnasium.utils.env_checker import check_env
+from gymnasium.vector.utils import batch_space
 
 import socialenv
-from socialenv.envs.base import response_spaces
+from socialenv.envs.base import response_spaces, row_bounds_box
 from socialenv.envs.sizing import LargeActionSpaceWarning
 from tests.support import LEVER_ENV_IDS, small_env
 
@@ -219,3 +223,37 @@ def test_response_observation_survives_save_and_load(tmp_path) -> None:
     for key in response_spaces(env.unwrapped.slate_size):
         np.testing.assert_array_equal(obs_loaded[key], obs[key])
     assert loaded.spec is None or loaded.spec.max_episode_steps == 4
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_arm_space_from_row_bounds_equals_the_full_box(env_id: str) -> None:
+    """The arms Box built from its (D,) bounds holds the values, answers and samples of a
+    Box built from full (K, D) bounds."""
+    env = gym.make(env_id, **SMALL).unwrapped
+    low, high = env._context_bounds()
+    shape = (env.num_arms, env.context_dim)
+    full = gym.spaces.Box(
+        np.broadcast_to(low, shape), np.broadcast_to(high, shape), dtype=np.float32
+    )
+    light = env.observation_space["arms"]
+    assert light == full and full == light and repr(light) == repr(full)
+    assert light.shape == full.shape and light.is_bounded() == full.is_bounded()
+    for name in ("low", "high", "bounded_below", "bounded_above"):
+        got, expected = getattr(light, name), getattr(full, name)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, name
+        np.testing.assert_array_equal(got, expected)
+    light.seed(5)
+    full.seed(5)
+    sample = light.sample()
+    np.testing.assert_array_equal(sample, full.sample())
+    obs, _ = env.reset(seed=1)
+    assert light.contains(obs["arms"]) and light.contains(sample)
+    outside = sample.copy()
+    outside[0, 0] = 2.0  # embeddings lie in [-1, 1]
+    assert not light.contains(outside) and not full.contains(outside)
+    assert pickle.loads(pickle.dumps(light)) == full and copy.deepcopy(light) == full
+    assert batch_space(light, 3) == batch_space(full, 3)
+    assert flatten_space(light) == flatten_space(full)
+    with pytest.raises(ValueError):  # read-only views: one row stands for all
+        light.low[0, 0] = 0.0
+    assert row_bounds_box(low, high, 1) == gym.spaces.Box(low[None], high[None], dtype=np.float32)

@@ -51,6 +51,9 @@ REC_ARM_FEATURES: tuple[str, ...] = (
 )
 #: Columns of the kernel's features (the rest are appended by ``RecEnv._arm_contexts``).
 _KERNEL_FEATURES = REC_ARM_FEATURES.index("source_fresh") + 1
+#: Columns after them: the two observed histories, their three products with cross stance,
+#: and the norm-completing column.
+_HISTORY_FEATURES = len(REC_ARM_FEATURES) - _KERNEL_FEATURES
 #: Standard deviation of the platform's toxicity classifier on a reply (the observed
 #: reply-toxicity history), and the smoothing of that history.
 OBSERVED_TOXICITY_NOISE = 0.1
@@ -350,9 +353,12 @@ class RecEnv(PolicySimEnv):
         p, people = sim.posts, sim.users
         width, d = user_rows.shape[1], p.latent.shape[1]
         column = width + d
-        context = np.empty((len(user), column + _KERNEL_FEATURES), np.float32)
+        tail = column + _KERNEL_FEATURES
+        # the whole (K, D) matrix at once: the kernel fills its first ``tail`` columns, the
+        # history columns below are written in place (no concatenated copy)
+        context = np.empty((len(user), tail + _HISTORY_FEATURES), np.float32)
         kernels.rec_arm_columns(
-            context,
+            context[:, :tail],
             user_rows,
             arm_row,
             p.latent,
@@ -392,24 +398,16 @@ class RecEnv(PolicySimEnv):
         history = self._observed_history()
         cross = context[:, column + REC_ARM_FEATURES.index("cross_stance")]
         reply_toxicity, civility = history["reply_toxicity"][user], history["cross_civility"][user]
-        context = np.concatenate(
-            [
-                context,
-                np.stack(
-                    [
-                        reply_toxicity,
-                        civility,
-                        cross * reply_toxicity,
-                        cross * civility,
-                        cross
-                        * context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
-                        np.zeros(len(user), np.float32),
-                    ],
-                    axis=1,
-                ),
-            ],
-            axis=1,
+        context[:, tail] = reply_toxicity
+        context[:, tail + 1] = civility
+        np.multiply(cross, reply_toxicity, out=context[:, tail + 2])
+        np.multiply(cross, civility, out=context[:, tail + 3])
+        np.multiply(
+            cross,
+            context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
+            out=context[:, tail + 4],
         )
+        context[:, tail + 5] = 0.0
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
         context[:, -1] = np.sqrt(np.maximum(self._context_norm**2 - squared, 0.0))
         context[~arms["mask"]] = 0.0
