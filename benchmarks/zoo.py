@@ -16,7 +16,9 @@ Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it 
 - the Spearman rank correlation, over the policies' means, of the mean step reward with the
   objective (``info["metrics"]["objective"]``, averaged over rounds) and with the audit
   metric (Rec: civil cross-stance reactions per active user; Exposure: the final
-  misinformation ratio, negated so that higher is better);
+  misinformation ratio, negated so that higher is better), with a 95% bootstrap interval
+  over the seeds (the policies' order within a cluster of statistically tied policies is
+  noise, and the interval says how much);
 - every *inverted pair*: one policy with more reward but less objective (or audit metric),
   both paired 95% CIs excluding zero;
 - the best learner against the best rule on the objective (paired), the oracle's headroom
@@ -149,6 +151,39 @@ def excludes_zero(cell: dict[str, float]) -> bool:
     return cell["ci95"] is not None and abs(cell["mean"]) > cell["ci95"]
 
 
+def spearman_interval(
+    results: dict[str, list[dict[str, float]]], target: str, sign: float, resamples: int = 2000
+) -> list[float] | None:
+    """95% percentile-bootstrap interval of Spearman(mean reward, ``sign`` × mean ``target``)
+    over the policies, resampling the seeds (paired: one draw of seeds for every policy;
+    the bootstrap's generator is seeded, so the interval is reproducible). None with fewer
+    than 3 seeds."""
+    from scipy import stats
+
+    names = list(results)
+    reward = np.array([[r["reward"] for r in results[n]] for n in names])  # (P, S)
+    value = sign * np.array([[r[target] for r in results[n]] for n in names])
+    if reward.shape[1] < 3:
+        return None
+
+    def spearman(seeds: np.ndarray) -> float:
+        seeds = seeds.astype(np.int64)
+        return float(
+            stats.spearmanr(reward[:, seeds].mean(axis=1), value[:, seeds].mean(axis=1)).statistic
+        )
+
+    result = stats.bootstrap(
+        (np.arange(reward.shape[1]),),
+        spearman,
+        vectorized=False,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    interval = result.confidence_interval
+    return [float(interval.low), float(interval.high)]
+
+
 def analyse(
     env_id: str, results: dict[str, list[dict[str, float]]], trained: bool = False
 ) -> dict[str, Any]:
@@ -176,6 +211,7 @@ def analyse(
                 inverted.append({"pair": [a, b], "reward": d_reward, target: d_target})
         report[f"vs_{target}"] = {
             "spearman": float(stats.spearmanr(reward, value).statistic),
+            "spearman_ci95": spearman_interval(results, target, tsign),
             "inverted_pairs": inverted,
         }
     learners = [p for p in spec["learners"] if p in results]
@@ -353,9 +389,11 @@ def main() -> None:
             )
         for target in ("objective", audit):
             v = a[f"vs_{target}"]
+            interval = v["spearman_ci95"]
+            bounds = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             print(
-                f"reward vs {target}: Spearman {v['spearman']:.3f}, inverted pairs "
-                f"{[p['pair'] for p in v['inverted_pairs']]}"
+                f"reward vs {target}: Spearman {v['spearman']:.3f}{bounds} (95% CI, seeds "
+                f"resampled), inverted pairs {[p['pair'] for p in v['inverted_pairs']]}"
             )
         b = a["best_learner_vs_best_rule"]
         print(
