@@ -49,10 +49,10 @@ import numpy as np
 from agent_models.types import Categorical, PostKind, Profiles
 from policysim_infra.extras import require
 
-#: Interaction roles, in the vocabulary order of the synthetic scenarios.
+#: Interaction roles (also the synthetic scenarios' vocabulary, in this order).
 ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurker", "regular")
 
-#: Interest areas (the same names as the synthetic scenarios use).
+#: Interest areas (also the synthetic scenarios' vocabulary).
 TOPICS: tuple[str, ...] = (
     "politics",
     "healthcare",

@@ -199,6 +199,19 @@ POPULATION_HELP = f"The population (env users=): {POPULATIONS_HELP}."
 NUM_USERS_HELP = "Number of simulated users (env num_users)."
 QUIET_HELP = "No progress bar (there is none when output is not a terminal either)."
 
+#: Options several commands share, declared once.
+BrainAliasOption = Annotated[
+    str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
+]
+LLMOption = Annotated[
+    str | None,
+    typer.Option(
+        help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'; '
+        f"backends: {BACKENDS_HELP}."
+    ),
+]
+EnvKwargsOption = Annotated[str | None, typer.Option(help="Extra env keyword arguments as JSON.")]
+
 
 @app.command(cls=RegistryHelpCommand)
 def run(
@@ -227,19 +240,9 @@ def run(
         str | None,
         typer.Option(help=f"{SCENARIOS_HELP}, or a saved scenario .npz (default: the env's)."),
     ] = None,
-    brain: Annotated[
-        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
-    ] = None,
-    llm: Annotated[
-        str | None,
-        typer.Option(
-            help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'; '
-            f"backends: {BACKENDS_HELP}."
-        ),
-    ] = None,
-    env_kwargs: Annotated[
-        str | None, typer.Option(help="Extra env keyword arguments as JSON.")
-    ] = None,
+    brain: BrainAliasOption = None,
+    llm: LLMOption = None,
+    env_kwargs: EnvKwargsOption = None,
     policy_kwargs: Annotated[
         str | None, typer.Option(help="Policy hyper-parameters as JSON.")
     ] = None,
@@ -446,9 +449,7 @@ def sweep(
             help="A fitted surrogate (the JSON `policysim fit` writes) as the surrogate's parameters."
         ),
     ] = None,
-    brain: Annotated[
-        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
-    ] = None,
+    brain: BrainAliasOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Run policies × seeds × env configs on Ray (or locally); print a table, write JSON."""
@@ -548,19 +549,9 @@ def play(
         typer.Option(help="Act every round (else only when the activity model makes you active)."),
     ] = True,
     policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "origin",
-    llm: Annotated[
-        str | None,
-        typer.Option(
-            help='LLM config as JSON, e.g. \'{"backend": "hf", "model": "/path"}\'; '
-            f"backends: {BACKENDS_HELP}."
-        ),
-    ] = None,
-    env_kwargs: Annotated[
-        str | None, typer.Option(help="Extra env keyword arguments as JSON.")
-    ] = None,
-    brain: Annotated[
-        str | None, typer.Option("--brain", hidden=True, help="Deprecated alias of --users.")
-    ] = None,
+    llm: LLMOption = None,
+    env_kwargs: EnvKwargsOption = None,
+    brain: BrainAliasOption = None,
     platform_policy: Annotated[
         str | None,
         typer.Option("--platform-policy", hidden=True, help="Deprecated alias of --policy."),

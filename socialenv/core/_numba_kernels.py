@@ -30,18 +30,25 @@ def _serial_and_parallel(func: Callable[..., Any]) -> tuple[Any, Any]:
 
 
 @jit
+def _blank_repeats(out: np.ndarray, r: int) -> None:
+    # in place: row r's slots that repeat an earlier slot's post set to -1 (the first
+    # occurrence of a post is never blanked, so comparing against ``out`` is comparing
+    # against the original row)
+    for j in range(1, out.shape[1]):
+        v = out[r, j]
+        if v < 0:
+            continue
+        for i in range(j):
+            if out[r, i] == v:
+                out[r, j] = -1
+                break
+
+
+@jit
 def _dedupe(feed: np.ndarray) -> np.ndarray:
     out = feed.copy()
-    b, f = feed.shape
-    for r in range(b):
-        for j in range(1, f):
-            v = feed[r, j]
-            if v < 0:
-                continue
-            for i in range(j):
-                if feed[r, i] == v:
-                    out[r, j] = -1
-                    break
+    for r in range(feed.shape[0]):
+        _blank_repeats(out, r)
     return out
 
 
@@ -571,14 +578,7 @@ def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarr
             v = feed[r, j]
             if v >= 0 and author[v] == owner[r]:
                 out[r, j] = -1
-        for j in range(1, f):
-            v = out[r, j]
-            if v < 0:
-                continue
-            for i in range(j):
-                if out[r, i] == v:
-                    out[r, j] = -1
-                    break
+        _blank_repeats(out, r)
     return out
 
 

@@ -11,22 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from agent_models.profile import ROLES, TOPICS
 from agent_models.types import Categorical, Profiles
 
-TOPICS: tuple[str, ...] = (
-    "politics",
-    "healthcare",
-    "religion",
-    "economy",
-    "law and courts",
-    "education",
-    "family",
-    "technology",
-    "sports",
-    "entertainment",
-    "science",
-    "local news",
-)
 IDENTITIES: tuple[str, ...] = (
     "journalist",
     "student",
@@ -53,7 +40,6 @@ POSTING_STYLES: tuple[str, ...] = (
 )
 #: Posting styles whose users are more toxic than their baseline (index into POSTING_STYLES).
 COMBATIVE_STYLES = (1, 4)
-ROLES: tuple[str, ...] = ("broadcaster", "amplifier", "conversationalist", "lurker", "regular")
 
 _STANCE_PHRASES = {
     -1: ("this is wrong and must be stopped", "we cannot accept this", "shameful decision"),
