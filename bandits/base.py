@@ -113,7 +113,10 @@ class Policy(ABC):
             budget: number of arms to pick, 1 <= budget <= number of allowed arms.
 
         Returns:
-            (budget,) int64 indices into ``contexts`` of distinct allowed arms, best first.
+            (budget,) int64 indices into ``contexts`` of distinct allowed arms, best first;
+            fewer when the policy has a null arm (:attr:`ScoredPolicy.score_floor`, e.g. the
+            ridge policies' ``null_reward``) and fewer arms are worth more than leaving the
+            slot empty.
 
         Raises:
             ValueError: on a malformed ``contexts`` / ``mask`` / ``budget``, or when fewer than
@@ -389,8 +392,15 @@ class ScoredPolicy(Policy):
     #: across groups; the plain top-k ``_select`` does, ε-greedy's exploration does not.
     score_order_within_groups: ClassVar[bool] = False
 
+    @property
+    def score_floor(self) -> float | None:
+        """The score of the null arm (leaving a slot empty, to the env's default action), or
+        None when the policy fills every slot. An arm scored below it is never picked:
+        ``select`` and :func:`bandits.slate.select_per_group` return fewer arms."""
+        return None
+
     def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
-        probs = top_k_inclusion(self._scores(contexts), budget)
+        probs = top_k_inclusion(self._scores(contexts), budget, self.score_floor)
         return probs, "deterministic" if np.all((probs == 0) | (probs == 1)) else "exact"
 
     def _deterministic(self, contexts: np.ndarray) -> bool:
@@ -405,24 +415,39 @@ class ScoredPolicy(Policy):
         return self._scores(self._validated_contexts(contexts, "contexts"))
 
     def _select(self, contexts: np.ndarray, budget: int) -> np.ndarray:
-        return top_ranked(self._scores(contexts), budget, self._rng)
+        return top_ranked(self._scores(contexts), budget, self._rng, self.score_floor)
 
     @abstractmethod
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         """Scores of validated (K, D) float32 contexts."""
 
 
-def top_ranked(scores: np.ndarray, budget: int, rng: np.random.Generator) -> np.ndarray:
-    """Positions of the ``budget`` largest of ``scores`` (K,), best first, random tie-break."""
+def top_ranked(
+    scores: np.ndarray, budget: int, rng: np.random.Generator, floor: float | None = None
+) -> np.ndarray:
+    """Positions of the ``budget`` largest of ``scores`` (K,), best first, random tie-break;
+    with a ``floor``, only of the scores at or above it (so possibly fewer)."""
+    scores = np.asarray(scores, dtype=np.float64)
     tie_breaker = rng.random(scores.shape[0])
-    order = np.lexsort((tie_breaker, -np.asarray(scores, dtype=np.float64)))
+    order = np.lexsort((tie_breaker, -scores))
+    if floor is not None:
+        budget = min(budget, int(np.count_nonzero(scores >= floor)))
     return order[:budget]
 
 
-def top_k_inclusion(scores: np.ndarray, budget: int) -> np.ndarray:
+def top_k_inclusion(scores: np.ndarray, budget: int, floor: float | None = None) -> np.ndarray:
     """(K,) probability that each arm is among the ``budget`` best of ``scores`` (K,) when ties
-    are broken uniformly at random (as :func:`top_ranked` does)."""
+    are broken uniformly at random (as :func:`top_ranked` does); with a ``floor``, 0 for arms
+    scored below it, which :func:`top_ranked` never picks."""
     scores = np.asarray(scores, dtype=np.float64)
+    if floor is not None:
+        eligible = scores >= floor
+        budget = min(budget, int(eligible.sum()))
+        if budget == 0:
+            return np.zeros(len(scores))
+        probs = np.zeros(len(scores))
+        probs[eligible] = top_k_inclusion(scores[eligible], budget)
+        return probs
     cut = np.sort(scores)[::-1][budget - 1]
     above = scores > cut
     at_cut = scores == cut

@@ -25,11 +25,15 @@ class LinTS(RidgePolicy):
             in [0, 1]. Default 0.2.
         regularization: ridge λ > 0. Default 1.0.
         fit_intercept: append a constant 1 feature. Default True.
+        null_reward: the reward of leaving a slot empty (a null arm; see
+            :class:`~bandits.ridge.RidgePolicy`), or None to fill every slot. Default None.
+            An arm whose sampled score is below it is not picked.
     """
 
     posterior_scale: float = 0.2
     regularization: float = 1.0
     fit_intercept: bool = True
+    null_reward: float | None = None
 
     name: ClassVar[str] = "lints"
     randomized_scores: ClassVar[bool] = True
@@ -59,7 +63,7 @@ class LinTS(RidgePolicy):
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
         theta = self._posterior_sample()
-        scores = contexts.astype(np.float64) @ theta[: self.context_dim]
+        scores = contexts.astype(np.float64) @ theta[: self.context_dim] + self._reward_offset
         return scores + theta[self.context_dim] if self.fit_intercept else scores
 
     def _inclusion(self, contexts: np.ndarray, budget: int) -> tuple[np.ndarray, str]:
@@ -73,10 +77,12 @@ class LinTS(RidgePolicy):
         thetas = self._ridge.theta[:, None] + self.posterior_scale * (
             self._cholesky_factor() @ noise
         )
-        scores = contexts.astype(np.float64) @ thetas[: self.context_dim]
+        scores = contexts.astype(np.float64) @ thetas[: self.context_dim] + self._reward_offset
         if self.fit_intercept:
             scores += thetas[self.context_dim]
         top = np.argpartition(-scores, budget - 1, axis=0)[:budget]
+        if self.score_floor is not None:  # a picked arm must reach the null arm's score
+            top = top[np.take_along_axis(scores, top, axis=0) >= self.score_floor]
         counts = np.bincount(top.ravel(), minlength=contexts.shape[0])
         return counts / draws, "monte_carlo"
 

@@ -27,11 +27,14 @@ class LinUCB(RidgePolicy):
         regularization: ridge λ > 0 (A starts at λ·I). Default 1.0.
         fit_intercept: append a constant 1 feature, so that the reward's offset is not
             forced through θ. Default True.
+        null_reward: the reward of leaving a slot empty (a null arm; see
+            :class:`~bandits.ridge.RidgePolicy`), or None to fill every slot. Default None.
     """
 
     alpha: float = 0.5
     regularization: float = 1.0
     fit_intercept: bool = True
+    null_reward: float | None = None
 
     name: ClassVar[str] = "linucb"
 
@@ -40,4 +43,4 @@ class LinUCB(RidgePolicy):
         self._check_ridge()
 
     def _scores(self, contexts: np.ndarray) -> np.ndarray:
-        return self._ridge.predict(contexts) + self.alpha * np.sqrt(self._ridge.variance(contexts))
+        return self._predict(contexts) + self.alpha * np.sqrt(self._ridge.variance(contexts))

@@ -21,8 +21,11 @@ contexts).
 Estimators (T rounds, budget B, w = pe/p0 of each logged arm):
 
 - IPS: (1/T) Σ_t (1/B) Σ_{a ∈ S_t} w_a r_a.
-- SNIPS: the IPS sum divided by Σ_t Σ_a w_a / Σ_t k_t (k_t arms picked in round t; under the
-  logging policy E[Σ_a w_a] = k_t), which trades a small bias for a lower variance.
+- SNIPS: the IPS sum divided by Σ_t Σ_a w_a / Σ_t Σ_a pe(a) (under the logging policy
+  E[Σ_a w_a] = Σ_a pe(a), the target's expected picks: k_t, the logged count, unless the
+  target leaves slots to a null arm), which trades a small bias for a lower variance.
+- A target with a null arm (``null_reward``) leaves slots empty; each empty slot is worth
+  ``empty_slot_value`` (:func:`estimate`), added exactly since Σ_a pe(a) is known.
 - DR: (1/T) Σ_t (1/B) [Σ_a pe(a) q̂(x_a) + Σ_{a ∈ S_t} w_a (r_a − q̂(x_a))], with q̂ a ridge
   reward model cross-fitted over logged episodes (fit on the other episodes).
 
@@ -438,6 +441,7 @@ def estimate(
     logged: LoggedRounds,
     estimator: str = "dr",
     reward_model: np.ndarray | None = None,
+    empty_slot_value: float = 0.0,
 ) -> OPEEstimate:
     """The value of the target policy whose (T, K) inclusion probabilities on the logged
     rounds are ``target`` (:func:`target_inclusion`).
@@ -447,6 +451,11 @@ def estimate(
         logged: the logging policy's rounds.
         estimator: "ips", "snips" or "dr" (see the module docstring).
         reward_model: (T, K) q̂ for DR; default :func:`cross_fitted_rewards`.
+        empty_slot_value: the reward of a slot the target leaves empty (its null arm, e.g.
+            0.5 on a PolicySim env's objective-form scale, where the platform's own choice
+            fills it). The target's expected empty slots, B − Σ_a pe(a), are known exactly,
+            so they add ``empty_slot_value`` × that / B to each round without weighting.
+            Default 0: an empty slot earns nothing.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(
@@ -462,8 +471,7 @@ def estimate(
     if estimator == "ips":
         contrib = (w * rewards).sum(axis=1) / b
     elif estimator == "snips":
-        picked = (logged.arms >= 0).sum(axis=1)
-        scale = picked.sum() / max(w.sum(), 1e-12)
+        scale = target.sum() / max(w.sum(), 1e-12)  # E_logging[Σ w] = Σ pe: the target's picks
         contrib = scale * (w * rewards).sum(axis=1) / b
     else:
         q = (
@@ -477,16 +485,24 @@ def estimate(
         q_logged[rows, slots] = q[rows, logged.arms[rows, slots]]
         direct = (target * q).sum(axis=1)
         contrib = (direct + (w * (rewards - q_logged)).sum(axis=1)) / b
+    if empty_slot_value:
+        contrib = contrib + empty_slot_value * (b - target.sum(axis=1)) / b
     per_episode = _per_episode(contrib, logged.episode)
     return OPEEstimate(estimator, float(contrib.mean()), _ci95(per_episode), per_episode)
 
 
 def evaluate(
-    policy: Any, logged: LoggedRounds, estimators: tuple[str, ...] = ESTIMATORS
+    policy: Any,
+    logged: LoggedRounds,
+    estimators: tuple[str, ...] = ESTIMATORS,
+    empty_slot_value: float | None = None,
 ) -> dict[str, OPEEstimate]:
-    """Every estimator's value of a fixed ``policy`` on ``logged``."""
+    """Every estimator's value of a fixed ``policy`` on ``logged``. ``empty_slot_value``
+    (:func:`estimate`) defaults to the policy's ``null_reward`` (its null arm), else 0."""
+    if empty_slot_value is None:
+        empty_slot_value = getattr(policy, "null_reward", None) or 0.0
     target = target_inclusion(policy, logged)
-    return {name: estimate(target, logged, name) for name in estimators}
+    return {name: estimate(target, logged, name, None, empty_slot_value) for name in estimators}
 
 
 __all__ = [

@@ -81,19 +81,48 @@ class OnlineRidge:
 
 class RidgePolicy(ScoredPolicy):
     """A :class:`~bandits.base.ScoredPolicy` that learns one :class:`OnlineRidge` from the
-    subclass's ``regularization`` (λ > 0) and ``fit_intercept`` fields; its state is the
-    ridge's ``A_inv`` and ``b``."""
+    subclass's ``regularization`` (λ > 0), ``fit_intercept`` and ``null_reward`` fields; its
+    state is the ridge's ``A_inv`` and ``b``.
+
+    ``null_reward`` (None or a reward in [0, 1]) is the known reward of the null arm: leaving
+    a slot empty, to the env's default action (0.5 in every PolicySim env's objective-form
+    arm reward: "as good as the platform's own choice"). With it the ridge learns r −
+    ``null_reward``, so its untrained estimate is the null arm's value rather than 0, scores
+    are reported in reward units (estimate + ``null_reward``), and an arm scored below
+    ``null_reward`` is not picked (:attr:`~bandits.base.ScoredPolicy.score_floor`): the
+    policy leaves the slot to the platform instead of filling it with an arm it expects to
+    do worse. None (the default) fills every slot, as the paper's bandits do.
+    """
+
+    regularization: float
+    fit_intercept: bool
+    null_reward: float | None
 
     def _check_ridge(self) -> None:
         """The ridge hyper-parameters (part of the subclass's ``_check_hyperparameters``)."""
         check_float(self, "regularization", minimum=0.0, exclusive_minimum=True)
         check_bool(self, "fit_intercept")
+        if self.null_reward is not None:
+            check_float(self, "null_reward", minimum=0.0, maximum=1.0)
+
+    @property
+    def score_floor(self) -> float | None:
+        return None if self.null_reward is None else float(self.null_reward)
+
+    @property
+    def _reward_offset(self) -> float:
+        """What the ridge's targets are centred on (``null_reward``, else 0)."""
+        return 0.0 if self.null_reward is None else float(self.null_reward)
+
+    def _predict(self, contexts: np.ndarray) -> np.ndarray:
+        """(K, D) float32 -> (K,) float64 estimated rewards θ̂·x̃ (+ ``null_reward``)."""
+        return self._ridge.predict(contexts) + self._reward_offset
 
     def _reset(self) -> None:
         self._ridge = OnlineRidge(self.context_dim, self.regularization, self.fit_intercept)
 
     def _update(self, contexts: np.ndarray, rewards: np.ndarray) -> None:
-        self._ridge.update(contexts, rewards)
+        self._ridge.update(contexts, rewards - self._reward_offset)
 
     def _state(self) -> dict[str, Any]:
         return self._ridge.state()

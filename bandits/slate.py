@@ -59,10 +59,14 @@ def select_per_group(
 
     A policy that ranks purely by its ``scores`` (a :class:`bandits.base.ScoredPolicy` that does
     not override ``_select``) is scored once and each group's best arms are kept; any other
-    policy is asked repeatedly, as in :func:`select_one_per_group`.
+    policy is asked repeatedly, as in :func:`select_one_per_group`. A policy with a null arm
+    (:attr:`bandits.base.ScoredPolicy.score_floor`) never gets an arm scored below it: on the
+    scored path those arms are dropped, on the repeated path a ``select`` that returns fewer
+    arms than asked ends the slate.
 
     Returns:
-        (m,) int64 distinct arm indices, m = min(budget, allowed arms within the caps).
+        (m,) int64 distinct arm indices, m = min(budget, allowed arms within the caps), or
+        fewer when the policy leaves slots to its null arm.
     """
     from bandits.base import ScoredPolicy
 
@@ -77,6 +81,9 @@ def select_per_group(
         # its user), so it must see the round's full (K, D) contexts
         score = np.asarray(policy.scores(np.asarray(contexts)), np.float64)[index]
         tie = policy._rng.random(len(index))
+        if policy.score_floor is not None:
+            worth = score >= policy.score_floor
+            index, score, tie = index[worth], score[worth], tie[worth]
         order = np.lexsort((tie, -score, groups[index]))
         ranked, ranked_group = index[order], groups[index][order]
         rank = np.arange(len(ranked)) - np.searchsorted(ranked_group, ranked_group)
@@ -88,12 +95,15 @@ def select_per_group(
     used: dict[int, int] = {}
     while len(chosen) < budget and allowed.any():
         need = min(budget - len(chosen), int(allowed.sum()))
-        for arm in np.asarray(policy.select(contexts, allowed, need), np.int64):
+        picks = np.asarray(policy.select(contexts, allowed, need), np.int64)
+        for arm in picks:
             group = int(groups[arm])
             if used.get(group, 0) < per_group and len(chosen) < budget and allowed[arm]:
                 used[group] = used.get(group, 0) + 1
                 chosen.append(int(arm))
                 allowed[arm] = False
+        if len(picks) < need:  # the policy left the other slots to its null arm
+            break
         full = np.fromiter((g for g, c in used.items() if c >= per_group), np.int64)
         allowed &= ~np.isin(groups, full)
     return np.asarray(chosen, np.int64)
@@ -133,11 +143,14 @@ def select_one_per_group(
     while len(chosen) < budget and allowed.any():
         available = np.unique(groups[allowed]).size
         need = min(budget - len(chosen), available)
-        for arm in np.asarray(policy.select(contexts, allowed, need), np.int64):
+        picks = np.asarray(policy.select(contexts, allowed, need), np.int64)
+        for arm in picks:
             group = int(groups[arm])
             if group not in used and len(chosen) < budget:
                 used.add(group)
                 chosen.append(int(arm))
+        if len(picks) < need:  # the policy left the other slots to its null arm
+            break
         allowed &= ~np.isin(groups, np.fromiter(used, np.int64, len(used)))
     return np.asarray(chosen, np.int64)
 
@@ -233,17 +246,22 @@ def per_group_inclusion(
     if budget == 0 or not allowed.any():
         return np.zeros(n_arms), "deterministic"
     _, group_index = np.unique(groups, return_inverse=True)
-    sizes = np.bincount(group_index[allowed], minlength=group_index.max() + 1)
+    scores = _group_scores(policy, contexts, allowed) if ranks_groups_by_score(policy) else None
+    floor = getattr(policy, "score_floor", None)
+    eligible = allowed
+    if scores is not None and floor is not None:
+        eligible = allowed & (np.nan_to_num(scores, nan=-np.inf) >= floor)
+    sizes = np.bincount(group_index[eligible], minlength=group_index.max() + 1)
     share = np.minimum(sizes, per_group)
     if budget >= share.sum():
         if isinstance(policy, RandomPolicy):
             size = np.maximum(sizes[group_index], 1)
             return np.where(allowed, share[group_index] / size, 0.0), "exact"
-        if ranks_groups_by_score(policy):
-            probs = top_share_inclusion(
-                _group_scores(policy, contexts, allowed), allowed, group_index, share
-            )
-            return probs, _closed_form_method(probs)
+        if scores is not None:
+            if not eligible.any():
+                return np.zeros(n_arms), "deterministic"
+            closed_form = top_share_inclusion(scores, eligible, group_index, share)
+            return closed_form, _closed_form_method(closed_form)
     probs = deterministic_inclusion(
         policy,
         contexts,

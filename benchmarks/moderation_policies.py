@@ -5,13 +5,16 @@ on paired seeds.
     python benchmarks/moderation_policies.py --seeds 3 --episodes 2 --out runs/bench
 
 Every policy plays the same env seeds (seed s, episode e → ``reset(seed=1000·s + e)``); the
-bandit keeps learning across its ``--episodes`` episodes and every policy is scored on the
-last one. Per policy: mean step reward, misinformation ratio at the last round, the shares of
+bandits keep learning across their ``--episodes`` episodes and every policy is scored on the
+last one. ``<bandit>_null`` is the bandit with a null arm (``null_reward`` = the env's
+``null_arm_reward()``, 0.5 = no effect): it acts on a post only where it expects the action
+to do better than no action, instead of always spending the budget. Per policy: mean step reward, misinformation ratio at the last round, the shares of
 impressions that delivered misinformation / toxic posts, the share of clean impressions
 removed, wrongful removals (delete/suspend of a post that was not harmful) and actions
 taken per episode. Then each policy's paired difference from no moderation, mean and 95% CI
 (t over seeds). The classifier's precision / recall are options, so over-moderation under a
-poor classifier can be shown. Writes ``<out>/moderation.json``.
+poor classifier can be shown. Each learner is compared with each suppress-flagged rule
+(paired). Writes ``<out>/moderation.json``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,18 @@ from socialenv.envs.episodes import play_episode
 from socialenv.envs.policy_registry import OriginPolicy, make_run_policy
 from socialenv.mechanisms.governance import MODERATION_ACTIONS
 
-POLICIES = ("none", "suppress_flagged_delete", "suppress_flagged_label", "random", "linucb")
+POLICIES = (
+    "none",
+    "suppress_flagged_delete",
+    "suppress_flagged_label",
+    "random",
+    "linucb",
+    "linucb_null",
+    "egreedy",
+    "egreedy_null",
+)
+RULES = ("suppress_flagged_delete", "suppress_flagged_label")
+LEARNERS = ("linucb", "linucb_null", "egreedy", "egreedy_null")
 METRICS = (
     "reward",
     "misinformation_ratio_final",
@@ -51,6 +65,10 @@ def make(name: str, env: Any, seed: int) -> Any:
         return OriginPolicy(base.no_op)
     if name.startswith("suppress_flagged_"):
         return SuppressFlagged(env, action=name.removeprefix("suppress_flagged_"))
+    if name.endswith("_null"):  # a null arm: act only where it expects to beat no action
+        return make_run_policy(
+            name.removesuffix("_null"), base, seed, null_reward=base.null_arm_reward()
+        )
     return make_run_policy(name, base, seed)
 
 
@@ -135,21 +153,20 @@ def main() -> None:
                 f"{name:<26}"
                 + "".join(f"{diffs[m]['mean']:>+11.4f} ±{diffs[m]['ci95']:<7.4f}" for m in METRICS)
             )
-    best_rule = "suppress_flagged_delete"
-    if best_rule in per_policy and "linucb" in per_policy:
-        d = np.array(
-            [
-                r["reward"] - b["reward"]
-                for r, b in zip(per_policy["linucb"], per_policy[best_rule], strict=True)
-            ]
-        )
-        table["linucb"]["reward_minus_suppress_flagged_delete"] = {
-            "mean": float(d.mean()),
-            "ci95": ci95(d),
-        }
-        print(
-            f"\nLinUCB − suppress-flagged (delete), reward (= objective), paired: {d.mean():+.4f} ± {ci95(d):.4f}"
-        )
+    print()
+    for learner in (n for n in LEARNERS if n in per_policy):
+        table[learner]["reward_minus_rule"] = {}
+        for rule in (r for r in RULES if r in per_policy):
+            d = np.array(
+                [
+                    r["reward"] - b["reward"]
+                    for r, b in zip(per_policy[learner], per_policy[rule], strict=True)
+                ]
+            )
+            table[learner]["reward_minus_rule"][rule] = {"mean": float(d.mean()), "ci95": ci95(d)}
+            print(
+                f"{learner} − {rule}, reward (= objective), paired: {d.mean():+.4f} ± {ci95(d):.4f}"
+            )
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "moderation.json"
     path.write_text(

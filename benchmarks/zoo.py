@@ -8,9 +8,12 @@
     python benchmarks/zoo.py --first-seed 10 --seeds 10       # unseen seeds 10-19
     python benchmarks/zoo.py --out benchmarks/results/zoo     # publish
 
-Twelve policies per env play the same seeds (same population, same random streams): Origin,
-random, ε-greedy, LinUCB, LinTS, EE-Net, NeuralUCB, a hidden-state oracle of the objective
-and one-line rules (Rec: always opposite stance, always most popular, always agreeing, MMR;
+Fifteen policies per env play the same seeds (same population, same random streams): Origin,
+random, ε-greedy, LinUCB, LinTS, EE-Net, NeuralUCB, the three ridge bandits with a null arm
+(``egreedy_null``, ``linucb_null``, ``lints_null``: ``null_reward`` = the env's
+``null_arm_reward()``, so they leave a slot to the platform rather than fill it with an arm
+they expect to do worse; objective form only), a hidden-state oracle of the objective and
+one-line rules (Rec: always opposite stance, always most popular, always agreeing, MMR;
 Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it reports
 
 - the Spearman rank correlation, over the policies' means, of the mean step reward with the
@@ -23,7 +26,8 @@ Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it 
   both paired 95% CIs excluding zero;
 - the best learner against the best rule on the objective (paired), the oracle's headroom
   over Origin and the share of it the best learner reaches, learners vs Origin on the
-  civil cross-stance reactions and on toxicity (Rec), and the round-0 reward of the
+  civil cross-stance reactions and on toxicity (Rec) with the learners that raise the first
+  while holding or lowering the second (paired CIs), and the round-0 reward of the
   untrained LinUCB against random (paired; with ``--train-episodes``, the trained LinUCB's).
 
 ``--train-episodes K`` lets every learner play K training episodes on its own seeds
@@ -71,7 +75,15 @@ ZOO: dict[str, dict[str, Any]] = {
         "audit": ("misinformation_ratio", -1.0),
     },
 }
-ALIASES = {"mute_all": "fixed_level", "let_all": "fixed_level", "half_all": "fixed_level"}
+#: the ridge bandits the zoo also plays with a null arm (``null_reward`` = the env's
+#: :meth:`null_arm_reward`, 0.5 in the objective form): ``<name>_null``, objective form only
+NULL_ARM_LEARNERS = ("egreedy", "linucb", "lints")
+ALIASES = {
+    "mute_all": "fixed_level",
+    "let_all": "fixed_level",
+    "half_all": "fixed_level",
+    **{f"{name}_null": name for name in NULL_ARM_LEARNERS},
+}
 RULE_KWARGS = {"mute_all": {"level": 0.0}, "let_all": {"level": 1.0}, "half_all": {"level": 0.5}}
 GRID_USERS = (300, 1000, 3000)
 GRID_SHARES = (0.075, 0.15, 0.3)
@@ -104,7 +116,10 @@ def play(
         out[name] = []
         for seed in seeds:
             env = gym.make(env_id, **env_kwargs)
-            policy = build_policy(ALIASES.get(name, name), env, seed, **RULE_KWARGS.get(name, {}))
+            kwargs = dict(RULE_KWARGS.get(name, {}))
+            if name.endswith("_null"):
+                kwargs["null_reward"] = env.unwrapped.null_arm_reward()
+            policy = build_policy(ALIASES.get(name, name), env, seed, **kwargs)
             if name in learners:
                 for episode in range(train_episodes):
                     play_episode(env, policy, TRAIN_SEED_BASE + 100 * seed + episode)
@@ -185,11 +200,14 @@ def spearman_interval(
 
 
 def analyse(
-    env_id: str, results: dict[str, list[dict[str, float]]], trained: bool = False
+    env_id: str,
+    results: dict[str, list[dict[str, float]]],
+    trained: bool = False,
+    learners: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     from scipy import stats
 
-    spec = ZOO[env_id]
+    spec = {**ZOO[env_id], **({} if learners is None else {"learners": learners})}
     audit, sign = spec["audit"]
     names = list(results)
     means = {
@@ -209,8 +227,13 @@ def analyse(
                 and np.sign(d_reward["mean"]) != np.sign(d_target["mean"])
             ):
                 inverted.append({"pair": [a, b], "reward": d_reward, target: d_target})
+        core = [i for i, n in enumerate(names) if not n.endswith("_null")]
         report[f"vs_{target}"] = {
             "spearman": float(stats.spearmanr(reward, value).statistic),
+            # over the zoo without the null-arm variants (issue 20's twelve policies)
+            "spearman_without_null_arm": float(
+                stats.spearmanr([reward[i] for i in core], [value[i] for i in core]).statistic
+            ),
             "spearman_ci95": spearman_interval(results, target, tsign),
             "inverted_pairs": inverted,
         }
@@ -247,6 +270,17 @@ def analyse(
         }
         for p in [*learners, oracle]
     }
+    if "civil_cross_reactions_per_user" in results["origin"][0]:
+        # the paper's direction: more civil dialogue across stances, toxicity lowered or held
+        # (its paired 95% CI vs Origin reaches zero or lies below it)
+        report["dialogue_without_more_toxicity"] = [
+            p
+            for p in learners
+            if report["learners_vs_origin"][p]["civil_cross_reactions_per_user"]["mean"]
+            > report["learners_vs_origin"][p]["civil_cross_reactions_per_user"]["ci95"]
+            and report["learners_vs_origin"][p]["toxicity"]["mean"]
+            <= report["learners_vs_origin"][p]["toxicity"]["ci95"]
+        ]
     key = "trained_linucb_round0_vs_random" if trained else "untrained_linucb_round0_vs_random"
     report[key] = diff(results, "linucb", "random", "reward_round0")
     return report
@@ -363,7 +397,9 @@ def main() -> None:
             reward = {"form": args.reward_form, **overrides}
             report[env_id] = grid(env_id, seeds, args.rounds, reward, args.quiet)
             continue
-        spec = ZOO[env_id]
+        spec = dict(ZOO[env_id])
+        if args.reward_form == "objective":
+            spec["learners"] = (*spec["learners"], *(f"{n}_null" for n in NULL_ARM_LEARNERS))
         policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
         kwargs = {
             "num_users": args.users,
@@ -373,7 +409,7 @@ def main() -> None:
         results = play(
             env_id, policies, seeds, kwargs, args.quiet, args.train_episodes, spec["learners"]
         )
-        a = analyse(env_id, results, trained=args.train_episodes > 0)
+        a = analyse(env_id, results, trained=args.train_episodes > 0, learners=spec["learners"])
         report[env_id] = {"per_seed": results, **a}
         audit = spec["audit"][0]
         print(f"\n{env_id} ({args.reward_form} reward), {len(seeds)} seeds")
@@ -393,7 +429,8 @@ def main() -> None:
             bounds = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             print(
                 f"reward vs {target}: Spearman {v['spearman']:.3f}{bounds} (95% CI, seeds "
-                f"resampled), inverted pairs {[p['pair'] for p in v['inverted_pairs']]}"
+                f"resampled; {v['spearman_without_null_arm']:.3f} without the null-arm "
+                f"variants), inverted pairs {[p['pair'] for p in v['inverted_pairs']]}"
             )
         b = a["best_learner_vs_best_rule"]
         print(
@@ -406,6 +443,11 @@ def main() -> None:
         )
         for p, cells in a["learners_vs_origin"].items():
             print(f"  {p} − origin: " + ", ".join(f"{k} {fmt(c)}" for k, c in cells.items()))
+        if "dialogue_without_more_toxicity" in a:
+            print(
+                "learners raising civil cross-stance reactions with toxicity held or lowered: "
+                f"{a['dialogue_without_more_toxicity']}"
+            )
         if args.train_episodes:
             label, key = f"LinUCB after {args.train_episodes} training episodes", "trained"
         else:

@@ -246,6 +246,15 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         """The range of an arm's reward (``info["arm_rewards"]``, ``response_reward``)."""
         return 0.0, 1.0
 
+    def null_arm_reward(self) -> float | None:
+        """The arm reward of leaving a slot empty (``no_op``: the platform's own choice
+        stands), or None where the reward form defines none. In the objective form every
+        env credits an arm 0.5 + 0.5·(its contribution against the default), so the null
+        arm is worth 0.5; the paper's Eq. 9 / Eq. 10 rewards have no such zero point. A
+        bandit given it (``null_reward``, :class:`bandits.ridge.RidgePolicy`) fills a slot
+        only with an arm it expects to do better than the platform."""
+        return None if self.config.reward.form == "paper" else 0.5
+
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(F,) lower and upper bounds of the ``num_arm_features`` scalar features (finite where
         the feature is bounded; override in subclasses, ±inf by default)."""

@@ -165,6 +165,36 @@ def test_rec_policy_share_counts_the_slots_the_policy_filled() -> None:
     assert 0.05 < info["metrics"]["policy_share"] < 0.3  # Origin serves most impressions
 
 
+@pytest.mark.parametrize(
+    "env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0", "PolicySim-Moderation-v0"]
+)
+def test_null_arm_reward_is_the_objective_forms_zero_point(env_id: str) -> None:
+    assert gym.make(env_id, num_users=150).unwrapped.null_arm_reward() == 0.5
+    paper = gym.make(env_id, num_users=150, reward={"form": "paper"}).unwrapped
+    assert paper.null_arm_reward() is None
+
+
+def test_a_bandit_with_a_null_arm_leaves_slots_to_the_platform() -> None:
+    """A LinUCB that has learnt every arm is worse than the built-in slot leaves the slate
+    empty (no_op slots, the env accepts them, the policy serves nothing); the same LinUCB
+    without a null arm fills every slot it can."""
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=2)
+    base = env.unwrapped
+    obs, _ = env.reset(seed=0)
+    null = make_run_policy("linucb", base, 0, alpha=0.0, null_reward=base.null_arm_reward())
+    plain = make_run_policy("linucb", base, 0, alpha=0.0)
+    allowed = obs["arms"][obs["action_mask"].astype(bool)]
+    for policy in (null, plain):
+        policy.update(allowed, np.full(len(allowed), 0.3))  # every arm did worse than 0.5
+    assert np.all(select_action(null, obs, base) == base.no_op)
+    filled = select_action(plain, obs, base)
+    groups = base.arm_groups()[obs["action_mask"].astype(bool)]
+    fillable = np.minimum(np.unique(groups, return_counts=True)[1], base.per_user).sum()
+    assert np.count_nonzero(filled != base.no_op) == min(base.slate_size, fillable)
+    _, reward, _, _, info = env.step(select_action(null, obs, base))
+    assert reward == 0.0 and info["metrics"]["policy_share"] == 0.0
+
+
 def _play_level(level: float, **kwargs) -> dict[str, float]:
     env = gym.make("PolicySim-Exposure-v0", num_users=300, rounds=2, **kwargs)
     obs, _ = env.reset(seed=0)
