@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bandits.base import Policy, ScoredPolicy
+from bandits.constrained import ConstrainedEpsilonGreedy
 from bandits.eenet import EENet
 from bandits.egreedy import LinearEpsilonGreedy
 from bandits.egreedy_neural import NeuralEpsilonGreedy
@@ -32,6 +33,7 @@ POLICIES: dict[str, type[Policy]] = {
         LinUCB,
         LinTS,
         LinearEpsilonGreedy,
+        ConstrainedEpsilonGreedy,
         NeuralEpsilonGreedy,
         RandomPolicy,
     )
@@ -51,6 +53,7 @@ def make_policy(name: str, context_dim: int, seed: int = 0, **hyperparameters: A
 
 __all__ = [
     "POLICIES",
+    "ConstrainedEpsilonGreedy",
     "EENet",
     "LinTS",
     "LinUCB",

@@ -44,6 +44,7 @@ from policysim.summary import (
 from policysim_infra.extras import require
 from policysim_infra.redaction import to_json, to_json_data
 from policysim_infra.validation import Limit, check_fields, check_path_segment, did_you_mean
+from socialenv.envs.episodes import learn_from_step
 from socialenv.envs.policy_registry import (
     GRAPH_POLICIES,
     OriginPolicy,
@@ -703,11 +704,7 @@ def _play(
                             info,
                             propensities if logger is not None else None,
                         )
-                    applied = info["arm_applied"]
-                    if applied.any():
-                        policy.update(
-                            arms[info["arm_indices"][applied]], info["arm_rewards"][applied]
-                        )
+                    learn_from_step(policy, arms, info, env)
                     done = terminated or truncated
                     row = _plain(
                         {

@@ -242,9 +242,21 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, float]]:
         """(len(applied),) rewards in :meth:`reward_bounds` and extra metrics for ``info``."""
 
+    def _arm_signals(self) -> dict[str, np.ndarray]:
+        """Per-arm measurements of the last round beside the reward, by ``info`` key: each a
+        (len(applied),) array in the order of :meth:`_arm_rewards`' arms, put in slate order
+        (0 for slots not applied) like ``info["arm_rewards"]``. Default: none."""
+        return {}
+
     def reward_bounds(self) -> tuple[float, float]:
         """The range of an arm's reward (``info["arm_rewards"]``, ``response_reward``)."""
         return 0.0, 1.0
+
+    def arm_cost_key(self) -> str | None:
+        """The ``info`` key of the per-arm cost a constrained policy learns
+        (:class:`bandits.constrained.ConstrainedEpsilonGreedy`), or None where the env
+        reports none. Default: none."""
+        return None
 
     def null_arm_reward(self) -> float | None:
         """The arm reward of leaving a slot empty (``no_op``: the platform's own choice
@@ -523,6 +535,11 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             slot_rewards[slot] = rewards
         reward = self._step_reward(slot_rewards, applied)
         self._last_reward = reward
+        arm_signals = {}
+        for name, values in self._arm_signals().items():
+            arm_signals[name] = np.zeros(len(slate), np.float32)
+            if len(applied_arms):
+                arm_signals[name][slot] = values
         if self.config.observe_response:
             responded = np.zeros(len(slate), bool)
             if len(applied_arms):
@@ -539,6 +556,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             "arm_indices": slate,
             "arm_applied": applied,
             "arm_rewards": slot_rewards,
+            **arm_signals,
             "empty_slots": int((~filled).sum()),
             "duplicate_arms": int((filled & ~first_use).sum()),
             "over_user_cap": int(over_cap.sum()),

@@ -23,6 +23,34 @@ from socialenv.core.metrics import bias, diversity
 from socialenv.envs.policy_registry import select_action
 
 
+def learn_from_step(policy: Any, arms: np.ndarray, info: dict[str, Any], env: Any) -> None:
+    """Let ``policy`` learn from the arms it applied in the step that returned ``info``
+    (``arms``: the (K, D) arm contexts of the observation it acted on): ``update(contexts,
+    rewards)``, and ``costs=`` from the env's :meth:`arm_cost_key` for a policy that
+    ``learns_costs``. Nothing for an actor or a policy without ``update``.
+
+    Raises:
+        ValueError: when the policy learns costs and the env reports none.
+    """
+    applied = info["arm_applied"]
+    if not applied.any() or not hasattr(policy, "update"):
+        return
+    contexts = arms[info["arm_indices"][applied]]
+    rewards = info["arm_rewards"][applied]
+    if not getattr(policy, "learns_costs", False):
+        policy.update(contexts, rewards)
+        return
+    base = env.unwrapped
+    key = base.arm_cost_key()
+    if key is None:
+        raise ValueError(
+            f"policy {getattr(policy, 'name', type(policy).__name__)!r} learns per-arm costs, "
+            f"and {type(base).__name__} with reward form {base.config.reward.form!r} reports "
+            'none: use PolicySim-Rec-v0 with reward={"form": "objective"} (info["arm_toxicity"])'
+        )
+    policy.update(contexts, rewards, costs=info[key][applied])
+
+
 def slate_for(policy: Any, obs: dict[str, np.ndarray], env: Any) -> np.ndarray:
     """The (slate_size,) slate a policy picks for ``obs``, as ``policysim run`` picks it: an
     actor's ``act(obs)``, or the slate policy's selection (one arm per user where the env
@@ -58,9 +86,8 @@ def play_episode(
         action = slate_for(policy, obs, env)
         arms = obs["arms"]
         obs, reward, terminated, truncated, info = env.step(action)
-        applied = info["arm_applied"]
-        if learn and applied.any() and hasattr(policy, "update"):
-            policy.update(arms[info["arm_indices"][applied]], info["arm_rewards"][applied])
+        if learn:
+            learn_from_step(policy, arms, info, env)
         row = {"round": int(info["round"]), "reward": float(reward), **info["metrics"]}
         if extra_metrics is not None:
             row.update(extra_metrics(env))

@@ -68,7 +68,14 @@ def _build_origin(env: Any, seed: int, **hyperparameters: Any) -> OriginPolicy:
 def _build_bandit(name: str, env: Any, seed: int, **hyperparameters: Any) -> Any:
     from bandits import make_policy
 
-    return make_policy(name, context_dim=env.context_dim, seed=seed, **hyperparameters)
+    policy = make_policy(name, context_dim=env.context_dim, seed=seed, **hyperparameters)
+    if getattr(policy, "learns_costs", False) and env.arm_cost_key() is None:
+        raise ValueError(
+            f"policy={name!r} learns per-arm costs, and {type(env).__name__} with reward form "
+            f"{env.config.reward.form!r} reports none: use PolicySim-Rec-v0 with "
+            'reward={"form": "objective"} (info["arm_toxicity"])'
+        )
+    return policy
 
 
 def _build_graph_bandit(target: str, env: Any, seed: int, **hyperparameters: Any) -> Any:

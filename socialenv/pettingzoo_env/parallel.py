@@ -15,7 +15,7 @@ from pettingzoo import ParallelEnv
 
 from agent_models.factory import make_brain
 from policysim_infra.validation import check
-from socialenv.envs.episodes import slate_for
+from socialenv.envs.episodes import learn_from_step, slate_for
 from socialenv.envs.policy_registry import make_run_policy
 from socialenv.pettingzoo_env.actions import decode_user_actions, user_action_space
 from socialenv.pettingzoo_env.agents import (
@@ -231,11 +231,8 @@ class PolicySimParallelEnv(ParallelEnv):
             self._gym_obs, reward, terminated, truncated, info = self.env.step(slate)
         finally:
             self.brain.set_actions(None)
-        applied = info["arm_applied"]
-        if not self.platform_agent and applied.any() and hasattr(self.platform_policy, "update"):
-            self.platform_policy.update(
-                gym_obs["arms"][info["arm_indices"][applied]], info["arm_rewards"][applied]
-            )
+        if not self.platform_agent:
+            learn_from_step(self.platform_policy, gym_obs["arms"], info, self.env)
         out = base._last_result.output
         user_reward = user_rewards(
             base.sim.posts.author[out.react_post],

@@ -3,6 +3,8 @@ when no arm is expected to do better, with the propensities that selection has."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,69 @@ def _no_noise(name: str) -> dict[str, float]:
         "linucb": {"alpha": 0.0},
         "lints": {"posterior_scale": 0.0},
     }[name]
+
+
+# ------------------------------------------------------- cost-constrained ε-greedy
+def constrained(**kwargs) -> object:
+    """A constrained ε-greedy that has seen good arms earn 0.8 at cost 0.3 (feature 0) and bad
+    arms earn 0.6 at cost −0.1 (feature 1), 50 times each."""
+    policy = make_policy("egreedy_constrained", DIM, seed=1, **kwargs)
+    contexts = two_kinds_of_arms()
+    good = contexts[:, 0] > 0
+    for _ in range(50):
+        policy.update(contexts, np.where(good, 0.8, 0.6), costs=np.where(good, 0.3, -0.1))
+    return policy
+
+
+def test_constrained_picks_only_arms_within_the_cost_limit():
+    contexts = two_kinds_of_arms()
+    policy = constrained(epsilon=0.0)
+    assert np.array_equal(policy.eligible(contexts), contexts[:, 1] > 0)
+    assert sorted(policy.select(contexts, None, 10).tolist()) == list(range(6, 12))
+    loose = constrained(epsilon=0.0, cost_limit=1.0)  # every arm allowed: the rewarding ones
+    assert sorted(loose.select(contexts, None, 6).tolist()) == list(range(6))
+
+
+def test_constrained_explores_only_the_eligible_arms_with_exact_propensities():
+    contexts = two_kinds_of_arms()
+    policy = constrained(epsilon=0.5)
+    probs, method = policy.inclusion_probabilities(contexts, None, 3)
+    assert method == "exact" and np.all(probs[:6] == 0) and probs.sum() == pytest.approx(3)
+    counts = np.zeros(12)
+    for _ in range(4000):
+        picks = policy.select(contexts, None, 3)
+        assert np.all(picks >= 6)
+        counts[picks] += 1
+    np.testing.assert_allclose(counts / 4000, probs, atol=0.03)
+
+
+def test_constrained_untrained_allows_every_arm_and_warns_once_without_costs():
+    contexts = two_kinds_of_arms()
+    policy = make_policy("egreedy_constrained", DIM, seed=0)
+    assert policy.eligible(contexts).all()
+    with pytest.warns(UserWarning, match="no costs"):
+        policy.update(contexts, np.full(12, 0.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy.update(contexts, np.full(12, 0.5))  # said once
+    assert policy.eligible(contexts).all()  # the cost model learnt nothing
+
+
+@pytest.mark.parametrize(
+    "costs", [np.zeros(5), np.array([np.nan] * 12), np.array(["x"] * 12)], ids=str
+)
+def test_constrained_refuses_bad_costs_naming_them(costs):
+    policy = make_policy("egreedy_constrained", DIM, seed=0)
+    with pytest.raises(ValueError, match="costs"):
+        policy.update(two_kinds_of_arms(), np.full(12, 0.5), costs=costs)
+    assert policy.n_observations == 0  # refused before anything was learnt
+
+
+def test_constrained_state_round_trip_keeps_the_cost_model():
+    from bandits import ConstrainedEpsilonGreedy
+
+    policy = constrained(epsilon=0.2)
+    restored = ConstrainedEpsilonGreedy.from_state_dict(policy.state_dict())
+    contexts = two_kinds_of_arms()
+    assert np.array_equal(restored.eligible(contexts), policy.eligible(contexts))
+    assert np.array_equal(restored.select(contexts, None, 4), policy.select(contexts, None, 4))

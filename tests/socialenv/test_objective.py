@@ -327,3 +327,66 @@ def test_rec_rules_pick_what_they_say() -> None:
             picked = slate[groups[slate] == user]
             # each user's picks are among that user's best arms by the rule's feature
             assert values[picked].min() >= np.sort(values[mine])[::-1][len(picked) - 1] - 1e-6
+
+
+class SplitToxicityBrain(EveryFeedBrain):
+    """Every active user replies to every post in their feed: even user ids at toxicity 0.4,
+    odd ones at 0."""
+
+    def act(self, round_input: RoundInput) -> RoundOutput:
+        out = super().act(round_input)
+        out.react_toxicity = np.where(out.react_user % 2 == 0, 0.4, 0.0).astype(np.float32)
+        return out
+
+
+def test_rec_arm_toxicity_by_hand() -> None:
+    """info["arm_toxicity"]: an arm's replies' toxicity above the round's mean, minus the same
+    per built-in slot impression; 0 for the slots not applied."""
+    env = RecEnv(num_users=150, users=SplitToxicityBrain(Behaviour.REPLY, 0.0), candidate_users=30)
+    obs, _ = env.reset(seed=0)
+    allowed = np.flatnonzero(obs["action_mask"])
+    receiver_of = env._arms["user"]
+    picked = [int(a) for a in allowed[np.unique(receiver_of[allowed], return_index=True)[1]][:6]]
+    assert {receiver_of[a] % 2 for a in picked} == {0, 1}  # both kinds of receiver
+    slate = np.full(env.slate_size, env.no_op)
+    slate[: len(picked)] = picked
+    _, _, _, _, info = env.step(slate)
+    result = env._last_result
+    tau = info["metrics"]["toxicity"]
+    assert tau == pytest.approx(np.mean(result.output.react_toxicity))  # only replies written
+    governed = np.unique(receiver_of[obs["action_mask"].astype(bool)])
+    builtin = (
+        (result.feed >= 0)
+        & (result.feed_channel == int(FeedChannel.PERSONALIZED))
+        & ~np.isin(result.active, governed)[:, None]
+    )
+    b_users = np.broadcast_to(result.active[:, None], result.feed.shape)[builtin]
+    baseline = np.mean(np.where(b_users % 2 == 0, 0.4, 0.0) - tau)
+    expected = np.where(receiver_of[picked] % 2 == 0, 0.4, 0.0) - tau - baseline
+    applied = info["arm_applied"]
+    assert applied[: len(picked)].all()
+    np.testing.assert_allclose(info["arm_toxicity"][: len(picked)], expected, atol=1e-6)
+    assert np.all(info["arm_toxicity"][~applied] == 0.0)
+    assert env.arm_cost_key() == "arm_toxicity"
+    paper = RecEnv(num_users=150, reward={"form": "paper"})
+    assert paper.arm_cost_key() is None
+
+
+def test_a_constrained_learner_learns_from_the_envs_arm_toxicity() -> None:
+    """play_episode passes the env's per-arm costs to a policy that learns them, and refuses
+    an env that reports none."""
+    from socialenv.envs.episodes import play_episode
+
+    env = gym.make("PolicySim-Rec-v0", num_users=300, rounds=3)
+    policy = make_run_policy("egreedy_constrained", env.unwrapped, 0)
+    play_episode(env, policy, seed=0)
+    assert policy.n_observations > 0
+    assert np.any(policy._cost_ridge.b != 0)  # the cost model saw the arms' toxicity
+    exposure = gym.make("PolicySim-Exposure-v0", num_users=300, rounds=2)
+    with pytest.raises(ValueError, match="learns per-arm costs"):
+        make_run_policy("egreedy_constrained", exposure.unwrapped, 0)
+    from bandits import make_policy
+
+    built_elsewhere = make_policy("egreedy_constrained", exposure.unwrapped.context_dim)
+    with pytest.raises(ValueError, match="learns per-arm costs"):
+        play_episode(exposure, built_elsewhere, seed=0)

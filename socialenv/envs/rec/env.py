@@ -214,6 +214,14 @@ class RecEnv(PolicySimEnv):
     (BENCHMARKS.md "Policy zoo"): it pays neutral↔camp pairs half, which the metric does
     not count, and divides by a slate length that includes padding.
 
+    **Toxicity per arm** (objective form): ``info["arm_toxicity"]`` (slate order, 0 for slots
+    not applied) = Σ over the replies the arm caused of (reply toxicity − the round's
+    ``toxicity`` metric) − the same per built-in slot impression. It is what the arm added to
+    the summed excess toxicity of the round's texts, against the slot it displaced: a policy
+    whose arms sum to ≤ 0 does not raise the toxicity metric through its slots. A constrained
+    learner can keep it ≤ 0 while it maximises the reward
+    (:class:`bandits.constrained.ConstrainedEpsilonGreedy`).
+
     ``info`` also holds ``arm_indices``, ``arm_applied``, ``arm_rewards``, the platform
     ``metrics`` plus ``cross_interaction_ratio_recommended`` (cross-stance share of the
     reactions to the policy's posts), ``recommended_reaction_rate`` and
@@ -519,6 +527,20 @@ class RecEnv(PolicySimEnv):
             else 0.0
         )
         change = contribution - baseline
+        # what each arm added to the round's toxicity metric (the mean toxicity of the texts
+        # written), against the slot it displaced: its replies' toxicity above the mean
+        excess = np.where(
+            out.react_kind == int(Behaviour.REPLY),
+            out.react_toxicity - result.metrics.get("toxicity", 0.0),
+            0.0,
+        )
+        arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=len(applied))
+        builtin_excess = (
+            float(excess[kernels.isin(react_key, slot_key)].sum() / len(slot_key))
+            if len(slot_key)
+            else 0.0
+        )
+        self._arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
         self._objective_step = float(change.sum() / max(len(governed), 1))
         reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
         reacted = np.bincount(caused[hit], minlength=len(applied)) > 0
@@ -531,6 +553,15 @@ class RecEnv(PolicySimEnv):
             "governed_users": float(len(governed)),
         }
         return reward, extra
+
+    def _arm_signals(self) -> dict[str, np.ndarray]:
+        if self.config.reward.form == "paper":
+            return {}
+        return {"arm_toxicity": self._arm_toxicity}
+
+    def arm_cost_key(self) -> str | None:
+        """``"arm_toxicity"`` in the objective form (None in the paper form)."""
+        return None if self.config.reward.form == "paper" else "arm_toxicity"
 
     def _paper_arm_rewards(
         self, applied: np.ndarray, result: RoundResult
