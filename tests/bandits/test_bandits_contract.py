@@ -298,6 +298,7 @@ def test_make_policy_lists_valid_names_and_hyperparameters():
         "linucb",
         "lints",
         "egreedy",
+        "egreedy_constrained",
         "egreedy_neural",
         "random",
     }
