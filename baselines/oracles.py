@@ -15,6 +15,9 @@ env is broken, whatever its tests say.
   the Rec objective (civil cross-stance reactions less hostility and reply toxicity).
 - :class:`MuteSpreadersOracle` (Exposure): the lowest level for every sampled author who
   truly believes or spreads the misinformation, full exposure for everyone else.
+- :class:`HarmfulPostsOracle` (Moderation): one action (delete by default) on the candidate
+  posts that are truly harmful, most engaged first: the flag-following rule with a perfect
+  classifier.
 """
 
 from __future__ import annotations
@@ -148,6 +151,28 @@ class MuteSpreadersOracle:
         return base.slate_from_scores(scores)
 
 
+class HarmfulPostsOracle:
+    """Moderation: ``action`` on the candidate posts that truly carry misinformation or are
+    toxic (``moderation.toxic_threshold``), most engaged first, up to the budget; the rule
+    :class:`baselines.suppress_flagged.SuppressFlagged` with the hidden truth instead of the
+    classifier's flags."""
+
+    def __init__(self, env: Any, action: str = "delete") -> None:
+        from baselines.suppress_flagged import SuppressFlagged
+
+        self.env = env
+        self._rule = SuppressFlagged(env, action=action)
+
+    def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        base = self.env.unwrapped
+        posts, cfg = base.sim.posts, base.moderation_config
+        post = np.maximum(base._arms["post"], 0)
+        harmful = posts.misinfo[post] | (posts.toxicity[post] >= cfg.toxic_threshold)
+        arms = obs["arms"].copy()
+        arms[:, self._rule._flag_col] = harmful  # the truth in place of the flag
+        return self._rule.act({**obs, "arms": arms})
+
+
 #: name -> oracle class, per env kind.
 ORACLES: dict[str, type] = {
     "oracle_cross": CrossStanceOracle,
@@ -155,4 +180,5 @@ ORACLES: dict[str, type] = {
     "oracle_reward": RewardOracle,
     "oracle_objective": ObjectiveOracle,
     "oracle_mute": MuteSpreadersOracle,
+    "oracle_harmful": HarmfulPostsOracle,
 }

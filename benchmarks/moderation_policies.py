@@ -8,7 +8,9 @@ Every policy plays the same env seeds (seed s, episode e → ``reset(seed=1000·
 bandits keep learning across their ``--episodes`` episodes and every policy is scored on the
 last one. ``<bandit>_null`` is the bandit with a null arm (``null_reward`` = the env's
 ``null_arm_reward()``, 0.5 = no effect): it acts on a post only where it expects the action
-to do better than no action, instead of always spending the budget. Per policy: mean step reward, misinformation ratio at the last round, the shares of
+to do better than no action, instead of always spending the budget. ``oracle_harmful_<action>``
+reads the hidden truth (:class:`baselines.oracles.HarmfulPostsOracle`): the rule with a
+perfect classifier, the headroom that better targeting could reach. Per policy: mean step reward, misinformation ratio at the last round, the shares of
 impressions that delivered misinformation / toxic posts, the share of clean impressions
 removed, wrongful removals (delete/suspend of a post that was not harmful) and actions
 taken per episode. Then each policy's paired difference from no moderation, mean and 95% CI
@@ -30,6 +32,7 @@ import numpy as np
 from scipy import stats
 
 import socialenv  # noqa: F401
+from baselines.oracles import HarmfulPostsOracle
 from baselines.suppress_flagged import SuppressFlagged
 from policysim_infra.progress import add_quiet_option, progress_bar
 from socialenv.envs.episodes import play_episode
@@ -38,6 +41,8 @@ from socialenv.mechanisms.governance import MODERATION_ACTIONS
 
 POLICIES = (
     "none",
+    "oracle_harmful_delete",
+    "oracle_harmful_label",
     "suppress_flagged_delete",
     "suppress_flagged_label",
     "random",
@@ -47,6 +52,8 @@ POLICIES = (
     "egreedy_null",
 )
 RULES = ("suppress_flagged_delete", "suppress_flagged_label")
+#: the flag-following rule with the hidden truth for flags: the headroom of better targeting
+ORACLES = ("oracle_harmful_delete", "oracle_harmful_label")
 LEARNERS = ("linucb", "linucb_null", "egreedy", "egreedy_null")
 METRICS = (
     "reward",
@@ -65,6 +72,8 @@ def make(name: str, env: Any, seed: int) -> Any:
         return OriginPolicy(base.no_op)
     if name.startswith("suppress_flagged_"):
         return SuppressFlagged(env, action=name.removeprefix("suppress_flagged_"))
+    if name.startswith("oracle_harmful_"):
+        return HarmfulPostsOracle(env, action=name.removeprefix("oracle_harmful_"))
     if name.endswith("_null"):  # a null arm: act only where it expects to beat no action
         return make_run_policy(
             name.removesuffix("_null"), base, seed, null_reward=base.null_arm_reward()
@@ -154,7 +163,7 @@ def main() -> None:
                 + "".join(f"{diffs[m]['mean']:>+11.4f} ±{diffs[m]['ci95']:<7.4f}" for m in METRICS)
             )
     print()
-    for learner in (n for n in LEARNERS if n in per_policy):
+    for learner in (n for n in (*LEARNERS, *ORACLES) if n in per_policy):
         table[learner]["reward_minus_rule"] = {}
         for rule in (r for r in RULES if r in per_policy):
             d = np.array(

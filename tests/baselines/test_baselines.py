@@ -290,3 +290,27 @@ def test_ppo_trains_and_acts() -> None:
         train_ppo(env_kwargs={"num_users": 3000}, total_timesteps=8, n_envs=1)
     steps, smooth = smooth_curve(result.curve, window=3)
     assert steps.shape == smooth.shape == (len(result.curve),)
+
+
+def test_harmful_posts_oracle_acts_on_the_truly_harmful_posts_only():
+    """The moderation oracle is the flag-following rule with the hidden truth for flags: every
+    post it acts on is harmful, with the one action it was given, most engaged first."""
+    import gymnasium as gym
+
+    from baselines.oracles import HarmfulPostsOracle
+    from socialenv.envs.moderation import MODERATION_FEATURES
+
+    env = gym.make("PolicySim-Moderation-v0", num_users=300, rounds=2)
+    obs, _ = env.reset(seed=0)
+    base = env.unwrapped
+    slate = HarmfulPostsOracle(env, action="label").act(obs)
+    picked = slate[slate != base.no_op]
+    assert len(picked) > 0
+    posts, cfg = base.sim.posts, base.moderation_config
+    post = base._arms["post"][picked]
+    assert np.all(posts.misinfo[post] | (posts.toxicity[post] >= cfg.toxic_threshold))
+    actions = np.asarray(cfg.actions)[base._arms["action"][picked]]
+    assert np.all(actions == "label")
+    offset = base.context_dim - len(MODERATION_FEATURES)
+    engagement = obs["arms"][picked, offset + MODERATION_FEATURES.index("log_engagement")]
+    assert np.all(np.diff(engagement) <= 0)
