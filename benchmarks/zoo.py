@@ -251,6 +251,13 @@ def analyse(
             "spearman_ci95": spearman_interval(results, target, tsign),
             "inverted_pairs": inverted,
         }
+    # how far the objective itself ranks the zoo as the audit metric does: a reward equal
+    # to the objective could do no better against the audit metric
+    objective_means = [means[n]["objective"] for n in names]
+    audit_means = [sign * means[n][audit] for n in names]
+    report["objective_vs_audit_spearman"] = float(
+        stats.spearmanr(objective_means, audit_means).statistic
+    )
     learners = [p for p in spec["learners"] if p in results]
     rules = [p for p in spec["rules"] if p in results]
     best_learner = max(learners, key=lambda p: means[p]["objective"])
@@ -446,6 +453,9 @@ def main() -> None:
                 f"resampled; {v['spearman_without_null_arm']:.3f} over issue 20's twelve), "
                 f"inverted pairs {[p['pair'] for p in v['inverted_pairs']]}"
             )
+        print(
+            f"objective vs {audit} (no reward involved): Spearman {a['objective_vs_audit_spearman']:.3f}"
+        )
         b = a["best_learner_vs_best_rule"]
         print(
             f"best learner {b['learner']} − best rule {b['rule']} on the objective: {fmt(b['objective'])}"
