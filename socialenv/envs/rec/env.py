@@ -269,6 +269,9 @@ class RecEnv(PolicySimEnv):
       budget; was 320 users ≈ 99% of the
       active at 1,000 users); 8 candidates per user (was 10); scaled features 5, 6, 13 and
       the new features 18–23. Numbers published before this change used the v0 settings.
+    * v0, issue 20 (later): ``info["arm_toxicity"]`` per applied arm and ``arm_cost_key()``
+      (objective form; the trajectories are unchanged, ``info`` gained the key), and
+      ``null_arm_reward()`` = 0.5 (objective form) on every PolicySim env.
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
