@@ -27,7 +27,9 @@ compiled hop reproduces row by row.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -415,10 +417,49 @@ set_threads(_threads_from_env())
 
 
 def _parallel_or_serial(name: str) -> Callable[..., Any]:
-    """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one."""
-    if THREADS > 1 and _active is _compiled and name in _compiled_parallel:
+    """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one (not
+    inside a block of :func:`map_blocks`, which already runs on a thread of its own)."""
+    if (
+        THREADS > 1
+        and _active is _compiled
+        and name in _compiled_parallel
+        and not getattr(_block_thread, "inside", False)
+    ):
         return _compiled_parallel[name]
     return _active[name]
+
+
+_block_thread = threading.local()
+_block_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
+    """``func(lo, hi)`` for the consecutive blocks ``[lo, hi)`` of ``range(n)`` (``block`` long,
+    the last one shorter): in order on the calling thread, or on :data:`THREADS` threads of a
+    kept pool when ``THREADS`` > 1 (either backend). For phases of NumPy calls that release
+    the GIL (gathers, ``einsum``, the compiled kernels) and write disjoint rows per block: the
+    blocks are the same whatever the thread count, so the results are too. Kernels called
+    inside a block run their one-thread version; exceptions propagate."""
+    global _block_pool
+    bounds = [(lo, min(lo + block, n)) for lo in range(0, n, block)]
+    if THREADS == 1 or len(bounds) < 2 or getattr(_block_thread, "inside", False):
+        for lo, hi in bounds:
+            func(lo, hi)
+        return
+    if _block_pool is None or _block_pool[0] != THREADS:
+        if _block_pool is not None:
+            _block_pool[1].shutdown(wait=True)
+        _block_pool = (THREADS, ThreadPoolExecutor(THREADS, thread_name_prefix="policysim"))
+
+    def run(bound: tuple[int, int]) -> None:
+        _block_thread.inside = True
+        try:
+            func(*bound)
+        finally:
+            _block_thread.inside = False
+
+    for done in _block_pool[1].map(run, bounds):
+        del done
 
 
 def sorted_starts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -497,7 +538,9 @@ def top_k_rows(
         or not score.flags.c_contiguous
     ):
         return top_k_rows_numpy(candidate, score, k, drop_nonfinite)
-    return _active["top_k_rows"](np.ascontiguousarray(candidate), score, k, drop_nonfinite)
+    return _parallel_or_serial("top_k_rows")(
+        np.ascontiguousarray(candidate), score, k, drop_nonfinite
+    )
 
 
 def segment_sum_rows(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -630,7 +673,7 @@ def merge_edits(
         raise ValueError(
             f"out must be a fresh ({size},) {values.dtype} array, got {out.shape} {out.dtype}"
         )
-    return _active["merge_edits"](
+    return _parallel_or_serial("merge_edits")(
         values,
         drop.astype(np.int64, copy=False),
         at.astype(np.int64, copy=False),
@@ -655,7 +698,7 @@ def memory_update(
         or latent.dtype != np.float32
         or not 8 <= d <= _PAIRWISE_BLOCK
         or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
-        or not _active["memory_update"](
+        or not _parallel_or_serial("memory_update")(
             memory,
             latent,
             rows.astype(np.int64, copy=False),
@@ -766,7 +809,7 @@ def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarra
     """See :func:`drop_own_and_repeated_numpy`."""
     if _active is _NUMPY or feed.dtype != np.int64:
         return drop_own_and_repeated_numpy(feed, owner, author)
-    return _active["drop_own_and_repeated"](
+    return _parallel_or_serial("drop_own_and_repeated")(
         np.ascontiguousarray(feed),
         owner.astype(np.int64, copy=False),
         author.astype(np.int64, copy=False),
@@ -951,7 +994,7 @@ def cluster_draws(
     hi: int,
 ) -> np.ndarray:
     """See :func:`cluster_draws_numpy` (``by_cluster`` not empty)."""
-    return _active["cluster_draws"](
+    return _parallel_or_serial("cluster_draws")(
         np.ascontiguousarray(draw, np.float64),
         user_cluster.astype(np.int64, copy=False),
         cluster_start.astype(np.int64, copy=False),
@@ -981,7 +1024,7 @@ def exposure_filter(
     """See :func:`exposure_filter_numpy` (2-D ``feed`` and ``draw`` of one shape)."""
     if feed.ndim != 2 or draw.shape != feed.shape:
         return exposure_filter_numpy(feed, post_author, exposure, draw)
-    filtered, removed = _active["exposure_filter"](
+    filtered, removed = _parallel_or_serial("exposure_filter")(
         np.ascontiguousarray(feed, np.int64), post_author, exposure, draw
     )
     return filtered, int(removed)
@@ -1233,3 +1276,68 @@ def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     ):
         return search_nearly_sorted_numpy(a, v)
     return _active["search_nearly_sorted"](a, v)
+
+
+# ----------------------------------------------------------------------------- 1M round
+# Kernels of issue 24's million-user round: the personalized channel's per-user passes.
+def gather_sum_rows_numpy(first: np.ndarray, second: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(R, d) ``first[rows] + second[rows]`` (two (N, d) arrays of one dtype)."""
+    return first.take(rows, axis=0) + second.take(rows, axis=0)
+
+
+_NUMPY["gather_sum_rows"] = gather_sum_rows_numpy
+
+
+def gather_sum_rows(first: np.ndarray, second: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """See :func:`gather_sum_rows_numpy`; the compiled kernel reads each row pair once and
+    writes the sum (no two gathered copies); ``rows`` must lie in ``[0, N)``."""
+    if (
+        _active is _NUMPY
+        or first.dtype != second.dtype
+        or first.dtype not in (np.float32, np.float64)
+        or first.shape[1:] != second.shape[1:]
+        or first.ndim != 2
+        or not (first.flags.c_contiguous and second.flags.c_contiguous)
+    ):
+        return gather_sum_rows_numpy(first, second, rows)
+    return _parallel_or_serial("gather_sum_rows")(first, second, rows.astype(np.int64, copy=False))
+
+
+def stance_top_k_rows_numpy(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    weighted_stance: np.ndarray,
+    post_stance: np.ndarray,
+    k: int,
+) -> np.ndarray:
+    """(B, k): :func:`top_k_rows` of ``score + weighted_stance[:, None] *
+    post_stance[candidate]`` (float32 (B, C) ``score``, overwritten; (B,) ``weighted_stance``):
+    the personalized channel's stance agreement added to the interest scores, then each row's
+    best ``k`` candidates."""
+    score += weighted_stance[:, None] * post_stance[candidate]
+    return top_k_rows_numpy(candidate, score, k, False)
+
+
+_NUMPY["stance_top_k_rows"] = stance_top_k_rows_numpy
+
+
+def stance_top_k_rows(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    weighted_stance: np.ndarray,
+    post_stance: np.ndarray,
+    k: int,
+) -> np.ndarray:
+    """See :func:`stance_top_k_rows_numpy` (one thread: it is called per block of rows)."""
+    if (
+        _active is _NUMPY
+        or candidate.dtype != np.int64
+        or score.dtype != np.float32
+        or weighted_stance.dtype != np.float32
+        or post_stance.dtype != np.float32
+        or not score.flags.c_contiguous
+    ):
+        return stance_top_k_rows_numpy(candidate, score, weighted_stance, post_stance, k)
+    return _active["stance_top_k"](
+        np.ascontiguousarray(candidate), score, weighted_stance, post_stance, k
+    )
