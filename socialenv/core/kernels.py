@@ -27,12 +27,13 @@ compiled hop reproduces row by row.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from policysim_infra.blocks import inside_block, set_block_threads
+from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 
 _ENV_VAR = "POLICYSIM_KERNELS"
 #: NumPy sums up to this many terms without splitting (longer segments use NumPy here).
@@ -400,6 +401,7 @@ def set_threads(threads: int) -> int:
             )
         numba.set_num_threads(threads)
     THREADS = threads
+    set_block_threads(threads)
     return THREADS
 
 
@@ -419,47 +421,9 @@ set_threads(_threads_from_env())
 def _parallel_or_serial(name: str) -> Callable[..., Any]:
     """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one (not
     inside a block of :func:`map_blocks`, which already runs on a thread of its own)."""
-    if (
-        THREADS > 1
-        and _active is _compiled
-        and name in _compiled_parallel
-        and not getattr(_block_thread, "inside", False)
-    ):
+    if THREADS > 1 and _active is _compiled and name in _compiled_parallel and not inside_block():
         return _compiled_parallel[name]
     return _active[name]
-
-
-_block_thread = threading.local()
-_block_pool: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
-    """``func(lo, hi)`` for the consecutive blocks ``[lo, hi)`` of ``range(n)`` (``block`` long,
-    the last one shorter): in order on the calling thread, or on :data:`THREADS` threads of a
-    kept pool when ``THREADS`` > 1 (either backend). For phases of NumPy calls that release
-    the GIL (gathers, ``einsum``, the compiled kernels) and write disjoint rows per block: the
-    blocks are the same whatever the thread count, so the results are too. Kernels called
-    inside a block run their one-thread version; exceptions propagate."""
-    global _block_pool
-    bounds = [(lo, min(lo + block, n)) for lo in range(0, n, block)]
-    if THREADS == 1 or len(bounds) < 2 or getattr(_block_thread, "inside", False):
-        for lo, hi in bounds:
-            func(lo, hi)
-        return
-    if _block_pool is None or _block_pool[0] != THREADS:
-        if _block_pool is not None:
-            _block_pool[1].shutdown(wait=True)
-        _block_pool = (THREADS, ThreadPoolExecutor(THREADS, thread_name_prefix="policysim"))
-
-    def run(bound: tuple[int, int]) -> None:
-        _block_thread.inside = True
-        try:
-            func(*bound)
-        finally:
-            _block_thread.inside = False
-
-    for done in _block_pool[1].map(run, bounds):
-        del done
 
 
 def sorted_starts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
