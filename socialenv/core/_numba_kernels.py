@@ -79,18 +79,27 @@ _ROW_BLOCK = 1024
 
 
 @jit
+def _ranks_before(s: float, t: float) -> bool:
+    # descending, NaN last: whether score s comes strictly before score t
+    return (np.isnan(t) and not np.isnan(s)) or s > t
+
+
+@jit
 def _top_k_row(
     candidate: np.ndarray,
     score: np.ndarray,
     r: int,
     out: np.ndarray,
-    used: np.ndarray,
+    best: np.ndarray,
     row_score: np.ndarray,
     drop_nonfinite: bool,
 ) -> None:
-    c = candidate.shape[1]
+    # repeated candidates and negative ids score -inf; then the first ``take`` entries of a
+    # stable descending order (NaN last, ties to the left, as a stable argsort of -score),
+    # kept sorted in ``best`` by insertion: a later entry passes an earlier one only when it
+    # ranks strictly before it
+    c, take = candidate.shape[1], out.shape[1]
     for j in range(c):
-        used[j] = False
         v = candidate[r, j]
         s = score[r, j]
         if v < 0:
@@ -102,23 +111,26 @@ def _top_k_row(
                     break
         row_score[j] = s
         score[r, j] = s
-    for slot in range(out.shape[1]):
-        best = -1
-        for j in range(c):
-            if used[j]:
-                continue
-            if best < 0:
-                best = j
-                continue
-            s, t = row_score[j], row_score[best]
-            # descending, NaN last, ties to the left (a stable argsort of -score)
-            if (np.isnan(t) and not np.isnan(s)) or s > t:
-                best = j
-        used[best] = True
-        s = row_score[best]
+    if take == 0:
+        return
+    count = 0
+    for j in range(c):
+        s = row_score[j]
+        if count == take and not _ranks_before(s, row_score[best[take - 1]]):
+            continue
+        pos = count if count < take else take - 1
+        while pos > 0 and _ranks_before(s, row_score[best[pos - 1]]):
+            best[pos] = best[pos - 1]
+            pos -= 1
+        best[pos] = j
+        if count < take:
+            count += 1
+    for slot in range(take):
+        j = best[slot]
+        s = row_score[j]
         bad = (not np.isfinite(s)) if drop_nonfinite else (s == -np.inf)
-        if not bad and candidate[r, best] >= 0:
-            out[r, slot] = candidate[r, best]
+        if not bad and candidate[r, j] >= 0:
+            out[r, slot] = candidate[r, j]
 
 
 def _top_k_blocks(
@@ -127,10 +139,10 @@ def _top_k_blocks(
     b, c = candidate.shape
     out = np.full((b, min(k, c)), -1, np.int64)
     for block in numba.prange((b + _ROW_BLOCK - 1) // _ROW_BLOCK):
-        used = np.zeros(c, np.bool_)
+        best = np.zeros(max(min(k, c), 1), np.int64)
         row_score = np.empty(c, score.dtype)
         for r in range(block * _ROW_BLOCK, min(b, (block + 1) * _ROW_BLOCK)):
-            _top_k_row(candidate, score, r, out, used, row_score, drop_nonfinite)
+            _top_k_row(candidate, score, r, out, best, row_score, drop_nonfinite)
     return out
 
 
