@@ -973,24 +973,30 @@ KERNELS["exposure_filter"] = _exposure_filter_serial
 PARALLEL_KERNELS["exposure_filter"] = _exposure_filter_parallel
 
 
-@jit
 def _feed_impressions(
     feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    # the valid slots row-major: mask, user, post, author, removed by the filter
+    # the valid slots row-major: mask, user, post, author, removed by the filter (each row
+    # writes from its own start, the count of valid slots in the rows before it)
     b, f = feed.shape
-    valid = feed >= 0
-    count = 0
-    for r in range(b):
+    valid = np.empty((b, f), np.bool_)
+    start = np.zeros(b + 1, np.int64)
+    for r in numba.prange(b):
+        count = 0
         for j in range(f):
+            valid[r, j] = feed[r, j] >= 0
             if valid[r, j]:
                 count += 1
-    user = np.empty(count, owner.dtype)
-    post = np.empty(count, feed.dtype)
-    author = np.empty(count, post_author.dtype)
-    removed = np.empty(count, np.bool_)
-    i = 0
+        start[r + 1] = count
     for r in range(b):
+        start[r + 1] += start[r]
+    total = start[b]
+    user = np.empty(total, owner.dtype)
+    post = np.empty(total, feed.dtype)
+    author = np.empty(total, post_author.dtype)
+    removed = np.empty(total, np.bool_)
+    for r in numba.prange(b):
+        i = start[r]
         for j in range(f):
             if valid[r, j]:
                 user[i] = owner[r]
@@ -1001,7 +1007,9 @@ def _feed_impressions(
     return valid, user, post, author, removed
 
 
-KERNELS["feed_impressions"] = _feed_impressions
+_feed_impressions_serial, _feed_impressions_parallel = _serial_and_parallel(_feed_impressions)
+KERNELS["feed_impressions"] = _feed_impressions_serial
+PARALLEL_KERNELS["feed_impressions"] = _feed_impressions_parallel
 
 
 @jit

@@ -1020,7 +1020,7 @@ def feed_impressions(
     """See :func:`feed_impressions_numpy` (``owner``: (B,) the user of each row)."""
     if feed.ndim != 2 or filtered.shape != feed.shape or owner.shape != feed.shape[:1]:
         return feed_impressions_numpy(feed, filtered, owner, post_author)
-    return _active["feed_impressions"](
+    return _parallel_or_serial("feed_impressions")(
         np.ascontiguousarray(feed, np.int64),
         np.ascontiguousarray(filtered, np.int64),
         owner.astype(np.int64, copy=False),

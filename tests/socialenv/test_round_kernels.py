@@ -125,6 +125,15 @@ def test_threaded_row_kernels_equal_one_thread(compiled):
     got, removed = parallel["exposure_filter"](feed, author, exposure, filter_draw)
     want, want_removed = kernels.exposure_filter_numpy(feed, author, exposure, filter_draw)
     assert _bits(got) == _bits(want) and removed == want_removed > 0
+    for feed_rows in (feed, feed[:0], np.full((3000, 4), -1)):
+        filtered = feed_rows.copy()
+        filtered[::3] = -1
+        owner = rng.integers(0, 300, len(feed_rows))
+        want = kernels.feed_impressions_numpy(feed_rows, filtered, owner, author)
+        for kernel in (compiled["feed_impressions"], parallel["feed_impressions"]):
+            have = kernel(feed_rows, filtered, owner, author)
+            for got_part, want_part in zip(have, want, strict=True):
+                assert _bits(got_part) == _bits(want_part)
 
 
 @pytest.mark.parametrize("n", [1000, 300_000])
