@@ -13,10 +13,15 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 
 Threads are opt-in: ``POLICYSIM_THREADS=N`` (read at import) or :func:`set_threads` runs the
 kernels that have a threaded version (the local context propagation's hops, the Rec arm
-columns, the relational draws) on N threads of numba's pool. Each splits per-row work only,
-every row computed by one thread in the one-thread order of operations, so results are
-bit-identical to one thread (``tests/socialenv/test_kernels.py``; the trajectory digest with
-``POLICYSIM_THREADS=2``).
+columns, the relational and cluster draws, top-k, the memory update, the graph's edge merge,
+the feed clean-up, exposure filter and impressions, the row gathers) on N threads of numba's
+pool, and the blocks of :func:`map_blocks` (``policysim_infra.blocks``: the personalized
+channel's and the Rec candidates' scoring, the surrogate's reaction probabilities, NumPy calls
+that release the GIL) on a pool of N Python threads. Each splits per-row work only, every row
+computed by one thread in the one-thread order of operations (blocks and pieces are the same
+on any thread count), so results are bit-identical to one thread
+(``tests/socialenv/test_kernels.py``, ``tests/socialenv/test_round_kernels.py``; the
+trajectory digest with ``POLICYSIM_THREADS=2``).
 Kernels whose result would differ in the last bit between the two (anything calling
 ``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
 are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,

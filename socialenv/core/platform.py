@@ -91,10 +91,10 @@ class Recommender:
         """(B, personalized): posts of the last ``window`` rounds closest to each user's
         interests (profile ⊕ memory), scored on candidates from the user's IVF cluster.
 
-        The candidates are drawn ``chunk`` users at a time, in order; the scoring (the
-        candidates' embedding rows, their dot products and the top k) runs ``block`` users at
-        a time, so each block's gathered rows stay in cache, on :func:`kernels.map_blocks`'s
-        threads (every row is scored on its own: the same result on any number of threads)."""
+        ``chunk`` users at a time, in order (their draws); within a chunk the scoring (the
+        candidates' embedding rows, their dot products, the top k) runs ``block`` users at a
+        time on :func:`kernels.map_blocks`' threads (every row is scored on its own: the same
+        result on any number of threads)."""
         cfg = self.config
         k = cfg.personalized
         b = len(active)
@@ -105,24 +105,31 @@ class Recommender:
             return np.full((b, k), -1, np.int64)
         index = ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi)
         n_candidates = k * cfg.candidates_per_slot
-        interest = kernels.gather_sum_rows(ctx.users.latent, ctx.users.memory_latent, active)
-        candidate = np.empty((b, n_candidates), np.int64)
-        for start in range(0, b, chunk):
-            rows = slice(start, start + chunk)
-            candidate[rows] = index.draw(interest[rows], ctx.centroids, n_candidates, rng)
-        weighted_stance = cfg.personalized_stance_weight * ctx.users.stance[active]
         latent, post_stance = ctx.posts.latent, ctx.posts.stance
         out = np.empty((b, k), np.int64)
+        for start in range(0, b, chunk):
+            users = active[start : start + chunk]
+            interest = kernels.gather_sum_rows(ctx.users.latent, ctx.users.memory_latent, users)
+            candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
+            weighted_stance = cfg.personalized_stance_weight * ctx.users.stance[users]
+            picks = out[start : start + chunk]
 
-        def score_block(first: int, last: int) -> None:
-            score = np.einsum(
-                "bd,bcd->bc", interest[first:last], latent.take(candidate[first:last], axis=0)
-            )
-            out[first:last] = kernels.stance_top_k_rows(
-                candidate[first:last], score, weighted_stance[first:last], post_stance, k
-            )
+            def score_block(
+                first: int,
+                last: int,
+                interest: np.ndarray = interest,
+                candidate: np.ndarray = candidate,
+                weighted_stance: np.ndarray = weighted_stance,
+                picks: np.ndarray = picks,
+            ) -> None:
+                score = np.einsum(
+                    "bd,bcd->bc", interest[first:last], latent.take(candidate[first:last], axis=0)
+                )
+                picks[first:last] = kernels.stance_top_k_rows(
+                    candidate[first:last], score, weighted_stance[first:last], post_stance, k
+                )
 
-        kernels.map_blocks(score_block, b, block)
+            kernels.map_blocks(score_block, len(users), block)
         return out
 
     def headline(
