@@ -432,50 +432,6 @@ def _merge_edits(
 _merge_edits_serial, _merge_edits_parallel = _serial_and_parallel(_merge_edits)
 
 
-@jit
-def _memory_update_one(
-    memory: np.ndarray,
-    latent: np.ndarray,
-    rows: np.ndarray,
-    lo: int,
-    hi: int,
-    u: int,
-    keep: np.ndarray,
-    engaged: np.ndarray,
-    square: np.ndarray,
-    mixed: np.ndarray,
-    zero: np.ndarray,
-) -> None:
-    d = latent.shape[1]
-    eps = np.float32(1e-8)
-    n = hi - lo - 1
-    for k in range(d):
-        head = latent[rows[lo], k]
-        if n == 0:
-            engaged[k] = head
-        elif n < 8:
-            acc = zero[0]
-            for j in range(lo + 1, hi):
-                acc += latent[rows[j], k]
-            engaged[k] = head + acc
-        else:
-            engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
-    for k in range(d):
-        square[k] = engaged[k] * engaged[k]
-    norm = np.sqrt(_pairwise_row(square, d, zero))
-    if not (norm > eps or norm != norm):
-        norm = eps
-    for k in range(d):
-        mixed[k] = keep[0] * memory[u, k] + keep[1] * engaged[k] / norm
-    for k in range(d):
-        square[k] = mixed[k] * mixed[k]
-    norm = np.sqrt(_pairwise_row(square, d, zero))
-    if not (norm > eps or norm != norm):
-        norm = eps
-    for k in range(d):
-        memory[u, k] = mixed[k] / norm
-
-
 def _memory_update(
     memory: np.ndarray,
     latent: np.ndarray,
@@ -492,16 +448,44 @@ def _memory_update(
     for i in range(s):
         if (first[i + 1] if i + 1 < s else len(rows)) - first[i] > 129:
             return False
+    eps = np.float32(1e-8)
+    m = keep[0]
+    rest_weight = keep[1]
     for block in numba.prange((s + _ROW_BLOCK - 1) // _ROW_BLOCK):
         zero = np.zeros(1, np.float32)
         engaged = np.empty(d, np.float32)
         square = np.empty(d, np.float32)
         mixed = np.empty(d, np.float32)
         for i in range(block * _ROW_BLOCK, min(s, (block + 1) * _ROW_BLOCK)):
+            lo = first[i]
             hi = first[i + 1] if i + 1 < s else len(rows)
-            _memory_update_one(
-                memory, latent, rows, first[i], hi, who[i], keep, engaged, square, mixed, zero
-            )
+            n = hi - lo - 1
+            for k in range(d):
+                head = latent[rows[lo], k]
+                if n == 0:
+                    engaged[k] = head
+                elif n < 8:
+                    acc = zero[0]
+                    for j in range(lo + 1, hi):
+                        acc += latent[rows[j], k]
+                    engaged[k] = head + acc
+                else:
+                    engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
+            for k in range(d):
+                square[k] = engaged[k] * engaged[k]
+            norm = np.sqrt(_pairwise_row(square, d, zero))
+            if not (norm > eps or norm != norm):
+                norm = eps
+            u = who[i]
+            for k in range(d):
+                mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
+            for k in range(d):
+                square[k] = mixed[k] * mixed[k]
+            norm = np.sqrt(_pairwise_row(square, d, zero))
+            if not (norm > eps or norm != norm):
+                norm = eps
+            for k in range(d):
+                memory[u, k] = mixed[k] / norm
     return True
 
 
