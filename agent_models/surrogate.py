@@ -49,6 +49,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
+from policysim_infra.blocks import map_blocks
 from policysim_infra.validation import Limit, check_fields
 
 #: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
@@ -287,17 +288,14 @@ class SurrogateBrain(Brain):
         so the result is the same as one call on all rows)."""
         if len(user) <= block:
             return self._probabilities(users, posts, user, post, attention, attitudes)
-        parts = [
-            self._probabilities(
-                users,
-                posts,
-                user[lo : lo + block],
-                post[lo : lo + block],
-                attention[lo : lo + block],
-                attitudes,
+        parts: list[dict[str, np.ndarray]] = [{} for _ in range(0, len(user), block)]
+
+        def run(lo: int, hi: int) -> None:
+            parts[lo // block] = self._probabilities(
+                users, posts, user[lo:hi], post[lo:hi], attention[lo:hi], attitudes
             )
-            for lo in range(0, len(user), block)
-        ]
+
+        map_blocks(run, len(user), block)  # on POLICYSIM_THREADS threads: the same blocks
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
     def _reply_toxicity(self, propensity: np.ndarray, gap: np.ndarray) -> np.ndarray:

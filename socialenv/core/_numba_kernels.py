@@ -73,45 +73,111 @@ def _compact(feed: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+#: Rows per block of the threaded row kernels: a block's scratch is allocated once and the
+#: blocks are what numba's pool shares out (each row is still computed on its own).
+_ROW_BLOCK = 1024
+
+
 @jit
-def _top_k(candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool) -> np.ndarray:
+def _ranks_before(s: float, t: float) -> bool:
+    # descending, NaN last: whether score s comes strictly before score t
+    return (np.isnan(t) and not np.isnan(s)) or s > t
+
+
+@jit
+def _top_k_row(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    r: int,
+    out: np.ndarray,
+    best: np.ndarray,
+    row_score: np.ndarray,
+    drop_nonfinite: bool,
+) -> None:
+    # repeated candidates and negative ids score -inf; then the first ``take`` entries of a
+    # stable descending order (NaN last, ties to the left, as a stable argsort of -score),
+    # kept sorted in ``best`` by insertion: a later entry passes an earlier one only when it
+    # ranks strictly before it
+    c, take = candidate.shape[1], out.shape[1]
+    for j in range(c):
+        v = candidate[r, j]
+        s = score[r, j]
+        if v < 0:
+            s = -np.inf
+        else:
+            for i in range(j):
+                if candidate[r, i] == v:
+                    s = -np.inf
+                    break
+        row_score[j] = s
+        score[r, j] = s
+    if take == 0:
+        return
+    count = 0
+    for j in range(c):
+        s = row_score[j]
+        if count == take and not _ranks_before(s, row_score[best[take - 1]]):
+            continue
+        pos = count if count < take else take - 1
+        while pos > 0 and _ranks_before(s, row_score[best[pos - 1]]):
+            best[pos] = best[pos - 1]
+            pos -= 1
+        best[pos] = j
+        if count < take:
+            count += 1
+    for slot in range(take):
+        j = best[slot]
+        s = row_score[j]
+        bad = (not np.isfinite(s)) if drop_nonfinite else (s == -np.inf)
+        if not bad and candidate[r, j] >= 0:
+            out[r, slot] = candidate[r, j]
+
+
+def _top_k_blocks(
+    candidate: np.ndarray, score: np.ndarray, k: int, drop_nonfinite: bool
+) -> np.ndarray:
     b, c = candidate.shape
-    take = min(k, c)
-    out = np.full((b, take), -1, np.int64)
-    used = np.zeros(c, np.bool_)
-    row_score = np.empty(c, score.dtype)
-    for r in range(b):
-        for j in range(c):
-            used[j] = False
-            v = candidate[r, j]
-            s = score[r, j]
-            if v < 0:
-                s = -np.inf
-            else:
-                for i in range(j):
-                    if candidate[r, i] == v:
-                        s = -np.inf
-                        break
-            row_score[j] = s
-            score[r, j] = s
-        for slot in range(take):
-            best = -1
-            for j in range(c):
-                if used[j]:
-                    continue
-                if best < 0:
-                    best = j
-                    continue
-                s, t = row_score[j], row_score[best]
-                # descending, NaN last, ties to the left (a stable argsort of -score)
-                if (np.isnan(t) and not np.isnan(s)) or s > t:
-                    best = j
-            used[best] = True
-            s = row_score[best]
-            bad = (not np.isfinite(s)) if drop_nonfinite else (s == -np.inf)
-            if not bad and candidate[r, best] >= 0:
-                out[r, slot] = candidate[r, best]
+    out = np.full((b, min(k, c)), -1, np.int64)
+    for block in numba.prange((b + _ROW_BLOCK - 1) // _ROW_BLOCK):
+        best = np.zeros(max(min(k, c), 1), np.int64)
+        row_score = np.empty(c, score.dtype)
+        for r in range(block * _ROW_BLOCK, min(b, (block + 1) * _ROW_BLOCK)):
+            _top_k_row(candidate, score, r, out, best, row_score, drop_nonfinite)
     return out
+
+
+_top_k, _top_k_parallel = _serial_and_parallel(_top_k_blocks)
+
+
+@jit
+def _stance_top_k(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    weighted_stance: np.ndarray,
+    post_stance: np.ndarray,
+    k: int,
+) -> np.ndarray:
+    # score += weighted_stance[:, None] * post_stance[candidate] in float32, then the top k
+    b, c = candidate.shape
+    for r in range(b):
+        w = weighted_stance[r]
+        for j in range(c):
+            score[r, j] = score[r, j] + w * post_stance[candidate[r, j]]
+    return _top_k(candidate, score, k, False)
+
+
+def _gather_sum_rows(first: np.ndarray, second: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    # first[rows] + second[rows], elementwise in the arrays' dtype
+    d = first.shape[1]
+    out = np.empty((len(rows), d), first.dtype)
+    for i in numba.prange(len(rows)):
+        u = rows[i]
+        for k in range(d):
+            out[i, k] = first[u, k] + second[u, k]
+    return out
+
+
+_gather_sum_rows_serial, _gather_sum_rows_parallel = _serial_and_parallel(_gather_sum_rows)
 
 
 @jit
@@ -303,16 +369,27 @@ def _unit_noisy_rows(
 
 
 @jit
-def _merge_edits(
-    values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
-) -> np.ndarray:
-    # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one pass
-    src = 0
-    dst = 0
-    i = 0
-    j = 0
-    while i < len(drop) or j < len(at):
-        if j < len(at) and (i == len(drop) or at[j] <= drop[i]):
+def _merge_edits_range(
+    values: np.ndarray,
+    v_lo: int,
+    v_hi: int,
+    drop: np.ndarray,
+    i_lo: int,
+    i_hi: int,
+    at: np.ndarray,
+    j_lo: int,
+    j_hi: int,
+    new: np.ndarray,
+    out: np.ndarray,
+    dst: int,
+) -> None:
+    # the merge of values[v_lo:v_hi] with the edits drop[i_lo:i_hi] and at[j_lo:j_hi] (whose
+    # positions lie in that range), written from out[dst]
+    src = v_lo
+    i = i_lo
+    j = j_lo
+    while i < i_hi or j < j_hi:
+        if j < j_hi and (i == i_hi or at[j] <= drop[i]):
             stop = at[j]
         else:
             stop = drop[i]
@@ -320,19 +397,41 @@ def _merge_edits(
         out[dst : dst + width] = values[src:stop]
         dst += width
         src = stop
-        if j < len(at) and at[j] == stop:
+        if j < j_hi and at[j] == stop:
             out[dst] = new[j]
             dst += 1
             j += 1
-        elif i < len(drop) and drop[i] == stop:
+        elif i < i_hi and drop[i] == stop:
             src = stop + 1
             i += 1
-    width = len(values) - src
-    out[dst : dst + width] = values[src:]
+    width = v_hi - src
+    out[dst : dst + width] = values[src:v_hi]
+
+
+def _merge_edits(
+    values: np.ndarray, drop: np.ndarray, at: np.ndarray, new: np.ndarray, out: np.ndarray
+) -> np.ndarray:
+    # np.insert(values, at, new) and the entries at the (old) indices drop removed, in one
+    # pass, cut into pieces of the source range: piece p copies values[v_lo:v_hi] with the
+    # insertions at positions v_lo..v_hi-1 (the last piece also those at the end) and the
+    # drops in it, from out[v_lo + insertions before v_lo - drops before v_lo]
+    n = len(values)
+    pieces = max(1, min(64, n // 65536))
+    for piece in numba.prange(pieces):
+        v_lo = n * piece // pieces
+        v_hi = n * (piece + 1) // pieces
+        j_lo = np.searchsorted(at, v_lo)
+        j_hi = len(at) if piece == pieces - 1 else np.searchsorted(at, v_hi)
+        i_lo = np.searchsorted(drop, v_lo)
+        i_hi = np.searchsorted(drop, v_hi)
+        dst = v_lo + j_lo - i_lo
+        _merge_edits_range(values, v_lo, v_hi, drop, i_lo, i_hi, at, j_lo, j_hi, new, out, dst)
     return out
 
 
-@jit
+_merge_edits_serial, _merge_edits_parallel = _serial_and_parallel(_merge_edits)
+
+
 def _memory_update(
     memory: np.ndarray,
     latent: np.ndarray,
@@ -343,49 +442,54 @@ def _memory_update(
 ) -> bool:
     # memory[who[i]] = unit(keep·memory[who[i]] + (1 − keep)·unit(Σ latent[rows[segment i]]))
     # in float32, with NumPy's summation orders; False (nothing done) if a segment is longer
-    # than 129 rows (NumPy splits those sums further)
+    # than 129 rows (NumPy splits those sums further). ``who`` is distinct: each segment
+    # writes its own user's row.
     s, d = len(first), latent.shape[1]
     for i in range(s):
         if (first[i + 1] if i + 1 < s else len(rows)) - first[i] > 129:
             return False
-    zero = np.zeros(1, np.float32)
     eps = np.float32(1e-8)
     m = keep[0]
     rest_weight = keep[1]
-    engaged = np.empty(d, np.float32)
-    square = np.empty(d, np.float32)
-    mixed = np.empty(d, np.float32)
-    for i in range(s):
-        lo = first[i]
-        hi = first[i + 1] if i + 1 < s else len(rows)
-        n = hi - lo - 1
-        for k in range(d):
-            head = latent[rows[lo], k]
-            if n == 0:
-                engaged[k] = head
-            elif n < 8:
-                acc = zero[0]
-                for j in range(lo + 1, hi):
-                    acc += latent[rows[j], k]
-                engaged[k] = head + acc
-            else:
-                engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
-        for k in range(d):
-            square[k] = engaged[k] * engaged[k]
-        norm = np.sqrt(_pairwise_row(square, d, zero))
-        if not (norm > eps or norm != norm):
-            norm = eps
-        u = who[i]
-        for k in range(d):
-            mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
-        for k in range(d):
-            square[k] = mixed[k] * mixed[k]
-        norm = np.sqrt(_pairwise_row(square, d, zero))
-        if not (norm > eps or norm != norm):
-            norm = eps
-        for k in range(d):
-            memory[u, k] = mixed[k] / norm
+    for block in numba.prange((s + _ROW_BLOCK - 1) // _ROW_BLOCK):
+        zero = np.zeros(1, np.float32)
+        engaged = np.empty(d, np.float32)
+        square = np.empty(d, np.float32)
+        mixed = np.empty(d, np.float32)
+        for i in range(block * _ROW_BLOCK, min(s, (block + 1) * _ROW_BLOCK)):
+            lo = first[i]
+            hi = first[i + 1] if i + 1 < s else len(rows)
+            n = hi - lo - 1
+            for k in range(d):
+                head = latent[rows[lo], k]
+                if n == 0:
+                    engaged[k] = head
+                elif n < 8:
+                    acc = zero[0]
+                    for j in range(lo + 1, hi):
+                        acc += latent[rows[j], k]
+                    engaged[k] = head + acc
+                else:
+                    engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
+            for k in range(d):
+                square[k] = engaged[k] * engaged[k]
+            norm = np.sqrt(_pairwise_row(square, d, zero))
+            if not (norm > eps or norm != norm):
+                norm = eps
+            u = who[i]
+            for k in range(d):
+                mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
+            for k in range(d):
+                square[k] = mixed[k] * mixed[k]
+            norm = np.sqrt(_pairwise_row(square, d, zero))
+            if not (norm > eps or norm != norm):
+                norm = eps
+            for k in range(d):
+                memory[u, k] = mixed[k] / norm
     return True
+
+
+_memory_update_serial, _memory_update_parallel = _serial_and_parallel(_memory_update)
 
 
 def _relational_draws(
@@ -568,12 +672,11 @@ def _count_reactions(
                 break
 
 
-@jit
 def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
     # feed with the posts written by the row's owner and repeats within a row set to -1
     b, f = feed.shape
     out = feed.copy()
-    for r in range(b):
+    for r in numba.prange(b):
         for j in range(f):
             v = feed[r, j]
             if v >= 0 and author[v] == owner[r]:
@@ -688,6 +791,9 @@ def _rec_arm_columns(
 
 
 _relational_draws_serial, _relational_draws_parallel = _serial_and_parallel(_relational_draws)
+_drop_own_and_repeated_serial, _drop_own_and_repeated_parallel = _serial_and_parallel(
+    _drop_own_and_repeated
+)
 _rec_arm_columns_serial, _rec_arm_columns_parallel = _serial_and_parallel(_rec_arm_columns)
 _hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
 _hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
@@ -700,14 +806,16 @@ KERNELS = {
     "same_sign_share": _same_sign,
     "insert_sorted": _insert_sorted,
     "delete_sorted": _delete_sorted,
-    "merge_edits": _merge_edits,
+    "merge_edits": _merge_edits_serial,
     "unit_rows": _unit_rows,
     "unit_noisy_rows": _unit_noisy_rows,
-    "memory_update": _memory_update,
+    "memory_update": _memory_update_serial,
     "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
     "count_reactions": _count_reactions,
-    "drop_own_and_repeated": _drop_own_and_repeated,
+    "drop_own_and_repeated": _drop_own_and_repeated_serial,
+    "stance_top_k": _stance_top_k,
+    "gather_sum_rows": _gather_sum_rows_serial,
     "keyed_max": _keyed_max,
     "place_picks": _place_picks,
     "rec_arm_columns": _rec_arm_columns_serial,
@@ -717,6 +825,11 @@ KERNELS = {
 }
 #: The kernels of :data:`KERNELS` that have a threaded version (the same results).
 PARALLEL_KERNELS = {
+    "merge_edits": _merge_edits_parallel,
+    "top_k_rows": _top_k_parallel,
+    "memory_update": _memory_update_parallel,
+    "drop_own_and_repeated": _drop_own_and_repeated_parallel,
+    "gather_sum_rows": _gather_sum_rows_parallel,
     "relational_draws": _relational_draws_parallel,
     "rec_arm_columns": _rec_arm_columns_parallel,
     "hop_from_blocks": _hop_from_blocks_parallel,
@@ -791,7 +904,6 @@ KERNELS["scatter_add_rows"] = _scatter_add_rows
 
 
 # ----------------------------------------------------------------------------- step overhead
-@jit
 def _cluster_draws(
     draw: np.ndarray,
     user_cluster: np.ndarray,
@@ -806,7 +918,7 @@ def _cluster_draws(
     out = np.empty((u, m), np.int64)
     last = len(by_cluster) - 1
     span = np.float64(hi - lo)
-    for r in range(u):
+    for r in numba.prange(u):
         c = user_cluster[r]
         start = cluster_start[c]
         size = cluster_start[c + 1] - start
@@ -819,47 +931,56 @@ def _cluster_draws(
     return out
 
 
-KERNELS["cluster_draws"] = _cluster_draws
+_cluster_draws_serial, _cluster_draws_parallel = _serial_and_parallel(_cluster_draws)
+KERNELS["cluster_draws"] = _cluster_draws_serial
+PARALLEL_KERNELS["cluster_draws"] = _cluster_draws_parallel
 
 
-@jit
 def _exposure_filter(
     feed: np.ndarray, post_author: np.ndarray, exposure: np.ndarray, draw: np.ndarray
 ) -> tuple[np.ndarray, int]:
     # slot removed where its draw is at least its author's pass probability
     b, f = feed.shape
     out = feed.copy()
-    removed = 0
-    for r in range(b):
+    removed_in_row = np.zeros(b, np.int64)
+    for r in numba.prange(b):
         for j in range(f):
             post = feed[r, j]
             if post >= 0 and draw[r, j] >= exposure[post_author[post]]:
                 out[r, j] = -1
-                removed += 1
-    return out, removed
+                removed_in_row[r] += 1
+    return out, removed_in_row.sum()
 
 
-KERNELS["exposure_filter"] = _exposure_filter
+_exposure_filter_serial, _exposure_filter_parallel = _serial_and_parallel(_exposure_filter)
+KERNELS["exposure_filter"] = _exposure_filter_serial
+PARALLEL_KERNELS["exposure_filter"] = _exposure_filter_parallel
 
 
-@jit
 def _feed_impressions(
     feed: np.ndarray, filtered: np.ndarray, owner: np.ndarray, post_author: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    # the valid slots row-major: mask, user, post, author, removed by the filter
+    # the valid slots row-major: mask, user, post, author, removed by the filter (each row
+    # writes from its own start, the count of valid slots in the rows before it)
     b, f = feed.shape
-    valid = feed >= 0
-    count = 0
-    for r in range(b):
+    valid = np.empty((b, f), np.bool_)
+    start = np.zeros(b + 1, np.int64)
+    for r in numba.prange(b):
+        count = 0
         for j in range(f):
+            valid[r, j] = feed[r, j] >= 0
             if valid[r, j]:
                 count += 1
-    user = np.empty(count, owner.dtype)
-    post = np.empty(count, feed.dtype)
-    author = np.empty(count, post_author.dtype)
-    removed = np.empty(count, np.bool_)
-    i = 0
+        start[r + 1] = count
     for r in range(b):
+        start[r + 1] += start[r]
+    total = start[b]
+    user = np.empty(total, owner.dtype)
+    post = np.empty(total, feed.dtype)
+    author = np.empty(total, post_author.dtype)
+    removed = np.empty(total, np.bool_)
+    for r in numba.prange(b):
+        i = start[r]
         for j in range(f):
             if valid[r, j]:
                 user[i] = owner[r]
@@ -870,7 +991,9 @@ def _feed_impressions(
     return valid, user, post, author, removed
 
 
-KERNELS["feed_impressions"] = _feed_impressions
+_feed_impressions_serial, _feed_impressions_parallel = _serial_and_parallel(_feed_impressions)
+KERNELS["feed_impressions"] = _feed_impressions_serial
+PARALLEL_KERNELS["feed_impressions"] = _feed_impressions_parallel
 
 
 @jit

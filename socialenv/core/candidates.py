@@ -39,12 +39,23 @@ class CandidateSet:
     source: np.ndarray
 
 
-def _best_of(interest: np.ndarray, latent: np.ndarray, draws: np.ndarray, keep: int) -> np.ndarray:
+def _best_of(
+    interest: np.ndarray, latent: np.ndarray, draws: np.ndarray, keep: int, block: int = 2048
+) -> np.ndarray:
     """(U, keep) entries of ``draws`` (U, M) post ids (-1 = none) with the highest interest
-    similarity ``interest`` (U, d)·latent[post]."""
-    valid = draws >= 0
-    score = np.einsum("ud,umd->um", interest, latent.take(np.where(valid, draws, 0), axis=0))
-    return kernels.top_k_rows(draws, score, keep, drop_nonfinite=True)
+    similarity ``interest`` (U, d)·latent[post]; ``block`` users at a time (their gathered
+    rows stay in cache), on :func:`kernels.map_blocks`' threads (rows scored on their own)."""
+    best = np.empty((len(draws), min(keep, draws.shape[1])), np.int64)
+
+    def run(lo: int, hi: int) -> None:
+        rows = draws[lo:hi]
+        score = np.einsum(
+            "ud,umd->um", interest[lo:hi], latent.take(np.where(rows >= 0, rows, 0), axis=0)
+        )
+        best[lo:hi] = kernels.top_k_rows(rows, score, keep, drop_nonfinite=True)
+
+    kernels.map_blocks(run, len(draws), block)
+    return best
 
 
 def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
@@ -77,7 +88,7 @@ def generate_candidates(
     u = len(users)
     lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
     posts, people = ctx.posts, ctx.users
-    interest = people.latent.take(users, axis=0) + people.memory_latent.take(users, axis=0)
+    interest = kernels.gather_sum_rows(people.latent, people.memory_latent, users)
     parts: list[np.ndarray] = []
     sources: list[np.ndarray] = []
     recent = np.arange(lo, hi, dtype=np.int64)

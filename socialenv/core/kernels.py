@@ -13,10 +13,15 @@ import, from the environment variable ``POLICYSIM_KERNELS``:
 
 Threads are opt-in: ``POLICYSIM_THREADS=N`` (read at import) or :func:`set_threads` runs the
 kernels that have a threaded version (the local context propagation's hops, the Rec arm
-columns, the relational draws) on N threads of numba's pool. Each splits per-row work only,
-every row computed by one thread in the one-thread order of operations, so results are
-bit-identical to one thread (``tests/socialenv/test_kernels.py``; the trajectory digest with
-``POLICYSIM_THREADS=2``).
+columns, the relational and cluster draws, top-k, the memory update, the graph's edge merge,
+the feed clean-up, exposure filter and impressions, the row gathers) on N threads of numba's
+pool, and the blocks of :func:`map_blocks` (``policysim_infra.blocks``: the personalized
+channel's and the Rec candidates' scoring, the surrogate's reaction probabilities, NumPy calls
+that release the GIL) on a pool of N Python threads. Each splits per-row work only, every row
+computed by one thread in the one-thread order of operations (blocks and pieces are the same
+on any thread count), so results are bit-identical to one thread
+(``tests/socialenv/test_kernels.py``, ``tests/socialenv/test_round_kernels.py``; the
+trajectory digest with ``POLICYSIM_THREADS=2``).
 Kernels whose result would differ in the last bit between the two (anything calling
 ``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
 are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
@@ -31,6 +36,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from policysim_infra.blocks import inside_block, set_block_threads
+from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 
 _ENV_VAR = "POLICYSIM_KERNELS"
 #: NumPy sums up to this many terms without splitting (longer segments use NumPy here).
@@ -398,6 +406,7 @@ def set_threads(threads: int) -> int:
             )
         numba.set_num_threads(threads)
     THREADS = threads
+    set_block_threads(threads)
     return THREADS
 
 
@@ -415,8 +424,9 @@ set_threads(_threads_from_env())
 
 
 def _parallel_or_serial(name: str) -> Callable[..., Any]:
-    """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one."""
-    if THREADS > 1 and _active is _compiled and name in _compiled_parallel:
+    """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one (not
+    inside a block of :func:`map_blocks`, which already runs on a thread of its own)."""
+    if THREADS > 1 and _active is _compiled and name in _compiled_parallel and not inside_block():
         return _compiled_parallel[name]
     return _active[name]
 
@@ -497,7 +507,9 @@ def top_k_rows(
         or not score.flags.c_contiguous
     ):
         return top_k_rows_numpy(candidate, score, k, drop_nonfinite)
-    return _active["top_k_rows"](np.ascontiguousarray(candidate), score, k, drop_nonfinite)
+    return _parallel_or_serial("top_k_rows")(
+        np.ascontiguousarray(candidate), score, k, drop_nonfinite
+    )
 
 
 def segment_sum_rows(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -630,7 +642,7 @@ def merge_edits(
         raise ValueError(
             f"out must be a fresh ({size},) {values.dtype} array, got {out.shape} {out.dtype}"
         )
-    return _active["merge_edits"](
+    return _parallel_or_serial("merge_edits")(
         values,
         drop.astype(np.int64, copy=False),
         at.astype(np.int64, copy=False),
@@ -655,7 +667,7 @@ def memory_update(
         or latent.dtype != np.float32
         or not 8 <= d <= _PAIRWISE_BLOCK
         or not (memory.flags.c_contiguous and latent.flags.c_contiguous)
-        or not _active["memory_update"](
+        or not _parallel_or_serial("memory_update")(
             memory,
             latent,
             rows.astype(np.int64, copy=False),
@@ -766,7 +778,7 @@ def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarra
     """See :func:`drop_own_and_repeated_numpy`."""
     if _active is _NUMPY or feed.dtype != np.int64:
         return drop_own_and_repeated_numpy(feed, owner, author)
-    return _active["drop_own_and_repeated"](
+    return _parallel_or_serial("drop_own_and_repeated")(
         np.ascontiguousarray(feed),
         owner.astype(np.int64, copy=False),
         author.astype(np.int64, copy=False),
@@ -951,7 +963,7 @@ def cluster_draws(
     hi: int,
 ) -> np.ndarray:
     """See :func:`cluster_draws_numpy` (``by_cluster`` not empty)."""
-    return _active["cluster_draws"](
+    return _parallel_or_serial("cluster_draws")(
         np.ascontiguousarray(draw, np.float64),
         user_cluster.astype(np.int64, copy=False),
         cluster_start.astype(np.int64, copy=False),
@@ -981,7 +993,7 @@ def exposure_filter(
     """See :func:`exposure_filter_numpy` (2-D ``feed`` and ``draw`` of one shape)."""
     if feed.ndim != 2 or draw.shape != feed.shape:
         return exposure_filter_numpy(feed, post_author, exposure, draw)
-    filtered, removed = _active["exposure_filter"](
+    filtered, removed = _parallel_or_serial("exposure_filter")(
         np.ascontiguousarray(feed, np.int64), post_author, exposure, draw
     )
     return filtered, int(removed)
@@ -1013,7 +1025,7 @@ def feed_impressions(
     """See :func:`feed_impressions_numpy` (``owner``: (B,) the user of each row)."""
     if feed.ndim != 2 or filtered.shape != feed.shape or owner.shape != feed.shape[:1]:
         return feed_impressions_numpy(feed, filtered, owner, post_author)
-    return _active["feed_impressions"](
+    return _parallel_or_serial("feed_impressions")(
         np.ascontiguousarray(feed, np.int64),
         np.ascontiguousarray(filtered, np.int64),
         owner.astype(np.int64, copy=False),
@@ -1233,3 +1245,68 @@ def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     ):
         return search_nearly_sorted_numpy(a, v)
     return _active["search_nearly_sorted"](a, v)
+
+
+# ----------------------------------------------------------------------------- 1M round
+# Kernels of issue 24's million-user round: the personalized channel's per-user passes.
+def gather_sum_rows_numpy(first: np.ndarray, second: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(R, d) ``first[rows] + second[rows]`` (two (N, d) arrays of one dtype)."""
+    return first.take(rows, axis=0) + second.take(rows, axis=0)
+
+
+_NUMPY["gather_sum_rows"] = gather_sum_rows_numpy
+
+
+def gather_sum_rows(first: np.ndarray, second: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """See :func:`gather_sum_rows_numpy`; the compiled kernel reads each row pair once and
+    writes the sum (no two gathered copies); ``rows`` must lie in ``[0, N)``."""
+    if (
+        _active is _NUMPY
+        or first.dtype != second.dtype
+        or first.dtype not in (np.float32, np.float64)
+        or first.shape[1:] != second.shape[1:]
+        or first.ndim != 2
+        or not (first.flags.c_contiguous and second.flags.c_contiguous)
+    ):
+        return gather_sum_rows_numpy(first, second, rows)
+    return _parallel_or_serial("gather_sum_rows")(first, second, rows.astype(np.int64, copy=False))
+
+
+def stance_top_k_rows_numpy(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    weighted_stance: np.ndarray,
+    post_stance: np.ndarray,
+    k: int,
+) -> np.ndarray:
+    """(B, k): :func:`top_k_rows` of ``score + weighted_stance[:, None] *
+    post_stance[candidate]`` (float32 (B, C) ``score``, overwritten; (B,) ``weighted_stance``):
+    the personalized channel's stance agreement added to the interest scores, then each row's
+    best ``k`` candidates."""
+    score += weighted_stance[:, None] * post_stance[candidate]
+    return top_k_rows_numpy(candidate, score, k, False)
+
+
+_NUMPY["stance_top_k_rows"] = stance_top_k_rows_numpy
+
+
+def stance_top_k_rows(
+    candidate: np.ndarray,
+    score: np.ndarray,
+    weighted_stance: np.ndarray,
+    post_stance: np.ndarray,
+    k: int,
+) -> np.ndarray:
+    """See :func:`stance_top_k_rows_numpy` (one thread: it is called per block of rows)."""
+    if (
+        _active is _NUMPY
+        or candidate.dtype != np.int64
+        or score.dtype != np.float32
+        or weighted_stance.dtype != np.float32
+        or post_stance.dtype != np.float32
+        or not score.flags.c_contiguous
+    ):
+        return stance_top_k_rows_numpy(candidate, score, weighted_stance, post_stance, k)
+    return _active["stance_top_k"](
+        np.ascontiguousarray(candidate), score, weighted_stance, post_stance, k
+    )

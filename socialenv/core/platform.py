@@ -81,10 +81,20 @@ class Recommender:
         return kernels.compact_rows(kernels.dedupe_rows(post), k)
 
     def personalized(
-        self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator, chunk: int = 32_768
+        self,
+        ctx: FeedContext,
+        active: np.ndarray,
+        rng: np.random.Generator,
+        chunk: int = 32_768,
+        block: int = 2048,
     ) -> np.ndarray:
         """(B, personalized): posts of the last ``window`` rounds closest to each user's
-        interests (profile ⊕ memory), scored on candidates from the user's IVF cluster."""
+        interests (profile ⊕ memory), scored on candidates from the user's IVF cluster.
+
+        ``chunk`` users at a time, in order (their draws); within a chunk the scoring (the
+        candidates' embedding rows, their dot products, the top k) runs ``block`` users at a
+        time on :func:`kernels.map_blocks`' threads (every row is scored on its own: the same
+        result on any number of threads)."""
         cfg = self.config
         k = cfg.personalized
         b = len(active)
@@ -94,21 +104,32 @@ class Recommender:
         if hi == lo:
             return np.full((b, k), -1, np.int64)
         index = ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi)
-        out = np.empty((b, k), np.int64)
         n_candidates = k * cfg.candidates_per_slot
+        latent, post_stance = ctx.posts.latent, ctx.posts.stance
+        out = np.empty((b, k), np.int64)
         for start in range(0, b, chunk):
             users = active[start : start + chunk]
-            interest = ctx.users.latent.take(users, axis=0) + ctx.users.memory_latent.take(
-                users, axis=0
-            )
+            interest = kernels.gather_sum_rows(ctx.users.latent, ctx.users.memory_latent, users)
             candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
-            score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent.take(candidate, axis=0))
-            score += (
-                cfg.personalized_stance_weight
-                * ctx.users.stance[users][:, None]
-                * ctx.posts.stance[candidate]
-            )
-            out[start : start + chunk] = kernels.top_k_rows(candidate, score, k)
+            weighted_stance = cfg.personalized_stance_weight * ctx.users.stance[users]
+            picks = out[start : start + chunk]
+
+            def score_block(
+                first: int,
+                last: int,
+                interest: np.ndarray = interest,
+                candidate: np.ndarray = candidate,
+                weighted_stance: np.ndarray = weighted_stance,
+                picks: np.ndarray = picks,
+            ) -> None:
+                score = np.einsum(
+                    "bd,bcd->bc", interest[first:last], latent.take(candidate[first:last], axis=0)
+                )
+                picks[first:last] = kernels.stance_top_k_rows(
+                    candidate[first:last], score, weighted_stance[first:last], post_stance, k
+                )
+
+            kernels.map_blocks(score_block, len(users), block)
         return out
 
     def headline(

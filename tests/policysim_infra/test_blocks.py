@@ -1,0 +1,74 @@
+"""map_blocks runs every block once, on any thread count, and raises what a block raises."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from policysim_infra import blocks
+
+
+@pytest.fixture
+def block_threads():
+    """A setter of map_blocks' threads (restores the setting afterwards)."""
+    previous = blocks.block_threads()
+    yield blocks.set_block_threads
+    blocks.set_block_threads(previous)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("n", "block"), [(0, 4), (1, 4), (10, 3), (1000, 64), (64, 64)])
+def test_every_block_runs_once_on_any_thread_count(block_threads, threads, n, block):
+    block_threads(threads)
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    out = np.zeros(n, np.int64)
+
+    def run(lo: int, hi: int) -> None:
+        out[lo:hi] += np.arange(lo, hi)
+        with lock:
+            seen.append((lo, hi))
+
+    blocks.map_blocks(run, n, block)
+    assert sorted(seen) == [(lo, min(lo + block, n)) for lo in range(0, n, block)]
+    np.testing.assert_array_equal(out, np.arange(n))
+
+
+def test_blocks_run_on_the_pool_and_nested_calls_run_inline(block_threads):
+    block_threads(2)
+    names: set[str] = set()
+    inner: list[bool] = []
+
+    def run(lo: int, hi: int) -> None:
+        names.add(threading.current_thread().name)
+        assert blocks.inside_block()
+        caller = threading.current_thread()
+        blocks.map_blocks(lambda a, b: inner.append(threading.current_thread() is caller), 4, 1)
+
+    blocks.map_blocks(run, 8, 1)
+    assert all(name.startswith("policysim-block") for name in names)
+    assert inner == [True] * 32  # a block's own map_blocks stays on the block's thread
+    assert not blocks.inside_block()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_exception_of_a_block_is_raised(block_threads, threads):
+    block_threads(threads)
+
+    def run(lo: int, hi: int) -> None:
+        if lo == 6:
+            raise RuntimeError("block 6")
+
+    with pytest.raises(RuntimeError, match="block 6"):
+        blocks.map_blocks(run, 10, 2)
+    assert not blocks.inside_block()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_bad_thread_counts_and_blocks_are_refused(block_threads, bad):
+    with pytest.raises(ValueError, match="threads"):
+        blocks.set_block_threads(bad)
+    with pytest.raises(ValueError, match="block"):
+        blocks.map_blocks(lambda lo, hi: None, 10, 0)

@@ -1,0 +1,270 @@
+"""Issue 24's million-user round: the personalized channel's kernels equal their NumPy twins
+and the code they replaced, and every threaded kernel and block-threaded phase gives one
+thread's results bit for bit (socialenv.core.kernels, policysim_infra.blocks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from socialenv.core import kernels
+
+numba = pytest.importorskip("numba")
+# the Rec envs here keep the default lever: thousands of arms, as at scale
+pytestmark = pytest.mark.filterwarnings("ignore::socialenv.envs.sizing.LargeActionSpaceWarning")
+
+
+def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()
+
+
+@pytest.fixture
+def compiled():
+    """The numba kernels (restores the backend in use afterwards)."""
+    previous = kernels.BACKEND
+    kernels.use_backend("numba")
+    yield kernels._compiled
+    kernels.use_backend(previous)
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def backend(request):
+    """Each kernel backend in turn (restores the backend in use afterwards)."""
+    previous = kernels.BACKEND
+    kernels.use_backend(request.param)
+    yield request.param
+    kernels.use_backend(previous)
+
+
+@pytest.fixture
+def threads():
+    """A setter of the thread count (kernels and blocks; restores 1 afterwards)."""
+    yield kernels.set_threads
+    kernels.set_threads(1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gather_sum_rows_bit_identical_to_numpy(compiled, dtype):
+    rng = np.random.default_rng(20)
+    first = rng.standard_normal((3000, 32)).astype(dtype)
+    second = rng.standard_normal((3000, 32)).astype(dtype)
+    rows = rng.integers(0, 3000, 5000)  # repeats, any order
+    expected = first.take(rows, axis=0) + second.take(rows, axis=0)
+    assert _bits(kernels.gather_sum_rows_numpy(first, second, rows)) == _bits(expected)
+    for kernel in (compiled["gather_sum_rows"], kernels._compiled_parallel["gather_sum_rows"]):
+        assert _bits(kernel(first, second, rows)) == _bits(expected)
+    assert _bits(kernels.gather_sum_rows(first, second, rows[:0])) == _bits(expected[:0])
+
+
+def _personalized_inputs(rng: np.random.Generator, b: int = 3000, c: int = 20):
+    candidate = rng.integers(0, 400, (b, c))
+    candidate[rng.random((b, c)) < 0.05] = -1  # the twin must agree on these too
+    score = rng.integers(-3, 4, (b, c)).astype(np.float32) / np.float32(3)  # many ties
+    score[rng.random((b, c)) < 0.01] = np.nan
+    stance = rng.uniform(-1, 1, b).astype(np.float32)
+    post_stance = rng.uniform(-1, 1, 400).astype(np.float32)
+    post_stance[:20] = 0.0
+    return candidate, score, stance, post_stance
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.37, 0.0])
+def test_stance_top_k_equals_the_scores_it_replaced(compiled, weight):
+    rng = np.random.default_rng(21)
+    candidate, score, stance, post_stance = _personalized_inputs(rng)
+    # the personalized channel before: the stance term added by NumPy, then top_k_rows
+    before = score.copy()
+    before += weight * stance[:, None] * post_stance[candidate]
+    expected = kernels.top_k_rows_numpy(candidate, before, 5, False)
+    weighted = weight * stance
+    for top_k in (compiled["stance_top_k"], kernels.stance_top_k_rows_numpy):
+        got_score = score.copy()
+        got = top_k(candidate, got_score, weighted, post_stance, 5)
+        assert _bits(got) == _bits(expected)
+        assert _bits(got_score) == _bits(before)
+
+
+def test_threaded_row_kernels_equal_one_thread(compiled):
+    """Every kernel with a threaded version, on enough rows for several blocks per thread."""
+    parallel = kernels._compiled_parallel
+    rng = np.random.default_rng(22)
+    candidate, score, _, _ = _personalized_inputs(rng, b=5000)
+    for drop in (False, True):
+        one_score, two_score = score.copy(), score.copy()
+        one = compiled["top_k_rows"](candidate, one_score, 5, drop)
+        assert _bits(parallel["top_k_rows"](candidate, two_score, 5, drop)) == _bits(one)
+        assert _bits(two_score) == _bits(one_score)
+        assert _bits(one) == _bits(kernels.top_k_rows_numpy(candidate, score.copy(), 5, drop))
+
+    latent = rng.standard_normal((9000, 32)).astype(np.float32)
+    memory = rng.standard_normal((6000, 32)).astype(np.float32)
+    lengths = rng.integers(1, 20, 4000)
+    who = np.sort(rng.choice(6000, len(lengths), replace=False))
+    first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows = rng.integers(0, len(latent), lengths.sum())
+    keep = np.array([0.8, 0.2], np.float32)
+    expected, one, two = memory.copy(), memory.copy(), memory.copy()
+    kernels.memory_update_numpy(expected, latent, rows, first, who, 0.8)
+    assert compiled["memory_update"](one, latent, rows, first, who, keep)
+    assert parallel["memory_update"](two, latent, rows, first, who, keep)
+    assert _bits(one) == _bits(expected) and _bits(two) == _bits(expected)
+
+    cluster = rng.integers(0, 16, 5000)
+    by_cluster = np.argsort(cluster, kind="stable")
+    cluster_start = np.searchsorted(cluster[by_cluster], np.arange(17))
+    user_cluster, draw = rng.integers(0, 16, 4000), rng.random((4000, 20))
+    args = (draw, user_cluster, cluster_start, by_cluster, 100, 5100)
+    assert _bits(parallel["cluster_draws"](*args)) == _bits(kernels.cluster_draws_numpy(*args))
+
+    feed = rng.integers(-1, 5000, (4000, 15))
+    owner = rng.integers(0, 300, 4000)
+    author = rng.integers(0, 300, 5000)
+    assert _bits(parallel["drop_own_and_repeated"](feed, owner, author)) == _bits(
+        kernels.drop_own_and_repeated_numpy(feed, owner, author)
+    )
+    exposure, filter_draw = rng.random(300), rng.random(feed.shape)
+    got, removed = parallel["exposure_filter"](feed, author, exposure, filter_draw)
+    want, want_removed = kernels.exposure_filter_numpy(feed, author, exposure, filter_draw)
+    assert _bits(got) == _bits(want) and removed == want_removed > 0
+    for feed_rows in (feed, feed[:0], np.full((3000, 4), -1)):
+        filtered = feed_rows.copy()
+        filtered[::3] = -1
+        owner = rng.integers(0, 300, len(feed_rows))
+        want = kernels.feed_impressions_numpy(feed_rows, filtered, owner, author)
+        for kernel in (compiled["feed_impressions"], parallel["feed_impressions"]):
+            have = kernel(feed_rows, filtered, owner, author)
+            for got_part, want_part in zip(have, want, strict=True):
+                assert _bits(got_part) == _bits(want_part)
+
+
+@pytest.mark.parametrize("n", [1000, 300_000])
+def test_merge_edits_in_pieces_equals_numpy(compiled, n):
+    """300,000 values: 4 pieces, with insertions and drops on the pieces' boundaries, at the
+    start and at the end."""
+    rng = np.random.default_rng(23)
+    values = np.sort(rng.choice(10 * n, n, replace=False)).astype(np.int64)
+    new = np.setdiff1d(rng.integers(-5, 10 * n + 5, n // 20), values)
+    at = np.searchsorted(values, new)
+    pieces = max(1, min(64, n // 65536))
+    bounds = [n * p // pieces for p in range(pieces + 1)]
+    on_bounds = np.array([b for b in bounds if b < n] + [0, n - 1])
+    drop = np.unique(np.concatenate([rng.choice(n, n // 30, replace=False), on_bounds]))
+    # insert right at the boundaries too (values between the neighbours, or equal ones)
+    extra_at = np.array(bounds, np.int64)
+    extra_new = np.array([values[min(b, n - 1)] - (b < n) for b in bounds], np.int64)
+    order = np.argsort(np.concatenate([at, extra_at]), kind="stable")
+    at = np.concatenate([at, extra_at])[order]
+    new = np.concatenate([new, extra_new])[order]
+    size = n + len(new) - len(drop)
+    expected = kernels.merge_edits_numpy(values, drop, at, new, np.empty(size, np.int64))
+    for merge in (compiled["merge_edits"], kernels._compiled_parallel["merge_edits"]):
+        assert _bits(merge(values, drop, at, new, np.empty(size, np.int64))) == _bits(expected)
+
+
+def test_personalized_channel_equals_the_one_pass_version_on_any_thread_count(backend, threads):
+    """The blocked channel against the code it replaced (one chunk: interests by two gathers,
+    scores by one einsum over the chunk, the stance term by NumPy), on 1 and 2 threads."""
+    from socialenv.core.clustering import ClusterIndex
+    from socialenv.core.platform import Recommender
+    from socialenv.envs.rec import RecEnv
+
+    env = RecEnv(num_users=3000, rounds=4)
+    env.reset(seed=3)
+    env.step(np.full(env.slate_size, env.no_op))
+    sim = env.unwrapped.sim
+    ctx, active = sim.feed_context(), sim.active
+    recommender = Recommender(sim.config.recommender)
+    cfg = recommender.config
+
+    def before(rng: np.random.Generator) -> np.ndarray:
+        lo, hi = ctx.posts_of_rounds(ctx.round - cfg.window, ctx.round - 1)
+        index = ClusterIndex.build(ctx.posts.cluster, len(ctx.centroids), lo, hi)
+        interest = ctx.users.latent.take(active, axis=0) + ctx.users.memory_latent.take(
+            active, axis=0
+        )
+        n_candidates = cfg.personalized * cfg.candidates_per_slot
+        candidate = index.draw(interest, ctx.centroids, n_candidates, rng)
+        score = np.einsum("bd,bcd->bc", interest, ctx.posts.latent.take(candidate, axis=0))
+        score += (
+            cfg.personalized_stance_weight
+            * ctx.users.stance[active][:, None]
+            * ctx.posts.stance[candidate]
+        )
+        return kernels.top_k_rows(candidate, score, cfg.personalized)
+
+    expected = before(np.random.default_rng(5))
+    assert len(active) > 600
+    for n_threads in (1, 2):
+        threads(n_threads)
+        got = recommender.personalized(ctx, active, np.random.default_rng(5), block=128)
+        assert _bits(got) == _bits(expected), n_threads
+        # the draws of several chunks are the draws of one
+        chunked = recommender.personalized(ctx, active, np.random.default_rng(5), chunk=250)
+        assert _bits(chunked) == _bits(expected), n_threads
+    env.close()
+
+
+def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
+    """The Rec candidates' blocked scoring and the surrogate's blocked reaction probabilities
+    on 1 and 2 threads (small blocks, so each call has many)."""
+    from socialenv.core import candidates
+    from socialenv.envs.rec import RecEnv
+
+    env = RecEnv(num_users=2000, rounds=4)
+    env.reset(seed=4)
+    env.step(np.full(env.slate_size, env.no_op))
+    sim = env.unwrapped.sim
+    rng = np.random.default_rng(6)
+    interest = rng.standard_normal((900, sim.posts.latent.shape[1])).astype(np.float32)
+    draws = rng.integers(-1, len(sim.posts), (900, 12))
+    owner = sim.active[rng.integers(0, len(sim.active), 3000)][:, None]
+    post = rng.integers(0, len(sim.posts), (3000, 9))
+    attention = rng.random((3000, 9))
+    users, posts = sim.users.view(), sim.posts.view()
+    attitudes = sim.brain.attitude(users)
+    results = []
+    for n_threads in (1, 2):
+        threads(n_threads)
+        best = candidates._best_of(interest, sim.posts.latent, draws, 4, block=64)
+        prob = sim.brain._blocked_probabilities(
+            users, posts, owner, post, attention, attitudes, block=256
+        )
+        results.append((best, prob))
+    (best_one, prob_one), (best_two, prob_two) = results
+    assert _bits(best_two) == _bits(best_one)
+    one_call = kernels.top_k_rows(
+        draws,
+        np.einsum(
+            "ud,umd->um", interest, sim.posts.latent.take(np.where(draws >= 0, draws, 0), axis=0)
+        ),
+        4,
+        drop_nonfinite=True,
+    )
+    assert _bits(best_one) == _bits(one_call)
+    unblocked = sim.brain._probabilities(users, posts, owner, post, attention, attitudes)
+    assert prob_one.keys() == prob_two.keys() == unblocked.keys()
+    for key in prob_one:
+        assert _bits(prob_two[key]) == _bits(prob_one[key]) == _bits(unblocked[key])
+    env.close()
+
+
+def test_episode_on_two_threads_is_the_one_thread_episode(threads):
+    """A whole Rec episode, block-threaded phases included (20,000 users: several blocks of the personalized channel)."""
+    import hashlib
+
+    from socialenv.envs.rec import RecEnv
+
+    digests = []
+    for n_threads in (1, 2):
+        threads(n_threads)
+        env = RecEnv(num_users=20_000, rounds=4)
+        obs, _ = env.reset(seed=8)
+        rng = np.random.default_rng(8)
+        h = hashlib.sha256()
+        for _ in range(3):
+            obs, reward, _, _, info = env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+            h.update(np.ascontiguousarray(obs["arms"]).tobytes())
+            h.update(np.float64(reward).tobytes())
+            h.update(repr(sorted(info["metrics"].items())).encode())
+        env.close()
+        digests.append(h.hexdigest())
+    assert digests[0] == digests[1]
