@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from socialenv.core.metrics import bias, diversity
-from socialenv.envs.policy_registry import select_action
+from socialenv.envs.policy_registry import arm_cost_key, select_action
 
 
 def learn_from_step(policy: Any, arms: np.ndarray, info: dict[str, Any], env: Any) -> None:
@@ -40,14 +40,7 @@ def learn_from_step(policy: Any, arms: np.ndarray, info: dict[str, Any], env: An
     if not getattr(policy, "learns_costs", False):
         policy.update(contexts, rewards)
         return
-    base = env.unwrapped
-    key = base.arm_cost_key()
-    if key is None:
-        raise ValueError(
-            f"policy {getattr(policy, 'name', type(policy).__name__)!r} learns per-arm costs, "
-            f"and {type(base).__name__} with reward form {base.config.reward.form!r} reports "
-            'none: use PolicySim-Rec-v0 with reward={"form": "objective"} (info["arm_toxicity"])'
-        )
+    key = arm_cost_key(getattr(policy, "name", type(policy).__name__), env)
     policy.update(contexts, rewards, costs=info[key][applied])
 
 

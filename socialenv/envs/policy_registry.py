@@ -69,13 +69,27 @@ def _build_bandit(name: str, env: Any, seed: int, **hyperparameters: Any) -> Any
     from bandits import make_policy
 
     policy = make_policy(name, context_dim=env.context_dim, seed=seed, **hyperparameters)
-    if getattr(policy, "learns_costs", False) and env.arm_cost_key() is None:
+    if getattr(policy, "learns_costs", False):
+        arm_cost_key(name, env)
+    return policy
+
+
+def arm_cost_key(policy_name: str, env: Any) -> str:
+    """The ``info`` key of the per-arm cost that ``env`` (a PolicySim env, wrapped or not)
+    reports for a policy that learns costs.
+
+    Raises:
+        ValueError: naming the policy and the env, when the env reports no cost.
+    """
+    base = getattr(env, "unwrapped", env)
+    key = base.arm_cost_key()
+    if key is None:
         raise ValueError(
-            f"policy={name!r} learns per-arm costs, and {type(env).__name__} with reward form "
-            f"{env.config.reward.form!r} reports none: use PolicySim-Rec-v0 with "
+            f"policy={policy_name!r} learns per-arm costs, and {type(base).__name__} with "
+            f"reward form {base.config.reward.form!r} reports none: use PolicySim-Rec-v0 with "
             'reward={"form": "objective"} (info["arm_toxicity"])'
         )
-    return policy
+    return key
 
 
 def _build_graph_bandit(target: str, env: Any, seed: int, **hyperparameters: Any) -> Any:
