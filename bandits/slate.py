@@ -246,10 +246,12 @@ def per_group_inclusion(
     if budget == 0 or not allowed.any():
         return np.zeros(n_arms), "deterministic"
     _, group_index = np.unique(groups, return_inverse=True)
-    scores = _group_scores(policy, contexts, allowed) if ranks_groups_by_score(policy) else None
+    scored = ranks_groups_by_score(policy)
     floor = getattr(policy, "score_floor", None)
+    scores = None  # scored only where the closed form or a null arm's floor needs them
     eligible = allowed
-    if scores is not None and floor is not None:
+    if scored and floor is not None:
+        scores = _group_scores(policy, contexts, allowed)
         eligible = allowed & (np.nan_to_num(scores, nan=-np.inf) >= floor)
     sizes = np.bincount(group_index[eligible], minlength=group_index.max() + 1)
     share = np.minimum(sizes, per_group)
@@ -257,9 +259,11 @@ def per_group_inclusion(
         if isinstance(policy, RandomPolicy):
             size = np.maximum(sizes[group_index], 1)
             return np.where(allowed, share[group_index] / size, 0.0), "exact"
-        if scores is not None:
+        if scored:
             if not eligible.any():
                 return np.zeros(n_arms), "deterministic"
+            if scores is None:
+                scores = _group_scores(policy, contexts, allowed)
             closed_form = top_share_inclusion(scores, eligible, group_index, share)
             return closed_form, _closed_form_method(closed_form)
     probs = deterministic_inclusion(

@@ -48,6 +48,11 @@ SMALL_REC_LEVER: dict[str, Any] = {
 }
 
 
+def bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    """dtype, shape and raw bytes: equal exactly when two arrays are equal bit for bit."""
+    return str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()
+
+
 def small_env(**overrides: Any) -> dict[str, Any]:
     """``gym.make`` kwargs of a small env: :data:`SMALL_ENV` with ``overrides`` on top."""
     return {**SMALL_ENV, **overrides}

@@ -11,26 +11,9 @@ import pytest
 
 from socialenv.core import kernels
 from socialenv.core.world import FollowGraph
+from tests.support import bits as _bits
 
 numba = pytest.importorskip("numba")
-
-
-@pytest.fixture
-def compiled():
-    """The numba kernels (restores the backend in use afterwards)."""
-    previous = kernels.BACKEND
-    kernels.use_backend("numba")
-    yield kernels._compiled
-    kernels.use_backend(previous)
-
-
-@pytest.fixture(params=["numba", "numpy"])
-def backend(request):
-    """Each kernel backend in turn (restores the backend in use afterwards)."""
-    previous = kernels.BACKEND
-    kernels.use_backend(request.param)
-    yield request.param
-    kernels.use_backend(previous)
 
 
 def _rows_with_repeats(rng: np.random.Generator, b: int, f: int, high: int) -> np.ndarray:
@@ -158,10 +141,6 @@ def test_follow_graph_csr_merged_with_edits_equals_rebuild(backend):
             np.testing.assert_array_equal(got, expected)
 
 
-def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
-    return str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [8, 12, 32, 100, 128])
 def test_unit_rows_bit_identical_to_numpy_norm(compiled, dtype, d):
@@ -254,13 +233,6 @@ def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
         assert _bits(kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)) == _bits(
             expected[rows]
         )
-
-
-@pytest.fixture
-def threads():
-    """A setter of the parallel kernels' thread count (restores 1 afterwards)."""
-    yield kernels.set_threads
-    kernels.set_threads(1)
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0, 1.0])

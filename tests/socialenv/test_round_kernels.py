@@ -8,39 +8,11 @@ import numpy as np
 import pytest
 
 from socialenv.core import kernels
+from tests.support import bits as _bits
 
 numba = pytest.importorskip("numba")
 # the Rec envs here keep the default lever: thousands of arms, as at scale
 pytestmark = pytest.mark.filterwarnings("ignore::socialenv.envs.sizing.LargeActionSpaceWarning")
-
-
-def _bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
-    return str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()
-
-
-@pytest.fixture
-def compiled():
-    """The numba kernels (restores the backend in use afterwards)."""
-    previous = kernels.BACKEND
-    kernels.use_backend("numba")
-    yield kernels._compiled
-    kernels.use_backend(previous)
-
-
-@pytest.fixture(params=["numba", "numpy"])
-def backend(request):
-    """Each kernel backend in turn (restores the backend in use afterwards)."""
-    previous = kernels.BACKEND
-    kernels.use_backend(request.param)
-    yield request.param
-    kernels.use_backend(previous)
-
-
-@pytest.fixture
-def threads():
-    """A setter of the thread count (kernels and blocks; restores 1 afterwards)."""
-    yield kernels.set_threads
-    kernels.set_threads(1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

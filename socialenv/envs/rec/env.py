@@ -524,10 +524,9 @@ class RecEnv(PolicySimEnv):
             np.broadcast_to(result.active[rows][:, None], feed.shape)[builtin] * n_posts
             + feed[builtin]
         )
+        in_builtin_slot = kernels.isin(react_key, slot_key)
         baseline = (
-            float(values["value"][kernels.isin(react_key, slot_key)].sum() / len(slot_key))
-            if len(slot_key)
-            else 0.0
+            float(values["value"][in_builtin_slot].sum() / len(slot_key)) if len(slot_key) else 0.0
         )
         change = contribution - baseline
         # what each arm added to the round's toxicity metric (the mean toxicity of the texts
@@ -539,9 +538,7 @@ class RecEnv(PolicySimEnv):
         )
         arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=len(applied))
         builtin_excess = (
-            float(excess[kernels.isin(react_key, slot_key)].sum() / len(slot_key))
-            if len(slot_key)
-            else 0.0
+            float(excess[in_builtin_slot].sum() / len(slot_key)) if len(slot_key) else 0.0
         )
         self._arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
         self._objective_step = float(change.sum() / max(len(governed), 1))
