@@ -364,6 +364,7 @@ def train_per_arm_ppo(
     callback: Any = None,
     verbose: int = 0,
     native_vector: bool = False,
+    workers: int = 1,
 ) -> TrainResult:
     """Train ``stable_baselines3.PPO`` with :class:`PerArmPolicy` on ``env_id``.
 
@@ -380,7 +381,11 @@ def train_per_arm_ppo(
         native_vector: step the ``n_envs`` envs as the native vector env
             (:func:`baselines.sb3_vector.make_per_user_vec_env`, the same trajectories)
             instead of a ``DummyVecEnv`` of wrapped envs.
+        workers: with ``native_vector``, the processes that step the envs (one per core to
+            use; :mod:`socialenv.envs.vector_workers`); the trajectories do not depend on it.
     """
+    if workers != 1 and not native_vector:
+        raise ValueError(f"workers={workers!r} is not allowed without native_vector=True: 1")
     require("stable_baselines3", "rl", "train_per_arm_ppo")
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CallbackList
@@ -394,7 +399,7 @@ def train_per_arm_ppo(
 
         return make
 
-    envs = _per_user_vec_env(env_id, env_kwargs, n_envs, native_vector, factory)
+    envs = _per_user_vec_env(env_id, env_kwargs, n_envs, native_vector, factory, workers)
     envs.seed(seed)  # env i's first reset gets seed + i
     policy = _torch_classes()["PerArmPolicy"]
     model = PPO(
@@ -421,28 +426,35 @@ def _per_user_vec_env(
     n_envs: int,
     native_vector: bool,
     factory: Any,
+    workers: int = 1,
 ) -> Any:
     """The training envs: a ``VecMonitor`` on the native vector env, or a ``DummyVecEnv`` of
     ``Monitor``-wrapped envs."""
     from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
     if native_vector:
-        return VecMonitor(make_per_user_vec_env(env_id, n_envs, env_kwargs))
+        return VecMonitor(make_per_user_vec_env(env_id, n_envs, env_kwargs, workers))
     return DummyVecEnv([factory() for _ in range(n_envs)])
 
 
 def make_per_user_vec_env(
-    env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None
+    env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None, workers: int = 1
 ) -> Any:
     """An SB3 ``VecEnv`` of ``num_envs`` sub-envs of ``env_id`` on the native vector env
-    (:func:`baselines.sb3_vector.make_sb3_vec_env`) with :class:`PerUserChoice`'s action:
-    per-user candidate choices, mapped to each sub-env's slate."""
+    (:func:`baselines.sb3_vector.make_sb3_vec_env`, its sub-envs on ``workers`` processes)
+    with :class:`PerUserChoice`'s action: per-user candidate choices, mapped to each sub-env's
+    slate."""
     from functools import partial
 
     from baselines.sb3_vector import make_sb3_vec_env
 
-    envs = make_sb3_vec_env(env_id, num_envs, {**(env_kwargs or {}), "action_format": "slate"})
-    probe = PerUserChoice(envs.vector_env.envs[0])
+    slate_kwargs = {**(env_kwargs or {}), "action_format": "slate"}
+    envs = make_sb3_vec_env(env_id, num_envs, slate_kwargs, workers=workers)
+    # with workers the sub-envs live elsewhere: the sizes come from an env never reset
+    probe_env = (
+        envs.vector_env.envs[0] if envs.vector_env.envs else gym.make(env_id, **slate_kwargs)
+    )
+    probe = PerUserChoice(probe_env)
     envs.action_space = probe.action_space
     envs.action_map = partial(
         choices_to_slate,

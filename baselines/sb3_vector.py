@@ -104,27 +104,24 @@ def _vec_env_class() -> type:
             return list(indices)
 
         def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-            envs = self.vector_env.envs
-            return [getattr(envs[i], attr_name) for i in self._indices(indices)]
+            return list(self.vector_env.get_attr(attr_name, self._indices(indices)))
 
         def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-            for i in self._indices(indices):
-                setattr(self.vector_env.envs[i], attr_name, value)
+            indices = self._indices(indices)
+            self.vector_env.set_attr(attr_name, [value] * len(indices), indices)
 
         def env_method(
             self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
         ) -> list[Any]:
-            envs = self.vector_env.envs
-            return [
-                getattr(envs[i], method_name)(*method_args, **method_kwargs)
-                for i in self._indices(indices)
-            ]
+            return self.vector_env.call_at(
+                self._indices(indices), method_name, *method_args, **method_kwargs
+            )
 
         def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
             return [False for _ in self._indices(indices)]  # the sub-envs carry no wrappers
 
         def get_images(self) -> Sequence[np.ndarray | None]:
-            return [env.render() for env in self.vector_env.envs]
+            return self.vector_env.call_at(range(self.num_envs), "render")
 
     return SB3VecEnv
 
@@ -141,8 +138,12 @@ def make_sb3_vec_env(
     env_kwargs: dict[str, Any] | None = None,
     action_space: gym.Space | None = None,
     action_map: Callable[[np.ndarray], np.ndarray] | None = None,
+    workers: int = 1,
 ) -> Any:
     """An SB3 ``VecEnv`` of ``num_envs`` sub-envs of ``env_id`` (native vector env,
-    ``SAME_STEP`` autoreset); seed it with ``.seed(seed)`` before the first reset."""
-    envs = PolicySimVectorEnv(env_id, num_envs, autoreset_mode="SameStep", **(env_kwargs or {}))
+    ``SAME_STEP`` autoreset, its sub-envs on ``workers`` processes); seed it with
+    ``.seed(seed)`` before the first reset."""
+    envs = PolicySimVectorEnv(
+        env_id, num_envs, autoreset_mode="SameStep", workers=workers, **(env_kwargs or {})
+    )
     return _vec_env_class()(envs, action_space, action_map)

@@ -3,6 +3,8 @@ on paired seeds.
 
     python benchmarks/moderation_policies.py                          # 1,000 users, 10 rounds, 10 seeds
     python benchmarks/moderation_policies.py --seeds 3 --episodes 2 --out runs/bench
+    python benchmarks/moderation_policies.py --seeds 5 --episodes 20 \
+        --policies none suppress_flagged_label linucb eenet neural_ucb   # the neural learners too
 
 Every policy plays the same env seeds (seed s, episode e → ``reset(seed=1000·s + e)``); the
 bandits keep learning across their ``--episodes`` episodes and every policy is scored on the
@@ -51,10 +53,12 @@ POLICIES = (
     "egreedy",
     "egreedy_null",
 )
+#: learners playable with --policies but not in the default run (slower; not published)
+NEURAL_LEARNERS = ("eenet", "neural_ucb")
 RULES = ("suppress_flagged_delete", "suppress_flagged_label")
 #: the flag-following rule with the hidden truth for flags: the headroom of better targeting
 ORACLES = ("oracle_harmful_delete", "oracle_harmful_label")
-LEARNERS = ("linucb", "linucb_null", "egreedy", "egreedy_null")
+LEARNERS = ("linucb", "linucb_null", "egreedy", "egreedy_null", *NEURAL_LEARNERS)
 METRICS = (
     "reward",
     "misinformation_ratio_final",
@@ -111,7 +115,9 @@ def main() -> None:
     )
     parser.add_argument("--precision", type=float, default=0.8)
     parser.add_argument("--recall", type=float, default=0.7)
-    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument(
+        "--policies", nargs="+", default=list(POLICIES), choices=(*POLICIES, *NEURAL_LEARNERS)
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
     add_quiet_option(parser)
     args = parser.parse_args()

@@ -7,7 +7,11 @@ sub-envs; the time of episode resets included, reset steps not counted; random s
 - ``sync``: ``gym.make_vec(..., num_envs=N, vectorization_mode="sync")`` (one process),
 - ``async``: ``gym.make_vec(..., num_envs=N, vectorization_mode="async")`` (one process per env),
 - ``native``: ``gym.make_vec(..., num_envs=N, vectorization_mode="vector_entry_point")``
-  (:mod:`socialenv.envs.vector`, one process).
+  (:mod:`socialenv.envs.vector`, one process),
+- ``native-wW`` (with ``--workers W``): the same with ``workers=W``, its sub-envs on W
+  processes (:mod:`socialenv.envs.vector_workers`). Its CPU time is in the workers, so it is
+  compared with ``native`` on wall time (``workers_over_native``): the figure of the issue's
+  "native vector env on W cores vs one core", which needs W idle cores to mean anything.
 
 Modes are measured in interleaved repetitions and the median is reported, so that a machine
 shared with other jobs affects all modes alike; the speed-ups are ratios within this run.
@@ -16,6 +20,7 @@ shared with other jobs affects all modes alike; the speed-ups are ratios within 
     python benchmarks/vector_env.py --users 200 --num-envs 2 8 --repeats 5
     python benchmarks/vector_env.py --repeats 5 --num-envs 2 8 --out benchmarks/results/vector_env.json
     python benchmarks/vector_env.py --num-envs 16 --modes single sync native --repeats 5
+    python benchmarks/vector_env.py --num-envs 16 --modes native --workers 2 --repeats 5
 
 BLAS / OpenMP run on one thread per process unless the environment sets them (the round is
 single-threaded; a second BLAS thread only spins on a shared machine). The one-process modes
@@ -76,14 +81,21 @@ def time_single(
 
 
 def time_vector(
-    mode: str, num_envs: int, env_kwargs: dict[str, Any], vector_steps: int, warmup: int, seed: int
+    mode: str,
+    num_envs: int,
+    env_kwargs: dict[str, Any],
+    vector_steps: int,
+    warmup: int,
+    seed: int,
+    workers: int = 1,
 ) -> tuple[float, float]:
     """Env steps per second (wall, this process's CPU; summed over sub-envs) of ``make_vec`` in
     ``mode`` ("sync", "async" or "vector_entry_point"). A sub-env
     whose episode ended spends its next step resetting (Gymnasium's next-step autoreset);
     those reset steps take time but are not counted as env steps, as in :func:`time_single`."""
+    extra = {"workers": workers} if workers > 1 else {}
     envs = gym.make_vec(
-        "PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=mode, **env_kwargs
+        "PolicySim-Rec-v0", num_envs=num_envs, vectorization_mode=mode, **env_kwargs, **extra
     )
     try:
         envs.action_space.seed(seed)
@@ -164,6 +176,13 @@ def main(argv: list[str] | None = None) -> None:
         help="what to measure (single is always measured: the speed-ups are over it)",
     )
     parser.add_argument(
+        "--workers",
+        nargs="*",
+        type=int,
+        default=[],
+        help="also time the native env with these worker-process counts (> 1)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "vector_env.json"
     )
     parser.add_argument(
@@ -174,8 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.users, args.num_envs, args.vector_steps, args.warmup, args.repeats = 150, [2], 3, 1, 1
 
+    if any(w < 2 for w in args.workers):
+        parser.error(f"--workers {args.workers} is not allowed: counts > 1")
     env_kwargs = {"num_users": args.users}
     modes = ["single"] + [m for m in args.modes if m != "single"]
+    modes += [f"native-w{w}" for w in args.workers]
     load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
     cpu_samples: dict[str, list[float]] = {}
@@ -194,11 +216,18 @@ def main(argv: list[str] | None = None) -> None:
                     )
                 else:
                     key = f"{mode}-{n}"
+                    base, _, workers = mode.partition("-w")
                     wall, cpu = time_vector(
-                        MODES[mode], n, env_kwargs, args.vector_steps, args.warmup, args.seed
+                        MODES[base],
+                        n,
+                        env_kwargs,
+                        args.vector_steps,
+                        args.warmup,
+                        args.seed,
+                        workers=int(workers or 1),
                     )
                 samples.setdefault(key, []).append(wall)
-                if mode != "async":  # the workers' CPU time is not this process's
+                if mode in ("single", "sync", "native"):  # the workers' CPU is not this process's
                     cpu_samples.setdefault(key, []).append(cpu)
             if "native" in modes and "sync" in modes:
                 rates = time_alternating(
@@ -237,6 +266,12 @@ def main(argv: list[str] | None = None) -> None:
             for n in args.num_envs
             if f"native-{n}" in median and f"sync-{n}" in median
         },
+        "workers_over_native": {
+            f"N={n}, W={w}": median[f"native-w{w}-{n}"] / median[f"native-{n}"]
+            for n in args.num_envs
+            for w in args.workers
+            if f"native-{n}" in median
+        },
         "native_over_sync_alternating": {
             key: {"median": float(np.median(v)), "samples": v} for key, v in alternating.items()
         },
@@ -262,6 +297,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     for n, ratio in results["native_over_sync"].items():
         print(f"native / sync, {n}: {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x CPU")
+    for key, ratio in results["workers_over_native"].items():
+        print(f"native with workers / native in one process, {key}: {ratio:.2f}x wall")
     for n, ratio in results["native_over_sync_alternating"].items():
         print(
             f"native / sync, {n}, stepped alternately: {ratio['median']:.2f}x CPU (per repeat: "

@@ -23,6 +23,16 @@ What it saves over ``SyncVectorEnv``: the wrapper stack of every sub-env, the pe
 What it does not do (yet): batch the round's kernels across the N worlds; a sub-env's round
 costs what a single env's round costs (``benchmarks/vector_env.py``, mode ``native``).
 
+Every core: ``workers=W`` splits the sub-envs into W contiguous blocks, each stepped by its own
+process (:mod:`socialenv.envs.vector_workers`) into one shared-memory observation batch. A
+sub-env is built and seeded as above whichever worker holds it, so the results are the same
+for every W, bit for bit (``tests/socialenv/test_vector_env.py``). The workers start with
+``context`` ("spawn" by default), so a script that builds the env with workers needs the
+``if __name__ == "__main__":`` guard, as with Gymnasium's ``AsyncVectorEnv``. Unlike
+``AsyncVectorEnv`` (one process per sub-env, each observation pickled back), W is the number
+of cores to use, not N. ``call``, ``get_attr`` and ``set_attr`` reach the sub-envs in their
+workers (arguments and results are pickled); ``envs`` is then empty.
+
 SB3: :class:`baselines.sb3_vector.SB3VecEnv` adapts it to ``stable_baselines3``'s ``VecEnv``
 (SB3's same-step reset, ``terminal_observation`` in the info of an ended episode, infos as a
 list of dicts).
@@ -33,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from copy import deepcopy
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +53,9 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.registration import ENV_IDS
+
+if TYPE_CHECKING:
+    from socialenv.envs.vector_workers import WorkerPool
 
 try:
     from gymnasium.vector import AutoresetMode
@@ -70,6 +83,10 @@ class PolicySimVectorEnv(VectorEnv):
         copy: return a copy of the batched observation (True, as ``SyncVectorEnv``) or the
             buffer the next step overwrites (False).
         seed: seeds the first ``reset()`` that names no seed (sub-env i: ``seed + i``).
+        workers: processes that step the sub-envs, each a contiguous block of them, in
+            parallel (1: all in this process). Results do not depend on it.
+        context: the ``multiprocessing`` start method of the workers ("spawn", the default,
+            "forkserver" or "fork").
         **env_kwargs: the env's own arguments (``render_mode`` included), the same for every
             sub-env.
     """
@@ -81,6 +98,8 @@ class PolicySimVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         copy: bool = True,
         seed: int | None = None,
+        workers: int = 1,
+        context: str | None = None,
         **env_kwargs: Any,
     ) -> None:
         if env_id not in ENV_IDS:
@@ -102,29 +121,57 @@ class PolicySimVectorEnv(VectorEnv):
             isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0
         ):
             raise ValueError(f"seed={seed!r} is not allowed: an integer >= 0 or None")
+        if (
+            isinstance(workers, bool)
+            or not isinstance(workers, int | np.integer)
+            or not 1 <= workers <= num_envs
+        ):
+            raise ValueError(
+                f"workers={workers!r} is not allowed: an integer from 1 to num_envs={num_envs}"
+            )
         # make_vec passes the spec's max_episode_steps; the env truncates after ``rounds`` itself
         env_kwargs.pop("max_episode_steps", None)
+        self.env_id = env_id
+        self.num_envs = int(num_envs)
+        self.copy = copy
+        self.autoreset_mode = autoreset_mode
+        #: the sub-envs; empty when ``workers`` > 1 (they live in the worker processes)
+        self.envs: list[PolicySimEnv] = []
         env_class = load_env_creator(ENV_IDS[env_id])
         spec = gym.spec(env_id)
-        self.envs: list[PolicySimEnv] = []
-        for _ in range(int(num_envs)):
+        # with workers, one env is built here only for its spaces (no world before a reset)
+        for _ in range(self.num_envs if workers == 1 else 1):
             env = env_class(**env_kwargs)
             env.spec = spec
             self.envs.append(env)
         first = self.envs[0]
-        self.env_id = env_id
-        self.num_envs = int(num_envs)
-        self.copy = copy
         self.render_mode = first.render_mode
         self.metadata = {**first.metadata, "autoreset_mode": autoreset_mode}
-        self.autoreset_mode = autoreset_mode
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._observations = create_empty_array(
-            self.single_observation_space, n=self.num_envs, fn=np.zeros
-        )
+        self._pool: WorkerPool | None = None
+        if workers > 1:
+            from socialenv.envs.vector_workers import WorkerPool
+
+            first.close()
+            self.envs = []
+            self._pool = WorkerPool(
+                env_id,
+                self.num_envs,
+                int(workers),
+                autoreset_mode.value,
+                env_kwargs,
+                self.single_observation_space,
+                PolicySimVectorEnv,
+                context,
+            )
+            self._observations = self._pool.observations
+        else:
+            self._observations = create_empty_array(
+                self.single_observation_space, n=self.num_envs, fn=np.zeros
+            )
         self._env_obs: list[Any] = [None] * self.num_envs
         self._rewards = np.zeros(self.num_envs, np.float64)
         self._terminations = np.zeros(self.num_envs, np.bool_)
@@ -167,20 +214,33 @@ class PolicySimVectorEnv(VectorEnv):
                     f"options['reset_mask'] must be a ({self.num_envs},) bool array; got "
                     f"dtype {mask.dtype}, shape {mask.shape}"
                 )
-        env_options = options or None
+        if self._pool is not None:
+            infos = self._pool.reset(seeds, mask, options or None)
+            self._clear(mask)
+        else:
+            infos = self._reset_envs(seeds, mask, options or None)
+        obs = deepcopy(self._observations) if self.copy else self._observations
+        return obs, batch_infos(infos, self.num_envs)
+
+    def _reset_envs(
+        self, seeds: Sequence[int | None], mask: np.ndarray, options: dict[str, Any] | None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Reset the sub-envs of ``mask`` in this process; their ``(index, info)``."""
         infos: list[tuple[int, dict[str, Any]]] = []
-        for i in np.flatnonzero(mask):
-            self._env_obs[i], info = self.envs[i].reset(seed=seeds[i], options=env_options)
-            infos.append((int(i), info))
+        for i in map(int, np.flatnonzero(mask)):
+            self._env_obs[i], info = self.envs[i].reset(seed=seeds[i], options=options)
+            infos.append((i, info))
+        self._clear(mask)
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        return infos
+
+    def _clear(self, mask: np.ndarray) -> None:
         self._rewards[mask] = 0.0
         self._terminations[mask] = False
         self._truncations[mask] = False
         self._autoreset_envs[mask] = False
-        self._observations = concatenate(
-            self.single_observation_space, self._env_obs, self._observations
-        )
-        obs = deepcopy(self._observations) if self.copy else self._observations
-        return obs, batch_infos(infos, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env with its action (row i of ``actions``); a sub-env whose episode
@@ -204,11 +264,31 @@ class PolicySimVectorEnv(VectorEnv):
         """:meth:`step` with the infos unbatched: a list of each sub-env's own info dict (with
         ``final_obs`` and ``final_info`` for an episode that ended under ``SAME_STEP``), the
         form SB3's ``VecEnv`` wants."""
+        if self._pool is not None:
+            rewards, terminations, truncations, infos = self._pool.step(
+                list(iterate(self.action_space, actions))
+            )
+            self._rewards[:], self._terminations[:], self._truncations[:] = (
+                rewards,
+                terminations,
+                truncations,
+            )
+        else:
+            infos = self._step_envs(list(iterate(self.action_space, actions)))
+        self._autoreset_envs = self._terminations | self._truncations
+        return (
+            deepcopy(self._observations) if self.copy else self._observations,
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            infos,
+        )
+
+    def _step_envs(self, actions: list[Any]) -> list[dict[str, Any]]:
+        """Step (or autoreset) every sub-env of this process with its action; their infos."""
         mode = self.autoreset_mode
         infos: list[dict[str, Any]] = []
-        for i, (env, action) in enumerate(
-            zip(self.envs, iterate(self.action_space, actions), strict=True)
-        ):
+        for i, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
             if mode is AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
                 self._env_obs[i], info = env.reset()
                 self._rewards[i] = 0.0
@@ -238,45 +318,65 @@ class PolicySimVectorEnv(VectorEnv):
             self.single_observation_space, self._env_obs, self._observations
         )
         self._autoreset_envs = self._terminations | self._truncations
-        return (
-            deepcopy(self._observations) if self.copy else self._observations,
-            self._rewards.copy(),
-            self._terminations.copy(),
-            self._truncations.copy(),
-            infos,
-        )
+        return infos
 
     def render(self) -> tuple[Any, ...] | None:
         """Each sub-env's frame (``render_mode`` as the single env)."""
         if self.render_mode is None:
             return None
-        return tuple(env.render() for env in self.envs)
+        return self.call("render")
 
     def close_extras(self, **kwargs: Any) -> None:
+        if self._pool is not None:
+            self._pool.close()
         for env in self.envs:
             env.close()
 
     # ------------------------------------------------------------------ sub-env access
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Each sub-env's attribute ``name`` (called with the arguments if it is callable), as
-        ``SyncVectorEnv.call``."""
+        ``SyncVectorEnv.call``; with workers, the results travel back pickled."""
+        return tuple(self.call_at(range(self.num_envs), name, *args, **kwargs))
+
+    def call_at(self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """:meth:`call` on the sub-envs at ``indices`` only."""
+        indices = self._checked_indices(indices)
+        if self._pool is not None:
+            return self._pool.call(indices, name, args, kwargs)
         results = []
-        for env in self.envs:
-            value = getattr(env, name)
+        for i in indices:
+            value = getattr(self.envs[i], name)
             results.append(value(*args, **kwargs) if callable(value) else value)
-        return tuple(results)
+        return results
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return tuple(getattr(env, name) for env in self.envs)
+    def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:
+        """Each sub-env's attribute ``name`` (of the sub-envs at ``indices``: all by default)."""
+        indices = range(self.num_envs) if indices is None else indices
+        if self._pool is not None:
+            return tuple(self._pool.get_attr(self._checked_indices(indices), name))
+        return tuple(getattr(self.envs[i], name) for i in self._checked_indices(indices))
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set ``name`` on each sub-env: one value for all, or a list with one per sub-env."""
+    def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
+        """Set ``name`` on each sub-env (at ``indices``: all by default): one value for all, or
+        a list with one per sub-env."""
+        indices = self._checked_indices(range(self.num_envs) if indices is None else indices)
         if not isinstance(values, list | tuple):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
-            raise ValueError(f"values has {len(values)} entries; expected num_envs={self.num_envs}")
-        for env, value in zip(self.envs, values, strict=True):
-            setattr(env, name, value)
+            values = [values] * len(indices)
+        if len(values) != len(indices):
+            raise ValueError(f"values has {len(values)} entries; expected {len(indices)}")
+        if self._pool is not None:
+            self._pool.set_attr(indices, name, list(values))
+            return
+        for i, value in zip(indices, values, strict=True):
+            setattr(self.envs[i], name, value)
+
+    def _checked_indices(self, indices: Sequence[int]) -> list[int]:
+        out = [int(i) for i in indices]
+        if any(not 0 <= i < self.num_envs for i in out):
+            raise ValueError(
+                f"indices={out!r} is not allowed: integers from 0 to {self.num_envs - 1}"
+            )
+        return out
 
 
 def batch_infos(infos: list[tuple[int, dict[str, Any]]], num_envs: int) -> dict[str, Any]:

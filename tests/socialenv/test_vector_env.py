@@ -137,6 +137,62 @@ def test_reset_mask_seed_list_and_bad_arguments() -> None:
         PolicySimVectorEnv("CartPole-v1", 1)
 
 
+@pytest.mark.parametrize(
+    ("env_id", "mode"),
+    [
+        (REC, AutoresetMode.NEXT_STEP),
+        (REC, AutoresetMode.SAME_STEP),
+        ("PolicySim-Exposure-v0", AutoresetMode.SAME_STEP),
+        ("PolicySim-Moderation-v0", AutoresetMode.NEXT_STEP),
+    ],
+)
+def test_worker_processes_return_what_one_process_returns(env_id: str, mode: AutoresetMode) -> None:
+    one = _native(env_id, autoreset_mode=mode)
+    # 3 sub-envs on 2 workers: blocks of 2 and 1
+    two = _native(env_id, autoreset_mode=mode, workers=2)
+    assert two.unwrapped.envs == []
+    assert two.single_observation_space == one.single_observation_space
+    assert_same(one.reset(seed=SEED), two.reset(seed=SEED), "reset")
+    for step, action in enumerate(_actions(one.action_space, 3, STEPS)):
+        assert_same(_plain(one.step(action)), _plain(two.step(action)), f"step {step}")
+    mask = np.array([False, True, True])
+    assert_same(
+        one.reset(seed=[None, 3, 4], options={"reset_mask": mask}),
+        two.reset(seed=[None, 3, 4], options={"reset_mask": mask}),
+        "masked reset",
+    )
+    action = one.action_space.sample()
+    assert_same(_plain(one.step(action)), _plain(two.step(action)), "after the masked reset")
+    one.close()
+    two.close()
+
+
+def test_worker_processes_attributes_errors_and_close() -> None:
+    envs = PolicySimVectorEnv(REC, NUM_ENVS, workers=2, **SMALL[REC])
+    envs.reset(seed=SEED)
+    single = gym.make(REC, **SMALL[REC]).unwrapped
+    assert envs.get_attr("slate_size") == (single.slate_size,) * NUM_ENVS
+    assert envs.call("null_arm_reward") == (single.null_arm_reward(),) * NUM_ENVS
+    envs.set_attr("marker", ["a", "b", "c"])
+    assert envs.get_attr("marker", [2, 0]) == ("c", "a")
+    envs.set_attr("marker", "z", indices=[1])
+    assert envs.call_at([1, 2], "marker") == ["z", "c"]
+    with pytest.raises(ValueError, match="indices"):
+        envs.get_attr("marker", [3])
+    # an error inside a worker is raised here with its own type and message
+    bad = np.full(envs.action_space.shape, envs.single_action_space.nvec[0] + 5)
+    with pytest.raises(ValueError, match="action"):
+        envs.step(bad)
+    envs.step(envs.action_space.sample())  # the workers still answer after an error
+    processes = list(envs._pool._processes)
+    envs.close()
+    assert all(not process.is_alive() for process in processes)
+    with pytest.raises(ValueError, match="workers=4 is not allowed"):
+        PolicySimVectorEnv(REC, 3, workers=4)
+    with pytest.raises(ValueError, match="context='threads' is not allowed"):
+        PolicySimVectorEnv(REC, 2, workers=2, context="threads", **SMALL[REC])
+
+
 def test_disabled_autoreset_refuses_a_finished_sub_env() -> None:
     envs = _native(REC, autoreset_mode="Disabled")
     envs.reset(seed=SEED)
@@ -162,7 +218,8 @@ def test_batch_infos_matches_gymnasium_add_info() -> None:
     assert_same(batch_infos(infos, 3), expected)
 
 
-def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo() -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo(workers: int) -> None:
     pytest.importorskip("stable_baselines3")
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecCheckNan, VecEnv
@@ -170,7 +227,7 @@ def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo() -> None:
     from baselines.sb3_vector import make_sb3_vec_env
 
     kwargs = SMALL[REC]
-    native = make_sb3_vec_env(REC, NUM_ENVS, kwargs)
+    native = make_sb3_vec_env(REC, NUM_ENVS, kwargs, workers=workers)
     dummy = DummyVecEnv([lambda: gym.make(REC, **kwargs) for _ in range(NUM_ENVS)])
     assert isinstance(native, VecEnv)
     native.seed(SEED)
@@ -188,6 +245,10 @@ def test_sb3_adapter_matches_dummy_vec_env_and_trains_ppo() -> None:
             if "terminal_observation" in b:
                 assert_same(a["terminal_observation"], b["terminal_observation"])
     assert native.get_attr("num_arms") == dummy.get_attr("num_arms")
+    native.set_attr("marker", [1], indices=[0, 2])  # SB3: one value, the same for each
+    assert native.get_attr("marker", indices=[2, 0]) == [[1], [1]]
+    null_reward = gym.make(REC, **kwargs).unwrapped.null_arm_reward()
+    assert native.env_method("null_arm_reward", indices=1) == [null_reward]
     checked = VecCheckNan(native, raise_exception=True)  # SB3's check of every obs and reward
     model = PPO("MultiInputPolicy", checked, n_steps=8, batch_size=12, n_epochs=1, device="cpu")
     model.learn(total_timesteps=2 * 8 * NUM_ENVS)
@@ -204,12 +265,25 @@ def test_per_arm_ppo_trains_on_the_native_vector_env() -> None:
 
     torch.set_num_threads(1)
     kwargs = small_env(num_users=120, candidate_users=8, rounds=3)
-    result = train_per_arm_ppo(
-        REC,
-        kwargs,
-        total_timesteps=64,
-        n_envs=2,
-        ppo_kwargs={"n_steps": 16, "batch_size": 32, "n_epochs": 1},
-        native_vector=True,
-    )
-    assert result.model.num_timesteps >= 64 and len(result.curve) >= 2
+    results = [
+        train_per_arm_ppo(
+            REC,
+            kwargs,
+            total_timesteps=64,
+            n_envs=2,
+            ppo_kwargs={"n_steps": 16, "batch_size": 32, "n_epochs": 1},
+            native_vector=True,
+            workers=workers,
+        )
+        for workers in (1, 2)
+    ]
+    for result in results:
+        assert result.model.num_timesteps >= 64 and len(result.curve) >= 2
+    # the same seeds give the same training, in one process or on two workers
+    assert results[0].curve == results[1].curve
+    for a, b in zip(
+        results[0].model.policy.parameters(), results[1].model.policy.parameters(), strict=True
+    ):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="workers=2 is not allowed without native_vector"):
+        train_per_arm_ppo(REC, kwargs, total_timesteps=16, n_envs=2, workers=2)
