@@ -70,29 +70,29 @@ class WorkerPool:
         self._shared = create_shared_memory(observation_space, n=num_envs, ctx=ctx)
         #: the batched observations, written by the workers
         self.observations = read_from_shared_memory(observation_space, self._shared, n=num_envs)
-        for lo, hi in self.blocks:
-            parent, child = ctx.Pipe()
-            process = ctx.Process(
-                target=_worker,
-                name=f"PolicySimVectorEnv-worker-{len(self._processes)}",
-                args=(
-                    child,
-                    vector_class,
-                    env_id,
-                    autoreset_mode,
-                    env_kwargs,
-                    self._shared,
-                    num_envs,
-                    lo,
-                    hi,
-                ),
-                daemon=True,
-            )
-            process.start()
-            child.close()
-            self._connections.append(parent)
-            self._processes.append(process)
         try:
+            for lo, hi in self.blocks:
+                parent, child = ctx.Pipe()
+                process = ctx.Process(
+                    target=_worker,
+                    name=f"PolicySimVectorEnv-worker-{len(self._processes)}",
+                    args=(
+                        child,
+                        vector_class,
+                        env_id,
+                        autoreset_mode,
+                        env_kwargs,
+                        self._shared,
+                        num_envs,
+                        lo,
+                        hi,
+                    ),
+                    daemon=True,
+                )
+                process.start()  # spawn pickles env_kwargs here: an unpicklable one raises
+                child.close()
+                self._connections.append(parent)
+                self._processes.append(process)
             for w in range(workers):
                 self._receive(w)
         except BaseException:
@@ -101,30 +101,42 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ messages
     def _send(self, w: int, command: str, payload: Any = None) -> None:
-        self._connections[w].send((command, payload))
+        try:
+            self._connections[w].send((command, payload))
+        except (BrokenPipeError, ConnectionResetError, OSError) as error:
+            raise self._exited(w) from error
 
     def _receive(self, w: int) -> Any:
         try:
             ok, value = self._connections[w].recv()
-        except (EOFError, ConnectionResetError, BrokenPipeError) as error:
-            code = self._processes[w].exitcode
-            raise RuntimeError(
-                f"vector env worker {w} (sub-envs {self.blocks[w][0]}–{self.blocks[w][1] - 1}) "
-                f"exited (exit code {code})"
-            ) from error
+        except (EOFError, ConnectionResetError, BrokenPipeError, OSError) as error:
+            raise self._exited(w) from error
         if not ok:
             raised, trace = value
             raise raised from RuntimeError(f"in vector env worker {w}:\n{trace}")
         return value
 
+    def _exited(self, w: int) -> RuntimeError:
+        self._processes[w].join(timeout=1)
+        lo, hi = self.blocks[w]
+        return RuntimeError(
+            f"vector env worker {w} (sub-envs {lo}–{hi - 1}) exited "
+            f"(exit code {self._processes[w].exitcode}); close the vector env and build a new one"
+        )
+
     def _all(self, commands: dict[int, tuple[str, Any]]) -> dict[int, Any]:
         """Send each worker its command, then collect every answer (they run in parallel).
         Every answer is read before the first error is raised, so the pipes stay in step."""
-        for w, (command, payload) in commands.items():
-            self._send(w, command, payload)
-        results: dict[int, Any] = {}
+        sent: list[int] = []
         first_error: BaseException | None = None
-        for w in commands:
+        for w, (command, payload) in commands.items():
+            try:
+                self._send(w, command, payload)
+                sent.append(w)
+            except RuntimeError as error:
+                first_error = first_error or error
+        results: dict[int, Any] = {}
+        for w in sent:
             try:
                 results[w] = self._receive(w)
             except BaseException as error:  # noqa: BLE001 - re-raised below

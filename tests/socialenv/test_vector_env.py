@@ -185,6 +185,9 @@ def test_worker_processes_attributes_errors_and_close() -> None:
         envs.step(bad)
     envs.step(envs.action_space.sample())  # the workers still answer after an error
     processes = list(envs._pool._processes)
+    processes[1].kill()  # a worker that dies is named, not waited for
+    with pytest.raises(RuntimeError, match=r"vector env worker 1 \(sub-envs 2–2\) exited"):
+        envs.step(envs.action_space.sample())
     envs.close()
     assert all(not process.is_alive() for process in processes)
     with pytest.raises(ValueError, match="workers=4 is not allowed"):
