@@ -3,6 +3,7 @@ on paired seeds.
 
     python benchmarks/moderation_policies.py                          # 1,000 users, 10 rounds, 10 seeds
     python benchmarks/moderation_policies.py --seeds 3 --episodes 2 --out runs/bench
+    python benchmarks/moderation_policies.py --first-seed 10 --seeds 10   # seeds 10-19
     python benchmarks/moderation_policies.py --seeds 5 --episodes 20 \
         --policies none suppress_flagged_label linucb eenet neural_ucb   # the neural learners too
 
@@ -10,9 +11,13 @@ Every policy plays the same env seeds (seed s, episode e → ``reset(seed=1000·
 bandits keep learning across their ``--episodes`` episodes and every policy is scored on the
 last one. ``<bandit>_null`` is the bandit with a null arm (``null_reward`` = the env's
 ``null_arm_reward()``, 0.5 = no effect): it acts on a post only where it expects the action
-to do better than no action, instead of always spending the budget. ``oracle_harmful_<action>``
-reads the hidden truth (:class:`baselines.oracles.HarmfulPostsOracle`): the rule with a
-perfect classifier, the headroom that better targeting could reach. Per policy: mean step reward, misinformation ratio at the last round, the shares of
+to do better than no action, instead of always spending the budget.
+``suppress_flagged_label_delete_toxic`` reads the posts' toxicity scores too: it deletes a
+post at or above ``moderation.toxic_threshold`` and labels the other flagged posts.
+``oracle_harmful_<action>`` reads the hidden truth
+(:class:`baselines.oracles.HarmfulPostsOracle`): the rule with a perfect classifier, the
+headroom that better targeting could reach. Per policy: mean step reward, misinformation
+ratio at the last round, the shares of
 impressions that delivered misinformation / toxic posts, the share of clean impressions
 removed, wrongful removals (delete/suspend of a post that was not harmful) and actions
 taken per episode. Then each policy's paired difference from no moderation, mean and 95% CI
@@ -47,6 +52,7 @@ POLICIES = (
     "oracle_harmful_label",
     "suppress_flagged_delete",
     "suppress_flagged_label",
+    "suppress_flagged_label_delete_toxic",
     "random",
     "linucb",
     "linucb_null",
@@ -55,7 +61,7 @@ POLICIES = (
 )
 #: learners playable with --policies but not in the default run (slower; not published)
 NEURAL_LEARNERS = ("eenet", "neural_ucb")
-RULES = ("suppress_flagged_delete", "suppress_flagged_label")
+RULES = ("suppress_flagged_delete", "suppress_flagged_label", "suppress_flagged_label_delete_toxic")
 #: the flag-following rule with the hidden truth for flags: the headroom of better targeting
 ORACLES = ("oracle_harmful_delete", "oracle_harmful_label")
 LEARNERS = ("linucb", "linucb_null", "egreedy", "egreedy_null", *NEURAL_LEARNERS)
@@ -74,6 +80,8 @@ def make(name: str, env: Any, seed: int) -> Any:
     base = env.unwrapped
     if name == "none":
         return OriginPolicy(base.no_op)
+    if name == "suppress_flagged_label_delete_toxic":  # flags and toxicity scores: two lines
+        return SuppressFlagged(env, action="label", toxic_action="delete")
     if name.startswith("suppress_flagged_"):
         return SuppressFlagged(env, action=name.removeprefix("suppress_flagged_"))
     if name.startswith("oracle_harmful_"):
@@ -111,6 +119,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1"
+    )
+    parser.add_argument(
         "--episodes", type=int, default=5, help="episodes per seed (the bandit learns across them)"
     )
     parser.add_argument("--precision", type=float, default=0.8)
@@ -132,7 +143,7 @@ def main() -> None:
     bar = progress_bar(total=len(args.policies) * args.seeds, unit="seed", quiet=args.quiet)
     for name in args.policies:
         per_policy[name] = []
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             bar.set_description(f"{name} seed {seed}")
             bar.update()
             env = gym.make("PolicySim-Moderation-v0", **kwargs)
@@ -145,7 +156,7 @@ def main() -> None:
 
     table: dict[str, Any] = {}
     print(
-        f"PolicySim-Moderation-v0, {args.users} users, {args.rounds} rounds, {args.seeds} paired seeds, "
+        f"PolicySim-Moderation-v0, {args.users} users, {args.rounds} rounds, {args.seeds} paired seeds from {args.first_seed}, "
         f"last of {args.episodes} episodes, classifier precision {args.precision} recall {args.recall}"
     )
     print(f"{'policy':<26}" + "".join(f"{m[:18]:>20}" for m in METRICS))

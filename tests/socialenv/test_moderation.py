@@ -61,6 +61,55 @@ def test_spaces_and_arms() -> None:
     )
 
 
+def test_arms_carry_the_posts_toxicity_score_and_its_products_with_the_action() -> None:
+    from socialenv.envs.moderation import MODERATION_FEATURES
+
+    env = gym.make("PolicySim-Moderation-v0", **SMALL)
+    env.reset(seed=3)
+    # after a round the candidates include posts written in this episode
+    obs = env.step(np.full(env.unwrapped.slate_size, env.unwrapped.no_op))[0]
+    base = env.unwrapped
+    offset = base.context_dim - len(MODERATION_FEATURES)
+    column = {name: offset + i for i, name in enumerate(MODERATION_FEATURES)}
+    valid = base._arms["mask"]
+    post = base._arms["post"][valid]
+    arms = obs["arms"][valid]
+    toxicity = base.sim.posts.toxicity[post].astype(np.float32)
+    assert toxicity.max() > 0  # the check below is not over zeros only
+    np.testing.assert_array_equal(arms[:, column["post_toxicity"]], toxicity)
+    for action in MODERATION_ACTIONS:
+        np.testing.assert_array_equal(
+            arms[:, column[f"post_toxicity_x_{action}"]],
+            toxicity * arms[:, column[f"action_{action}"]],
+        )
+    assert (obs["arms"][~valid] == 0).all()
+
+
+def test_suppress_flagged_with_toxic_action_reads_the_toxicity_scores() -> None:
+    from baselines.suppress_flagged import SuppressFlagged
+
+    env = gym.make("PolicySim-Moderation-v0", moderation={"targets": 40}, **SMALL)
+    obs, _ = env.reset(seed=2)
+    base = env.unwrapped
+    cfg = base.moderation_config
+    rule = SuppressFlagged(env, action="label", toxic_action="delete")
+    slate = rule.act(obs)
+    chosen = slate[slate != base.no_op]
+    post = base._arms["post"][chosen]
+    action = np.array(cfg.actions)[base._arms["action"][chosen]]
+    toxic = base.sim.posts.toxicity[post] >= cfg.toxic_threshold
+    flagged = base.lever.state.flag[post]
+    assert toxic.any() and (~toxic).any()  # both branches of the rule are exercised
+    assert len(np.unique(post)) == len(post)
+    assert (action[toxic] == "delete").all() and (action[~toxic] == "label").all()
+    assert flagged[~toxic].all()  # a post that is not toxic is acted on only when flagged
+    # without toxic_action it is the flag rule
+    flag_only = SuppressFlagged(env, action="label").act(obs)
+    assert base.lever.state.flag[base._arms["post"][flag_only[flag_only != base.no_op]]].all()
+    with pytest.raises(ValueError, match="toxic_action='ban' is not allowed"):
+        SuppressFlagged(env, action="label", toxic_action="ban")
+
+
 def test_score_action_keeps_the_budget_best_posts() -> None:
     """30 candidate posts, a budget of 10 slots: the score form takes each post's best action
     and keeps the 10 best-scored posts; the env steps with it and passes the checker."""

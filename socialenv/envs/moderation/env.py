@@ -24,6 +24,8 @@ MODERATION_FEATURES: tuple[str, ...] = (
     "post_stance",
     "is_retweet",
     "flagged_x_log_engagement",
+    "post_toxicity",
+    *(f"post_toxicity_x_{a}" for a in MODERATION_ACTIONS),
 )
 
 
@@ -91,6 +93,15 @@ class ModerationEnv(PolicySimEnv):
     | 13 | post_stance | stance of the post | -1 | 1 |
     | 14 | is_retweet | the post is a retweet | 0 | 1 |
     | 15 | flagged_x_log_engagement | flag × log engagement | 0 | log1p(4·(2³¹ − 1)) ≈ 22.874 |
+    | 16 | post_toxicity | the post's toxicity score (as in the Rec arms) | 0 | 1 |
+    | 17 | post_toxicity_x_delete | toxicity × action one-hot: delete | 0 | 1 |
+    | 18 | post_toxicity_x_suspend | toxicity × action one-hot: suspend | 0 | 1 |
+    | 19 | post_toxicity_x_label | toxicity × action one-hot: label | 0 | 1 |
+    | 20 | post_toxicity_x_downrank | toxicity × action one-hot: downrank | 0 | 1 |
+
+    The flag is the only signal of misinformation; a post's toxicity is scored on every post,
+    as a platform runs a toxicity model on what it hosts (the Rec env's arms carry the same
+    score), so the toxic part of harm is visible and the misinformation part is not.
 
     ## Rewards
 
@@ -159,6 +170,9 @@ class ModerationEnv(PolicySimEnv):
     * v0: initial version.
     * v0, issue 20: the declared objective is the step reward (v0's ``moderation_reward``,
       which differs from it by the round's harm on offer, with ``reward={"form": "paper"}``).
+    * v0, issue 20 (later): the arms carry the post's toxicity score and its products with
+      the action one-hot (columns 16–20; the context width grows by 5). The trajectories of a
+      policy that ignores them are unchanged.
     """
 
     num_arm_features = len(MODERATION_FEATURES)
@@ -282,9 +296,11 @@ class ModerationEnv(PolicySimEnv):
                         p.stance[post],
                         (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32),
                         flag * engagement,
+                        p.toxicity[post],
                     ],
                     axis=1,
                 ),
+                p.toxicity[post][:, None] * onehot,
             ],
             axis=1,
         )
