@@ -8,7 +8,12 @@ logit of -1e8; the critic reads the masked mean of all arm embeddings. The same 
 the Stable-Baselines3 policy in ``baselines/per_arm.py``.
 
     python examples/ppo_per_arm.py --env-id PolicySim-Exposure-v0 --total-timesteps 20000
+    python examples/ppo_per_arm.py --num-envs 8 --workers 2    # the envs on 2 cores
     python examples/ppo_per_arm.py --smoke
+
+The envs are the native vector env (``gym.make_vec(..., vectorization_mode=
+"vector_entry_point")``, same-step autoreset): with ``--workers W`` its sub-envs step on W
+processes, with the same results as one.
 
 At the end the frozen policy (deterministic: each user's top choices) plays held-out seeds
 against random choices on the same seeds and prints the paired difference.
@@ -43,6 +48,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--total-timesteps", type=int, default=20_000)
     p.add_argument("--num-envs", type=int, default=4)
+    p.add_argument("--workers", type=int, default=1, help="processes stepping the envs")
     p.add_argument("--num-steps", type=int, default=64, help="steps per env per rollout")
     p.add_argument("--learning-rate", type=float, default=3e-3)
     p.add_argument("--gamma", type=float, default=0.5)
@@ -202,9 +208,13 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     kwargs = env_kwargs(args)
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.make(args.env_id, **kwargs) for _ in range(args.num_envs)],
+    envs = gym.make_vec(
+        args.env_id,
+        num_envs=args.num_envs,
+        vectorization_mode="vector_entry_point",
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        workers=args.workers,
+        **kwargs,
     )
     probe = gym.make(args.env_id, **kwargs)
     users, candidates, per_user = layout(probe)

@@ -23,7 +23,7 @@ SCRIPTS: dict[str, list[str]] = {
     "bandit_comparison": ["examples/bandit_comparison.py", "--smoke"],
     "pettingzoo_users": ["examples/pettingzoo_users.py", "--smoke"],
     "sb3_ppo": ["examples/sb3_ppo.py", "--smoke"],
-    "ppo_per_arm": ["examples/ppo_per_arm.py", "--smoke"],
+    "ppo_per_arm": ["examples/ppo_per_arm.py", "--smoke", "--workers", "2"],
     "wandb_sweep": ["examples/wandb_sweep.py", "--smoke"],
     # surrogate, ABM and LLM populations under the same policy
     "population_comparison": [
