@@ -220,7 +220,7 @@ class WorkerPool:
                 try:
                     self._send(w, "close")
                     self._connections[w].recv()
-                except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+                except (RuntimeError, EOFError, OSError):  # it exited meanwhile: joined below
                     pass
         for process in self._processes:
             process.join(timeout=10)
