@@ -184,6 +184,11 @@ def test_worker_processes_attributes_errors_and_close() -> None:
     with pytest.raises(ValueError, match="action"):
         envs.step(bad)
     envs.step(envs.action_space.sample())  # the workers still answer after an error
+    only_second = envs.action_space.sample()
+    only_second[2] = bad[2]  # sub-env 2 alone: the second worker's error travels back
+    with pytest.raises(ValueError, match="action"):
+        envs.step(only_second)
+    envs.step(envs.action_space.sample())
     processes = list(envs._pool._processes)
     processes[1].kill()  # a worker that dies is named, not waited for
     with pytest.raises(RuntimeError, match=r"vector env worker 1 \(sub-envs 2–2\) exited"):
