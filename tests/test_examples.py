@@ -43,7 +43,7 @@ SCRIPTS: dict[str, list[str]] = {
         "0",
     ],
     "llm_agents": ["examples/llm_agents.py", "--users", "10", "--rounds", "1"],
-    "vector_env_benchmark": ["benchmarks/vector_env.py", "--smoke"],
+    "vector_env_benchmark": ["benchmarks/vector_env.py", "--smoke", "--workers", "2"],
     "researcher_tools": ["examples/researcher_tools.py", "--smoke"],
 }
 EXPECTED = {
@@ -55,7 +55,7 @@ EXPECTED = {
     "wandb_sweep": "rec-policies",
     "population_comparison": "llm",
     "llm_agents": "reward",
-    "vector_env_benchmark": "async-2",
+    "vector_env_benchmark": "native-w2-2",
     "researcher_tools": "survey:",
 }
 
