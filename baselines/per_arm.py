@@ -450,11 +450,11 @@ def make_per_user_vec_env(
 
     slate_kwargs = {**(env_kwargs or {}), "action_format": "slate"}
     envs = make_sb3_vec_env(env_id, num_envs, slate_kwargs, workers=workers)
-    # with workers the sub-envs live elsewhere: the sizes come from an env never reset
-    probe_env = (
-        envs.vector_env.envs[0] if envs.vector_env.envs else gym.make(env_id, **slate_kwargs)
-    )
-    probe = PerUserChoice(probe_env)
+    if envs.vector_env.envs:
+        probe = PerUserChoice(envs.vector_env.envs[0])
+    else:  # the sub-envs live in worker processes: the sizes come from an env never reset
+        probe = PerUserChoice(gym.make(env_id, **slate_kwargs))
+        probe.close()
     envs.action_space = probe.action_space
     envs.action_map = partial(
         choices_to_slate,

@@ -555,9 +555,8 @@ class RecEnv(PolicySimEnv):
         return reward, extra
 
     def _arm_signals(self) -> dict[str, np.ndarray]:
-        if self.config.reward.form == "paper":
-            return {}
-        return {"arm_toxicity": self._arm_toxicity}
+        key = self.arm_cost_key()
+        return {} if key is None else {key: self._arm_toxicity}
 
     def arm_cost_key(self) -> str | None:
         """``"arm_toxicity"`` in the objective form (None in the paper form)."""
