@@ -29,6 +29,8 @@ FLOW_METRICS: tuple[str, ...] = (
     "objective",
     "civil_cross_reactions_per_user",
     "hostile_reactions_per_user",
+    "hostile_cross_reactions_per_user",
+    "slot_reward",
     "clean_removed_per_user",
 )
 STATE_METRICS: tuple[str, ...] = ("stance_mean", "stance_std", "misinformation_ratio")

@@ -115,13 +115,13 @@ class RewardOracle(_RecOracle):
 
 class ObjectiveOracle(_RecOracle):
     """Ranks arms by their expected contribution to the Rec objective under the true
-    reaction model: P(civil reaction)·[cross-stance] − ``hostile_weight``·P(hostile) −
-    ``reply_toxicity_weight``·E[reply toxicity]."""
+    reaction model: [cross-stance]·(P(civil reaction) − ``hostile_weight``·P(hostile) −
+    ``reply_toxicity_weight``·E[reply toxicity])."""
 
     def scores(self, p: dict[str, np.ndarray]) -> np.ndarray:
         cfg = self.env.unwrapped.config.reward
-        return (
-            p["civil"] * p["cross"]
+        return p["cross"] * (
+            p["civil"]
             - cfg.hostile_weight * p["hostile"]
             - cfg.reply_toxicity_weight * p["toxicity"]
         )

@@ -3,6 +3,7 @@ on held-out seeds, in both envs.
 
     python benchmarks/per_arm_ppo.py                                   # both envs, 20k steps each
     python benchmarks/per_arm_ppo.py --out benchmarks/results/per_arm_ppo   # publish
+    python benchmarks/per_arm_ppo.py --env rec --rec-step slots       # Rec trained on the slot reward
     python benchmarks/per_arm_ppo.py --smoke
 
 For each env: trains PPO with :class:`baselines.per_arm.PerArmPolicy` for ``--timesteps``
@@ -138,6 +139,8 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
         env_kwargs.update(
             num_users=120, **({"candidate_users": 8} if name == "rec" else {"exposure_users": 16})
         )
+    if name == "rec" and args.rec_step != "objective":
+        env_kwargs["reward"] = {"step": args.rec_step}
     seeds = list(range(args.eval_seeds[0], args.eval_seeds[0] + args.eval_seeds[1]))
     curve: list[tuple[int, float]] = []
     ppo_kwargs = {"n_steps": 16, "batch_size": 32} if args.smoke else {}
@@ -201,7 +204,7 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     plot(
-        args.out / f"per_arm_ppo_{name}.png",
+        args.out / f"per_arm_ppo_{name}{step_suffix(name, args)}.png",
         f"{env_id}: per-arm PPO ({env_kwargs['num_users']} users, {len(seeds)} held-out seeds)",
         curve,
         result.curve,
@@ -209,6 +212,11 @@ def run_env(name: str, args: argparse.Namespace) -> dict[str, Any]:
         (int(result.model.num_timesteps), level["ppo"]["reward"]),
     )
     return report
+
+
+def step_suffix(name: str, args: argparse.Namespace) -> str:
+    """``_slots`` for Rec trained on ``reward={"step": "slots"}``, else nothing."""
+    return f"_{args.rec_step}" if name == "rec" and args.rec_step != "objective" else ""
 
 
 def main() -> None:
@@ -230,6 +238,13 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="PPO overrides of baselines.per_arm.PER_ARM_PPO_KWARGS, e.g. learning_rate=3e-3",
+    )
+    parser.add_argument(
+        "--rec-step",
+        choices=("objective", "slots"),
+        default="objective",
+        help="Rec's step reward (reward.step): the objective (default) or the arms' ΣΔ per "
+        "governed user; 'slots' adds _slots to the file names",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny envs, a few hundred steps")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks"))
@@ -255,7 +270,7 @@ def main() -> None:
     report["seconds"] = time.perf_counter() - start
     path = args.out / "per_arm_ppo.json"
     if len(names) == 1:
-        path = args.out / f"per_arm_ppo_{names[0]}.json"
+        path = args.out / f"per_arm_ppo_{names[0]}{step_suffix(names[0], args)}.json"
     path.write_text(json.dumps(report, indent=2))
     print(f"wrote {path} ({report['seconds']:.0f} s)")
 

@@ -23,14 +23,18 @@ Exposure: mute all, let all through, everyone at 0.5, mute flagged). Per env it 
   metric (Rec: civil cross-stance reactions per active user; Exposure: the final
   misinformation ratio, negated so that higher is better), with a 95% bootstrap interval
   over the seeds (the policies' order within a cluster of statistically tied policies is
-  noise, and the interval says how much);
+  noise, and the interval says how much). The objective-form step reward is the objective
+  in every env, so its correlation with the objective is 1 by construction; in Rec the same
+  is reported for the slot reward (``info["metrics"]["slot_reward"]``, the arms' own credit
+  ΣΔ per governed user, which the bandits learn from), under ``slot_reward_vs_*``;
 - every *inverted pair*: one policy with more reward but less objective (or audit metric),
   both paired 95% CIs excluding zero;
 - the best learner against the best rule on the objective (paired), the oracle's headroom
   over Origin and the share of it the best learner reaches, learners vs Origin on the
   civil cross-stance reactions and on toxicity (Rec) with the learners that raise the first
-  while holding or lowering the second (paired CIs), and the round-0 reward of the
-  untrained LinUCB against random (paired; with ``--train-episodes``, the trained LinUCB's).
+  while holding or lowering the second (paired CIs), and the round-0 reward (and Rec's
+  round-0 slot reward) of the untrained LinUCB against random (paired; with
+  ``--train-episodes``, the trained LinUCB's).
 
 ``--train-episodes K`` lets every learner play K training episodes on its own seeds
 (1,000,000 + 100·seed + j, never an evaluation seed) before the evaluation episode, in
@@ -54,7 +58,7 @@ import argparse
 import json
 import os
 import time
-from itertools import combinations
+from itertools import combinations, product
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +147,7 @@ def play(
                 key: float(np.mean([r[key] for r in rows]))
                 for key in (
                     "reward",
+                    "slot_reward",
                     "objective",
                     "civil_cross_reactions_per_user",
                     "cross_interaction_ratio",
@@ -155,6 +160,8 @@ def play(
             }
             mean["misinformation_ratio"] = float(rows[-1]["misinformation_ratio"])
             mean["reward_round0"] = float(rows[0]["reward"])
+            if "slot_reward" in rows[0]:
+                mean["slot_reward_round0"] = float(rows[0]["slot_reward"])
             out[name].append(mean)
             bar.update()
     bar.close()
@@ -181,16 +188,20 @@ def excludes_zero(cell: dict[str, float]) -> bool:
 
 
 def spearman_interval(
-    results: dict[str, list[dict[str, float]]], target: str, sign: float, resamples: int = 2000
+    results: dict[str, list[dict[str, float]]],
+    target: str,
+    sign: float,
+    reward_key: str = "reward",
+    resamples: int = 2000,
 ) -> list[float] | None:
-    """95% percentile-bootstrap interval of Spearman(mean reward, ``sign`` × mean ``target``)
-    over the policies, resampling the seeds (paired: one draw of seeds for every policy;
-    the bootstrap's generator is seeded, so the interval is reproducible). None with fewer
-    than 3 seeds."""
+    """95% percentile-bootstrap interval of Spearman(mean ``reward_key``, ``sign`` × mean
+    ``target``) over the policies, resampling the seeds (paired: one draw of seeds for every
+    policy; the bootstrap's generator is seeded, so the interval is reproducible). None with
+    fewer than 3 seeds."""
     from scipy import stats
 
     names = list(results)
-    reward = np.array([[r["reward"] for r in results[n]] for n in names])  # (P, S)
+    reward = np.array([[r[reward_key] for r in results[n]] for n in names])  # (P, S)
     value = sign * np.array([[r[target] for r in results[n]] for n in names])
     if reward.shape[1] < 3:
         return None
@@ -228,27 +239,30 @@ def analyse(
         n: {k: float(np.mean([r[k] for r in results[n]])) for k in results[n][0]} for n in names
     }
     report: dict[str, Any] = {"means": means}
-    for target, tsign in (("objective", 1.0), (audit, sign)):
-        reward = [means[n]["reward"] for n in names]
+    # the step reward, and in Rec the arms' own credit (ΣΔ per governed user) beside it
+    reward_keys = ["reward", *(["slot_reward"] if "slot_reward" in results[names[0]][0] else [])]
+    for reward_key, (target, tsign) in product(reward_keys, (("objective", 1.0), (audit, sign))):
+        reward = [means[n][reward_key] for n in names]
         value = [tsign * means[n][target] for n in names]
         inverted = []
         for a, b in combinations(names, 2):
-            d_reward = diff(results, a, b, "reward")
+            d_reward = diff(results, a, b, reward_key)
             d_target = diff(results, a, b, target, tsign)
             if (
                 excludes_zero(d_reward)
                 and excludes_zero(d_target)
                 and np.sign(d_reward["mean"]) != np.sign(d_target["mean"])
             ):
-                inverted.append({"pair": [a, b], "reward": d_reward, target: d_target})
+                inverted.append({"pair": [a, b], reward_key: d_reward, target: d_target})
         core = [i for i, n in enumerate(names) if n in CORE_ZOO]
-        report[f"vs_{target}"] = {
+        prefix = "" if reward_key == "reward" else f"{reward_key}_"
+        report[f"{prefix}vs_{target}"] = {
             "spearman": float(stats.spearmanr(reward, value).statistic),
             # over issue 20's twelve policies (without the null-arm and constrained learners)
             "spearman_without_null_arm": float(
                 stats.spearmanr([reward[i] for i in core], [value[i] for i in core]).statistic
             ),
-            "spearman_ci95": spearman_interval(results, target, tsign),
+            "spearman_ci95": spearman_interval(results, target, tsign, reward_key),
             "inverted_pairs": inverted,
         }
     # how far the objective itself ranks the zoo as the audit metric does: a reward equal
@@ -304,6 +318,8 @@ def analyse(
         ]
     key = "trained_linucb_round0_vs_random" if trained else "untrained_linucb_round0_vs_random"
     report[key] = diff(results, "linucb", "random", "reward_round0")
+    if "slot_reward_round0" in results["linucb"][0]:
+        report[f"{key}_slot_reward"] = diff(results, "linucb", "random", "slot_reward_round0")
     return report
 
 
@@ -421,6 +437,8 @@ def main() -> None:
         spec = dict(ZOO[env_id])
         if args.reward_form == "objective":
             spec["learners"] = (*spec["learners"], *(f"{n}_null" for n in NULL_ARM_LEARNERS))
+        else:  # the paper form reports no per-arm costs for the constrained learner to learn
+            spec["learners"] = tuple(p for p in spec["learners"] if p != "egreedy_constrained")
         policies = ["origin", "random", *spec["learners"], spec["oracle"], *spec["rules"]]
         kwargs = {
             "num_users": args.users,
@@ -444,13 +462,15 @@ def main() -> None:
                 f"{name:18s} {m['reward']:+9.4f} {m['objective']:+10.4f} {m[audit]:24.4f} "
                 f"{m['toxicity']:9.4f} {m['cross_interaction_ratio']:11.4f} {m['policy_share']:12.3f}"
             )
-        for target in ("objective", audit):
-            v = a[f"vs_{target}"]
+        for prefix, target in product(("", "slot_reward_"), ("objective", audit)):
+            if f"{prefix}vs_{target}" not in a:
+                continue
+            v = a[f"{prefix}vs_{target}"]
             interval = v["spearman_ci95"]
             bounds = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             print(
-                f"reward vs {target}: Spearman {v['spearman']:.3f}{bounds} (95% CI, seeds "
-                f"resampled; {v['spearman_without_null_arm']:.3f} over issue 20's twelve), "
+                f"{'slot' if prefix else 'step'} reward vs {target}: Spearman {v['spearman']:.3f}{bounds} (95% CI, "
+                f"seeds resampled; {v['spearman_without_null_arm']:.3f} over issue 20's twelve), "
                 f"inverted pairs {[p['pair'] for p in v['inverted_pairs']]}"
             )
         print(
@@ -477,6 +497,9 @@ def main() -> None:
         else:
             label, key = "untrained LinUCB", "untrained"
         print(f"{label} − random, round-0 reward: {fmt(a[f'{key}_linucb_round0_vs_random'])}")
+        if f"{key}_linucb_round0_vs_random_slot_reward" in a:
+            cell = a[f"{key}_linucb_round0_vs_random_slot_reward"]
+            print(f"{label} − random, round-0 slot reward: {fmt(cell)}")
     report["cpu_seconds"] = time.process_time() - start
     report["load_average"] = os.getloadavg()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,8 @@ FLOW_METRICS = frozenset(
         "objective",
         "civil_cross_reactions_per_user",
         "hostile_reactions_per_user",
+        "hostile_cross_reactions_per_user",
+        "slot_reward",
         "clean_removed_per_user",
         "newly_misinformed",
     }

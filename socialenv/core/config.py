@@ -125,6 +125,9 @@ MISINFORMATION_REWARD_MODES = ("effect", "paper")
 #: ``reward.form``: "objective" (each arm's contribution to the env's declared objective,
 #: ``info["metrics"]["objective"]``) or "paper" (the literal Eq. 9 / Eq. 10 of v0).
 REWARD_FORMS = ("objective", "paper")
+#: ``reward.step`` (objective form): the step reward is the round's objective ("objective", every
+#: env) or, in PolicySim-Rec-v0 only, the applied arms' rewards summed per governed user ("slots")
+REWARD_STEPS = ("objective", "slots")
 
 
 @dataclass(frozen=True)
@@ -154,12 +157,18 @@ class RewardConfig:
     contribution to the env's declared objective (``info["metrics"]["objective"]``, see
     each env's docstring), with these weights:
 
-    - Rec, per reaction: +1 for a civil reaction across opposite discrete stances,
+    - Rec, per reaction across opposite discrete stances: +1 for a civil one,
       −``hostile_weight`` for a hostile one (a dislike, a reply at or above
-      ``hostile_toxicity``), −``reply_toxicity_weight`` × the toxicity of a reply.
+      ``hostile_toxicity``), −``reply_toxicity_weight`` × the toxicity of a reply; a reaction
+      within a stance or with a neutral user counts 0.
     - Exposure: a clean impression removed costs ``clean_removal_cost`` (in users newly
       misinformed: 0.001 = 1,000 removed clean impressions weigh as much as one user misled;
       measured against 0, 0.0005, 0.002 and 0.02 in BENCHMARKS.md, *Policy zoo*).
+
+    ``step`` (objective form): "objective" (default), the step reward is the round's objective
+    in every env, so an episode's return is the objective summed over its rounds; "slots"
+    (PolicySim-Rec-v0 only) is the applied arms' changes summed per governed user, 0 for
+    Origin: the arms' own credit, without the effects beyond their slots.
     """
 
     stance_weight: Annotated[float, Limit(ge=0, le=1)] = 1.0
@@ -174,10 +183,12 @@ class RewardConfig:
     hostile_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
     reply_toxicity_weight: Annotated[float, Limit(ge=0, le=10)] = 1.0
     clean_removal_cost: Annotated[float, Limit(ge=0, le=1)] = 0.001
+    step: str = "objective"
 
     def __post_init__(self) -> None:
         check_fields(self, "reward.")  # types and the limits declared with the fields
         _check(self.form in REWARD_FORMS, "reward.form", f"one of {REWARD_FORMS}", self.form)
+        _check(self.step in REWARD_STEPS, "reward.step", f"one of {REWARD_STEPS}", self.step)
         _check(
             self.misinformation_mode in MISINFORMATION_REWARD_MODES,
             "reward.misinformation_mode",

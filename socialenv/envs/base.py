@@ -54,7 +54,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     | surrogate | None | the surrogate's settings: a dict of :class:`agent_models.surrogate.SurrogateConfig` fields, or the path of a fitted file (``policysim fit``) |
     | classifier | ClassifierConfig() | the platform's misinformation classifier: ``recall``, ``false_positive_rate`` |
     | recommender | RecommenderConfig() | the built-in feed: channel sizes, window, candidate retrieval |
-    | reward | RewardConfig() | the reward's form ("objective" or the paper's Eq. 9 / Eq. 10) and weights |
+    | reward | RewardConfig() | the reward's form ("objective" or the paper's Eq. 9 / Eq. 10), weights and step reward ("objective" or Rec's "slots") |
     | context | ContextConfig() | context propagation over the follow graph (Eq. 8): ``alpha``, ``hops`` |
     | stance_ema | 0.8 | β of Eq. 2 (stance smoothing), in [0, 1) |
     | memory_ema | 0.5 | weight of the old memory embedding when a user engages, in [0, 1) |
@@ -78,6 +78,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     #: The layout of the arms, which rule-based policies read ("rec": (user, post) arms,
     #: "exposure": (author, level) arms, "moderation": (post, action) arms).
     arm_kind: ClassVar[str] = ""
+    #: whether ``reward={"step": "slots"}`` (the arms' summed changes as the step reward) exists
+    slot_step: ClassVar[bool] = False
 
     def __init__(
         self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
@@ -93,6 +95,14 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         own = {k: kwargs.pop(k) for k in config_class.field_names() if k in kwargs}
         kwargs["lever"] = config_class.from_spec(kwargs.get("lever"), **own)
         self.config = EnvConfig.from_kwargs(**kwargs)
+        if self.config.reward.step == "slots" and not (
+            self.slot_step and self.config.reward.form == "objective"
+        ):
+            raise ValueError(
+                f"reward.step='slots' is not allowed here ({type(self).__name__}, "
+                f"reward.form={self.config.reward.form!r}): it is PolicySim-Rec-v0's with "
+                "reward.form='objective'; use reward.step='objective'"
+            )
         self.brain = make_brain(
             self.config.users, llm=self.config.llm, surrogate=self.config.surrogate
         )

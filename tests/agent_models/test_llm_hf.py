@@ -384,7 +384,7 @@ def test_env_episode_with_20_llm_users(tiny_lm_path: Path) -> None:
     done, steps = False, 0
     while not done:
         obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-        assert np.isfinite(reward)  # Σ Δ per governed user (objective form)
+        assert np.isfinite(reward)  # the round's objective (objective form)
         assert ((info["arm_rewards"] >= 0) & (info["arm_rewards"] <= 1)).all()
         memory_sizes.append(len(brain.memory))
         done = terminated or truncated

@@ -139,7 +139,8 @@ def test_plots_mark_news_show_origin_and_label_bands(
     )
     assert captured["news_rounds"] == [0, 4, 7]  # the abortion scenario (the plot shows 0 and 4)
     origin = captured["origin_rows"]
-    assert len(origin) == 10 and all(r["reward"] == 0.0 for r in origin)
+    assert len(origin) == 10 and all(r["slot_reward"] == 0.0 for r in origin)
+    assert all(r["reward"] == r["objective"] for r in origin)
     assert (tmp_path / "p" / "origin_rounds.csv").exists()
     for name in ("stance.png", "objectives.png"):
         assert (tmp_path / "p" / name).stat().st_size > 10_000

@@ -67,7 +67,7 @@ def test_local_sweep_writes_table_and_json(tmp_path: Path) -> None:
     for entry in result.table:
         assert entry["seeds"] == 2
         assert {"reward", "cross_interaction_ratio", "bias", "diversity"} <= set(entry)
-        assert (entry["reward"]["mean"] == 0.0) == (entry["policy"] == "origin")
+        assert (entry["slot_reward"]["mean"] == 0.0) == (entry["policy"] == "origin")
     saved = json.loads((tmp_path / "t" / "sweep.json").read_text())
     assert saved["table"] == json.loads(json.dumps(result.table))
     assert (tmp_path / "t" / "rounds.csv").read_text().count("\n") == 8 * 2 + 1

@@ -117,7 +117,7 @@ def test_empty_slots_mean_no_intervention() -> None:
     env.reset(seed=0)
     no_op = env.unwrapped.no_op
     _, reward, _, _, info = env.step(np.full(env.action_space.shape, no_op))
-    assert reward == 0.0
+    assert info["metrics"]["slot_reward"] == 0.0 and reward == info["metrics"]["objective"]
     assert info["empty_slots"] == env.action_space.shape[0]
     assert not info["arm_applied"].any()
 
@@ -143,7 +143,7 @@ def test_duplicate_and_masked_arms_score_zero() -> None:
     assert not obs["arms"][masked].any()
     _, reward, _, _, info = padded.step(np.full(padded.slate_size, masked[0]))
     assert info["invalid_arms"] == 1 and info["duplicate_arms"] == padded.slate_size - 1
-    assert not info["arm_applied"].any() and reward == 0.0
+    assert not info["arm_applied"].any() and info["metrics"]["slot_reward"] == 0.0
 
 
 def test_arms_beyond_a_users_budget_are_not_applied() -> None:

@@ -34,10 +34,12 @@ class EveryFeedBrain(ScriptedBrain):
 
 
 def _value(kind: Behaviour, tox: float, d_author: int, d_receiver: int) -> float:
-    """A reaction's value to the Rec objective by hand (hostile_toxicity 0.5, both weights 1)."""
+    """A reaction's value to the Rec objective by hand (hostile_toxicity 0.5, both weights 1):
+    across opposite stances +1 if civil, −1 if hostile, − the toxicity of a reply; else 0."""
     hostile = kind == Behaviour.DISLIKE or (kind == Behaviour.REPLY and tox >= 0.5)
-    cross = d_author * d_receiver == -1
-    return float(cross and not hostile) - float(hostile) - (tox if kind == Behaviour.REPLY else 0.0)
+    if d_author * d_receiver != -1:
+        return 0.0
+    return float(not hostile) - float(hostile) - (tox if kind == Behaviour.REPLY else 0.0)
 
 
 @pytest.mark.parametrize(
@@ -112,16 +114,29 @@ def test_rec_objective_and_arm_rewards_by_hand(kind: Behaviour, tox: float) -> N
     np.testing.assert_allclose(
         info["arm_rewards"][:3], np.clip(0.5 + 0.5 * change, 0, 1), atol=1e-6
     )
-    assert reward == pytest.approx(change.sum() / len(governed))
+    # the step reward is the round's objective; the arms' own credit is the slot reward
+    assert reward == metrics["objective"]
+    assert metrics["slot_reward"] == pytest.approx(change.sum() / len(governed))
     # a neutral user's reaction to a camp's post is worth what a same-stance one is, in both
     assert change[1] == pytest.approx(change[2])
+    slots = RecEnv(
+        num_users=150,
+        users=EveryFeedBrain(kind, tox),
+        candidate_users=30,
+        budget=1,
+        reward={"step": "slots"},
+    )
+    slots.reset(seed=0)
+    _, slot_step, _, _, slot_info = slots.step(slate)
+    assert slot_step == pytest.approx(change.sum() / len(governed))
+    assert slot_info["metrics"]["objective"] == metrics["objective"]
 
 
-def test_rec_origin_earns_zero_and_the_paper_form_keeps_eq9() -> None:
+def test_rec_origin_earns_zero_slot_reward_and_the_paper_form_keeps_eq9() -> None:
     env = gym.make("PolicySim-Rec-v0", num_users=150, rounds=2)
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
-    assert reward == 0.0 and "objective" in info["metrics"]
+    assert info["metrics"]["slot_reward"] == 0.0 and reward == info["metrics"]["objective"]
     paper = gym.make("PolicySim-Rec-v0", num_users=150, rounds=2, reward={"form": "paper"})
     paper.reset(seed=0)
     _, _, _, _, info_paper = paper.step(np.full(paper.action_space.shape, paper.unwrapped.no_op))
@@ -192,7 +207,7 @@ def test_a_bandit_with_a_null_arm_leaves_slots_to_the_platform() -> None:
     fillable = np.minimum(np.unique(groups, return_counts=True)[1], base.per_user).sum()
     assert np.count_nonzero(filled != base.no_op) == min(base.slate_size, fillable)
     _, reward, _, _, info = env.step(select_action(null, obs, base))
-    assert reward == 0.0 and info["metrics"]["policy_share"] == 0.0
+    assert info["metrics"]["slot_reward"] == 0.0 and info["metrics"]["policy_share"] == 0.0
 
 
 def _play_level(level: float, **kwargs) -> dict[str, float]:
@@ -390,3 +405,13 @@ def test_a_constrained_learner_learns_from_the_envs_arm_toxicity() -> None:
     built_elsewhere = make_policy("egreedy_constrained", exposure.unwrapped.context_dim)
     with pytest.raises(ValueError, match="learns per-arm costs"):
         play_episode(exposure, built_elsewhere, seed=0)
+
+
+def test_the_slot_step_reward_is_recs_and_the_objective_forms_only() -> None:
+    for env_id in ("PolicySim-Exposure-v0", "PolicySim-Moderation-v0"):
+        with pytest.raises(ValueError, match=r"reward\.step='slots' is not allowed"):
+            gym.make(env_id, num_users=150, reward={"step": "slots"})
+    with pytest.raises(ValueError, match=r"reward\.step='slots' is not allowed"):
+        gym.make("PolicySim-Rec-v0", num_users=150, reward={"form": "paper", "step": "slots"})
+    with pytest.raises(ValueError, match=r"reward\.step"):
+        gym.make("PolicySim-Rec-v0", num_users=150, reward={"step": "arms"})

@@ -71,19 +71,27 @@ def reaction_values(
     reward: RewardConfig, cross: np.ndarray, kind: np.ndarray, toxicity: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Per reaction: whether it is hostile (a dislike, a reply at or above
-    ``reward.hostile_toxicity``), whether it is civil and ``cross`` (across opposite
-    discrete stances at the start of the round, ``RoundResult.reaction_cross``), and its
-    value to the objective: +1 for a civil cross-stance reaction, −``hostile_weight`` for a
-    hostile one, −``reply_toxicity_weight`` × the toxicity of a reply."""
+    ``reward.hostile_toxicity``), whether it is ``cross`` (across opposite discrete stances at
+    the start of the round, ``RoundResult.reaction_cross``) and civil, whether it is hostile
+    and cross, and its value to the objective. A cross-stance reaction is worth +1 if civil,
+    −``hostile_weight`` if hostile, and −``reply_toxicity_weight`` × its toxicity if a reply;
+    any other reaction is worth 0."""
     reply = kind == int(Behaviour.REPLY)
     hostile = (kind == int(Behaviour.DISLIKE)) | (reply & (toxicity >= reward.hostile_toxicity))
     civil_cross = cross & ~hostile
+    hostile_cross = cross & hostile
     value = (
         civil_cross.astype(np.float64)
-        - reward.hostile_weight * hostile
-        - reward.reply_toxicity_weight * np.where(reply, toxicity, 0.0)
+        - reward.hostile_weight * hostile_cross
+        - reward.reply_toxicity_weight * np.where(reply & cross, toxicity, 0.0)
     )
-    return {"hostile": hostile, "civil_cross": civil_cross, "cross": cross, "value": value}
+    return {
+        "hostile": hostile,
+        "civil_cross": civil_cross,
+        "hostile_cross": hostile_cross,
+        "cross": cross,
+        "value": value,
+    }
 
 
 class RecEnv(PolicySimEnv):
@@ -181,30 +189,36 @@ class RecEnv(PolicySimEnv):
 
     ## Rewards
 
-    **Objective** (``info["metrics"]["objective"]``, higher is better), per round over
-    every reaction on the platform:
+    **Objective** (``info["metrics"]["objective"]``, higher is better): dialogue across
+    stances without incivility, per round over every reaction on the platform between
+    users of opposite discrete stances (at the start of the round):
 
-        objective = (civil cross-stance reactions − w_h·hostile reactions
-                     − w_t·Σ reply toxicity) / active users
+        objective = (civil cross-stance reactions − w_h·hostile cross-stance reactions
+                     − w_t·Σ cross-stance reply toxicity) / active users
 
-    with discrete stances at the start of the round; hostile = a dislike or a reply at or
-    above ``reward.hostile_toxicity``; w_h = ``reward.hostile_weight``, w_t =
-    ``reward.reply_toxicity_weight`` (1 and 1). It is a count per active user, not a ratio,
-    so suppressing other reactions cannot raise it; a neutral user's reaction to a camp
-    counts 0, here and in the reward. ``civil_cross_reactions_per_user`` and
-    ``hostile_reactions_per_user`` are its parts; the paper's ``cross_interaction_ratio``
-    stays beside it.
+    hostile = a dislike or a reply at or above ``reward.hostile_toxicity``; w_h =
+    ``reward.hostile_weight``, w_t = ``reward.reply_toxicity_weight`` (1 and 1). It is a
+    count per active user, not a ratio, so suppressing other reactions cannot raise it.
+    Reactions within a stance, and a neutral user's reaction to a camp, count 0, here and in
+    the rewards: the platform-wide toxicity stays the paper's ``toxicity`` metric beside it
+    (and ``info["arm_toxicity"]`` per arm, below). ``civil_cross_reactions_per_user`` and
+    ``hostile_cross_reactions_per_user`` are its parts (``hostile_reactions_per_user`` counts
+    every hostile reaction); the paper's ``cross_interaction_ratio`` stays beside it.
 
-    **Reward** (``reward.form="objective"``, the default). An applied arm's contribution Δ
-    = the value of its receiver's reactions to its post (the objective's terms) − the value
-    a built-in personalized slot earned this round (per impression, over the users the
-    policy did not govern: ``info["metrics"]["builtin_slot_value"]``), i.e. the change the
-    arm caused against the slot it displaced. ``info["arm_rewards"]`` = clip(0.5 + 0.5·Δ,
-    0, 1) (the bandits' [0, 1] scale; 0.5 = as good as the built-in slot). The step reward
-    is ΣΔ per governed user (the users sampled this round): scale-free across population
-    and lever sizes, 0 for Origin. ΣΔ is the change of the objective's numerator on the
-    policy's slots; not in it: effects beyond the slot (later rounds, and reactions of
-    others to the replies and retweets it caused).
+    **Reward** (``reward.form="objective"``, the default). **Step reward**: the round's
+    objective, per active user (``reward.step="objective"``, the default, as in the Exposure
+    and Moderation envs), so an episode's return is the objective summed over its rounds, the effects of
+    earlier rounds' choices included. **Per arm**: an applied arm's contribution Δ = the
+    value of its receiver's reactions to its post (the objective's terms) − the value a
+    built-in personalized slot earned this round (per impression, over the users the policy
+    did not govern: ``info["metrics"]["builtin_slot_value"]``), i.e. the change the arm caused
+    against the slot it displaced. ``info["arm_rewards"]`` = clip(0.5 + 0.5·Δ, 0, 1) (the
+    bandits' [0, 1] scale; 0.5 = as good as the built-in slot). ``info["metrics"]["slot_reward"]``
+    = ΣΔ per governed user (the users sampled this round), 0 for Origin, scale-free across
+    population and lever sizes; ``reward.step="slots"`` makes it the step reward. ΣΔ is the
+    change of the objective's numerator on the policy's slots; not in it: effects beyond the
+    slot (later rounds, and reactions of others to the replies and retweets it caused),
+    which the step reward's objective holds (BENCHMARKS.md "Policy zoo" measures both).
 
     **Paper form** (``reward={"form": "paper"}``, v0): Eq. 9 per arm,
 
@@ -272,11 +286,18 @@ class RecEnv(PolicySimEnv):
     * v0, issue 20 (later): ``info["arm_toxicity"]`` per applied arm and ``arm_cost_key()``
       (objective form; the trajectories are unchanged, ``info`` gained the key), and
       ``null_arm_reward()`` = 0.5 (objective form) on every PolicySim env.
+    * v0, issue 20 (third step): the objective counts only reactions across opposite stances
+      (its hostility and reply-toxicity charges were on every reaction), and the step reward
+      is the round's objective (was ΣΔ per governed user, now ``info["metrics"]["slot_reward"]``
+      and ``reward={"step": "slots"}``). The world's dynamics are unchanged; rewards,
+      objective and what learners learn from them changed, and so did every published number
+      that reads them (BENCHMARKS.md says which were re-run).
     """
 
     num_arm_features = len(REC_ARM_FEATURES)
     lever_class = RecLever
     arm_kind = "rec"
+    slot_step = True
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         # engagement counters are int32 (4 of them); post age and reply propensity are scaled
@@ -494,8 +515,10 @@ class RecEnv(PolicySimEnv):
         metrics = {
             "objective": float(values["value"].sum() / active),
             "civil_cross_reactions_per_user": float(values["civil_cross"].sum() / active),
+            "hostile_cross_reactions_per_user": float(values["hostile_cross"].sum() / active),
             "hostile_reactions_per_user": float(values["hostile"].sum() / active),
         }
+        self._objective = metrics["objective"]
         if cfg.form == "paper":
             reward, extra = self._paper_arm_rewards(applied, result)
         else:
@@ -541,7 +564,7 @@ class RecEnv(PolicySimEnv):
             float(excess[in_builtin_slot].sum() / len(slot_key)) if len(slot_key) else 0.0
         )
         self._arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
-        self._objective_step = float(change.sum() / max(len(governed), 1))
+        self._slot_step = float(change.sum() / max(len(governed), 1))
         reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
         reacted = np.bincount(caused[hit], minlength=len(applied)) > 0
         extra = {
@@ -551,6 +574,7 @@ class RecEnv(PolicySimEnv):
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
             "builtin_slot_value": baseline,
             "governed_users": float(len(governed)),
+            "slot_reward": self._slot_step,
         }
         return reward, extra
 
@@ -620,12 +644,12 @@ class RecEnv(PolicySimEnv):
         return reward, extra
 
     def _step_reward(self, slot_rewards: np.ndarray, applied: np.ndarray) -> float:
-        """Objective form: the applied arms' rewards summed per governed user (the users
-        sampled this round), so the scale does not depend on the population or lever size.
-        Paper form: summed / ``slate_size`` (v0)."""
+        """Objective form: the round's objective (``reward.step="objective"``) or the applied
+        arms' changes summed per governed user (``"slots"``, ``info["metrics"]["slot_reward"]``).
+        Paper form: the Eq. 9 rewards summed / ``slate_size`` (v0)."""
         if self.config.reward.form == "paper":
             return super()._step_reward(slot_rewards, applied)
-        return self._objective_step
+        return self._slot_step if self.config.reward.step == "slots" else self._objective
 
     @classmethod
     def default_kwargs(cls) -> dict[str, Any]:
