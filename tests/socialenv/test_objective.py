@@ -144,6 +144,38 @@ def test_rec_origin_earns_zero_slot_reward_and_the_paper_form_keeps_eq9() -> Non
     assert info_paper["metrics"]["objective"] == info["metrics"]["objective"]
 
 
+@pytest.mark.parametrize(
+    "reward",
+    [
+        {"form": "paper"},
+        {"step": "slots"},
+        {"hostile_weight": 0.0, "reply_toxicity_weight": 0.0},
+        {"hostile_weight": 3.0, "reply_toxicity_weight": 8.0},
+    ],
+)
+def test_the_reward_settings_change_the_rewards_and_never_the_world(reward: dict) -> None:
+    """Under the same slates, every observation and every ``info`` entry other than the
+    reward terms is the same whatever the reward's form, step and weights."""
+    reward_terms = {"arm_rewards", "arm_toxicity", "response_reward", "metrics"}
+    metric_terms = {"objective", "slot_reward", "builtin_slot_value"}
+    default = gym.make("PolicySim-Rec-v0", num_users=200, rounds=3)
+    other = gym.make("PolicySim-Rec-v0", num_users=200, rounds=3, reward=reward)
+    obs_a, _ = default.reset(seed=5)
+    obs_b, _ = other.reset(seed=5)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        for key in obs_a:
+            np.testing.assert_array_equal(obs_a[key], obs_b[key])
+        slate = rng.integers(0, default.unwrapped.no_op + 1, default.action_space.shape)
+        obs_a, _, _, _, info_a = default.step(slate)
+        obs_b, _, _, _, info_b = other.step(slate)
+        for key in info_a.keys() - reward_terms:
+            np.testing.assert_array_equal(np.asarray(info_a[key]), np.asarray(info_b[key]))
+        for key in info_a["metrics"].keys() - metric_terms:
+            if key in info_b["metrics"]:
+                assert info_a["metrics"][key] == info_b["metrics"][key], key
+
+
 # ------------------------------------------------------------------ the lever
 @pytest.mark.parametrize("env_id", ["PolicySim-Rec-v0", "PolicySim-Exposure-v0"])
 def test_default_lever_fits_the_memory_budget_and_serves_a_share(env_id: str) -> None:
