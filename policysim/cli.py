@@ -121,7 +121,7 @@ def _root() -> None:
 SUMMARY_ROWS = (
     ("objective", "objective (per active user)"),
     ("reward", "step reward"),
-    ("slot_reward", "slot reward (Rec: the arms' ΣΔ per governed user)"),
+    ("slot_reward", "slot reward (Rec, ΣΔ)"),
     ("stance_mean", "stance mean"),
     ("stance_std", "stance std"),
     ("toxicity", "toxicity"),
