@@ -199,7 +199,9 @@ def main() -> None:
     name = "toxicity_sources"
     if args.first_seed:
         name += f"_seeds{seeds[0]}-{seeds[-1]}"
-    name += "".join(f"_{k}{v:g}" for k, v in overrides.items())
+    name += "".join(
+        f"_{k}{v:g}" if isinstance(v, float) else f"_{k}{v}" for k, v in overrides.items()
+    )
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")

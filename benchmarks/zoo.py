@@ -5,6 +5,7 @@
     python benchmarks/zoo.py --grid                           # 300/1,000/3,000 users × 3 lever shares
     python benchmarks/zoo.py --train-episodes 3               # learners first train 3 episodes
     python benchmarks/zoo.py --reward reply_toxicity_weight=8 # one reward weight changed
+    python benchmarks/zoo.py --envs PolicySim-Rec-v0 --reward step=slots  # Rec's slot step reward
     python benchmarks/zoo.py --first-seed 10 --seeds 10       # unseen seeds 10-19
     python benchmarks/zoo.py --out benchmarks/results/zoo     # publish
 
@@ -363,19 +364,22 @@ def grid(
     return rows
 
 
-def parse_reward_overrides(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, float]:
-    """``["key=value", ...]`` -> {key: float(value)}; the env validates the keys and values."""
-    overrides = {}
+def parse_reward_overrides(
+    parser: argparse.ArgumentParser, items: list[str]
+) -> dict[str, float | str]:
+    """``["key=value", ...]`` -> {key: value}, a number where the value reads as one, else the
+    text (e.g. ``step=slots``); the env validates the keys and values."""
+    overrides: dict[str, float | str] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            parser.error(
+                f"--reward takes KEY=VALUE, e.g. hostile_weight=2 or step=slots; got {item!r}"
+            )
         try:
             overrides[key] = float(value)
         except ValueError:
-            sep = ""
-        if not sep or not key:
-            parser.error(
-                f"--reward takes KEY=VALUE with a number, e.g. hostile_weight=2; got {item!r}"
-            )
+            overrides[key] = value
     return overrides
 
 
@@ -408,7 +412,8 @@ def main() -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a RewardConfig field for every policy, e.g. reply_toxicity_weight=8 (repeatable)",
+        help="a RewardConfig field for every policy, e.g. reply_toxicity_weight=8 or step=slots "
+        "(repeatable)",
     )
     add_quiet_option(parser)
     args = parser.parse_args()
@@ -509,7 +514,7 @@ def main() -> None:
     if args.train_episodes:
         name += f"_train{args.train_episodes}"
     for key, value in overrides.items():
-        name += f"_{key}{value:g}"
+        name += f"_{key}{value:g}" if isinstance(value, float) else f"_{key}{value}"
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")
