@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from trajectory_digest import library_versions
-from zoo import diff, fmt, parse_reward_overrides
+from zoo import diff, fmt, override_suffix, parse_reward_overrides
 
 from policysim_infra.progress import add_quiet_option, progress_bar
 
@@ -199,9 +199,7 @@ def main() -> None:
     name = "toxicity_sources"
     if args.first_seed:
         name += f"_seeds{seeds[0]}-{seeds[-1]}"
-    name += "".join(
-        f"_{k}{v:g}" if isinstance(v, float) else f"_{k}{v}" for k, v in overrides.items()
-    )
+    name += override_suffix(overrides)
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")

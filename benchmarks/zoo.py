@@ -383,6 +383,14 @@ def parse_reward_overrides(
     return overrides
 
 
+def override_suffix(overrides: dict[str, float | str]) -> str:
+    """The file-name part of ``--reward`` overrides: ``_<key><value>`` each."""
+    return "".join(
+        f"_{key}{value:g}" if isinstance(value, float) else f"_{key}{value}"
+        for key, value in overrides.items()
+    )
+
+
 def fmt(cell: dict[str, float]) -> str:
     if cell["ci95"] is None:
         return f"{cell['mean']:+.4f}"
@@ -513,8 +521,7 @@ def main() -> None:
         name += f"_seeds{seeds[0]}-{seeds[-1]}"
     if args.train_episodes:
         name += f"_train{args.train_episodes}"
-    for key, value in overrides.items():
-        name += f"_{key}{value:g}" if isinstance(value, float) else f"_{key}{value}"
+    name += override_suffix(overrides)
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path} ({report['cpu_seconds']:.0f} s CPU)")

@@ -273,9 +273,9 @@ class PolicySimVectorEnv(VectorEnv):
                 terminations,
                 truncations,
             )
-        else:
+            self._autoreset_envs = self._terminations | self._truncations
+        else:  # sets the flags itself, as each worker's block does
             infos = self._step_envs(list(iterate(self.action_space, actions)))
-        self._autoreset_envs = self._terminations | self._truncations
         return (
             deepcopy(self._observations) if self.copy else self._observations,
             self._rewards.copy(),
@@ -351,10 +351,10 @@ class PolicySimVectorEnv(VectorEnv):
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:
         """Each sub-env's attribute ``name`` (of the sub-envs at ``indices``: all by default)."""
-        indices = range(self.num_envs) if indices is None else indices
+        indices = self._checked_indices(range(self.num_envs) if indices is None else indices)
         if self._pool is not None:
-            return tuple(self._pool.get_attr(self._checked_indices(indices), name))
-        return tuple(getattr(self.envs[i], name) for i in self._checked_indices(indices))
+            return tuple(self._pool.get_attr(indices, name))
+        return tuple(getattr(self.envs[i], name) for i in indices)
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
         """Set ``name`` on each sub-env (at ``indices``: all by default): one value for all, or

@@ -282,6 +282,7 @@ class ModerationEnv(PolicySimEnv):
         )
         author_share = (flagged / np.maximum(written, 1))[author]
         followers_indptr, _ = sim.graph.followers_csr()
+        toxicity = p.toxicity[post]
         features = np.concatenate(
             [
                 onehot,
@@ -296,11 +297,11 @@ class ModerationEnv(PolicySimEnv):
                         p.stance[post],
                         (p.kind[post] == int(PostKind.RETWEET)).astype(np.float32),
                         flag * engagement,
-                        p.toxicity[post],
+                        toxicity,
                     ],
                     axis=1,
                 ),
-                p.toxicity[post][:, None] * onehot,
+                toxicity[:, None] * onehot,
             ],
             axis=1,
         )
