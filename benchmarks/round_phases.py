@@ -1,0 +1,217 @@
+"""Where a Rec step goes, phase by phase, at each thread count: wall and CPU seconds per step.
+
+    python benchmarks/round_phases.py --users 1000000 --threads 1 2 --steps 3
+    python benchmarks/round_phases.py --users 1000 --threads 1 --steps 200 --out DIR/phases.json
+
+Each thread count runs in a fresh process (``POLICYSIM_THREADS``, NumPy's BLAS, OpenMP and
+numba on that many threads, as in ``env_throughput.py``), resets ``RecEnv(num_users=N)`` and
+steps it with random slates after one warm-up step. Every phase method is timed where it is
+called, so a phase's time includes the phases it calls (``within`` names its parent):
+
+- ``step``: the whole ``env.step``;
+- ``run_round`` (within ``step``): the simulation's round, made of ``_build_feeds``,
+  ``_filter_feeds``, ``_ask_brain`` (the surrogate users), ``_apply``, ``_advance`` and
+  ``_measure``;
+- ``_observe`` (within ``step``): the next observation, of which ``user_context`` (the context
+  propagation), ``_sample_arms`` and ``_arm_contexts``;
+- ``_arm_rewards`` and ``_observe_round`` (within ``step``): the rewards and the history.
+
+``speedup_wall`` is a phase's wall time at the fewest threads over its wall time here: the
+phases near 1 are the serial part of a round, which bounds what more threads can give
+(Amdahl). ``serial_share`` sums the wall time of the leaf phases whose speed-up is under 1.2
+(and of the step's time outside any phase) over the step's wall time, at the fewest threads.
+
+Results go to ``--out`` (default ``runs/round_phases/<UTC time>.json``, not tracked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from env_throughput import _run, _set_threads
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (class, method, label, the phase it is called within)
+PHASES = (
+    ("env", "step", "step", None),
+    ("sim", "run_round", "run_round", "step"),
+    ("sim", "_build_feeds", "_build_feeds", "run_round"),
+    ("sim", "_filter_feeds", "_filter_feeds", "run_round"),
+    ("sim", "_ask_brain", "_ask_brain", "run_round"),
+    ("sim", "_apply", "_apply", "run_round"),
+    ("sim", "_advance", "_advance", "run_round"),
+    ("sim", "_measure", "_measure", "run_round"),
+    ("env", "_observe", "_observe", "step"),
+    ("sim", "user_context", "user_context", "_observe"),
+    ("env", "_sample_arms", "_sample_arms", "_observe"),
+    ("env", "_arm_contexts", "_arm_contexts", "_observe"),
+    ("env", "_arm_rewards", "_arm_rewards", "step"),
+    ("env", "_observe_round", "_observe_round", "step"),
+)
+SERIAL_SPEEDUP = 1.2
+
+
+def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
+    """One process: reset, a warm-up step, ``steps`` timed steps; puts per-phase totals."""
+    _set_threads(threads)
+    import numpy as np
+    import torch
+
+    from socialenv.core import kernels
+    from socialenv.core.simulation import Simulation
+    from socialenv.envs.rec import RecEnv
+
+    torch.set_num_threads(threads)
+    owners = {"env": RecEnv, "sim": Simulation}
+    totals = {label: [0.0, 0.0] for _, _, label, _ in PHASES}
+
+    def timed(method: Any, label: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                totals[label][0] += time.perf_counter() - wall
+                totals[label][1] += time.process_time() - cpu
+
+        return call
+
+    env = RecEnv(num_users=num_users, rounds=steps + 2)
+    wall, cpu = time.perf_counter(), time.process_time()
+    env.reset(seed=seed)
+    reset = (time.perf_counter() - wall, time.process_time() - cpu)
+    rng = np.random.default_rng(seed)
+    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))  # warm-up
+    for owner, name, label, _ in PHASES:
+        cls = owners[owner]
+        setattr(cls, name, timed(getattr(cls, name), label))
+    for _ in range(steps):
+        env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    queue.put(
+        {
+            "num_users": num_users,
+            "threads": threads,
+            "kernels": kernels.BACKEND,
+            "steps": steps,
+            "reset_wall_s": reset[0],
+            "reset_cpu_s": reset[1],
+            "phases": {
+                label: {"wall_s": totals[label][0] / steps, "cpu_s": totals[label][1] / steps}
+                for label in totals
+            },
+            "load_after": os.getloadavg(),
+        }
+    )
+
+
+def _leaves() -> list[str]:
+    parents = {within for *_, within in PHASES if within is not None}
+    return [label for _, _, label, _ in PHASES if label not in parents]
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-phase speed-ups over the fewest threads and the serial share of a step."""
+    base = min(rows, key=lambda r: r["threads"])
+    children: dict[str, list[str]] = {}
+    for _, _, label, within in PHASES:
+        if within is not None:
+            children.setdefault(within, []).append(label)
+    for row in rows:
+        for label, phase in row["phases"].items():
+            phase["speedup_wall"] = base["phases"][label]["wall_s"] / max(phase["wall_s"], 1e-12)
+    step_wall = base["phases"]["step"]["wall_s"]
+    outside = step_wall - sum(base["phases"][c]["wall_s"] for c in children["step"])
+    outside_round = base["phases"]["run_round"]["wall_s"] - sum(
+        base["phases"][c]["wall_s"] for c in children["run_round"]
+    )
+    outside_observe = base["phases"]["_observe"]["wall_s"] - sum(
+        base["phases"][c]["wall_s"] for c in children["_observe"]
+    )
+    summary: dict[str, Any] = {"fewest_threads": base["threads"], "per_threads": {}}
+    for row in rows:
+        if row is base:
+            continue
+        serial = [
+            label for label in _leaves() if row["phases"][label]["speedup_wall"] < SERIAL_SPEEDUP
+        ]
+        share = (
+            sum(base["phases"][label]["wall_s"] for label in serial)
+            + outside
+            + outside_round
+            + outside_observe
+        ) / step_wall
+        summary["per_threads"][str(row["threads"])] = {
+            "step_speedup_wall": row["phases"]["step"]["speedup_wall"],
+            "serial_leaves": serial,
+            "serial_share": share,
+        }
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    from trajectory_digest import library_versions  # imports NumPy: not before the children
+
+    if min(args.threads) < 1:
+        raise ValueError(f"--threads={args.threads} is not allowed: integers >= 1")
+    if args.steps < 1 or args.users < 1:
+        raise ValueError(f"--steps={args.steps}, --users={args.users}: both must be >= 1")
+    rows = []
+    for threads in args.threads:
+        row = _run(measure_phases, args.users, args.steps, args.seed, threads)
+        rows.append(row)
+        print(
+            f"{args.users:,} users, {threads} threads: step {row['phases']['step']['wall_s']:.3f} s "
+            f"wall, {row['phases']['step']['cpu_s']:.3f} s CPU",
+            flush=True,
+        )
+    summary = summarize(rows)
+    print(f"{'phase':>15} " + " ".join(f"{r['threads']:>3} thr wall (×)" for r in rows))
+    for _, _, label, _ in PHASES:
+        print(
+            f"{label:>15} "
+            + " ".join(
+                f"{r['phases'][label]['wall_s']:7.3f} ({r['phases'][label]['speedup_wall']:4.2f})"
+                for r in rows
+            )
+        )
+    for threads, entry in summary["per_threads"].items():
+        print(
+            f"{threads} threads: step ×{entry['step_speedup_wall']:.2f}, serial share "
+            f"{entry['serial_share']:.2f} ({', '.join(entry['serial_leaves']) or 'none'})"
+        )
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or ROOT / "runs" / "round_phases" / f"{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "command": "python benchmarks/round_phases.py "
+                f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
+                f"--steps {args.steps} --seed {args.seed}",
+                "cpu_count": os.cpu_count(),
+                "versions": library_versions(),
+                "rows": rows,
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
