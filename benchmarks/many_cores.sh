@@ -6,40 +6,58 @@
 #     bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]
 #
 # MAX_THREADS (default: the machine's core count, at most 16) caps the thread and worker counts.
+# Environment: PYTHON (default python3), USERS (default 1000000: the size of the thread sweep),
+# STAGE_S (default 200: each stage is stopped after this many seconds, so the script always ends
+# and what the finished stages wrote stays). It first compiles the numba kernels once into
+# NUMBA_CACHE_DIR (default /tmp/policysim_numba_cache), so no measured process compiles.
 set -uo pipefail
 out=${1:?usage: bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cores=$(python -c "import os; print(os.cpu_count())")
+py=${PYTHON:-python3}
+users=${USERS:-1000000}
+stage_s=${STAGE_S:-200}
+export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-${TMPDIR:-/tmp}/policysim_numba_cache} PYTHONUNBUFFERED=1
+cores=$("$py" -c "import os; print(os.cpu_count())")
 max=${2:-$((cores < 16 ? cores : 16))}
 counts=""
 for n in 1 2 4 8 16; do
   if [ "$n" -le "$max" ]; then counts="$counts $n"; fi
 done
 workers=${counts# 1}
+phase_threads="1 2"
+if [ "$max" -gt 2 ]; then phase_threads="1 2 $max"; fi
 cd "$(dirname "$0")"
-python - <<'EOF' | tee "$out/machine.txt"
-import os, platform
-import numba, numpy
-print(f"cpus {os.cpu_count()}, {platform.processor() or platform.machine()}, "
-      f"python {platform.python_version()}, numpy {numpy.__version__}, numba {numba.__version__}")
-EOF
-grep -m1 "model name" /proc/cpuinfo | tee -a "$out/machine.txt"
 status=0
 run() {
   echo "== $*"
   local start=$SECONDS
-  "$@" || status=1
+  timeout "$stage_s" "$@" || { echo "== failed or stopped (exit $?)"; status=1; }
   echo "== took $((SECONDS - start)) s"
 }
-run python env_throughput.py --users 1000000 --steps 3 --long-rounds 0 --repeats 1 \
+{
+  "$py" -c "import os, platform, numba, numpy; print(f'cpus {os.cpu_count()}, python \
+{platform.python_version()}, numpy {numpy.__version__}, numba {numba.__version__}')"
+  grep -m1 "model name" /proc/cpuinfo
+} | tee "$out/machine.txt"
+# compile every kernel once, one-thread and threaded versions, before anything is timed
+run env POLICYSIM_THREADS=2 NUMBA_NUM_THREADS=2 "$py" -c "
+import numpy as np
+from socialenv.core import kernels
+from socialenv.envs.rec import RecEnv
+for threads in (1, 2):
+    kernels.set_threads(threads)
+    env = RecEnv(num_users=60_000, rounds=3)
+    env.reset(seed=0)
+    for _ in range(2):
+        env.step(np.random.default_rng(0).integers(0, env.num_arms + 1, env.slate_size))
+import numba; print('numba threading layer:', numba.threading_layer())"
+run "$py" env_throughput.py --users "$users" --steps 3 --long-rounds 0 --repeats 1 \
   --threads $counts --quiet --out "$out/threads_1m.json"
-run python vector_env.py --num-envs 16 --modes native --workers $workers --repeats 2 --quiet \
+run "$py" vector_env.py --num-envs 16 --modes native --workers $workers --repeats 2 --quiet \
   --out "$out/vector_workers.json"
-phase_threads="1 2"
-if [ "$max" -gt 2 ]; then phase_threads="1 2 $max"; fi
-run python round_phases.py --users 1000000 --threads $phase_threads --steps 2 \
+run "$py" round_phases.py --users "$users" --threads $phase_threads --steps 2 \
   --out "$out/phases_1m.json"
-run python env_throughput.py --users 1000 --steps 200 --long-rounds 0 --repeats 3 --quiet \
+run "$py" env_throughput.py --users 1000 --steps 200 --long-rounds 0 --repeats 3 --quiet \
   --out "$out/step_1k.json"
 exit $status

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from env_throughput import _run, _set_threads
+from env_throughput import _commit, _run, _set_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,6 +202,7 @@ def main() -> None:
                 "command": "python benchmarks/round_phases.py "
                 f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
                 f"--steps {args.steps} --seed {args.seed}",
+                "commit": _commit(ROOT),
                 "cpu_count": os.cpu_count(),
                 "versions": library_versions(),
                 "rows": rows,
