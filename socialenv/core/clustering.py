@@ -40,7 +40,8 @@ class ClusterIndex:
     ) -> np.ndarray:
         """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
         (U, d), or from the whole range where that cluster holds no post."""
-        user_cluster = np.argmax(interest @ centroids.T, axis=1)
+        with kernels.one_blas_thread():
+            user_cluster = np.argmax(interest @ centroids.T, axis=1)
         draw = rng.random((len(interest), m))
         return kernels.cluster_draws(
             draw, user_cluster, self.cluster_start, self.by_cluster, self.lo, self.hi
@@ -50,8 +51,9 @@ class ClusterIndex:
 def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
     """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d)."""
     out = np.empty(len(latent), np.int16)
-    for lo in range(0, len(latent), chunk):
-        out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
+    with kernels.one_blas_thread():
+        for lo in range(0, len(latent), chunk):
+            out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
     return out
 
 
@@ -63,7 +65,8 @@ def fit_centroids(
     k = min(k, len(rows))
     centres = rows[rng.choice(len(rows), size=k, replace=False)].copy()
     for _ in range(iterations):
-        label = np.argmax(rows @ centres.T, axis=1)
+        with kernels.one_blas_thread():
+            label = np.argmax(rows @ centres.T, axis=1)
         sums = np.zeros_like(centres)
         kernels.scatter_add_rows(sums, label, rows)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)

@@ -10,10 +10,9 @@ the scenario's news. Every draw comes from ``numpy.random.default_rng(seed)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from agent_models.types import NewsEvent
 from policysim_infra.validation import (
@@ -189,18 +188,6 @@ def _follow_graph(
     return src, dst
 
 
-_blas_controller: ThreadpoolController | None = None
-
-
-def _one_blas_thread() -> Any:
-    """``threadpool_limits(limits=1, user_api="blas")`` from one controller kept for the
-    process (building one scans the loaded libraries: milliseconds per reset)."""
-    global _blas_controller
-    if _blas_controller is None:
-        _blas_controller = ThreadpoolController()
-    return _blas_controller.limit(limits=1, user_api="blas")
-
-
 @small_pages
 def synthetic_population(
     num_users: int,
@@ -230,7 +217,7 @@ def synthetic_population(
     weights = profiles.interests.astype(np.float32)
     # One BLAS thread: a threaded product rounds differently above ~100k rows, and the same
     # seed must give the same population whatever the machine's thread count.
-    with _one_blas_thread():
+    with kernels.one_blas_thread():
         mixed = weights @ centroids
     latent = kernels.unit_noisy_rows_drawn(mixed, None, 0.35, rng)
     toxicity = rng.beta(*config.toxicity_beta, n)

@@ -779,3 +779,31 @@ def test_search_of_nearly_sorted_values_is_searchsorted(compiled):
             assert got.dtype == np.int64
             np.testing.assert_array_equal(got, expected)
             np.testing.assert_array_equal(kernels.search_nearly_sorted_numpy(a, v), expected)
+
+
+def test_one_blas_thread_limits_the_products_and_restores_the_setting() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from socialenv.core.clustering import ClusterIndex
+
+    def blas_threads() -> list[int]:
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    rng = np.random.default_rng(0)
+    interest = rng.standard_normal((3000, 16)).astype(np.float32)
+    centroids = rng.standard_normal((12, 16)).astype(np.float32)
+    index = ClusterIndex.build(rng.integers(0, 12, 500).astype(np.int16), 12, 0, 500)
+    with threadpoolctl.threadpool_limits(limits=3, user_api="blas"):
+        outside = blas_threads()
+        with pytest.raises(RuntimeError, match="inside"):
+            with kernels.one_blas_thread():
+                assert blas_threads() == [1] * len(outside)
+                raise RuntimeError("inside")
+        assert blas_threads() == outside  # restored after an error too
+        threaded = index.draw(interest, centroids, 4, np.random.default_rng(1))
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        single = index.draw(interest, centroids, 4, np.random.default_rng(1))
+    np.testing.assert_array_equal(threaded, single)
