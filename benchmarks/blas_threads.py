@@ -2,6 +2,7 @@
 
     python benchmarks/blas_threads.py --users 1000 --steps 300 --threads 1 --repeats 3
     python benchmarks/blas_threads.py --users 1000000 --steps 4 --threads 2 --out DIR/blas.json
+    python benchmarks/blas_threads.py --users 1000000 --personalized --steps 6 --repeats 1
 
 Since b84db14 the round's small dense products (users or posts against the cluster centres in
 ``socialenv.core.clustering``) run inside ``kernels.one_blas_thread()``. This script measures
@@ -13,6 +14,11 @@ so the products run on the BLAS library's own threads). The two settings alterna
 process, ``--repeats`` times each (OpenBLAS's idle threads spin for a while after a product, so
 the two settings cannot share a process). It reports per setting the median wall and CPU
 seconds per step over the repeats, their ratios, and each process's CPU ticks per thread.
+
+``--personalized`` times the personalized channel alone (``Recommender.personalized`` on the
+round's active users after two steps) instead of whole steps: in each process it is called
+``--steps`` times on 1 and on ``--threads`` threads in turn (``kernels.set_threads``), and the
+figure is that phase's speed-up on the threads, per setting.
 
 Results go to ``--out`` (default ``runs/blas_threads/<UTC time>.json``, not tracked).
 """
@@ -44,9 +50,13 @@ def _thread_ticks() -> dict[str, int]:
     return ticks
 
 
-def measure(setting: str, users: int, steps: int, threads: int, seed: int, queue: Any) -> None:
-    """One process, one setting: reset, a warm-up step, ``steps`` timed steps."""
-    os.environ["POLICYSIM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = str(threads)
+def measure(
+    setting: str, users: int, steps: int, threads: int, seed: int, personalized: bool, queue: Any
+) -> None:
+    """One process, one setting: reset, a warm-up step, ``steps`` timed steps (or calls of the
+    personalized channel on 1 and ``threads`` threads in turn)."""
+    os.environ["POLICYSIM_THREADS"] = "1" if personalized else str(threads)
+    os.environ["NUMBA_NUM_THREADS"] = str(threads)
     import numpy as np
     from threadpoolctl import threadpool_info
 
@@ -59,6 +69,9 @@ def measure(setting: str, users: int, steps: int, threads: int, seed: int, queue
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     env.step(rng.integers(0, env.num_arms + 1, env.slate_size))  # warm-up
+    if personalized:
+        queue.put(_time_personalized(env, setting, steps, threads))
+        return
     actions = [rng.integers(0, env.num_arms + 1, env.slate_size) for _ in range(steps)]
     before = _thread_ticks() if os.path.isdir("/proc/self/task") else {}
     wall, cpu = time.perf_counter(), time.process_time()
@@ -81,6 +94,34 @@ def measure(setting: str, users: int, steps: int, threads: int, seed: int, queue
     )
 
 
+def _time_personalized(env: Any, setting: str, calls: int, threads: int) -> dict[str, Any]:
+    import numpy as np
+
+    from socialenv.core import kernels
+    from socialenv.core.simulation import Stream
+
+    env.step(np.full(env.slate_size, env.no_op, np.int64))
+    sim = env.sim
+    context, active = sim.feed_context(), sim.active
+    wall: dict[int, list[float]] = {1: [], threads: []}
+    for _ in range(calls):
+        for count in (1, threads):
+            kernels.set_threads(count)
+            start = time.perf_counter()
+            sim.recommender.personalized(context, active, sim.rng(sim.round, Stream.FEED))
+            wall[count].append(time.perf_counter() - start)
+    kernels.set_threads(1)
+    one, many = float(np.median(wall[1])), float(np.median(wall[threads]))
+    return {
+        "setting": setting,
+        "active_users": len(active),
+        "wall_s_one_thread": wall[1],
+        f"wall_s_{threads}_threads": wall[threads],
+        "speedup": one / many,
+        "load_after": os.getloadavg(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1_000_000)
@@ -88,6 +129,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="processes per setting")
     parser.add_argument("--threads", type=int, default=2, help="POLICYSIM_THREADS")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--personalized",
+        action="store_true",
+        help="time the personalized channel on 1 and --threads threads, not whole steps",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.users < 2 or min(args.steps, args.threads, args.repeats) < 1:
@@ -98,9 +144,22 @@ def main() -> None:
     import numpy as np
 
     rows = []
+    if args.personalized:
+        for _ in range(args.repeats):
+            for setting in SETTINGS:
+                row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, True)
+                rows.append(row)
+                print(
+                    f"{setting:>21}: personalized channel of {row['active_users']:,} users, "
+                    f"{args.threads} threads ×{row['speedup']:.2f} over one (medians of "
+                    f"{args.steps} calls)",
+                    flush=True,
+                )
+        _write(args, {"command": _command(args), "commit": _commit(ROOT), "rows": rows})
+        return
     for _ in range(args.repeats):
         for setting in SETTINGS:
-            row = _run(measure, setting, args.users, args.steps, args.threads, args.seed)
+            row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, False)
             rows.append(row)
             print(
                 f"{setting:>21}: {row['wall_s_per_step'] * 1e3:9.1f} ms wall, "
@@ -117,10 +176,8 @@ def main() -> None:
     }
     before, now = medians["machine_blas_threads"], medians["one_blas_thread"]
     result = {
-        "command": f"python benchmarks/blas_threads.py --users {args.users} --steps "
-        f"{args.steps} --threads {args.threads} --repeats {args.repeats} --seed {args.seed}",
+        "command": _command(args),
         "commit": _commit(ROOT),
-        "cpu_count": os.cpu_count(),
         "rows": rows,
         "medians": medians,
         "wall_speedup": before["wall"] / now["wall"],
@@ -133,10 +190,22 @@ def main() -> None:
         f"machine's BLAS threads {before['wall'] * 1e3:.1f} / {before['cpu'] * 1e3:.1f} ms: "
         f"wall ×{result['wall_speedup']:.2f}, CPU ×{result['cpu_ratio']:.2f}"
     )
+    _write(args, result)
+
+
+def _command(args: argparse.Namespace) -> str:
+    return (
+        f"python benchmarks/blas_threads.py --users {args.users} --steps {args.steps} "
+        f"--threads {args.threads} --repeats {args.repeats} --seed {args.seed}"
+        + (" --personalized" if args.personalized else "")
+    )
+
+
+def _write(args: argparse.Namespace, result: dict[str, Any]) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or ROOT / "runs" / "blas_threads" / f"{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    out.write_text(json.dumps({**result, "cpu_count": os.cpu_count()}, indent=1))
     print(f"wrote {out}")
 
 
