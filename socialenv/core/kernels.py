@@ -435,9 +435,13 @@ def one_blas_thread() -> Iterator[None]:
     The round's dense products are small (a chunk of users or posts against the cluster
     centres). On more threads they gain nothing, and OpenBLAS's idle threads spin for a while
     after each product, on the cores that :func:`map_blocks`' threads and numba's need: a
-    1M-user personalized channel on 2 threads was slower than on one, and 1.6× faster with
-    its products on one BLAS thread. A threaded product can also round differently (above
-    ~100k rows), so one thread also keeps a seed's world the same on any machine.
+    1M-user personalized channel on 2 threads was no faster than on one, and 1.55× faster
+    with its products on one BLAS thread. A threaded product can also round differently
+    (above ~100k rows), so one thread also keeps a seed's world the same on any machine.
+
+    The setting is process-wide: two threads using this at once may restore each other's
+    count early, and a product then runs on the library's threads again. The env uses it on
+    the thread that steps it, never inside :func:`map_blocks`' blocks.
     """
     global _blas_libraries
     if _blas_libraries is None:
