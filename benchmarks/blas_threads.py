@@ -141,6 +141,8 @@ def main() -> None:
             f"--users={args.users}, --steps={args.steps}, --threads={args.threads}, "
             f"--repeats={args.repeats}: users >= 2 and the others >= 1 are allowed"
         )
+    if args.personalized and args.threads < 2:
+        raise ValueError(f"--threads={args.threads} with --personalized: an integer >= 2")
     import numpy as np
 
     rows = []
