@@ -123,6 +123,8 @@ def _time_personalized(env: Any, setting: str, calls: int, threads: int) -> dict
 
 
 def main() -> None:
+    from policysim_infra.progress import add_quiet_option, progress_bar
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1_000_000)
     parser.add_argument("--steps", type=int, default=4, help="timed steps per process")
@@ -135,6 +137,7 @@ def main() -> None:
         help="time the personalized channel on 1 and --threads threads, not whole steps",
     )
     parser.add_argument("--out", type=Path, default=None)
+    add_quiet_option(parser)
     args = parser.parse_args()
     if args.users < 2 or min(args.steps, args.threads, args.repeats) < 1:
         raise ValueError(
@@ -146,29 +149,32 @@ def main() -> None:
     import numpy as np
 
     rows = []
+    runs = progress_bar(
+        [setting for _ in range(args.repeats) for setting in SETTINGS],
+        unit="process",
+        quiet=args.quiet,
+    )
     if args.personalized:
-        for _ in range(args.repeats):
-            for setting in SETTINGS:
-                row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, True)
-                rows.append(row)
-                print(
-                    f"{setting:>21}: personalized channel of {row['active_users']:,} users, "
-                    f"{args.threads} threads ×{row['speedup']:.2f} over one (medians of "
-                    f"{args.steps} calls)",
-                    flush=True,
-                )
-        _write(args, {"command": _command(args), "commit": _commit(ROOT), "rows": rows})
-        return
-    for _ in range(args.repeats):
-        for setting in SETTINGS:
-            row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, False)
+        for setting in runs:
+            row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, True)
             rows.append(row)
             print(
-                f"{setting:>21}: {row['wall_s_per_step'] * 1e3:9.1f} ms wall, "
-                f"{row['cpu_s_per_step'] * 1e3:9.1f} ms CPU per step; busy threads "
-                f"(ticks) {row['thread_ticks']}",
+                f"{setting:>21}: personalized channel of {row['active_users']:,} users, "
+                f"{args.threads} threads ×{row['speedup']:.2f} over one (medians of "
+                f"{args.steps} calls)",
                 flush=True,
             )
+        _write(args, {"command": _command(args), "commit": _commit(ROOT), "rows": rows})
+        return
+    for setting in runs:
+        row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, False)
+        rows.append(row)
+        print(
+            f"{setting:>21}: {row['wall_s_per_step'] * 1e3:9.1f} ms wall, "
+            f"{row['cpu_s_per_step'] * 1e3:9.1f} ms CPU per step; busy threads "
+            f"(ticks) {row['thread_ticks']}",
+            flush=True,
+        )
     medians = {
         s: {
             key: float(np.median([r[f"{key}_s_per_step"] for r in rows if r["setting"] == s]))

@@ -156,12 +156,15 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
+    from policysim_infra.progress import add_quiet_option, progress_bar
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=1_000_000)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    add_quiet_option(parser)
     args = parser.parse_args()
     from trajectory_digest import library_versions  # imports NumPy: not before the children
 
@@ -170,7 +173,7 @@ def main() -> None:
     if args.steps < 1 or args.users < 1:
         raise ValueError(f"--steps={args.steps}, --users={args.users}: both must be >= 1")
     rows = []
-    for threads in args.threads:
+    for threads in progress_bar(args.threads, unit="process", quiet=args.quiet):
         row = _run(measure_phases, args.users, args.steps, args.seed, threads)
         rows.append(row)
         print(
