@@ -154,27 +154,26 @@ def main() -> None:
         unit="process",
         quiet=args.quiet,
     )
-    if args.personalized:
-        for setting in runs:
-            row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, True)
-            rows.append(row)
-            print(
-                f"{setting:>21}: personalized channel of {row['active_users']:,} users, "
-                f"{args.threads} threads ×{row['speedup']:.2f} over one (medians of "
-                f"{args.steps} calls)",
-                flush=True,
+    for setting in runs:
+        row = _run(
+            measure, setting, args.users, args.steps, args.threads, args.seed, args.personalized
+        )
+        rows.append(row)
+        if args.personalized:
+            shown = (
+                f"personalized channel of {row['active_users']:,} users, {args.threads} threads "
+                f"×{row['speedup']:.2f} over one (medians of {args.steps} calls)"
             )
+        else:
+            shown = (
+                f"{row['wall_s_per_step'] * 1e3:9.1f} ms wall, "
+                f"{row['cpu_s_per_step'] * 1e3:9.1f} ms CPU per step; busy threads (ticks) "
+                f"{row['thread_ticks']}"
+            )
+        print(f"{setting:>21}: {shown}", flush=True)
+    if args.personalized:
         _write(args, {"command": _command(args), "commit": _commit(ROOT), "rows": rows})
         return
-    for setting in runs:
-        row = _run(measure, setting, args.users, args.steps, args.threads, args.seed, False)
-        rows.append(row)
-        print(
-            f"{setting:>21}: {row['wall_s_per_step'] * 1e3:9.1f} ms wall, "
-            f"{row['cpu_s_per_step'] * 1e3:9.1f} ms CPU per step; busy threads "
-            f"(ticks) {row['thread_ticks']}",
-            flush=True,
-        )
     medians = {
         s: {
             key: float(np.median([r[f"{key}_s_per_step"] for r in rows if r["setting"] == s]))

@@ -38,22 +38,22 @@ from env_throughput import _commit, _run, _set_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (class, method, label, the phase it is called within)
+#: (class, method, the phase it is called within); a phase is named by its method
 PHASES = (
-    ("env", "step", "step", None),
-    ("sim", "run_round", "run_round", "step"),
-    ("sim", "_build_feeds", "_build_feeds", "run_round"),
-    ("sim", "_filter_feeds", "_filter_feeds", "run_round"),
-    ("sim", "_ask_brain", "_ask_brain", "run_round"),
-    ("sim", "_apply", "_apply", "run_round"),
-    ("sim", "_advance", "_advance", "run_round"),
-    ("sim", "_measure", "_measure", "run_round"),
-    ("env", "_observe", "_observe", "step"),
-    ("sim", "user_context", "user_context", "_observe"),
-    ("env", "_sample_arms", "_sample_arms", "_observe"),
-    ("env", "_arm_contexts", "_arm_contexts", "_observe"),
-    ("env", "_arm_rewards", "_arm_rewards", "step"),
-    ("env", "_observe_round", "_observe_round", "step"),
+    ("env", "step", None),
+    ("sim", "run_round", "step"),
+    ("sim", "_build_feeds", "run_round"),
+    ("sim", "_filter_feeds", "run_round"),
+    ("sim", "_ask_brain", "run_round"),
+    ("sim", "_apply", "run_round"),
+    ("sim", "_advance", "run_round"),
+    ("sim", "_measure", "run_round"),
+    ("env", "_observe", "step"),
+    ("sim", "user_context", "_observe"),
+    ("env", "_sample_arms", "_observe"),
+    ("env", "_arm_contexts", "_observe"),
+    ("env", "_arm_rewards", "step"),
+    ("env", "_observe_round", "step"),
 )
 SERIAL_SPEEDUP = 1.2
 
@@ -70,7 +70,7 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
 
     torch.set_num_threads(threads)
     owners = {"env": RecEnv, "sim": Simulation}
-    totals = {label: [0.0, 0.0] for _, _, label, _ in PHASES}
+    totals = {name: [0.0, 0.0] for _, name, _ in PHASES}
 
     def timed(method: Any, label: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -89,9 +89,9 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
     reset = (time.perf_counter() - wall, time.process_time() - cpu)
     rng = np.random.default_rng(seed)
     env.step(rng.integers(0, env.num_arms + 1, env.slate_size))  # warm-up
-    for owner, name, label, _ in PHASES:
+    for owner, name, _ in PHASES:
         cls = owners[owner]
-        setattr(cls, name, timed(getattr(cls, name), label))
+        setattr(cls, name, timed(getattr(cls, name), name))
     for _ in range(steps):
         env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
     queue.put(
@@ -113,26 +113,24 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
 
 def _leaves() -> list[str]:
     parents = {within for *_, within in PHASES if within is not None}
-    return [label for _, _, label, _ in PHASES if label not in parents]
+    return [name for _, name, _ in PHASES if name not in parents]
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-phase speed-ups over the fewest threads and the serial share of a step."""
     base = min(rows, key=lambda r: r["threads"])
     children: dict[str, list[str]] = {}
-    for _, _, label, within in PHASES:
+    for _, name, within in PHASES:
         if within is not None:
-            children.setdefault(within, []).append(label)
+            children.setdefault(within, []).append(name)
     for row in rows:
-        for label, phase in row["phases"].items():
-            phase["speedup_wall"] = base["phases"][label]["wall_s"] / max(phase["wall_s"], 1e-12)
+        for name, phase in row["phases"].items():
+            phase["speedup_wall"] = base["phases"][name]["wall_s"] / max(phase["wall_s"], 1e-12)
     step_wall = base["phases"]["step"]["wall_s"]
-    outside = step_wall - sum(base["phases"][c]["wall_s"] for c in children["step"])
-    outside_round = base["phases"]["run_round"]["wall_s"] - sum(
-        base["phases"][c]["wall_s"] for c in children["run_round"]
-    )
-    outside_observe = base["phases"]["_observe"]["wall_s"] - sum(
-        base["phases"][c]["wall_s"] for c in children["_observe"]
+    # time inside a phase but outside the phases it calls (bookkeeping between them)
+    between = sum(
+        base["phases"][parent]["wall_s"] - sum(base["phases"][c]["wall_s"] for c in called)
+        for parent, called in children.items()
     )
     summary: dict[str, Any] = {"fewest_threads": base["threads"], "per_threads": {}}
     for row in rows:
@@ -141,12 +139,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         serial = [
             label for label in _leaves() if row["phases"][label]["speedup_wall"] < SERIAL_SPEEDUP
         ]
-        share = (
-            sum(base["phases"][label]["wall_s"] for label in serial)
-            + outside
-            + outside_round
-            + outside_observe
-        ) / step_wall
+        share = (sum(base["phases"][name]["wall_s"] for name in serial) + between) / step_wall
         summary["per_threads"][str(row["threads"])] = {
             "step_speedup_wall": row["phases"]["step"]["speedup_wall"],
             "serial_leaves": serial,
@@ -183,11 +176,11 @@ def main() -> None:
         )
     summary = summarize(rows)
     print(f"{'phase':>15} " + " ".join(f"{r['threads']:>3} thr wall (×)" for r in rows))
-    for _, _, label, _ in PHASES:
+    for _, name, _ in PHASES:
         print(
-            f"{label:>15} "
+            f"{name:>15} "
             + " ".join(
-                f"{r['phases'][label]['wall_s']:7.3f} ({r['phases'][label]['speedup_wall']:4.2f})"
+                f"{r['phases'][name]['wall_s']:7.3f} ({r['phases'][name]['speedup_wall']:4.2f})"
                 for r in rows
             )
         )
