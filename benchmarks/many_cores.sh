@@ -7,16 +7,23 @@
 #
 # MAX_THREADS (default: the machine's core count, at most 16) caps the thread and worker counts.
 # Environment: PYTHON (default python3), USERS (default 1000000: the size of the thread sweep),
-# STAGE_S (default 200: each stage is stopped after this many seconds, so the script always ends
-# and what the finished stages wrote stays). It first compiles the numba kernels once into
-# NUMBA_CACHE_DIR (default /tmp/policysim_numba_cache), so no measured process compiles.
+# STEPS (default 2: timed steps per 1M process), STAGE_S (default 240: each stage is stopped after
+# this many seconds) and TOTAL_S (default unlimited: the script's whole budget; a stage gets what
+# is left of it, and one with under 20 s left is skipped), so the script always ends and what the
+# finished stages wrote stays. It first compiles the numba kernels once into NUMBA_CACHE_DIR
+# (default /tmp/policysim_numba_cache), so no measured process compiles. Last, within the budget,
+# HF_TESTS=1 runs the hf backend's tests (on CUDA where torch sees a GPU) and HEAP=1 repeats the
+# 1M sweep at 1 and MAX_THREADS threads with glibc's malloc keeping freed memory (BENCHMARKS.md,
+# 'Page faults').
 set -uo pipefail
 out=${1:?usage: bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
 users=${USERS:-1000000}
-stage_s=${STAGE_S:-200}
+steps=${STEPS:-2}
+stage_s=${STAGE_S:-240}
+deadline=$((SECONDS + ${TOTAL_S:-1000000}))
 export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-${TMPDIR:-/tmp}/policysim_numba_cache} PYTHONUNBUFFERED=1
 cores=$("$py" -c "import os; print(os.cpu_count())")
 max=${2:-$((cores < 16 ? cores : 16))}
@@ -30,9 +37,10 @@ if [ "$max" -gt 2 ]; then phase_threads="1 2 $max"; fi
 cd "$(dirname "$0")"
 status=0
 run() {
+  local start=$SECONDS left=$((deadline - SECONDS))
+  if [ "$left" -lt 20 ]; then echo "== skipped, ${left} s left: $*"; status=1; return; fi
   echo "== $*"
-  local start=$SECONDS
-  timeout "$stage_s" "$@" || { echo "== failed or stopped (exit $?)"; status=1; }
+  timeout "$((left < stage_s ? left : stage_s))" "$@" || { echo "== failed or stopped (exit $?)"; status=1; }
   echo "== took $((SECONDS - start)) s"
 }
 {
@@ -52,12 +60,21 @@ for threads in (1, 2):
     for _ in range(2):
         env.step(np.random.default_rng(0).integers(0, env.num_arms + 1, env.slate_size))
 import numba; print('numba threading layer:', numba.threading_layer())"
-run "$py" env_throughput.py --users "$users" --steps 3 --long-rounds 0 --repeats 1 \
+run "$py" env_throughput.py --users "$users" --steps "$steps" --long-rounds 0 --repeats 1 \
   --threads $counts --quiet --out "$out/threads_1m.json"
+run "$py" round_phases.py --users "$users" --threads $phase_threads --steps "$steps" --quiet \
+  --out "$out/phases_1m.json"
 run "$py" vector_env.py --num-envs 16 --modes native --workers $workers --repeats 2 --quiet \
   --out "$out/vector_workers.json"
-run "$py" round_phases.py --users "$users" --threads $phase_threads --steps 2 \
-  --out "$out/phases_1m.json"
 run "$py" env_throughput.py --users 1000 --steps 200 --long-rounds 0 --repeats 3 --quiet \
   --out "$out/step_1k.json"
+if [ "${HF_TESTS:-0}" = 1 ]; then
+  run "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+  run "$py" -m pytest -q -p no:cacheprovider --rootdir=.. ../tests/agent_models/test_llm_hf.py
+fi
+if [ "${HEAP:-0}" = 1 ]; then
+  run env MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 \
+    MALLOC_TOP_PAD_=1073741824 "$py" env_throughput.py --users "$users" --steps "$steps" \
+    --long-rounds 0 --repeats 1 --threads 1 "$max" --quiet --out "$out/threads_1m_heap.json"
+fi
 exit $status
