@@ -57,11 +57,15 @@ beside them, the load average of each run and the ratios to this code at the few
 Results (one JSON) go to ``--out`` (default ``runs/env_throughput/<UTC time>.json``, not
 tracked); publish a run by passing ``--out benchmarks/results/...`` deliberately.
 ``POLICYSIM_KERNELS=numpy`` measures the pure-NumPy kernels (socialenv.core.kernels).
+``--heap default keep`` runs each size also with glibc's malloc keeping freed memory (the
+``MALLOC_*`` variables of README's *Large populations*, set for the child process from its
+start), interleaved like ``--threads``; the rows record the variables they ran with.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -78,6 +82,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# glibc keeps freed memory for reuse (README, "Large populations"): --heap keep
+KEEP_FREED_MEMORY = {
+    "MALLOC_MMAP_THRESHOLD_": "17179869184",
+    "MALLOC_TRIM_THRESHOLD_": "17179869184",
+    "MALLOC_TOP_PAD_": "1073741824",
+}
 THREAD_VARS = (
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
@@ -138,7 +148,7 @@ def _madvise_hugepage() -> bool | None:
 
 
 def measure_size(
-    num_users: int, steps: int, seed: int, threads: int, code: str | None, queue: Any
+    num_users: int, steps: int, seed: int, threads: int, code: str | None, heap: str, queue: Any
 ) -> None:
     """Reset + ``steps`` steps (policies alternating) of one env; puts a result row."""
     _set_threads(threads, code)
@@ -187,6 +197,8 @@ def measure_size(
         "num_users": num_users,
         "steps": steps,
         "threads": threads,
+        "heap": heap,
+        "malloc_env": {var: os.environ[var] for var in KEEP_FREED_MEMORY if var in os.environ},
         "kernels": backend,
         "package": str(Path(sys.modules["socialenv"].__file__).parent),
         "reset_cpu_s": reset_cpu,
@@ -410,11 +422,22 @@ def measure_long_run(
     )
 
 
-def _run(target: Any, *args: Any) -> dict[str, Any]:
+def _run(target: Any, *args: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``target(*args, queue)`` in a fresh process, with ``env`` added to its environment
+    from its start (glibc reads its malloc variables before Python runs)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=target, args=(*args, queue))
-    proc.start()
+    saved = {var: os.environ.get(var) for var in env or {}}
+    os.environ.update(env or {})
+    try:
+        proc.start()
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
     row = queue.get()
     proc.join()
     return row
@@ -422,7 +445,8 @@ def _run(target: Any, *args: Any) -> dict[str, Any]:
 
 def _print_row(row: dict[str, Any]) -> None:
     print(
-        f"[{row.get('code_label', 'this')}, {row['threads']} threads] "
+        f"[{row.get('code_label', 'this')}, {row['threads']} threads"
+        f"{', heap kept' if row.get('heap') == 'keep' else ''}] "
         f"{row['num_users']:>9,} users: CPU {row['noop']['cpu_s_median'] * 1e3:8.1f} ms/step no-op "
         f"({row['noop']['cpu_steps_per_s']:6.1f}/s), {row['random']['cpu_s_median'] * 1e3:8.1f} "
         f"random ({row['random']['cpu_steps_per_s']:6.1f}/s); wall {row['noop']['wall_s_median'] * 1e3:8.1f}"
@@ -457,24 +481,32 @@ def _print_long_run(long_run: dict[str, Any]) -> None:
     )
 
 
+def _setting(row: dict[str, Any]) -> tuple[str, int, str, int]:
+    return (
+        row.get("code_label", "this"),
+        row["threads"],
+        row.get("heap", "default"),
+        row["num_users"],
+    )
+
+
 def _settings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Medians over the repeats per (code, threads, size), with the floor beside them, and per
-    size the ratios to this code at the first thread count (paired runs: same minutes)."""
+    """Medians over the repeats per (code, threads, heap, size), with the floor beside them, and
+    per size the ratios to this code at the first thread count with the same heap setting
+    (paired runs: same minutes)."""
     keys = sorted(
-        {(r.get("code_label", "this"), r["threads"], r["num_users"]) for r in rows},
-        key=lambda k: (k[2], k[1], k[0] != "this"),
+        {_setting(r) for r in rows},
+        key=lambda k: (k[3], k[2] != "default", k[1], k[0] != "this"),
     )
     out = []
-    for label, threads, n in keys:
-        mine = [
-            r
-            for r in rows
-            if (r.get("code_label", "this"), r["threads"], r["num_users"]) == (label, threads, n)
-        ]
+    for key in keys:
+        label, threads, heap, n = key
+        mine = [r for r in rows if _setting(r) == key]
         entry: dict[str, Any] = {
             "code": label,
             "commit": mine[0].get("code_commit"),
             "threads": threads,
+            "heap": heap,
             "num_users": n,
             "repeats": len(mine),
             "cpu_s": _median([r["cpu_s_median"] for r in mine]),
@@ -515,6 +547,7 @@ def _settings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 for e in out
                 if e["num_users"] == entry["num_users"]
                 and e["code"] == "this"
+                and e["heap"] == entry["heap"]
                 and e["threads"] == min(x["threads"] for x in out)
             ),
             None,
@@ -530,8 +563,13 @@ def _summary(rows: list[dict[str, Any]], long_runs: list[dict[str, Any]]) -> dic
     """Medians over the repeats, per size; the exponent from those medians (and per repeat)."""
     summary: dict[str, Any] = {"by_size": {}, "settings": _settings(rows)}
     first_threads = min(r["threads"] for r in rows) if rows else 1
+    first_heap = rows[0].get("heap", "default") if rows else "default"
     rows = [
-        r for r in rows if r.get("code_label", "this") == "this" and r["threads"] == first_threads
+        r
+        for r in rows
+        if r.get("code_label", "this") == "this"
+        and r["threads"] == first_threads
+        and r.get("heap", "default") == first_heap
     ]
     for n in sorted({r["num_users"] for r in rows}):
         mine = [r for r in rows if r["num_users"] == n]
@@ -613,6 +651,15 @@ def main() -> None:
         help="thread counts (NumPy's BLAS, torch, numba and POLICYSIM_THREADS); several: "
         "each size is run at each count in turn, interleaved within every repeat",
     )
+    parser.add_argument(
+        "--heap",
+        nargs="+",
+        choices=["default", "keep"],
+        default=["default"],
+        help="glibc's malloc as it is, or keeping freed memory (the MALLOC_* variables of "
+        "README's 'Large populations'); "
+        "both: each size is run with each in turn, interleaved within every repeat",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -661,22 +708,33 @@ def main() -> None:
     long_runs: list[dict[str, Any]] = []
     bar = progress_bar(
         total=args.repeats
-        * (len(args.users) * len(args.threads) * len(codes) + bool(args.long_rounds)),
+        * (
+            len(args.users) * len(args.threads) * len(args.heap) * len(codes)
+            + bool(args.long_rounds)
+        ),
         unit="measurement",
         quiet=args.quiet,
     )
     for repeat in range(args.repeats):
         for n, s in zip(args.users, steps, strict=True):
-            for threads in args.threads:
-                for label, tree in codes:
-                    bar.set_description(f"{n:,} users, {threads} threads, {label}")
-                    bar.update()
-                    row = _run(measure_size, n, s, args.seed, threads, tree)
-                    row["repeat"] = repeat
-                    row["code_label"] = label
-                    row["code_commit"] = _commit(Path(tree) if tree else ROOT)
-                    rows.append(row)
-                    _print_row(row)
+            for threads, heap, (label, tree) in itertools.product(args.threads, args.heap, codes):
+                bar.set_description(f"{n:,} users, {threads} threads, heap {heap}, {label}")
+                bar.update()
+                row = _run(
+                    measure_size,
+                    n,
+                    s,
+                    args.seed,
+                    threads,
+                    tree,
+                    heap,
+                    env=KEEP_FREED_MEMORY if heap == "keep" else None,
+                )
+                row["repeat"] = repeat
+                row["code_label"] = label
+                row["code_commit"] = _commit(Path(tree) if tree else ROOT)
+                rows.append(row)
+                _print_row(row)
         if args.long_rounds:
             bar.set_description("long run")
             bar.update()
@@ -714,6 +772,7 @@ def main() -> None:
             )
             print(
                 f"{e['num_users']:>9,} users, {e['code']} ({e['commit']}), {e['threads']} threads, "
+                f"heap {e['heap']}, "
                 f"median of {e['repeats']}: CPU {e['cpu_s']:.3f} s, wall {e['wall_s']:.3f} s per "
                 f"step ({e['user_steps_per_cpu_s']:,.0f} user-steps/CPU-s), reset CPU "
                 f"{e['reset_cpu_s']:.2f} s (again {e['reset_again_cpu_s']:.2f} s){floor}{paired}; "

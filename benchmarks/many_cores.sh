@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 24 on a machine with many cores (the 16-core device machine): thread scaling of a 1M-user
-# round, where it stops scaling phase by phase, the native vector env on 2-16 worker processes
+# round (in one process, then across fresh processes beside the memory floor), where it stops
+# scaling phase by phase, the native vector env on 2-16 worker processes
 # and a 1,000-user step on one core. Every file goes to OUT_DIR; nothing is published by this.
 #
 #     bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]
@@ -13,8 +14,8 @@
 # finished stages wrote stays. It first compiles the numba kernels once into NUMBA_CACHE_DIR
 # (default /tmp/policysim_numba_cache), so no measured process compiles. Last, within the budget,
 # HF_TESTS=1 runs the hf backend's tests (on CUDA where torch sees a GPU) and HEAP=1 repeats the
-# 1M sweep at 1 and MAX_THREADS threads with glibc's malloc keeping freed memory (BENCHMARKS.md,
-# 'Page faults').
+# 1M sweep at 1 and MAX_THREADS threads with glibc's malloc keeping freed memory (the MALLOC_*
+# variables of README's 'Large populations', env_throughput.py --heap keep).
 set -uo pipefail
 out=${1:?usage: bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]}
 mkdir -p "$out"
@@ -60,6 +61,8 @@ for threads in (1, 2):
     for _ in range(2):
         env.step(np.random.default_rng(0).integers(0, env.num_arms + 1, env.slate_size))
 import numba; print('numba threading layer:', numba.threading_layer())"
+run "$py" threads_in_process.py --users "$users" --threads $counts --rounds 3 --quiet \
+  --out "$out/threads_in_process_1m.json"
 run "$py" env_throughput.py --users "$users" --steps "$steps" --long-rounds 0 --repeats 1 \
   --threads $counts --quiet --out "$out/threads_1m.json"
 run "$py" round_phases.py --users "$users" --threads $phase_threads --steps "$steps" --quiet \
@@ -73,8 +76,7 @@ if [ "${HF_TESTS:-0}" = 1 ]; then
   run "$py" -m pytest -q -p no:cacheprovider --rootdir=.. ../tests/agent_models/test_llm_hf.py
 fi
 if [ "${HEAP:-0}" = 1 ]; then
-  run env MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 \
-    MALLOC_TOP_PAD_=1073741824 "$py" env_throughput.py --users "$users" --steps "$steps" \
-    --long-rounds 0 --repeats 1 --threads 1 "$max" --quiet --out "$out/threads_1m_heap.json"
+  run "$py" env_throughput.py --users "$users" --steps "$steps" --long-rounds 0 --repeats 1 \
+    --threads 1 "$max" --heap keep --quiet --out "$out/threads_1m_heap.json"
 fi
 exit $status

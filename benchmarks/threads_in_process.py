@@ -1,0 +1,175 @@
+"""Thread scaling of a Rec step inside one process: the same env stepped at each thread count
+in turn, so the counts share the process, the world and the machine's minutes.
+
+    python benchmarks/threads_in_process.py --users 1000000 --threads 1 2 --rounds 6
+    python benchmarks/threads_in_process.py --users 1000000 --threads 1 2 4 8 16 --rounds 4
+
+Across fresh processes a 1M step's CPU time varies by 15-20% on the shared development VM,
+as much as the effect of a second thread; ``env_throughput.py --threads 1 2`` pays that noise
+in every ratio. Here one process resets ``RecEnv(num_users=N)`` and steps it with random
+slates, switching the thread count between steps (``socialenv.core.kernels.set_threads``,
+torch's threads and the BLAS libraries through threadpoolctl). A benchmark round runs one step
+at every count, in order on even rounds and in reverse on odd ones, so the world's growth and
+slow minutes fall on every count alike. Trajectories are bit-identical at any thread count
+(``benchmarks/trajectory_digest.py`` checks it), so every count does the same kind of work.
+
+Reported per count: the median wall and CPU seconds per step; per count above the first, the
+wall speed-up of each round (the first count's step over this count's) with its median and a
+95% bootstrap interval over the rounds (``scipy.stats.bootstrap``). One warm-up round first
+(numba's compiled kernels load, the thread pools start). The process starts numba with as
+many threads as the largest count (``NUMBA_NUM_THREADS``).
+
+Results go to ``--out`` (default ``runs/threads_in_process/<UTC time>.json``, not tracked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from env_throughput import _commit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool) -> dict[str, Any]:
+    """Reset, one warm-up round, ``rounds`` timed rounds of one step per thread count."""
+    os.environ.setdefault("NUMBA_NUM_THREADS", str(max(threads)))
+    import numpy as np
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from policysim_infra.progress import progress_bar
+    from socialenv.core import kernels
+    from socialenv.envs.rec import RecEnv
+
+    def use(count: int) -> None:
+        kernels.set_threads(count)
+        torch.set_num_threads(count)
+        threadpool_limits(count)
+
+    env = RecEnv(num_users=users, rounds=(rounds + 1) * len(threads) + 1)
+    use(threads[0])
+    wall, cpu = time.perf_counter(), time.process_time()
+    env.reset(seed=seed)
+    reset = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+    rng = np.random.default_rng(seed)
+    steps: list[dict[str, Any]] = []
+    for r in progress_bar(range(rounds + 1), unit="round", quiet=quiet):
+        for count in threads if r % 2 == 0 else threads[::-1]:
+            use(count)
+            action = rng.integers(0, env.num_arms + 1, env.slate_size)
+            wall, cpu = time.perf_counter(), time.process_time()
+            env.step(action)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            if r > 0:  # round 0 warms up every count
+                steps.append({"round": r, "threads": count, "wall_s": wall, "cpu_s": cpu})
+    return {"reset": reset, "steps": steps}
+
+
+def summarize(steps: list[dict[str, Any]], threads: list[int]) -> dict[str, Any]:
+    """Per count the median step; per count above the first the paired speed-up's median and
+    95% bootstrap interval over rounds."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    wall = {c: {s["round"]: s["wall_s"] for s in steps if s["threads"] == c} for c in threads}
+    out: dict[str, Any] = {}
+    for count in threads:
+        mine = [s for s in steps if s["threads"] == count]
+        entry: dict[str, Any] = {
+            "steps": len(mine),
+            "wall_s_median": float(np.median([s["wall_s"] for s in mine])),
+            "cpu_s_median": float(np.median([s["cpu_s"] for s in mine])),
+        }
+        if count != threads[0]:
+            speedups = np.array([wall[threads[0]][r] / wall[count][r] for r in sorted(wall[count])])
+            entry["speedup_wall_per_round"] = speedups.tolist()
+            entry["speedup_wall_median"] = float(np.median(speedups))
+            if len(speedups) >= 3:
+                ci = bootstrap(
+                    (speedups,), np.median, confidence_level=0.95, random_state=0
+                ).confidence_interval
+                entry["speedup_wall_ci95"] = [float(ci.low), float(ci.high)]
+        out[str(count)] = entry
+    return out
+
+
+def main() -> None:
+    from policysim_infra.progress import add_quiet_option
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=6, help="timed rounds (one step per count)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    add_quiet_option(parser)
+    args = parser.parse_args()
+    if min(args.threads) < 1 or len(set(args.threads)) != len(args.threads):
+        raise ValueError(f"--threads={args.threads} is not allowed: distinct integers >= 1")
+    if args.rounds < 1 or args.users < 1:
+        raise ValueError(f"--rounds={args.rounds}, --users={args.users}: both must be >= 1")
+    load_before = os.getloadavg()
+    result = measure(args.users, args.threads, args.rounds, args.seed, args.quiet)
+    summary = summarize(result["steps"], args.threads)
+    for count, entry in summary.items():
+        speedup = (
+            f"; speed-up over {args.threads[0]} thread(s) ×{entry['speedup_wall_median']:.2f}"
+            + (
+                " (95% CI {:.2f}-{:.2f})".format(*entry["speedup_wall_ci95"])
+                if "speedup_wall_ci95" in entry
+                else ""
+            )
+            if "speedup_wall_median" in entry
+            else ""
+        )
+        print(
+            f"{args.users:,} users, {count} threads: {entry['wall_s_median']:.3f} s wall, "
+            f"{entry['cpu_s_median']:.3f} s CPU per step (median of {entry['steps']}){speedup}",
+            flush=True,
+        )
+    from trajectory_digest import library_versions
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or ROOT / "runs" / "threads_in_process" / f"{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "command": "python benchmarks/threads_in_process.py "
+                f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
+                f"--rounds {args.rounds} --seed {args.seed}",
+                "utc": stamp,
+                "commit": _commit(ROOT),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "load_before": load_before,
+                    "load_after": os.getloadavg(),
+                },
+                # the settings a run inherits (e.g. glibc's MALLOC_* variables)
+                "environment": {
+                    var: value
+                    for var, value in sorted(os.environ.items())
+                    if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
+                },
+                "versions": library_versions(),
+                "reset": result["reset"],
+                "summary": summary,
+                "steps": result["steps"],
+            },
+            indent=1,
+        )
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
