@@ -1,0 +1,72 @@
+"""benchmarks/threads_in_process.py: every thread count steps the same env, in a balanced order,
+and each round's speed-up is the ratio of that round's two steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_thread_counts_alternate_on_one_env_and_pair_by_round(tmp_path: Path) -> None:
+    out = tmp_path / "threads.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "threads_in_process.py"),
+            "--users",
+            "300",
+            "--threads",
+            "1",
+            "2",
+            "--rounds",
+            "3",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT / "benchmarks",
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result = json.loads(out.read_text())
+    steps = result["steps"]
+    # round 0 warms up; then one step per count, in order on even rounds, reversed on odd ones
+    assert [(s["round"], s["threads"]) for s in steps] == [
+        (1, 2),
+        (1, 1),
+        (2, 1),
+        (2, 2),
+        (3, 2),
+        (3, 1),
+    ]
+    wall = {(s["round"], s["threads"]): s["wall_s"] for s in steps}
+    two = result["summary"]["2"]
+    assert two["speedup_wall_per_round"] == pytest.approx(
+        [wall[(r, 1)] / wall[(r, 2)] for r in (1, 2, 3)]
+    )
+    low, high = two["speedup_wall_ci95"]
+    assert low <= two["speedup_wall_median"] <= high
+    assert result["summary"]["1"]["steps"] == 3
+
+
+def test_rejects_repeated_thread_counts() -> None:
+    shown = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "threads_in_process.py"), "--threads", "2", "2"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT / "benchmarks",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode != 0
+    assert "--threads=[2, 2] is not allowed" in shown.stderr
