@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 24 on a machine with many cores (the 16-core device machine): thread scaling of a 1M-user
-# round (in one process, then across fresh processes beside the memory floor), where it stops
+# Issue 24 on a machine with many cores (the 16-core device machine): what more threads give to
+# plain compute, random-row and streaming kernels, the thread scaling of a 1M-user round (in one
+# process, then across fresh processes beside the memory floor), where it stops
 # scaling phase by phase, the native vector env on 2-16 worker processes
 # and a 1,000-user step on one core. Every file goes to OUT_DIR; nothing is published by this.
 #
@@ -44,11 +45,9 @@ run() {
   timeout "$((left < stage_s ? left : stage_s))" "$@" || { echo "== failed or stopped (exit $?)"; status=1; }
   echo "== took $((SECONDS - start)) s"
 }
-{
-  "$py" -c "import os, platform, numba, numpy; print(f'cpus {os.cpu_count()}, python \
+"$py" -c "import os, platform, numba, numpy; print(f'cpus {os.cpu_count()}, python \
 {platform.python_version()}, numpy {numpy.__version__}, numba {numba.__version__}')"
-  grep -m1 "model name" /proc/cpuinfo
-} | tee "$out/machine.txt"
+grep -m1 "model name" /proc/cpuinfo
 # compile every kernel once, one-thread and threaded versions, before anything is timed
 run env POLICYSIM_THREADS=2 NUMBA_NUM_THREADS=2 "$py" -c "
 import numpy as np
@@ -61,6 +60,7 @@ for threads in (1, 2):
     for _ in range(2):
         env.step(np.random.default_rng(0).integers(0, env.num_arms + 1, env.slate_size))
 import numba; print('numba threading layer:', numba.threading_layer())"
+run "$py" core_scaling.py --threads $counts --quiet --out "$out/core_scaling.json"
 run "$py" threads_in_process.py --users "$users" --threads $counts --rounds 3 --quiet \
   --out "$out/threads_in_process_1m.json"
 run "$py" env_throughput.py --users "$users" --steps "$steps" --long-rounds 0 --repeats 1 \
