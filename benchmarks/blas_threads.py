@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from env_throughput import _commit, _run
+from env_throughput import _run, write_result
 
-ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ("one_blas_thread", "machine_blas_threads")
 
 
@@ -172,7 +169,7 @@ def main() -> None:
             )
         print(f"{setting:>21}: {shown}", flush=True)
     if args.personalized:
-        _write(args, {"command": _command(args), "commit": _commit(ROOT), "rows": rows})
+        write_result("blas_threads", args.out, {"command": _command(args), "rows": rows})
         return
     medians = {
         s: {
@@ -184,7 +181,6 @@ def main() -> None:
     before, now = medians["machine_blas_threads"], medians["one_blas_thread"]
     result = {
         "command": _command(args),
-        "commit": _commit(ROOT),
         "rows": rows,
         "medians": medians,
         "wall_speedup": before["wall"] / now["wall"],
@@ -197,7 +193,7 @@ def main() -> None:
         f"machine's BLAS threads {before['wall'] * 1e3:.1f} / {before['cpu'] * 1e3:.1f} ms: "
         f"wall ×{result['wall_speedup']:.2f}, CPU ×{result['cpu_ratio']:.2f}"
     )
-    _write(args, result)
+    write_result("blas_threads", args.out, result)
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -206,14 +202,6 @@ def _command(args: argparse.Namespace) -> str:
         f"--threads {args.threads} --repeats {args.repeats} --seed {args.seed}"
         + (" --personalized" if args.personalized else "")
     )
-
-
-def _write(args: argparse.Namespace, result: dict[str, Any]) -> None:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or ROOT / "runs" / "blas_threads" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**result, "cpu_count": os.cpu_count()}, indent=1))
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -24,15 +24,10 @@ speed-up over the first count. Results go to ``--out`` (default
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def kernels() -> dict[str, Any]:
@@ -126,31 +121,19 @@ def main() -> None:
             ),
             flush=True,
         )
-    from env_throughput import _commit
+    from env_throughput import write_result
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or ROOT / "runs" / "core_scaling" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "command": "python benchmarks/core_scaling.py "
-                f"--threads {' '.join(map(str, args.threads))} --repeats {args.repeats}",
-                "utc": stamp,
-                "commit": _commit(ROOT),
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "load": os.getloadavg(),
-                },
-                "versions": {"numpy": np.__version__, "numba": numba.__version__},
-                "summary": summary,
-                "seconds": {n: {str(c): t for c, t in s.items()} for n, s in seconds.items()},
-            },
-            indent=1,
-        )
+    write_result(
+        "core_scaling",
+        args.out,
+        {
+            "command": "python benchmarks/core_scaling.py "
+            f"--threads {' '.join(map(str, args.threads))} --repeats {args.repeats}",
+            "versions": {"numpy": np.__version__, "numba": numba.__version__},
+            "summary": summary,
+            "seconds": {n: {str(c): t for c, t in s.items()} for n, s in seconds.items()},
+        },
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,26 @@ def _set_threads(threads: int, code: str | None = None) -> None:
         sys.path.insert(0, code)
 
 
+def write_result(script: str, out: Path | None, fields: dict[str, Any]) -> Path:
+    """Write one benchmark's result JSON: ``fields`` with the UTC time, this tree's commit and
+    the machine (cores, Python, load average). ``out`` None: ``runs/<script>/<UTC time>.json``
+    (not tracked). Returns the path, after printing it."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = out or ROOT / "runs" / script / f"{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    machine = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load": os.getloadavg(),
+        **fields.pop("machine", {}),
+    }
+    out.write_text(
+        json.dumps({**fields, "utc": stamp, "commit": _commit(ROOT), "machine": machine}, indent=1)
+    )
+    print(f"wrote {out}")
+    return out
+
+
 def _commit(tree: Path) -> str | None:
     """The git commit of ``tree`` (with ``+dirty`` for uncommitted changes), None outside git."""
     import subprocess

@@ -27,16 +27,12 @@ Results go to ``--out`` (default ``runs/round_phases/<UTC time>.json``, not trac
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from env_throughput import _commit, _run, _set_threads
-
-ROOT = Path(__file__).resolve().parent.parent
+from env_throughput import _run, _set_threads, write_result
 
 #: (class, method, the phase it is called within); a phase is named by its method
 PHASES = (
@@ -189,25 +185,18 @@ def main() -> None:
             f"{threads} threads: step ×{entry['step_speedup_wall']:.2f}, serial share "
             f"{entry['serial_share']:.2f} ({', '.join(entry['serial_leaves']) or 'none'})"
         )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or ROOT / "runs" / "round_phases" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "command": "python benchmarks/round_phases.py "
-                f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
-                f"--steps {args.steps} --seed {args.seed}",
-                "commit": _commit(ROOT),
-                "cpu_count": os.cpu_count(),
-                "versions": library_versions(),
-                "rows": rows,
-                "summary": summary,
-            },
-            indent=1,
-        )
+    write_result(
+        "round_phases",
+        args.out,
+        {
+            "command": "python benchmarks/round_phases.py "
+            f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
+            f"--steps {args.steps} --seed {args.seed}",
+            "versions": library_versions(),
+            "rows": rows,
+            "summary": summary,
+        },
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -25,17 +25,12 @@ Results go to ``--out`` (default ``runs/threads_in_process/<UTC time>.json``, no
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from env_throughput import _commit
-
-ROOT = Path(__file__).resolve().parent.parent
+from env_throughput import write_result
 
 
 def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool) -> dict[str, Any]:
@@ -137,38 +132,26 @@ def main() -> None:
         )
     from trajectory_digest import library_versions
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or ROOT / "runs" / "threads_in_process" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "command": "python benchmarks/threads_in_process.py "
-                f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
-                f"--rounds {args.rounds} --seed {args.seed}",
-                "utc": stamp,
-                "commit": _commit(ROOT),
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "load_before": load_before,
-                    "load_after": os.getloadavg(),
-                },
-                # the settings a run inherits (e.g. glibc's MALLOC_* variables)
-                "environment": {
-                    var: value
-                    for var, value in sorted(os.environ.items())
-                    if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
-                },
-                "versions": library_versions(),
-                "reset": result["reset"],
-                "summary": summary,
-                "steps": result["steps"],
+    write_result(
+        "threads_in_process",
+        args.out,
+        {
+            "command": "python benchmarks/threads_in_process.py "
+            f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
+            f"--rounds {args.rounds} --seed {args.seed}",
+            "machine": {"load_before": load_before},
+            # the settings a run inherits (e.g. glibc's MALLOC_* variables)
+            "environment": {
+                var: value
+                for var, value in sorted(os.environ.items())
+                if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
             },
-            indent=1,
-        )
+            "versions": library_versions(),
+            "reset": result["reset"],
+            "summary": summary,
+            "steps": result["steps"],
+        },
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
