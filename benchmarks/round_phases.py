@@ -1,4 +1,5 @@
-"""Where a Rec step goes, phase by phase, at each thread count: wall and CPU seconds per step.
+"""Where a Rec step goes, phase by phase, at each thread count: wall, CPU and system seconds
+and page faults per step.
 
     python benchmarks/round_phases.py --users 1000000 --threads 1 2 --steps 3
     python benchmarks/round_phases.py --users 1000 --threads 1 --steps 200 --out DIR/phases.json
@@ -16,6 +17,10 @@ called, so a phase's time includes the phases it calls (``within`` names its par
   propagation), ``_sample_arms`` and ``_arm_contexts``;
 - ``_arm_rewards`` and ``_observe_round`` (within ``step``): the rewards and the history.
 
+Beside the times, each phase records its system seconds and minor page faults per step
+(``resource.getrusage``): the first touch of new memory, which the kernel serves on the
+calling thread.
+
 ``speedup_wall`` is a phase's wall time at the fewest threads over its wall time here: the
 phases near 1 are the serial part of a round, which bounds what more threads can give
 (Amdahl). ``serial_share`` sums the wall time of the leaf phases whose speed-up is under 1.2
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -66,16 +72,21 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
 
     torch.set_num_threads(threads)
     owners = {"env": RecEnv, "sim": Simulation}
-    totals = {name: [0.0, 0.0] for _, name, _ in PHASES}
+    totals = {name: [0.0, 0.0, 0.0, 0] for _, name, _ in PHASES}
 
     def timed(method: Any, label: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             wall, cpu = time.perf_counter(), time.process_time()
             try:
                 return method(*args, **kwargs)
             finally:
-                totals[label][0] += time.perf_counter() - wall
-                totals[label][1] += time.process_time() - cpu
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                total = totals[label]
+                total[0] += time.perf_counter() - wall
+                total[1] += time.process_time() - cpu
+                total[2] += after.ru_stime - usage.ru_stime
+                total[3] += after.ru_minflt - usage.ru_minflt
 
         return call
 
@@ -99,8 +110,13 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
             "reset_wall_s": reset[0],
             "reset_cpu_s": reset[1],
             "phases": {
-                label: {"wall_s": totals[label][0] / steps, "cpu_s": totals[label][1] / steps}
-                for label in totals
+                label: {
+                    "wall_s": wall_s / steps,
+                    "cpu_s": cpu_s / steps,
+                    "system_s": system_s / steps,
+                    "minor_faults": faults / steps,
+                }
+                for label, (wall_s, cpu_s, system_s, faults) in totals.items()
             },
             "load_after": os.getloadavg(),
         }
@@ -176,7 +192,9 @@ def main() -> None:
         print(
             f"{name:>15} "
             + " ".join(
-                f"{r['phases'][name]['wall_s']:7.3f} ({r['phases'][name]['speedup_wall']:4.2f})"
+                f"{r['phases'][name]['wall_s']:7.3f} ({r['phases'][name]['speedup_wall']:4.2f}; "
+                f"sys {r['phases'][name]['system_s']:.3f} s, "
+                f"{r['phases'][name]['minor_faults']:,.0f} faults)"
                 for r in rows
             )
         )
