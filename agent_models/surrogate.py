@@ -272,32 +272,6 @@ class SurrogateBrain(Brain):
             "reply_toxicity": self._reply_toxicity(propensity, gap),
         }
 
-    def _blocked_probabilities(
-        self,
-        users: UserColumns,
-        posts: PostColumns,
-        user: np.ndarray,
-        post: np.ndarray,
-        attention: np.ndarray,
-        attitudes: np.ndarray,
-        block: int = 8192,
-    ) -> dict[str, np.ndarray]:
-        """:meth:`reaction_probabilities` of (R, F) pairs (``user`` (R, F), or (R, 1): each
-        row's user for all its slots), computed ``block`` rows at a time so
-        the (rows, F, d) embedding gathers stay in cache (every entry is computed on its own,
-        so the result is the same as one call on all rows)."""
-        if len(user) <= block:
-            return self._probabilities(users, posts, user, post, attention, attitudes)
-        parts: list[dict[str, np.ndarray]] = [{} for _ in range(0, len(user), block)]
-
-        def run(lo: int, hi: int) -> None:
-            parts[lo // block] = self._probabilities(
-                users, posts, user[lo:hi], post[lo:hi], attention[lo:hi], attitudes
-            )
-
-        map_blocks(run, len(user), block)  # on POLICYSIM_THREADS threads: the same blocks
-        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-
     def _reply_toxicity(self, propensity: np.ndarray, gap: np.ndarray) -> np.ndarray:
         cfg = self.config
         hostility = np.maximum(propensity - cfg.civility_threshold, 0.0)
@@ -357,33 +331,15 @@ class SurrogateBrain(Brain):
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         b, f = feed.shape
-        valid = feed >= 0
-        safe_feed = np.where(valid, feed, 0)
-        channel = round_input.feed_channel
-        promoted = (channel == FeedChannel.INJECTED) * self.config.promoted_attention + (
-            (channel == FeedChannel.INJECTED) | (channel == FeedChannel.PERSONALIZED)
-        ) * self.config.recommended_attention
-        rows_u, rows_p, rows_k, rows_gap = [], [], [], []
         draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
-        rows_to_score = (
-            max(b, 1) if len(posts.stance) else 0
-        )  # no post in the world: nothing to read
-        for lo in range(0, rows_to_score, chunk):
-            rows = slice(lo, lo + chunk)
-            # (R, 1): each row's owner, broadcast against its F slots by the reaction model
-            who = active[rows][:, None]
-            prob = self._blocked_probabilities(
-                users, posts, who, safe_feed[rows], promoted[rows], attitude
+        if b and len(posts.stance):  # no post in the world: nothing to read
+            row, react_post, kind, gap = self._blocked_hits(
+                users, posts, active, feed, round_input.feed_channel, attitude, draws, chunk
             )
-            r, p, k, g = self._hits(valid[rows], draws[:, rows], prob, feed[rows])
-            rows_u.append(r + lo)
-            rows_p.append(p)
-            rows_k.append(k)
-            rows_gap.append(g)
-        react_user = active[np.concatenate(rows_u)] if rows_u else np.zeros(0, np.int64)
-        react_post = np.concatenate(rows_p) if rows_p else np.zeros(0, np.int64)
-        kind = np.concatenate(rows_k) if rows_k else np.zeros(0, np.int8)
-        gap = np.concatenate(rows_gap).astype(np.float32) if rows_gap else np.zeros(0, np.float32)
+            react_user, gap = active[row], gap.astype(np.float32)
+        else:
+            react_user, react_post = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            kind, gap = np.zeros(0, np.int8), np.zeros(0, np.float32)
         m = len(react_user)
         is_reply = kind == Behaviour.REPLY
         is_retweet = kind == Behaviour.RETWEET
@@ -402,12 +358,68 @@ class SurrogateBrain(Brain):
     @staticmethod
     def _hits(
         valid: np.ndarray, draws: np.ndarray, prob: dict[str, np.ndarray], feed: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The reactions of one block of feed rows, behaviour after behaviour, each row-major:
-        (row, post, kind, gap) of every valid slot whose draw is below its probability."""
+        (row, post, kind, gap) of every valid slot whose draw is below its probability, and
+        (behaviours + 1,) where each behaviour's run of them starts."""
         p = np.stack([prob[b.name.lower()] for b in _REACTIONS])
         i, r, c = np.nonzero(valid & (draws < p))
-        return r, feed[r, c], _REACTION_KINDS[i], prob["gap"][r, c]
+        starts = np.searchsorted(i, np.arange(len(_REACTIONS) + 1))
+        return r, feed[r, c], _REACTION_KINDS[i], prob["gap"][r, c], starts
+
+    def _blocked_hits(
+        self,
+        users: UserColumns,
+        posts: PostColumns,
+        active: np.ndarray,
+        feed: np.ndarray,
+        channel: np.ndarray,
+        attitudes: np.ndarray,
+        draws: np.ndarray,
+        chunk: int = 65_536,
+        block: int = 8192,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The reactions of the (B, F) feeds of ``active`` (B,), whose slots' channels are
+        ``channel`` (B, F), given ``draws`` (behaviours, B, F): (feed row, post, kind, gap) of
+        each, in order chunk after chunk of ``chunk`` rows and within a chunk as
+        :meth:`_hits` orders them (behaviour after behaviour, row-major).
+
+        The reaction probabilities and hits of each ``block`` rows (a divisor of ``chunk``)
+        are computed together on :func:`map_blocks`' threads, each entry on its own, so the
+        (rows, F, d) embedding gathers stay in cache and the result is the same on any number
+        of threads."""
+        if chunk % block:
+            raise ValueError(f"chunk={chunk} is not allowed: a multiple of block={block}")
+        cfg = self.config
+        parts: list[tuple[np.ndarray, ...]] = [() for _ in range(0, len(active), block)]
+
+        def run(lo: int, hi: int) -> None:
+            rows, kinds = feed[lo:hi], channel[lo:hi]
+            valid = rows >= 0
+            injected = kinds == FeedChannel.INJECTED
+            attention = (
+                injected * cfg.promoted_attention
+                + (injected | (kinds == FeedChannel.PERSONALIZED)) * cfg.recommended_attention
+            )
+            # (R, 1): each row's owner, broadcast against its F slots by the reaction model
+            prob = self._probabilities(
+                users, posts, active[lo:hi, None], np.where(valid, rows, 0), attention, attitudes
+            )
+            row, *rest, starts = self._hits(valid, draws[:, lo:hi], prob, rows)
+            parts[lo // block] = (row + lo, *rest, starts)
+
+        map_blocks(run, len(active), block)  # on POLICYSIM_THREADS threads: the same blocks
+        per_chunk = chunk // block
+        runs = [
+            (part, i)
+            for first in range(0, len(parts), per_chunk)
+            for i in range(len(_REACTIONS))
+            for part in parts[first : first + per_chunk]
+        ]
+        return tuple(  # type: ignore[return-value]
+            np.concatenate([part[column][part[4][i] : part[4][i + 1]] for part, i in runs])
+            for column in range(4)
+        )
 
     def _write_posts(
         self, round_input: RoundInput, attitude: np.ndarray, rng: np.random.Generator

@@ -44,19 +44,17 @@ def _blank_repeats(out: np.ndarray, r: int) -> None:
                 break
 
 
-@jit
 def _dedupe(feed: np.ndarray) -> np.ndarray:
     out = feed.copy()
-    for r in range(feed.shape[0]):
+    for r in numba.prange(feed.shape[0]):
         _blank_repeats(out, r)
     return out
 
 
-@jit
 def _compact(feed: np.ndarray, width: int) -> np.ndarray:
     b, f = feed.shape
     out = np.full((b, width), -1, np.int64)
-    for r in range(b):
+    for r in numba.prange(b):
         c = 0
         for j in range(f):
             if feed[r, j] >= 0:
@@ -245,16 +243,16 @@ def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.
     return out
 
 
-@jit
 def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     n = len(indptr) - 1
+    slot = np.empty(n, np.int64)  # each row's place among the rows with followees
     count = 0
     for u in range(n):
+        slot[u] = count
         if indptr[u + 1] > indptr[u]:
             count += 1
     out = np.empty(count, np.float64)
-    r = 0
-    for u in range(n):
+    for u in numba.prange(n):
         lo, hi = indptr[u], indptr[u + 1]
         if hi > lo:
             own = sign[u]
@@ -262,8 +260,7 @@ def _same_sign(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.
             for e in range(lo, hi):
                 same += sign[indices[e]] == own
             # NumPy sums the float32 ones: exact while a row has < 2**24 entries
-            out[r] = np.float64(np.float32(same)) / np.float64(hi - lo)
-            r += 1
+            out[slot[u]] = np.float64(np.float32(same)) / np.float64(hi - lo)
     return out
 
 
@@ -795,15 +792,18 @@ _drop_own_and_repeated_serial, _drop_own_and_repeated_parallel = _serial_and_par
     _drop_own_and_repeated
 )
 _rec_arm_columns_serial, _rec_arm_columns_parallel = _serial_and_parallel(_rec_arm_columns)
+_same_sign_serial, _same_sign_parallel = _serial_and_parallel(_same_sign)
+_dedupe_serial, _dedupe_parallel = _serial_and_parallel(_dedupe)
+_compact_serial, _compact_parallel = _serial_and_parallel(_compact)
 _hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
 _hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
 
 KERNELS = {
-    "dedupe_rows": _dedupe,
-    "compact_rows": _compact,
+    "dedupe_rows": _dedupe_serial,
+    "compact_rows": _compact_serial,
     "top_k_rows": _top_k,
     "segment_sum_rows": _segment_sum,
-    "same_sign_share": _same_sign,
+    "same_sign_share": _same_sign_serial,
     "insert_sorted": _insert_sorted,
     "delete_sorted": _delete_sorted,
     "merge_edits": _merge_edits_serial,
@@ -832,6 +832,9 @@ PARALLEL_KERNELS = {
     "gather_sum_rows": _gather_sum_rows_parallel,
     "relational_draws": _relational_draws_parallel,
     "rec_arm_columns": _rec_arm_columns_parallel,
+    "same_sign_share": _same_sign_parallel,
+    "dedupe_rows": _dedupe_parallel,
+    "compact_rows": _compact_parallel,
     "hop_from_blocks": _hop_from_blocks_parallel,
     "hop_from_rows": _hop_from_rows_parallel,
 }
@@ -1115,7 +1118,6 @@ def _share_columns(
 KERNELS["share_columns"] = _share_columns
 
 
-@jit
 def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     # binary search of each reaction key among the arms' keys sorted stably: the last arm of
     # an equal run is the one a fancy assignment in arm order leaves
@@ -1123,7 +1125,7 @@ def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     ordered = arm_key[order]
     a = len(ordered)
     out = np.full(len(react_key), -1, np.int64)
-    for i in range(len(react_key)):
+    for i in numba.prange(len(react_key)):
         key = react_key[i]
         lo = np.searchsorted(ordered, key)
         if lo < a and ordered[lo] == key:
@@ -1134,7 +1136,9 @@ def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     return out
 
 
-KERNELS["reaction_choices"] = _reaction_choices
+_reaction_choices_serial, _reaction_choices_parallel = _serial_and_parallel(_reaction_choices)
+KERNELS["reaction_choices"] = _reaction_choices_serial
+PARALLEL_KERNELS["reaction_choices"] = _reaction_choices_parallel
 
 
 @jit

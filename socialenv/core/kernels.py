@@ -34,11 +34,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from policysim_infra.blocks import inside_block, set_block_threads
+from policysim_infra.blocks import block_threads, inside_block, set_block_threads
 from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 
 _ENV_VAR = "POLICYSIM_KERNELS"
@@ -506,13 +506,34 @@ def first_occurrence(values: np.ndarray) -> np.ndarray:
     return order[sorted_starts(values[order])[1]]
 
 
+def searchsorted(
+    a: np.ndarray,
+    v: np.ndarray,
+    side: Literal["left", "right"] = "left",
+    sorter: np.ndarray | None = None,
+    block: int = 65_536,
+) -> np.ndarray:
+    """``np.searchsorted(a, v, side, sorter)`` for 1-D ``v``, ``block`` values at a time on
+    :func:`map_blocks`' threads when there are several blocks (NumPy releases the GIL while
+    it searches; each position is found on its own, so the result is the same)."""
+    if block_threads() == 1 or np.ndim(v) != 1 or len(v) < 2 * block:
+        return np.searchsorted(a, v, side=side, sorter=sorter)
+    out = np.empty(len(v), np.intp)
+
+    def run(lo: int, hi: int) -> None:
+        out[lo:hi] = np.searchsorted(a, v[lo:hi], side=side, sorter=sorter)
+
+    map_blocks(run, len(v), block)
+    return out
+
+
 def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     """``np.isin(values, members)`` for integer arrays, by sort and binary search."""
     members = np.sort(members)
     if len(members) == 0:
         return np.zeros(np.shape(values), bool)
-    pos = np.minimum(np.searchsorted(members, values), len(members) - 1)
-    return members[pos] == values
+    pos = np.minimum(searchsorted(members, np.ravel(values)), len(members) - 1)
+    return (members[pos] == np.ravel(values)).reshape(np.shape(values))
 
 
 # ----------------------------------------------------------------------------- dispatch
@@ -522,7 +543,7 @@ def dedupe_rows(feed: np.ndarray) -> np.ndarray:
         return feed
     if feed.dtype != np.int64:
         return dedupe_rows_numpy(feed)
-    return _active["dedupe_rows"](np.ascontiguousarray(feed))
+    return _parallel_or_serial("dedupe_rows")(np.ascontiguousarray(feed))
 
 
 def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
@@ -531,7 +552,7 @@ def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
         return np.full((feed.shape[0], width), -1, np.int64)
     if feed.dtype != np.int64:
         return compact_rows_numpy(feed, width)
-    return _active["compact_rows"](np.ascontiguousarray(feed), width)
+    return _parallel_or_serial("compact_rows")(np.ascontiguousarray(feed), width)
 
 
 def top_k_rows(
@@ -583,7 +604,7 @@ def same_sign_share(sign: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -
     """See :func:`same_sign_share_numpy`."""
     if len(indices) >= 2**24 and np.diff(indptr).max() >= 2**24:  # float32 counts stop being exact
         return same_sign_share_numpy(sign, indptr, indices)
-    return _active["same_sign_share"](
+    return _parallel_or_serial("same_sign_share")(
         sign, indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
     )
 
@@ -1257,7 +1278,7 @@ _NUMPY["reaction_choices"] = reaction_choices_numpy
 
 def reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     """See :func:`reaction_choices_numpy`."""
-    return _active["reaction_choices"](
+    return _parallel_or_serial("reaction_choices")(
         arm_key.astype(np.int64, copy=False), react_key.astype(np.int64, copy=False)
     )
 

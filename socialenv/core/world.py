@@ -251,7 +251,7 @@ class FollowGraph:
 
     def contains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         keys = src.astype(np.int64) * self.n + dst
-        pos = np.searchsorted(self.keys, keys)
+        pos = kernels.searchsorted(self.keys, keys)
         pos_clipped = np.minimum(pos, len(self.keys) - 1)
         return (
             (pos < len(self.keys)) & (self.keys[pos_clipped] == keys)
@@ -265,7 +265,7 @@ class FollowGraph:
         keys = sorted_unique(src[keep].astype(np.int64) * self.n + dst[keep])
         if len(keys) == 0:
             return 0
-        pos = np.searchsorted(self.keys, keys)
+        pos = kernels.searchsorted(self.keys, keys)
         exists = np.zeros(len(keys), bool)
         inside = pos < len(self.keys)
         exists[inside] = self.keys[pos[inside]] == keys[inside]
@@ -296,7 +296,7 @@ class FollowGraph:
         keys = sorted_unique(src.astype(np.int64) * self.n + dst)
         if len(keys) == 0 or len(self.keys) == 0:
             return 0
-        pos = np.searchsorted(self.keys, keys)
+        pos = kernels.searchsorted(self.keys, keys)
         inside = pos < len(self.keys)
         hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
         if len(hit):
@@ -325,12 +325,12 @@ class FollowGraph:
         keep = follow_src != follow_dst
         added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
         removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
-        pos = np.searchsorted(self.keys, added_keys)
+        pos = kernels.searchsorted(self.keys, added_keys)
         exists = np.zeros(len(added_keys), bool)
         inside = pos < len(self.keys)
         exists[inside] = self.keys[pos[inside]] == added_keys[inside]
         new, at = added_keys[~exists], pos[~exists]
-        pos = np.searchsorted(self.keys, removed_keys)
+        pos = kernels.searchsorted(self.keys, removed_keys)
         inside = pos < len(self.keys)
         hit = pos[inside][self.keys[pos[inside]] == removed_keys[inside]]
         undone = kernels.isin(new, removed_keys)  # added, then removed again
@@ -455,8 +455,13 @@ class UserState:
         width = self.latent.shape[1] + self.memory_latent.shape[1]
         if self._context is None or self._context.shape != (n, width):
             self._context = np.empty((n, width), np.float32)
-        np.concatenate([self.latent, self.memory_latent], axis=1, out=self._context)
-        return self._context
+        table, latent, memory = self._context, self.latent, self.memory_latent
+
+        def copy(lo: int, hi: int) -> None:
+            np.concatenate([latent[lo:hi], memory[lo:hi]], axis=1, out=table[lo:hi])
+
+        kernels.map_blocks(copy, n, 65_536)  # a copy: the same table on any number of threads
+        return table
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name).copy() for name in self._ARRAYS}

@@ -26,7 +26,7 @@ from socialenv.envs.sizing import warn_if_too_large
 def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
     """Index in ``values`` (distinct) of each entry of ``items`` (a subset of ``values``)."""
     order = np.argsort(values)
-    return order[np.searchsorted(values, items, sorter=order)]
+    return order[kernels.searchsorted(values, items, sorter=order)]
 
 
 class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):

@@ -26,14 +26,33 @@ def _rows_with_repeats(rng: np.random.Generator, b: int, f: int, high: int) -> n
 def test_dedupe_and_compact_match_numpy(compiled, width):
     rng = np.random.default_rng(width)
     feed = _rows_with_repeats(rng, 500, width, 12)
+    parallel = kernels._compiled_parallel
     if width >= 2:
-        np.testing.assert_array_equal(
-            compiled["dedupe_rows"](feed), kernels.dedupe_rows_numpy(feed)
-        )
+        expected = kernels.dedupe_rows_numpy(feed)
+        for dedupe in (compiled["dedupe_rows"], parallel["dedupe_rows"]):
+            np.testing.assert_array_equal(dedupe(feed), expected)
     for keep in (1, width, width + 3):
-        np.testing.assert_array_equal(
-            compiled["compact_rows"](feed, keep), kernels.compact_rows_numpy(feed, keep)
-        )
+        expected = kernels.compact_rows_numpy(feed, keep)
+        for compact in (compiled["compact_rows"], parallel["compact_rows"]):
+            np.testing.assert_array_equal(compact(feed, keep), expected)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_on_two_threads_is_numpys(threads, side):
+    """Blocks of the searched values on map_blocks' threads: NumPy's positions, with and
+    without a sorter, and a plain call below two blocks."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 5000, 20_000)
+    order = np.argsort(a, kind="stable")
+    ordered = a[order]
+    v = rng.integers(-10, 5010, 1000)
+    for n_threads in (1, 2):
+        threads(n_threads)
+        for block in (64, 10_000):
+            got = kernels.searchsorted(ordered, v, side=side, block=block)
+            assert got.tobytes() == np.searchsorted(ordered, v, side=side).tobytes()
+            got = kernels.searchsorted(a, v, side=side, sorter=order, block=block)
+            assert got.tobytes() == np.searchsorted(a, v, side=side, sorter=order).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -81,10 +100,10 @@ def test_same_sign_share_and_insert(compiled):
     degree = rng.integers(0, 20, 500)
     indptr = np.concatenate([[0], np.cumsum(degree)])
     indices = rng.integers(0, 500, indptr[-1])
-    np.testing.assert_array_equal(
-        compiled["same_sign_share"](sign, indptr, indices),
-        kernels.same_sign_share_numpy(sign, indptr, indices),
-    )
+    expected = kernels.same_sign_share_numpy(sign, indptr, indices)
+    assert (degree == 0).any()  # rows without followees have no entry
+    for share in (compiled["same_sign_share"], kernels._compiled_parallel["same_sign_share"]):
+        assert share(sign, indptr, indices).tobytes() == expected.tobytes()
     values = np.sort(rng.integers(0, 1000, 300))
     new = np.sort(rng.integers(-5, 1005, 40))
     pos = np.searchsorted(values, new)
@@ -729,13 +748,17 @@ def test_reaction_choices_bit_identical_to_numpy(compiled):
             else rng.integers(0, 10_000, reactions)
         )
         expected = kernels.reaction_choices_numpy(arm_key, react_key)
-        got = compiled["reaction_choices"](arm_key, react_key)
-        assert _bits(got) == _bits(expected)
+        for choices in (
+            compiled["reaction_choices"],
+            kernels._compiled_parallel["reaction_choices"],
+        ):
+            assert _bits(choices(arm_key, react_key)) == _bits(expected)
         found = expected >= 0
         assert (arm_key[expected[found]] == react_key[found]).all()
         assert not np.isin(react_key[~found], arm_key).any()
     repeated = np.array([7, 3, 7, 9], np.int64)  # the last arm of a repeated key answers
-    for choices in (kernels.reaction_choices_numpy, compiled["reaction_choices"]):
+    parallel = kernels._compiled_parallel["reaction_choices"]
+    for choices in (kernels.reaction_choices_numpy, compiled["reaction_choices"], parallel):
         assert choices(repeated, np.array([7, 3, 8], np.int64)).tolist() == [2, 1, -1]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agent_models.types import FeedChannel
 from socialenv.core import kernels
 from tests.support import bits as _bits
 
@@ -177,7 +178,7 @@ def test_personalized_channel_equals_the_one_pass_version_on_any_thread_count(ba
 
 def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
     """The Rec candidates' blocked scoring and the surrogate's blocked reaction probabilities
-    on 1 and 2 threads (small blocks, so each call has many)."""
+    and hits on 1 and 2 threads (small blocks, so each call has many)."""
     from socialenv.core import candidates
     from socialenv.envs.rec import RecEnv
 
@@ -188,20 +189,22 @@ def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
     rng = np.random.default_rng(6)
     interest = rng.standard_normal((900, sim.posts.latent.shape[1])).astype(np.float32)
     draws = rng.integers(-1, len(sim.posts), (900, 12))
-    owner = sim.active[rng.integers(0, len(sim.active), 3000)][:, None]
-    post = rng.integers(0, len(sim.posts), (3000, 9))
-    attention = rng.random((3000, 9))
+    owner = sim.active[rng.integers(0, len(sim.active), 3000)]
+    feed = rng.integers(-1, len(sim.posts), (3000, 9))
+    feed[rng.random(feed.shape) < 0.1] = -1
+    channel = rng.integers(0, 4, feed.shape).astype(np.int8)
+    reaction_draws = rng.random((4, 3000, 9), dtype=np.float32)
     users, posts = sim.users.view(), sim.posts.view()
     attitudes = sim.brain.attitude(users)
     results = []
     for n_threads in (1, 2):
         threads(n_threads)
         best = candidates._best_of(interest, sim.posts.latent, draws, 4, block=64)
-        prob = sim.brain._blocked_probabilities(
-            users, posts, owner, post, attention, attitudes, block=256
+        hits = sim.brain._blocked_hits(
+            users, posts, owner, feed, channel, attitudes, reaction_draws, chunk=1024, block=256
         )
-        results.append((best, prob))
-    (best_one, prob_one), (best_two, prob_two) = results
+        results.append((best, hits))
+    (best_one, hits_one), (best_two, hits_two) = results
     assert _bits(best_two) == _bits(best_one)
     one_call = kernels.top_k_rows(
         draws,
@@ -212,10 +215,30 @@ def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
         drop_nonfinite=True,
     )
     assert _bits(best_one) == _bits(one_call)
-    unblocked = sim.brain._probabilities(users, posts, owner, post, attention, attitudes)
-    assert prob_one.keys() == prob_two.keys() == unblocked.keys()
-    for key in prob_one:
-        assert _bits(prob_two[key]) == _bits(prob_one[key]) == _bits(unblocked[key])
+    # the reference: one unblocked call per chunk of 1,024 rows, chunk after chunk
+    cfg = sim.brain.config
+    injected = channel == FeedChannel.INJECTED
+    attention = (
+        injected * cfg.promoted_attention
+        + (injected | (channel == FeedChannel.PERSONALIZED)) * cfg.recommended_attention
+    )
+    chunks = []
+    for lo in range(0, 3000, 1024):
+        rows = slice(lo, lo + 1024)
+        prob = sim.brain._probabilities(
+            users, posts, owner[rows, None], np.maximum(feed[rows], 0), attention[rows], attitudes
+        )
+        row, *rest, _ = sim.brain._hits(feed[rows] >= 0, reaction_draws[:, rows], prob, feed[rows])
+        chunks.append((row + lo, *rest))
+    expected = [np.concatenate([chunk[column] for chunk in chunks]) for column in range(4)]
+    assert len(expected[0]) > 1000  # hits of every behaviour in every block
+    assert len(np.unique(expected[2])) == 4
+    for got_one, got_two, want in zip(hits_one, hits_two, expected, strict=True):
+        assert _bits(got_two) == _bits(got_one) == _bits(want)
+    with pytest.raises(ValueError, match="chunk=1000 is not allowed"):
+        sim.brain._blocked_hits(
+            users, posts, owner, feed, channel, attitudes, reaction_draws, chunk=1000, block=256
+        )
     env.close()
 
 

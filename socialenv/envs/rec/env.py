@@ -377,8 +377,14 @@ class RecEnv(PolicySimEnv):
         return {"user": arm_user, "post": arm_post, "source": source.ravel(), "mask": mask}
 
     def _arm_contexts(
-        self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
+        self,
+        arms: dict[str, np.ndarray],
+        user_rows: np.ndarray,
+        arm_row: np.ndarray,
+        block: int = 16_384,
     ) -> np.ndarray:
+        """(K, D) arm contexts, ``block`` arms at a time on :func:`kernels.map_blocks`' threads
+        (every row is computed on its own: the same matrix on any number of threads)."""
         sim = self.sim
         user = np.maximum(arms["user"], 0)
         post = np.maximum(arms["post"], 0)
@@ -389,60 +395,71 @@ class RecEnv(PolicySimEnv):
         # the whole (K, D) matrix at once: the kernel fills its first ``tail`` columns, the
         # history columns below are written in place (no concatenated copy)
         context = np.empty((len(user), tail + _HISTORY_FEATURES), np.float32)
-        kernels.rec_arm_columns(
-            context[:, :tail],
-            user_rows,
-            arm_row,
-            p.latent,
-            user,
-            post,
-            (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity),
-            (
-                p.author,
-                p.likes,
-                p.retweets,
-                p.replies,
-                p.dislikes,
-                p.toxicity,
-                p.round,
-                p.flagged,
-                p.stance,
-            ),
-            sim.round,
-            arms["source"],
+        user_columns = (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity)
+        post_columns = (
+            p.author,
+            p.likes,
+            p.retweets,
+            p.replies,
+            p.dislikes,
+            p.toxicity,
+            p.round,
+            p.flagged,
+            p.stance,
         )
-        # the columns whose NumPy functions (SIMD log, einsum) a compiled kernel would not
-        # reproduce bit for bit
-        engagement = context[:, column + REC_ARM_FEATURES.index("log_engagement")]
-        np.log1p(engagement, out=engagement)
-        engagement /= _LOG_ENGAGEMENT_SCALE
-        context[:, column + REC_ARM_FEATURES.index("post_age")] /= self.config.rounds + 1
-        np.einsum(
-            "kd,kd->k",
-            people.latent.take(user, axis=0),
-            context[:, width:column],
-            out=context[:, column + REC_ARM_FEATURES.index("interest_similarity")],
-        )
-        context[:, column + REC_ARM_FEATURES.index("receiver_reply_propensity")] = (
-            np.log(np.maximum(people.profiles.reply_frequency[user], 1e-3) / 0.25)
-            / _REPLY_PROPENSITY_SCALE
-        )
+        engagement_at = column + REC_ARM_FEATURES.index("log_engagement")
+        age_at = column + REC_ARM_FEATURES.index("post_age")
+        interest_at = column + REC_ARM_FEATURES.index("interest_similarity")
+        propensity_at = column + REC_ARM_FEATURES.index("receiver_reply_propensity")
+        cross_at = column + REC_ARM_FEATURES.index("cross_stance")
+        recent_at = column + REC_ARM_FEATURES.index("receiver_recent_toxicity")
         history = self._observed_history()
-        cross = context[:, column + REC_ARM_FEATURES.index("cross_stance")]
-        reply_toxicity, civility = history["reply_toxicity"][user], history["cross_civility"][user]
-        context[:, tail] = reply_toxicity
-        context[:, tail + 1] = civility
-        np.multiply(cross, reply_toxicity, out=context[:, tail + 2])
-        np.multiply(cross, civility, out=context[:, tail + 3])
-        np.multiply(
-            cross,
-            context[:, column + REC_ARM_FEATURES.index("receiver_recent_toxicity")],
-            out=context[:, tail + 4],
-        )
-        context[:, tail + 5] = 0.0
-        squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
-        context[:, -1] = np.sqrt(np.maximum(self._context_norm**2 - squared, 0.0))
-        context[~arms["mask"]] = 0.0
+        reply_toxicity, civility = history["reply_toxicity"], history["cross_civility"]
+        rounds, norm_squared = self.config.rounds + 1, self._context_norm**2
+
+        def fill(lo: int, hi: int) -> None:
+            rows, who = context[lo:hi], user[lo:hi]
+            kernels.rec_arm_columns(
+                rows[:, :tail],
+                user_rows,
+                arm_row[lo:hi],
+                p.latent,
+                who,
+                post[lo:hi],
+                user_columns,
+                post_columns,
+                sim.round,
+                arms["source"][lo:hi],
+            )
+            # the columns whose NumPy functions (SIMD log, einsum) a compiled kernel would not
+            # reproduce bit for bit
+            engagement = rows[:, engagement_at]
+            np.log1p(engagement, out=engagement)
+            engagement /= _LOG_ENGAGEMENT_SCALE
+            rows[:, age_at] /= rounds
+            np.einsum(
+                "kd,kd->k",
+                people.latent.take(who, axis=0),
+                rows[:, width:column],
+                out=rows[:, interest_at],
+            )
+            rows[:, propensity_at] = (
+                np.log(np.maximum(people.profiles.reply_frequency[who], 1e-3) / 0.25)
+                / _REPLY_PROPENSITY_SCALE
+            )
+            cross, receiver_toxicity = rows[:, cross_at], reply_toxicity[who]
+            receiver_civility = civility[who]
+            rows[:, tail] = receiver_toxicity
+            rows[:, tail + 1] = receiver_civility
+            np.multiply(cross, receiver_toxicity, out=rows[:, tail + 2])
+            np.multiply(cross, receiver_civility, out=rows[:, tail + 3])
+            np.multiply(cross, rows[:, recent_at], out=rows[:, tail + 4])
+            rows[:, tail + 5] = 0.0
+            squared = np.einsum("kd,kd->k", rows, rows, dtype=np.float64)
+            rows[:, -1] = np.sqrt(np.maximum(norm_squared - squared, 0.0))
+            rows[~arms["mask"][lo:hi]] = 0.0
+
+        kernels.map_blocks(fill, len(user), block)
         return context
 
     # ------------------------------------------------------------------ observed history

@@ -51,7 +51,7 @@ class RecLever(Lever):
                 "place_recommendations(feed, channel, row, post): subclass "
                 "socialenv.core.platform.Recommender to receive the policy's recommendations"
             )
-        row = np.searchsorted(active, self._user)
+        row = kernels.searchsorted(active, self._user)
         row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == self._user)
         return recommender.place_recommendations(feed, channel, row[row_ok], self._post[row_ok])
 
