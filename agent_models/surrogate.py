@@ -49,7 +49,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
-from policysim_infra.blocks import map_blocks
+from policysim_infra.blocks import map_blocks, random_in_blocks
 from policysim_infra.validation import Limit, check_fields
 
 #: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
@@ -331,7 +331,7 @@ class SurrogateBrain(Brain):
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         b, f = feed.shape
-        draws = rng.random((len(_REACTIONS), b, f), dtype=np.float32)
+        draws = random_in_blocks(rng, (len(_REACTIONS), b, f), np.float32)
         if b and len(posts.stance):  # no post in the world: nothing to read
             row, react_post, kind, gap = self._blocked_hits(
                 users, posts, active, feed, round_input.feed_channel, attitude, draws, chunk

@@ -19,18 +19,30 @@ wall speed-up of each round (the first count's step over this count's) with its 
 (numba's compiled kernels load, the thread pools start). The process starts numba with as
 many threads as the largest count (``NUMBA_NUM_THREADS``).
 
+``--compare TREE`` (a source folder or a git revision, as in ``env_throughput.py``) measures
+whether a change moved the scaling: ``--processes`` fresh processes of each package, the other
+tree's first, then alternating (so both meet the same minutes of a shared machine), each
+running the measurement above. Per package it pools the rounds' speed-ups (median and 95%
+bootstrap interval), and it gives the difference of the two medians with its own interval
+(rounds resampled within each package): how far apart the two codes scale, beside how much
+one process differs from the next.
+
 Results go to ``--out`` (default ``runs/threads_in_process/<UTC time>.json``, not tracked).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from env_throughput import write_result
+from env_throughput import ROOT, _source_tree, write_result
 
 
 def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool) -> dict[str, Any]:
@@ -105,12 +117,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="timed rounds (one step per count)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--compare",
+        default=None,
+        help="also measure the package of this source tree or git revision, in fresh "
+        "processes alternating with this one's; the summary gives both codes' pooled "
+        "speed-ups and their difference",
+    )
+    parser.add_argument(
+        "--processes", type=int, default=2, help="with --compare: processes per code"
+    )
     add_quiet_option(parser)
     args = parser.parse_args()
     if min(args.threads) < 1 or len(set(args.threads)) != len(args.threads):
         raise ValueError(f"--threads={args.threads} is not allowed: distinct integers >= 1")
     if args.rounds < 1 or args.users < 1:
         raise ValueError(f"--rounds={args.rounds}, --users={args.users}: both must be >= 1")
+    if args.processes < 1:
+        raise ValueError(f"--processes={args.processes} is not allowed: an integer >= 1")
+    if args.compare is not None:
+        compare(args)
+        return
     load_before = os.getloadavg()
     result = measure(args.users, args.threads, args.rounds, args.seed, args.quiet)
     summary = summarize(result["steps"], args.threads)
@@ -150,6 +177,127 @@ def main() -> None:
             "reset": result["reset"],
             "summary": summary,
             "steps": result["steps"],
+        },
+    )
+
+
+def _median_difference(a: Any, b: Any, axis: int = -1) -> Any:
+    import numpy as np
+
+    return np.median(a, axis=axis) - np.median(b, axis=axis)
+
+
+def compare_summary(runs: dict[str, list[dict[str, Any]]], threads: list[int]) -> dict[str, Any]:
+    """``runs``: per code ("this", "other") the result files of its processes. Per code and
+    thread count above the first: the pooled per-round speed-ups' median and 95% bootstrap
+    interval, each process's median; and this code's median minus the other's, with a 95%
+    bootstrap interval resampling the rounds of each code on their own."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    out: dict[str, Any] = {}
+    for count in map(str, threads[1:]):
+        pooled = {
+            code: np.concatenate(
+                [run["summary"][count]["speedup_wall_per_round"] for run in results]
+            )
+            for code, results in runs.items()
+        }
+        entry: dict[str, Any] = {}
+        for code, speedups in pooled.items():
+            ci = bootstrap(
+                (speedups,), np.median, confidence_level=0.95, random_state=0
+            ).confidence_interval
+            entry[code] = {
+                "rounds": len(speedups),
+                "speedup_wall_median": float(np.median(speedups)),
+                "speedup_wall_ci95": [float(ci.low), float(ci.high)],
+                "per_process_median": [
+                    run["summary"][count]["speedup_wall_median"] for run in runs[code]
+                ],
+            }
+        ci = bootstrap(
+            (pooled["this"], pooled["other"]),
+            _median_difference,
+            confidence_level=0.95,
+            random_state=0,
+        ).confidence_interval
+        entry["difference"] = {
+            "this_minus_other": float(_median_difference(pooled["this"], pooled["other"])),
+            "ci95": [float(ci.low), float(ci.high)],
+        }
+        out[count] = entry
+    return out
+
+
+def compare(args: argparse.Namespace) -> None:
+    """``--compare``: the measurement in fresh processes of both codes, alternating."""
+    from policysim_infra.progress import progress_bar
+
+    try:
+        trees = {"other": _source_tree(args.compare), "this": str(ROOT)}
+    except ValueError as err:
+        raise ValueError(
+            f"--compare={args.compare!r} is not allowed: a source folder or a git revision "
+            f"of {ROOT}"
+        ) from err
+    runs: dict[str, list[dict[str, Any]]] = {"other": [], "this": []}
+    order = [code for _ in range(args.processes) for code in ("other", "this")]
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, code in enumerate(progress_bar(order, unit="process", quiet=args.quiet)):
+            out = Path(scratch) / f"{index}.json"
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--users",
+                str(args.users),
+                "--threads",
+                *map(str, args.threads),
+                "--rounds",
+                str(args.rounds),
+                "--seed",
+                str(args.seed),
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+            env = {**os.environ, "PYTHONPATH": trees[code]}
+            subprocess.run(command, env=env, cwd=trees[code], check=True)
+            run = json.loads(out.read_text())
+            run.pop("commit", None)  # the script's tree, not the package's
+            runs[code].append({**run, "package_tree": trees[code]})
+    summary = compare_summary(runs, args.threads)
+    for count, entry in summary.items():
+        for code in ("other", "this"):
+            mine = entry[code]
+            print(
+                f"{code} ({trees[code]}), {count} threads over {args.threads[0]}: "
+                f"×{mine['speedup_wall_median']:.2f} (95% CI "
+                "{:.2f}-{:.2f}".format(*mine["speedup_wall_ci95"])
+                + f"; {mine['rounds']} rounds, per process "
+                + ", ".join(f"×{m:.2f}" for m in mine["per_process_median"])
+                + ")"
+            )
+        diff = entry["difference"]
+        print(
+            f"this - other: {diff['this_minus_other']:+.2f} (95% CI {{:+.2f}} to {{:+.2f}})".format(
+                *diff["ci95"]
+            )
+        )
+    from trajectory_digest import library_versions
+
+    write_result(
+        "threads_in_process",
+        args.out,
+        {
+            "command": "python benchmarks/threads_in_process.py "
+            f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
+            f"--rounds {args.rounds} --seed {args.seed} --compare {args.compare} "
+            f"--processes {args.processes}",
+            "trees": trees,
+            "versions": library_versions(),
+            "summary": summary,
+            "runs": runs,
         },
     )
 

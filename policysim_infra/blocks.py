@@ -7,6 +7,10 @@ variable ``POLICYSIM_THREADS`` set) it shares them out to a kept pool. The block
 whatever the thread count, and each writes its own rows, so a phase whose blocks run NumPy
 calls that release the GIL (gathers, ufuncs, ``einsum``, nogil compiled kernels) gets
 bit-identical results on any number of threads.
+
+:func:`random_in_blocks` draws ``rng.random(size)`` the same way: each block from a copy of a
+PCG64 generator jumped ahead to the block's first draw, so the draws and the generator's state
+afterwards are those of one call.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
 
 _state = threading.local()
 _threads = 1
@@ -70,3 +77,64 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
         future.exception()  # wait for every block before raising
     for future in futures:
         future.result()
+
+
+def _pcg64_at(
+    state: dict[str, Any], outputs: int, has_uint32: int, uinteger: int
+) -> np.random.Generator:
+    """A generator whose PCG64 is ``state`` advanced by ``outputs`` 64-bit outputs, with the
+    given buffered half-output (``advance`` alone would clear it)."""
+    bit_generator = np.random.PCG64(0)
+    bit_generator.state = state
+    bit_generator.advance(outputs)
+    moved = bit_generator.state
+    moved["has_uint32"], moved["uinteger"] = has_uint32, uinteger
+    bit_generator.state = moved
+    return np.random.Generator(bit_generator)
+
+
+def random_in_blocks(
+    rng: np.random.Generator,
+    size: int | tuple[int, ...],
+    dtype: type = np.float64,
+    block: int = 1 << 18,
+) -> np.ndarray:
+    """``rng.random(size, dtype)``: the same array, and ``rng`` left in the same state, drawn
+    ``block`` values at a time on :func:`map_blocks`' threads when ``rng`` is a PCG64 and there
+    are several blocks (each block from a copy of ``rng`` advanced to its first draw).
+
+    PCG64 can jump ahead exactly: a float64 draw takes one 64-bit output, a float32 draw half of
+    one (the low half first, the high half kept for the next float32 draw)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(size))
+    if (
+        block_threads() == 1
+        or n < 2 * block
+        or type(rng.bit_generator) is not np.random.PCG64
+        or dtype not in (np.float32, np.float64)
+    ):
+        return rng.random(size, dtype=dtype)
+    start = rng.bit_generator.state
+    buffered, held = int(start["has_uint32"]), int(start["uinteger"])
+    out = np.empty(n, dtype)
+    generators: list[np.random.Generator] = [rng for _ in range(0, n, block)]
+
+    def run(lo: int, hi: int) -> None:
+        if dtype == np.float64:  # one output per draw; a buffered half stays buffered
+            generator = _pcg64_at(start, lo, buffered, held)
+        elif lo == 0:
+            generator = _pcg64_at(start, 0, buffered, held)
+        else:
+            halves = lo - buffered  # new half-outputs before this block's first draw
+            generator = _pcg64_at(start, halves // 2, 0, 0)
+            if halves % 2:  # the block starts on the high half of an output
+                high = int(generator.bit_generator.random_raw()) >> 32
+                moved = generator.bit_generator.state
+                moved["has_uint32"], moved["uinteger"] = 1, high
+                generator.bit_generator.state = moved
+        generator.random(hi - lo, dtype=dtype, out=out[lo:hi])
+        generators[lo // block] = generator
+
+    map_blocks(run, n, block)
+    rng.bit_generator.state = generators[-1].bit_generator.state
+    return out.reshape(size)

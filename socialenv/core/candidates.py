@@ -62,7 +62,7 @@ def _sample(pool: np.ndarray, size: tuple[int, int], rng: np.random.Generator) -
     """(U, M) uniform draws from ``pool`` (ids), -1 everywhere if the pool is empty."""
     if len(pool) == 0:
         return np.full(size, -1, np.int64)
-    return pool[(rng.random(size) * len(pool)).astype(np.int64)]
+    return pool[(kernels.random_in_blocks(rng, size) * len(pool)).astype(np.int64)]
 
 
 def generate_candidates(

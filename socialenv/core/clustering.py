@@ -48,7 +48,7 @@ class ClusterIndex:
             np.argmax(similarity[lo:hi], axis=1, out=user_cluster[lo:hi])
 
         kernels.map_blocks(nearest, len(interest), 8192)  # row by row: the same on any threads
-        draw = rng.random((len(interest), m))
+        draw = kernels.random_in_blocks(rng, (len(interest), m))
         return kernels.cluster_draws(
             draw, user_cluster, self.cluster_start, self.by_cluster, self.lo, self.hi
         )

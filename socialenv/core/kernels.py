@@ -40,6 +40,7 @@ import numpy as np
 
 from policysim_infra.blocks import block_threads, inside_block, set_block_threads
 from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
+from policysim_infra.blocks import random_in_blocks as random_in_blocks  # re-exported
 
 _ENV_VAR = "POLICYSIM_KERNELS"
 #: NumPy sums up to this many terms without splitting (longer segments use NumPy here).

@@ -73,8 +73,8 @@ class Recommender:
         )
         indptr, indices = ctx.graph.followees_csr()
         draws = 3 * k
-        offset_draw = rng.random((b, draws))
-        pick_draw = rng.random((b, draws))
+        offset_draw = kernels.random_in_blocks(rng, (b, draws))
+        pick_draw = kernels.random_in_blocks(rng, (b, draws))
         post = kernels.relational_draws(
             indptr, indices, active, offset_draw, pick_draw, author_start, by_author, lo
         )
@@ -192,4 +192,5 @@ class ExposureControl:
         rng: np.random.Generator,
     ) -> tuple[np.ndarray, int]:
         """Returns the filtered feed (removed slots set to -1) and how many posts were removed."""
-        return kernels.exposure_filter(feed, post_author, exposure, rng.random(feed.shape))
+        draws = kernels.random_in_blocks(rng, feed.shape)
+        return kernels.exposure_filter(feed, post_author, exposure, draws)

@@ -72,3 +72,40 @@ def test_bad_thread_counts_and_blocks_are_refused(block_threads, bad):
         blocks.set_block_threads(bad)
     with pytest.raises(ValueError, match="block"):
         blocks.map_blocks(lambda lo, hi: None, 10, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("drawn_before", [0, 1, 2, 3])
+def test_random_in_blocks_is_one_call_and_leaves_the_same_state(block_threads, dtype, drawn_before):
+    """The draws of one ``rng.random`` call and the generator's state after it, whatever the
+    blocks, threads and the float32 half-output buffered before (odd float32 draws leave one)."""
+    for threads in (1, 2):
+        block_threads(threads)
+        for size, block in [(10, 7), (1001, 64), (4097, 1000), ((4, 33, 9), 50), (5, 1 << 18)]:
+            serial = np.random.default_rng(7)
+            blocked = np.random.default_rng(7)
+            serial.random(drawn_before, dtype=np.float32)
+            blocked.random(drawn_before, dtype=np.float32)
+            expected = serial.random(size, dtype=dtype)
+            got = blocks.random_in_blocks(blocked, size, dtype, block=block)
+            assert got.shape == expected.shape and got.tobytes() == expected.tobytes()
+            assert blocked.bit_generator.state == serial.bit_generator.state
+            # what comes next is the same too: buffered float32 halves and rejection samplers
+            assert (
+                blocked.random(3, dtype=np.float32).tobytes()
+                == serial.random(3, dtype=np.float32).tobytes()
+            )
+            assert blocked.standard_normal(4).tobytes() == serial.standard_normal(4).tobytes()
+
+
+def test_random_in_blocks_draws_other_generators_in_one_call(block_threads):
+    """Other bit generators are drawn by one ``rng.random`` call, and other dtypes get its
+    error."""
+    block_threads(2)
+    serial = np.random.Generator(np.random.Philox(3))
+    blocked = np.random.Generator(np.random.Philox(3))
+    got = blocks.random_in_blocks(blocked, 5000, block=64)
+    assert got.tobytes() == serial.random(5000).tobytes()
+    assert blocked.random(3).tobytes() == serial.random(3).tobytes()
+    with pytest.raises(TypeError, match="Unsupported dtype"):  # what rng.random says
+        blocks.random_in_blocks(np.random.default_rng(4), 5000, np.float16, block=64)

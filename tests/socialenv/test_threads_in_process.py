@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +71,69 @@ def test_rejects_repeated_thread_counts() -> None:
     )
     assert shown.returncode != 0
     assert "--threads=[2, 2] is not allowed" in shown.stderr
+
+
+def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path) -> None:
+    """--compare runs fresh processes of the other tree and this one in turn; the summary
+    pools each code's rounds and the difference of medians is this code's minus the other's."""
+    out = tmp_path / "compare.json"
+    shown = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "threads_in_process.py"),
+            "--users",
+            "300",
+            "--rounds",
+            "3",
+            "--compare",
+            str(ROOT),
+            "--processes",
+            "2",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT / "benchmarks",
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result = json.loads(out.read_text())
+    assert [len(result["runs"][code]) for code in ("other", "this")] == [2, 2]
+    two = result["summary"]["2"]
+    for code in ("other", "this"):
+        pooled = [
+            x for run in result["runs"][code] for x in run["summary"]["2"]["speedup_wall_per_round"]
+        ]
+        assert two[code]["rounds"] == 6
+        assert two[code]["speedup_wall_median"] == pytest.approx(float(np.median(pooled)))
+        low, high = two[code]["speedup_wall_ci95"]
+        assert low <= two[code]["speedup_wall_median"] <= high
+    difference = two["difference"]
+    assert difference["this_minus_other"] == pytest.approx(
+        two["this"]["speedup_wall_median"] - two["other"]["speedup_wall_median"]
+    )
+    assert difference["ci95"][0] <= difference["this_minus_other"] <= difference["ci95"][1]
+    assert "this - other:" in shown.stdout
+
+
+def test_compare_rejects_an_unknown_revision() -> None:
+    shown = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "threads_in_process.py"),
+            "--compare",
+            "no-such-revision",
+            "--users",
+            "300",
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT / "benchmarks",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode != 0
+    assert "--compare='no-such-revision' is not allowed" in shown.stderr
