@@ -79,18 +79,21 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
         future.result()
 
 
-def _pcg64_at(
-    state: dict[str, Any], outputs: int, has_uint32: int, uinteger: int
-) -> np.random.Generator:
-    """A generator whose PCG64 is ``state`` advanced by ``outputs`` 64-bit outputs, with the
-    given buffered half-output (``advance`` alone would clear it)."""
+def _set_buffered_half(bit_generator: np.random.PCG64, has_uint32: int, uinteger: int) -> None:
+    """Set PCG64's buffered half-output, the high half kept for the next float32 draw."""
+    state: Any = bit_generator.state
+    moved: Any = {**state, "has_uint32": has_uint32, "uinteger": uinteger}
+    bit_generator.state = moved
+
+
+def _pcg64_at(state: Any, outputs: int, has_uint32: int, uinteger: int) -> np.random.PCG64:
+    """A PCG64 at ``state`` advanced by ``outputs`` 64-bit outputs, with the given buffered
+    half-output (``advance`` alone would clear it)."""
     bit_generator = np.random.PCG64(0)
     bit_generator.state = state
     bit_generator.advance(outputs)
-    moved = bit_generator.state
-    moved["has_uint32"], moved["uinteger"] = has_uint32, uinteger
-    bit_generator.state = moved
-    return np.random.Generator(bit_generator)
+    _set_buffered_half(bit_generator, has_uint32, uinteger)
+    return bit_generator
 
 
 def random_in_blocks(
@@ -105,36 +108,34 @@ def random_in_blocks(
 
     PCG64 can jump ahead exactly: a float64 draw takes one 64-bit output, a float32 draw half of
     one (the low half first, the high half kept for the next float32 draw)."""
-    dtype = np.dtype(dtype)
+    kind = np.dtype(dtype)
     n = int(np.prod(size))
     if (
         block_threads() == 1
         or n < 2 * block
         or type(rng.bit_generator) is not np.random.PCG64
-        or dtype not in (np.float32, np.float64)
+        or kind not in (np.float32, np.float64)
     ):
         return rng.random(size, dtype=dtype)
-    start = rng.bit_generator.state
+    start: Any = rng.bit_generator.state
     buffered, held = int(start["has_uint32"]), int(start["uinteger"])
-    out = np.empty(n, dtype)
-    generators: list[np.random.Generator] = [rng for _ in range(0, n, block)]
+    out = np.empty(n, kind)
+    ends: list[Any] = [None for _ in range(0, n, block)]  # each block's PCG64 after its draws
 
     def run(lo: int, hi: int) -> None:
-        if dtype == np.float64:  # one output per draw; a buffered half stays buffered
-            generator = _pcg64_at(start, lo, buffered, held)
+        if kind == np.float64:  # one output per draw; a buffered half stays buffered
+            bit_generator = _pcg64_at(start, lo, buffered, held)
         elif lo == 0:
-            generator = _pcg64_at(start, 0, buffered, held)
+            bit_generator = _pcg64_at(start, 0, buffered, held)
         else:
             halves = lo - buffered  # new half-outputs before this block's first draw
-            generator = _pcg64_at(start, halves // 2, 0, 0)
+            bit_generator = _pcg64_at(start, halves // 2, 0, 0)
             if halves % 2:  # the block starts on the high half of an output
-                high = int(generator.bit_generator.random_raw()) >> 32
-                moved = generator.bit_generator.state
-                moved["has_uint32"], moved["uinteger"] = 1, high
-                generator.bit_generator.state = moved
-        generator.random(hi - lo, dtype=dtype, out=out[lo:hi])
-        generators[lo // block] = generator
+                high = int(bit_generator.random_raw()) >> 32
+                _set_buffered_half(bit_generator, 1, high)
+        np.random.Generator(bit_generator).random(hi - lo, dtype=kind, out=out[lo:hi])
+        ends[lo // block] = bit_generator.state
 
     map_blocks(run, n, block)
-    rng.bit_generator.state = generators[-1].bit_generator.state
+    rng.bit_generator.state = ends[-1]  # where one call would have left it
     return out.reshape(size)
