@@ -88,7 +88,7 @@ def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path)
             "--compare",
             str(ROOT),
             "--processes",
-            "2",
+            "1",
             "--quiet",
             "--out",
             str(out),
@@ -101,13 +101,14 @@ def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path)
         timeout=300,
     )
     result = json.loads(out.read_text())
-    assert [len(result["runs"][code]) for code in ("other", "this")] == [2, 2]
+    assert [len(result["runs"][code]) for code in ("other", "this")] == [1, 1]
+    assert [run["package_tree"] for run in result["runs"]["this"]] == [str(ROOT)]
     two = result["summary"]["2"]
     for code in ("other", "this"):
         pooled = [
             x for run in result["runs"][code] for x in run["summary"]["2"]["speedup_wall_per_round"]
         ]
-        assert two[code]["rounds"] == 6
+        assert two[code]["rounds"] == 3
         assert two[code]["speedup_wall_median"] == pytest.approx(float(np.median(pooled)))
         low, high = two[code]["speedup_wall_ci95"]
         assert low <= two[code]["speedup_wall_median"] <= high
