@@ -26,6 +26,13 @@ phases near 1 are the serial part of a round, which bounds what more threads can
 (Amdahl). ``serial_share`` sums the wall time of the leaf phases whose speed-up is under 1.2
 (and of the step's time outside any phase) over the step's wall time, at the fewest threads.
 
+``--in-process`` runs every thread count in one process instead, on the same env, switching
+the count between steps (``kernels.set_threads``, torch's threads and the BLAS libraries through
+threadpoolctl) in the order of ``threads_in_process.py`` (in order on even rounds, reversed on
+odd ones, after one warm-up round): the counts then share the world and the machine's minutes,
+so a phase's speed-up is not this VM's 15-20% noise between processes. ``--steps`` is then the
+number of such rounds.
+
 Results go to ``--out`` (default ``runs/round_phases/<UTC time>.json``, not tracked).
 """
 
@@ -123,6 +130,88 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
     )
 
 
+def measure_phases_in_process(
+    num_users: int, rounds: int, seed: int, threads: list[int], queue: Any
+) -> None:
+    """One process, every count: reset, a warm-up round, ``rounds`` timed rounds of one step
+    per count; puts one row per count, as :func:`measure_phases` does."""
+    os.environ["NUMBA_NUM_THREADS"] = str(max(threads))
+    import numpy as np
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from socialenv.core import kernels
+    from socialenv.core.simulation import Simulation
+    from socialenv.envs.rec import RecEnv
+
+    def use(count: int) -> None:
+        kernels.set_threads(count)
+        torch.set_num_threads(count)
+        threadpool_limits(count)
+
+    owners = {"env": RecEnv, "sim": Simulation}
+    totals = {count: {name: [0.0, 0.0, 0.0, 0] for _, name, _ in PHASES} for count in threads}
+    current = [threads[0]]
+
+    def timed(method: Any, label: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                total = totals[current[0]][label]
+                total[0] += time.perf_counter() - wall
+                total[1] += time.process_time() - cpu
+                total[2] += after.ru_stime - usage.ru_stime
+                total[3] += after.ru_minflt - usage.ru_minflt
+
+        return call
+
+    env = RecEnv(num_users=num_users, rounds=(rounds + 1) * len(threads) + 1)
+    use(threads[0])
+    wall, cpu = time.perf_counter(), time.process_time()
+    env.reset(seed=seed)
+    reset = (time.perf_counter() - wall, time.process_time() - cpu)
+    rng = np.random.default_rng(seed)
+    for count in threads:  # the warm-up round
+        use(count)
+        env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    for owner, name, _ in PHASES:
+        cls = owners[owner]
+        setattr(cls, name, timed(getattr(cls, name), name))
+    for r in range(rounds):
+        for count in threads if r % 2 == 0 else threads[::-1]:
+            use(count)
+            current[0] = count
+            env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    queue.put(
+        [
+            {
+                "num_users": num_users,
+                "threads": count,
+                "kernels": kernels.BACKEND,
+                "steps": rounds,
+                "in_process": True,
+                "reset_wall_s": reset[0],  # the one reset, on the first count
+                "reset_cpu_s": reset[1],
+                "phases": {
+                    label: {
+                        "wall_s": wall_s / rounds,
+                        "cpu_s": cpu_s / rounds,
+                        "system_s": system_s / rounds,
+                        "minor_faults": faults / rounds,
+                    }
+                    for label, (wall_s, cpu_s, system_s, faults) in totals[count].items()
+                },
+                "load_after": os.getloadavg(),
+            }
+            for count in threads
+        ]
+    )
+
+
 def _leaves() -> list[str]:
     parents = {within for *_, within in PHASES if within is not None}
     return [name for _, name, _ in PHASES if name not in parents]
@@ -169,6 +258,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="every thread count in one process, switching between steps (--steps: rounds)",
+    )
     add_quiet_option(parser)
     args = parser.parse_args()
     from trajectory_digest import library_versions  # imports NumPy: not before the children
@@ -177,13 +271,20 @@ def main() -> None:
         raise ValueError(f"--threads={args.threads} is not allowed: integers >= 1")
     if args.steps < 1 or args.users < 1:
         raise ValueError(f"--steps={args.steps}, --users={args.users}: both must be >= 1")
-    rows = []
-    for threads in progress_bar(args.threads, unit="process", quiet=args.quiet):
-        row = _run(measure_phases, args.users, args.steps, args.seed, threads)
-        rows.append(row)
+    if len(set(args.threads)) != len(args.threads):
+        raise ValueError(f"--threads={args.threads} is not allowed: distinct integers >= 1")
+    if args.in_process:
+        rows = _run(measure_phases_in_process, args.users, args.steps, args.seed, args.threads)
+    else:
+        rows = [
+            _run(measure_phases, args.users, args.steps, args.seed, threads)
+            for threads in progress_bar(args.threads, unit="process", quiet=args.quiet)
+        ]
+    for row in rows:
         print(
-            f"{args.users:,} users, {threads} threads: step {row['phases']['step']['wall_s']:.3f} s "
-            f"wall, {row['phases']['step']['cpu_s']:.3f} s CPU",
+            f"{args.users:,} users, {row['threads']} threads: step "
+            f"{row['phases']['step']['wall_s']:.3f} s wall, "
+            f"{row['phases']['step']['cpu_s']:.3f} s CPU",
             flush=True,
         )
     summary = summarize(rows)
@@ -209,7 +310,7 @@ def main() -> None:
         {
             "command": "python benchmarks/round_phases.py "
             f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
-            f"--steps {args.steps} --seed {args.seed}",
+            f"--steps {args.steps} --seed {args.seed}" + (" --in-process" * args.in_process),
             "versions": library_versions(),
             "rows": rows,
             "summary": summary,
