@@ -113,6 +113,7 @@ def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: A
             "num_users": num_users,
             "threads": threads,
             "kernels": kernels.BACKEND,
+            "package": str(Path(kernels.__file__).parents[2]),  # which tree's package ran
             "steps": steps,
             "reset_wall_s": reset[0],
             "reset_cpu_s": reset[1],
@@ -192,6 +193,7 @@ def measure_phases_in_process(
                 "num_users": num_users,
                 "threads": count,
                 "kernels": kernels.BACKEND,
+                "package": str(Path(kernels.__file__).parents[2]),  # which tree's package ran
                 "steps": rounds,
                 "in_process": True,
                 "reset_wall_s": reset[0],  # the one reset, on the first count

@@ -44,6 +44,7 @@ def test_in_process_times_every_phase_at_every_count(tmp_path: Path) -> None:
     assert sorted(rows) == [1, 2]
     for row in rows.values():
         assert row["in_process"] and row["steps"] == 2
+        assert row["package"] == str(ROOT)
         phases = row["phases"]
         # a phase's time includes the phases it calls
         assert (
