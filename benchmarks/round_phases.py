@@ -42,6 +42,7 @@ import argparse
 import os
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,148 +68,127 @@ PHASES = (
 SERIAL_SPEEDUP = 1.2
 
 
+def _new_totals() -> dict[str, list[float]]:
+    """Per phase: wall, CPU and system seconds and minor page faults, summed."""
+    return {name: [0.0, 0.0, 0.0, 0.0] for _, name, _ in PHASES}
+
+
+def _time_phases(totals_now: Callable[[], dict[str, list[float]]]) -> None:
+    """Wrap every phase method of :data:`PHASES` so that each call adds its wall, CPU and
+    system seconds and minor faults to ``totals_now()`` (the totals in use at that call)."""
+    from socialenv.core.simulation import Simulation
+    from socialenv.envs.rec import RecEnv
+
+    owners = {"env": RecEnv, "sim": Simulation}
+
+    def timed(method: Any, label: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                total = totals_now()[label]
+                total[0] += time.perf_counter() - wall
+                total[1] += time.process_time() - cpu
+                total[2] += after.ru_stime - usage.ru_stime
+                total[3] += after.ru_minflt - usage.ru_minflt
+
+        return call
+
+    for owner, name, _ in PHASES:
+        cls = owners[owner]
+        setattr(cls, name, timed(getattr(cls, name), name))
+
+
+def _row(
+    num_users: int,
+    threads: int,
+    steps: int,
+    reset: tuple[float, float],
+    totals: dict[str, list[float]],
+) -> dict[str, Any]:
+    """One thread count's result: the run's settings and each phase's mean per step."""
+    from socialenv.core import kernels
+
+    return {
+        "num_users": num_users,
+        "threads": threads,
+        "kernels": kernels.BACKEND,
+        "package": str(Path(kernels.__file__).parents[2]),  # which tree's package ran
+        "steps": steps,
+        "reset_wall_s": reset[0],
+        "reset_cpu_s": reset[1],
+        "phases": {
+            label: {
+                "wall_s": wall_s / steps,
+                "cpu_s": cpu_s / steps,
+                "system_s": system_s / steps,
+                "minor_faults": faults / steps,
+            }
+            for label, (wall_s, cpu_s, system_s, faults) in totals.items()
+        },
+        "load_after": os.getloadavg(),
+    }
+
+
+def _reset(env: Any, seed: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    env.reset(seed=seed)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def measure_phases(num_users: int, steps: int, seed: int, threads: int, queue: Any) -> None:
     """One process: reset, a warm-up step, ``steps`` timed steps; puts per-phase totals."""
     _set_threads(threads)
     import numpy as np
     import torch
 
-    from socialenv.core import kernels
-    from socialenv.core.simulation import Simulation
     from socialenv.envs.rec import RecEnv
 
     torch.set_num_threads(threads)
-    owners = {"env": RecEnv, "sim": Simulation}
-    totals = {name: [0.0, 0.0, 0.0, 0] for _, name, _ in PHASES}
-
-    def timed(method: Any, label: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            usage = resource.getrusage(resource.RUSAGE_SELF)
-            wall, cpu = time.perf_counter(), time.process_time()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                after = resource.getrusage(resource.RUSAGE_SELF)
-                total = totals[label]
-                total[0] += time.perf_counter() - wall
-                total[1] += time.process_time() - cpu
-                total[2] += after.ru_stime - usage.ru_stime
-                total[3] += after.ru_minflt - usage.ru_minflt
-
-        return call
-
     env = RecEnv(num_users=num_users, rounds=steps + 2)
-    wall, cpu = time.perf_counter(), time.process_time()
-    env.reset(seed=seed)
-    reset = (time.perf_counter() - wall, time.process_time() - cpu)
+    reset = _reset(env, seed)
     rng = np.random.default_rng(seed)
     env.step(rng.integers(0, env.num_arms + 1, env.slate_size))  # warm-up
-    for owner, name, _ in PHASES:
-        cls = owners[owner]
-        setattr(cls, name, timed(getattr(cls, name), name))
+    totals = _new_totals()
+    _time_phases(lambda: totals)
     for _ in range(steps):
         env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
-    queue.put(
-        {
-            "num_users": num_users,
-            "threads": threads,
-            "kernels": kernels.BACKEND,
-            "package": str(Path(kernels.__file__).parents[2]),  # which tree's package ran
-            "steps": steps,
-            "reset_wall_s": reset[0],
-            "reset_cpu_s": reset[1],
-            "phases": {
-                label: {
-                    "wall_s": wall_s / steps,
-                    "cpu_s": cpu_s / steps,
-                    "system_s": system_s / steps,
-                    "minor_faults": faults / steps,
-                }
-                for label, (wall_s, cpu_s, system_s, faults) in totals.items()
-            },
-            "load_after": os.getloadavg(),
-        }
-    )
+    queue.put(_row(num_users, threads, steps, reset, totals))
 
 
 def measure_phases_in_process(
     num_users: int, rounds: int, seed: int, threads: list[int], queue: Any
 ) -> None:
     """One process, every count: reset, a warm-up round, ``rounds`` timed rounds of one step
-    per count; puts one row per count, as :func:`measure_phases` does."""
+    per count (``threads_in_process.py``'s order); puts one row per count, as
+    :func:`measure_phases` does (each with the one reset, on the first count)."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(threads))
     import numpy as np
-    import torch
-    from threadpoolctl import threadpool_limits
+    from threads_in_process import round_order, use_threads
 
-    from socialenv.core import kernels
-    from socialenv.core.simulation import Simulation
     from socialenv.envs.rec import RecEnv
 
-    def use(count: int) -> None:
-        kernels.set_threads(count)
-        torch.set_num_threads(count)
-        threadpool_limits(count)
-
-    owners = {"env": RecEnv, "sim": Simulation}
-    totals = {count: {name: [0.0, 0.0, 0.0, 0] for _, name, _ in PHASES} for count in threads}
-    current = [threads[0]]
-
-    def timed(method: Any, label: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            usage = resource.getrusage(resource.RUSAGE_SELF)
-            wall, cpu = time.perf_counter(), time.process_time()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                after = resource.getrusage(resource.RUSAGE_SELF)
-                total = totals[current[0]][label]
-                total[0] += time.perf_counter() - wall
-                total[1] += time.process_time() - cpu
-                total[2] += after.ru_stime - usage.ru_stime
-                total[3] += after.ru_minflt - usage.ru_minflt
-
-        return call
-
     env = RecEnv(num_users=num_users, rounds=(rounds + 1) * len(threads) + 1)
-    use(threads[0])
-    wall, cpu = time.perf_counter(), time.process_time()
-    env.reset(seed=seed)
-    reset = (time.perf_counter() - wall, time.process_time() - cpu)
+    use_threads(threads[0])
+    reset = _reset(env, seed)
     rng = np.random.default_rng(seed)
     for count in threads:  # the warm-up round
-        use(count)
+        use_threads(count)
         env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
-    for owner, name, _ in PHASES:
-        cls = owners[owner]
-        setattr(cls, name, timed(getattr(cls, name), name))
+    totals = {count: _new_totals() for count in threads}
+    current = [threads[0]]
+    _time_phases(lambda: totals[current[0]])
     for r in range(rounds):
-        for count in threads if r % 2 == 0 else threads[::-1]:
-            use(count)
+        for count in round_order(threads, r):
+            use_threads(count)
             current[0] = count
             env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
     queue.put(
         [
-            {
-                "num_users": num_users,
-                "threads": count,
-                "kernels": kernels.BACKEND,
-                "package": str(Path(kernels.__file__).parents[2]),  # which tree's package ran
-                "steps": rounds,
-                "in_process": True,
-                "reset_wall_s": reset[0],  # the one reset, on the first count
-                "reset_cpu_s": reset[1],
-                "phases": {
-                    label: {
-                        "wall_s": wall_s / rounds,
-                        "cpu_s": cpu_s / rounds,
-                        "system_s": system_s / rounds,
-                        "minor_faults": faults / rounds,
-                    }
-                    for label, (wall_s, cpu_s, system_s, faults) in totals[count].items()
-                },
-                "load_after": os.getloadavg(),
-            }
+            {**_row(num_users, count, rounds, reset, totals[count]), "in_process": True}
             for count in threads
         ]
     )

@@ -45,32 +45,43 @@ from typing import Any
 from env_throughput import ROOT, _source_tree, write_result
 
 
+def use_threads(count: int) -> None:
+    """Run the package's kernels and row blocks, torch and the BLAS libraries on ``count``
+    threads (numba must have been started with at least that many)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from socialenv.core import kernels
+
+    kernels.set_threads(count)
+    torch.set_num_threads(count)
+    threadpool_limits(count)
+
+
+def round_order(threads: list[int], round_: int) -> list[int]:
+    """The thread counts of one benchmark round: in order on even rounds, reversed on odd
+    ones, so slow minutes and the world's growth fall on every count alike."""
+    return threads if round_ % 2 == 0 else threads[::-1]
+
+
 def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool) -> dict[str, Any]:
     """Reset, one warm-up round, ``rounds`` timed rounds of one step per thread count."""
     os.environ.setdefault("NUMBA_NUM_THREADS", str(max(threads)))
     import numpy as np
-    import torch
-    from threadpoolctl import threadpool_limits
 
     from policysim_infra.progress import progress_bar
-    from socialenv.core import kernels
     from socialenv.envs.rec import RecEnv
 
-    def use(count: int) -> None:
-        kernels.set_threads(count)
-        torch.set_num_threads(count)
-        threadpool_limits(count)
-
     env = RecEnv(num_users=users, rounds=(rounds + 1) * len(threads) + 1)
-    use(threads[0])
+    use_threads(threads[0])
     wall, cpu = time.perf_counter(), time.process_time()
     env.reset(seed=seed)
     reset = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
     rng = np.random.default_rng(seed)
     steps: list[dict[str, Any]] = []
     for r in progress_bar(range(rounds + 1), unit="round", quiet=quiet):
-        for count in threads if r % 2 == 0 else threads[::-1]:
-            use(count)
+        for count in round_order(threads, r):
+            use_threads(count)
             action = rng.integers(0, env.num_arms + 1, env.slate_size)
             wall, cpu = time.perf_counter(), time.process_time()
             env.step(action)

@@ -7,6 +7,9 @@ checks need, so the sizes the suite runs at are written once.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,20 @@ SMALL_REC_LEVER: dict[str, Any] = {
     "budget": 2,
     "candidates": {"interest": 2, "opposite": 2, "popular": 1, "fresh": 1},
 }
+
+
+def run_benchmark(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``python benchmarks/<script> ARGS`` from the benchmarks folder, this tree's package on
+    the path (as a user runs it); stdout and stderr captured as text."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT / "benchmarks",
+        check=check,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def bits(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:

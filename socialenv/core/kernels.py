@@ -533,8 +533,8 @@ def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     members = np.sort(members)
     if len(members) == 0:
         return np.zeros(np.shape(values), bool)
-    pos = np.minimum(searchsorted(members, np.ravel(values)), len(members) - 1)
-    return (members[pos] == np.ravel(values)).reshape(np.shape(values))
+    pos = np.minimum(searchsorted(members, values), len(members) - 1)
+    return members[pos] == values
 
 
 # ----------------------------------------------------------------------------- dispatch

@@ -3,40 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT, run_benchmark
 
 
 def test_in_process_times_every_phase_at_every_count(tmp_path: Path) -> None:
     out = tmp_path / "phases.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "round_phases.py"),
-            "--users",
-            "500",
-            "--threads",
-            "1",
-            "2",
-            "--steps",
-            "2",
-            "--in-process",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    run_benchmark(
+        "round_phases.py",
+        *("--users", "500", "--threads", "1", "2", "--steps", "2", "--in-process", "--quiet"),
+        *("--out", str(out)),
     )
     result = json.loads(out.read_text())
     assert result["command"].endswith("--in-process")
@@ -58,13 +37,6 @@ def test_in_process_times_every_phase_at_every_count(tmp_path: Path) -> None:
 
 
 def test_repeated_thread_counts_are_refused() -> None:
-    shown = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "round_phases.py"), "--threads", "1", "1"],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = run_benchmark("round_phases.py", "--threads", "1", "1", check=False)
     assert shown.returncode != 0
     assert "--threads=[1, 1] is not allowed" in shown.stderr

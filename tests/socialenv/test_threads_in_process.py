@@ -4,40 +4,28 @@ and each round's speed-up is the ratio of that round's two steps."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import ROOT, run_benchmark
 
 
 def test_thread_counts_alternate_on_one_env_and_pair_by_round(tmp_path: Path) -> None:
     out = tmp_path / "threads.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "threads_in_process.py"),
-            "--users",
-            "300",
-            "--threads",
-            "1",
-            "2",
-            "--rounds",
-            "3",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    run_benchmark(
+        "threads_in_process.py",
+        "--users",
+        "300",
+        "--threads",
+        "1",
+        "2",
+        "--rounds",
+        "3",
+        "--quiet",
+        "--out",
+        str(out),
     )
     result = json.loads(out.read_text())
     steps = result["steps"]
@@ -61,14 +49,7 @@ def test_thread_counts_alternate_on_one_env_and_pair_by_round(tmp_path: Path) ->
 
 
 def test_rejects_repeated_thread_counts() -> None:
-    shown = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "threads_in_process.py"), "--threads", "2", "2"],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = run_benchmark("threads_in_process.py", "--threads", "2", "2", check=False)
     assert shown.returncode != 0
     assert "--threads=[2, 2] is not allowed" in shown.stderr
 
@@ -77,28 +58,19 @@ def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path)
     """--compare runs fresh processes of the other tree and this one in turn; the summary
     pools each code's rounds and the difference of medians is this code's minus the other's."""
     out = tmp_path / "compare.json"
-    shown = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "threads_in_process.py"),
-            "--users",
-            "300",
-            "--rounds",
-            "3",
-            "--compare",
-            str(ROOT),
-            "--processes",
-            "1",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    shown = run_benchmark(
+        "threads_in_process.py",
+        "--users",
+        "300",
+        "--rounds",
+        "3",
+        "--compare",
+        str(ROOT),
+        "--processes",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
     )
     result = json.loads(out.read_text())
     assert [len(result["runs"][code]) for code in ("other", "this")] == [1, 1]
@@ -121,20 +93,8 @@ def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path)
 
 
 def test_compare_rejects_an_unknown_revision() -> None:
-    shown = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "threads_in_process.py"),
-            "--compare",
-            "no-such-revision",
-            "--users",
-            "300",
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT / "benchmarks",
-        capture_output=True,
-        text=True,
-        timeout=120,
+    shown = run_benchmark(
+        "threads_in_process.py", "--compare", "no-such-revision", "--users", "300", check=False
     )
     assert shown.returncode != 0
     assert "--compare='no-such-revision' is not allowed" in shown.stderr
