@@ -429,6 +429,35 @@ def _merge_edits(
 _merge_edits_serial, _merge_edits_parallel = _serial_and_parallel(_merge_edits)
 
 
+@jit
+def _lower_bound(a: np.ndarray, x: Any, lo: int, hi: int) -> int:
+    """The first i in [lo, hi) with ``a[i] >= x`` (hi if none), ``a[lo:hi]`` sorted."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _find_edges(
+    indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray, n: int, pos: np.ndarray
+) -> None:
+    # each key src * n + dst: the first position of its source's row whose followee is not
+    # below dst (a binary search within the row), or minus one less than that position when
+    # the edge is absent (in place, into ``pos``)
+    for i in numba.prange(len(keys)):
+        src = keys[i] // n
+        dst = keys[i] - src * n
+        end = indptr[src + 1]
+        lo = _lower_bound(indices, dst, indptr[src], end)
+        pos[i] = lo if lo < end and indices[lo] == dst else -1 - lo
+
+
+_find_edges_serial, _find_edges_parallel = _serial_and_parallel(_find_edges)
+
+
 def _memory_update(
     memory: np.ndarray,
     latent: np.ndarray,
@@ -807,6 +836,7 @@ KERNELS = {
     "insert_sorted": _insert_sorted,
     "delete_sorted": _delete_sorted,
     "merge_edits": _merge_edits_serial,
+    "find_edges": _find_edges_serial,
     "unit_rows": _unit_rows,
     "unit_noisy_rows": _unit_noisy_rows,
     "memory_update": _memory_update_serial,
@@ -826,6 +856,7 @@ KERNELS = {
 #: The kernels of :data:`KERNELS` that have a threaded version (the same results).
 PARALLEL_KERNELS = {
     "merge_edits": _merge_edits_parallel,
+    "find_edges": _find_edges_parallel,
     "top_k_rows": _top_k_parallel,
     "memory_update": _memory_update_parallel,
     "drop_own_and_repeated": _drop_own_and_repeated_parallel,
@@ -1196,12 +1227,7 @@ def _search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
                 step *= 2
                 hi = lo + step
             hi = min(hi, m)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if a[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _lower_bound(a, x, lo, hi)
         out[j] = lo
         pos = lo
     return out

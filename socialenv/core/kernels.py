@@ -126,6 +126,21 @@ def merge_edits_numpy(
     return out
 
 
+def find_edges_numpy(
+    indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray, n: int, pos: np.ndarray
+) -> None:
+    """For the edge keys ``src * n + dst`` (K,) of a followee CSR (``indptr`` (n + 1,),
+    ``indices`` (E,) sorted within each row), in place into ``pos`` (K,) int64: the position
+    ``np.searchsorted`` gives each key in the graph's sorted keys (``src`` row's start plus
+    the followees below ``dst``) where the edge exists, else ``-1 -`` that position."""
+    src = keys // n
+    row = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    at = np.searchsorted(row * n + indices, keys)
+    found = at < indptr[src + 1]
+    found[found] = indices[at[found]] == keys[found] - src[found] * n
+    pos[:] = np.where(found, at, -1 - at)
+
+
 def memory_update_numpy(
     memory: np.ndarray,
     latent: np.ndarray,
@@ -346,6 +361,7 @@ _NUMPY = {
     "unit_rows": unit_rows_numpy,
     "unit_noisy_rows": unit_noisy_rows_numpy,
     "merge_edits": merge_edits_numpy,
+    "find_edges": find_edges_numpy,
     "memory_update": memory_update_numpy,
     "relational_draws": relational_draws_numpy,
     "propagate_csr": propagate_csr_numpy,
@@ -708,6 +724,24 @@ def merge_edits(
         new.astype(values.dtype, copy=False),
         out,
     )
+
+
+def find_edges(
+    indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(position (K,) int64, found (K,) bool) of the edge keys ``src * n + dst`` (K,) in a
+    followee CSR of ``n`` users: each key's ``np.searchsorted`` position among the graph's
+    sorted keys (``src``'s row start plus its followees below ``dst``) and whether the edge
+    exists. A binary search within each key's row; the graph's keys are never built."""
+    keys = keys.astype(np.int64, copy=False)
+    if len(keys) and (keys.min() < 0 or keys.max() >= n * n):
+        raise ValueError(f"edge keys must lie in [0, {n * n}), got {keys.min()}..{keys.max()}")
+    pos = np.empty(len(keys), np.int64)
+    _parallel_or_serial("find_edges")(
+        indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False), keys, n, pos
+    )
+    found = pos >= 0
+    return np.where(found, pos, -1 - pos), found
 
 
 def memory_update(

@@ -696,7 +696,7 @@ class Simulation:
             "round": self.round,
             "users": self.users.state_dict(),
             "posts": self.posts.state_dict(),
-            "graph_keys": self.graph.keys.copy(),
+            "graph_keys": self.graph.keys,
             "round_start": list(self.round_start),
             "recent_toxicity": self.recent_toxicity.copy(),
             "recent_misinfo": self.recent_misinfo.copy(),
@@ -715,8 +715,7 @@ class Simulation:
         self.round = state["round"]
         self.users.load_state_dict(state["users"])
         self.posts = PostTable.from_state_dict(state["posts"])
-        self.graph.keys = state["graph_keys"].copy()
-        self.graph._invalidate()
+        self.graph.keys = state["graph_keys"]
         self._adjacency = None
         self.round_start = list(state["round_start"])
         self.recent_toxicity = state["recent_toxicity"].copy()

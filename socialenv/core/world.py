@@ -191,15 +191,17 @@ def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
 
 
 class FollowGraph:
-    """Directed follow edges as a sorted array of keys ``src * n + dst`` (no duplicates, no
-    self-loops). Adds and removes merge into the sorted array (O(E) memory moves, no sort),
-    and CSR views (followees of each user; followers of each user) are cached; the followee
-    CSR is updated in place of a rebuild when edges are added or removed.
+    """Directed follow edges (no duplicates, no self-loops) as the followee CSR alone: row
+    ``src`` of ``indices`` lists, sorted, the users ``src`` follows. That is the edges in the
+    order of their keys ``src * n + dst``, without storing the keys: a lookup is a binary
+    search within the source's row (:func:`kernels.find_edges`). Adds and removes merge into
+    ``indices`` (O(E) memory moves, no sort) and shift ``indptr``; the follower CSR and the
+    sources are cached until the next edit.
 
-    An edit never changes an array handed out before: :meth:`edit` writes the new keys and
-    CSR indices into the memory of the arrays from the edit before last only when nothing
-    outside the graph references that memory any more (else into new memory). At a million
-    users this spares the page faults of two fresh 120 MB arrays per round.
+    An edit never changes an array handed out before: :meth:`edit` writes the new CSR indices
+    into the memory of the array from the edit before last only when nothing outside the graph
+    references that memory any more (else into new memory). At a million users this spares
+    the page faults of a fresh 120 MB array per round.
     """
 
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
@@ -214,73 +216,71 @@ class FollowGraph:
             )
         keys = src * num_users
         keys += dst
-        self._csr: tuple[np.ndarray, np.ndarray] | None = None
-        if (
-            len(keys) > 1 and (keys[1:] > keys[:-1]).all()
-        ):  # sorted and distinct (a scenario's edges)
-            self.keys = keys
-            indptr = np.zeros(num_users + 1, np.int64)
-            np.cumsum(np.bincount(src, minlength=num_users), out=indptr[1:])
-            self._csr = (indptr, dst)
-        else:
-            self.keys = sorted_unique(keys)
-        self._reverse: tuple[np.ndarray, np.ndarray] | None = None
-        self._src: np.ndarray | None = None
+        if not (len(keys) < 2 or (keys[1:] > keys[:-1]).all()):  # not a scenario's sorted edges
+            keys = sorted_unique(keys, in_place=True)
+            src, dst = np.divmod(keys, num_users)
+        self._set_csr(src, dst)
         self._spare: dict[str, np.ndarray] = {}
 
+    def _set_csr(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """The CSR of edges sorted by (src, dst), without duplicates."""
+        indptr = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.bincount(src, minlength=self.n), out=indptr[1:])
+        self._csr = (indptr, dst)
+        self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._src: np.ndarray | None = None
+
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._csr[1])
+
+    @property
+    def keys(self) -> np.ndarray:
+        """(E,) the sorted edge keys ``src * n + dst`` (built on each call: for checkpoints)."""
+        keys = self.src * self.n
+        keys += self._csr[1]
+        return keys
+
+    @keys.setter
+    def keys(self, keys: np.ndarray) -> None:
+        """Replace every edge by sorted, distinct ``keys`` (a checkpoint's)."""
+        keys = np.asarray(keys, np.int64)
+        if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():
+            raise ValueError("FollowGraph.keys: must be sorted and distinct")
+        self._set_csr(*np.divmod(keys, self.n))
 
     @property
     def src(self) -> np.ndarray:
         """(E,) follower of each edge, sorted (cached until the next edit)."""
         if self._src is None:
-            indptr, _ = self.followees_csr()
+            indptr, _ = self._csr
             self._src = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(indptr))
         return self._src
 
     @property
     def dst(self) -> np.ndarray:
-        """(E,) followee of each edge (cached until the next edit)."""
-        return self.followees_csr()[1]
+        """(E,) followee of each edge."""
+        return self._csr[1]
 
-    def _invalidate(self) -> None:
-        self._csr = None
-        self._reverse = None
-        self._src = None
+    def _find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position, found) of the keys ``src * n + dst`` among the sorted edges."""
+        indptr, indices = self._csr
+        return kernels.find_edges(indptr, indices, keys, self.n)
 
     def contains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        keys = src.astype(np.int64) * self.n + dst
-        pos = kernels.searchsorted(self.keys, keys)
-        pos_clipped = np.minimum(pos, len(self.keys) - 1)
-        return (
-            (pos < len(self.keys)) & (self.keys[pos_clipped] == keys)
-            if len(self.keys)
-            else np.zeros(len(keys), bool)
-        )
+        return self._find(src.astype(np.int64) * self.n + dst)[1]
 
     def follow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Add edges (self-follows and existing edges ignored); returns how many were new."""
         keep = src != dst
         keys = sorted_unique(src[keep].astype(np.int64) * self.n + dst[keep])
-        if len(keys) == 0:
-            return 0
-        pos = kernels.searchsorted(self.keys, keys)
-        exists = np.zeros(len(keys), bool)
-        inside = pos < len(self.keys)
-        exists[inside] = self.keys[pos[inside]] == keys[inside]
+        pos, exists = self._find(keys)
         new = keys[~exists]
         if len(new):
-            at = pos[~exists]
-            self.keys = kernels.insert_sorted(self.keys, at, new)
-            if (
-                self._csr is not None
-            ):  # merge the edits into the cached CSR instead of rebuilding it
-                indptr, indices = self._csr
-                self._csr = (
-                    indptr + self._row_shift(new // self.n),
-                    kernels.insert_sorted(indices, at, new % self.n),
-                )
+            indptr, indices = self._csr
+            self._csr = (
+                indptr + self._row_shift(new // self.n),
+                kernels.insert_sorted(indices, pos[~exists], new % self.n),
+            )
             self._reverse = None
             self._src = None
         return len(new)
@@ -294,20 +294,14 @@ class FollowGraph:
     def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Remove edges (missing ones ignored); returns how many were removed."""
         keys = sorted_unique(src.astype(np.int64) * self.n + dst)
-        if len(keys) == 0 or len(self.keys) == 0:
-            return 0
-        pos = kernels.searchsorted(self.keys, keys)
-        inside = pos < len(self.keys)
-        hit = pos[inside][self.keys[pos[inside]] == keys[inside]]
+        pos, found = self._find(keys)
+        hit = pos[found]
         if len(hit):
-            removed_rows = self.keys[hit] // self.n
-            self.keys = kernels.delete_sorted(self.keys, hit)
-            if self._csr is not None:
-                indptr, indices = self._csr
-                self._csr = (
-                    indptr - self._row_shift(removed_rows),
-                    kernels.delete_sorted(indices, hit),
-                )
+            indptr, indices = self._csr
+            self._csr = (
+                indptr - self._row_shift(keys[found] // self.n),
+                kernels.delete_sorted(indices, hit),
+            )
             self._reverse = None
             self._src = None
         return len(hit)
@@ -325,36 +319,25 @@ class FollowGraph:
         keep = follow_src != follow_dst
         added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
         removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
-        pos = kernels.searchsorted(self.keys, added_keys)
-        exists = np.zeros(len(added_keys), bool)
-        inside = pos < len(self.keys)
-        exists[inside] = self.keys[pos[inside]] == added_keys[inside]
+        pos, exists = self._find(added_keys)
         new, at = added_keys[~exists], pos[~exists]
-        pos = kernels.searchsorted(self.keys, removed_keys)
-        inside = pos < len(self.keys)
-        hit = pos[inside][self.keys[pos[inside]] == removed_keys[inside]]
+        pos, found = self._find(removed_keys)
+        hit = pos[found]
         undone = kernels.isin(new, removed_keys)  # added, then removed again
         added, removed = len(new), len(hit) + int(undone.sum())
         if not len(hit) and not len(new[~undone]):
             return added, removed
         new, at = new[~undone], at[~undone]
-        removed_rows = self.keys[hit] // n
-        size = len(self.keys) + len(new) - len(hit)
-        keys = kernels.merge_edits(
-            self.keys, hit, at, new, self._buffer("keys", size, self.keys.dtype)
+        indptr, indices = self._csr
+        size = len(indices) + len(new) - len(hit)
+        shift = self._row_shift(new // n)
+        shift -= self._row_shift(removed_keys[found] // n)
+        shift += indptr
+        merged = kernels.merge_edits(
+            indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
         )
-        self._retire("keys", self.keys)
-        self.keys = keys
-        if self._csr is not None:
-            indptr, indices = self._csr
-            shift = self._row_shift(new // n)
-            shift -= self._row_shift(removed_rows)
-            shift += indptr
-            merged = kernels.merge_edits(
-                indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
-            )
-            self._retire("indices", indices)
-            self._csr = (shift, merged)
+        self._retire("indices", indices)
+        self._csr = (shift, merged)
         self._reverse = None
         self._src = None
         return added, removed
@@ -381,10 +364,7 @@ class FollowGraph:
             self._spare[name] = owner
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
-        """(indptr (N+1,), indices (E,)): row u lists the users u follows."""
-        if self._csr is None:
-            indptr = np.searchsorted(self.keys, np.arange(self.n + 1, dtype=np.int64) * self.n)
-            self._csr = (indptr.astype(np.int64), self.keys % self.n)
+        """(indptr (N+1,), indices (E,)): row u lists, sorted, the users u follows."""
         return self._csr
 
     def followers_csr(self) -> tuple[np.ndarray, np.ndarray]:

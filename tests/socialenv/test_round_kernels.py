@@ -133,6 +133,46 @@ def test_merge_edits_in_pieces_equals_numpy(compiled, n):
         assert _bits(merge(values, drop, at, new, np.empty(size, np.int64))) == _bits(expected)
 
 
+def test_find_edges_is_searchsorted_in_the_sorted_keys(compiled):
+    """Edges and non-edges (empty rows, the first and last users, keys past a row's last
+    followee), sorted and shuffled: every kernel gives np.searchsorted's position among the
+    graph's sorted keys and whether the key is there."""
+    from socialenv.core.world import FollowGraph
+
+    rng = np.random.default_rng(24)
+    n = 500
+    src, dst = rng.integers(0, n, 6000), rng.integers(0, n, 6000)
+    src[src % 7 == 3] = 8  # users 3, 10, 17, ... follow nobody
+    graph = FollowGraph(n, src, dst)
+    keys = graph.keys
+    queries = np.concatenate(
+        [
+            keys[rng.choice(len(keys), 400, replace=False)],
+            rng.integers(0, n * n, 3000),
+            np.array([0, n - 1, n * n - 1, (n - 1) * n, 3 * n + 5, keys[-1], keys[0]]),
+        ]
+    )
+    want_pos = np.searchsorted(keys, queries)
+    want_found = np.isin(queries, keys)
+    indptr, indices = graph.followees_csr()
+    for order in (np.arange(len(queries)), rng.permutation(len(queries))):
+        q = queries[order]
+        pos, found = kernels.find_edges(indptr, indices, q, n)
+        np.testing.assert_array_equal(pos, want_pos[order])
+        np.testing.assert_array_equal(found, want_found[order])
+        for kernel in (
+            compiled["find_edges"],
+            kernels._compiled_parallel["find_edges"],
+            kernels.find_edges_numpy,
+        ):
+            raw = np.empty(len(q), np.int64)
+            kernel(indptr, indices, q, n, raw)
+            np.testing.assert_array_equal(np.where(raw >= 0, raw, -1 - raw), want_pos[order])
+            np.testing.assert_array_equal(raw >= 0, want_found[order])
+    with pytest.raises(ValueError, match=r"edge keys must lie in \[0, 250000\)"):
+        kernels.find_edges(indptr, indices, np.array([n * n]), n)
+
+
 def test_personalized_channel_equals_the_one_pass_version_on_any_thread_count(backend, threads):
     """The blocked channel against the code it replaced (one chunk: interests by two gathers,
     scores by one einsum over the chunk, the stance term by NumPy), on 1 and 2 threads."""
