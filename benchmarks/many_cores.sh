@@ -14,9 +14,11 @@
 # is left of it, and one with under 20 s left is skipped), so the script always ends and what the
 # finished stages wrote stays. It first compiles the numba kernels once into NUMBA_CACHE_DIR
 # (default /tmp/policysim_numba_cache), so no measured process compiles. Last, within the budget,
-# HF_TESTS=1 runs the hf backend's tests (on CUDA where torch sees a GPU) and HEAP=1 repeats the
-# 1M sweep at 1 and MAX_THREADS threads with glibc's malloc keeping freed memory (the MALLOC_*
-# variables of README's 'Large populations', env_throughput.py --heap keep).
+# HF_TESTS=1 runs the hf backend's tests (on CUDA where torch sees a GPU; where the default
+# encoder's wheel is not installed, POLICYSIM_TEST_ENCODER names a local sentence-transformers
+# model for them) and HEAP=1 repeats the 1M sweep at 1 and MAX_THREADS threads with glibc's
+# malloc keeping freed memory (the MALLOC_* variables of README's 'Large populations',
+# env_throughput.py --heap keep).
 set -uo pipefail
 out=${1:?usage: bash benchmarks/many_cores.sh OUT_DIR [MAX_THREADS]}
 mkdir -p "$out"
