@@ -24,26 +24,27 @@ from typing import Any
 def speedups(result: dict[str, Any], name: str) -> dict[int, float]:
     """{thread count: speed-up over one thread} of one result file."""
     summary = result.get("summary", {})
-    if "speedup_wall_median" in json.dumps(summary):  # threads_in_process.py
-        # the speed-ups are over the sweep's first count (its --threads, in the command)
-        command = str(result.get("command", "")).split()
-        first = command[command.index("--threads") + 1] if "--threads" in command else None
-        if first != "1":
-            raise ValueError(f"{name}: the sweep's first thread count is {first}, not 1")
-        found = {}
-        for n, row in summary.items():
-            row = row.get("this", row)  # --compare: this tree's pooled rounds
-            if "speedup_wall_median" in row:
-                found[int(n)] = float(row["speedup_wall_median"])
-        return found
-    settings = summary.get("settings")  # env_throughput.py
-    if not settings:
+    if "settings" in summary:  # env_throughput.py
+        mine = [s for s in summary["settings"] if s.get("code", "this") == "this"]
+        one = [s["wall_s"] for s in mine if s["threads"] == 1]
+        if not one:
+            raise ValueError(f"{name}: the sweep has no one-thread run to compare with")
+        return {int(s["threads"]): one[0] / float(s["wall_s"]) for s in mine if s["threads"] > 1}
+    # threads_in_process.py: one row per count, or per count {"this", "other", ...} (--compare)
+    rows = {n: row.get("this", row) for n, row in summary.items() if isinstance(row, dict)}
+    found = {
+        int(n): float(r["speedup_wall_median"])
+        for n, r in rows.items()
+        if "speedup_wall_median" in r
+    }
+    if not found:
         raise ValueError(f"{name}: neither a threads_in_process.py nor an env_throughput.py result")
-    mine = [s for s in settings if s.get("code", "this") == "this"]
-    one = [s["wall_s"] for s in mine if s["threads"] == 1]
-    if not one:
-        raise ValueError(f"{name}: the sweep has no one-thread run to compare with")
-    return {int(s["threads"]): one[0] / float(s["wall_s"]) for s in mine if s["threads"] > 1}
+    # the speed-ups are over the sweep's first count (its --threads, in the command)
+    command = str(result.get("command", "")).split()
+    first = command[command.index("--threads") + 1] if "--threads" in command else None
+    if first != "1":
+        raise ValueError(f"{name}: the sweep's first thread count is {first}, not 1")
+    return found
 
 
 def amdahl(serial_share: float, threads: int) -> float:

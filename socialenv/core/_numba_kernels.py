@@ -442,17 +442,21 @@ def _lower_bound(a: np.ndarray, x: Any, lo: int, hi: int) -> int:
 
 
 def _find_edges(
-    indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray, n: int, pos: np.ndarray
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    keys: np.ndarray,
+    n: int,
+    pos: np.ndarray,
+    found: np.ndarray,
 ) -> None:
     # each key src * n + dst: the first position of its source's row whose followee is not
-    # below dst (a binary search within the row), or minus one less than that position when
-    # the edge is absent (in place, into ``pos``)
+    # below dst (a binary search within the row), and whether that followee is dst
     for i in numba.prange(len(keys)):
         src = keys[i] // n
         dst = keys[i] - src * n
         end = indptr[src + 1]
-        lo = _lower_bound(indices, dst, indptr[src], end)
-        pos[i] = lo if lo < end and indices[lo] == dst else -1 - lo
+        pos[i] = _lower_bound(indices, dst, indptr[src], end)
+        found[i] = pos[i] < end and indices[pos[i]] == dst
 
 
 _find_edges_serial, _find_edges_parallel = _serial_and_parallel(_find_edges)

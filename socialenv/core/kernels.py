@@ -127,18 +127,23 @@ def merge_edits_numpy(
 
 
 def find_edges_numpy(
-    indptr: np.ndarray, indices: np.ndarray, keys: np.ndarray, n: int, pos: np.ndarray
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    keys: np.ndarray,
+    n: int,
+    pos: np.ndarray,
+    found: np.ndarray,
 ) -> None:
     """For the edge keys ``src * n + dst`` (K,) of a followee CSR (``indptr`` (n + 1,),
-    ``indices`` (E,) sorted within each row), in place into ``pos`` (K,) int64: the position
+    ``indices`` (E,) sorted within each row), in place: ``pos`` (K,) int64, the position
     ``np.searchsorted`` gives each key in the graph's sorted keys (``src`` row's start plus
-    the followees below ``dst``) where the edge exists, else ``-1 -`` that position."""
+    the followees below ``dst``), and ``found`` (K,) bool, whether the edge exists."""
     src = keys // n
     row = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-    at = np.searchsorted(row * n + indices, keys)
-    found = at < indptr[src + 1]
-    found[found] = indices[at[found]] == keys[found] - src[found] * n
-    pos[:] = np.where(found, at, -1 - at)
+    pos[:] = np.searchsorted(row * n + indices, keys)
+    inside = pos < indptr[src + 1]
+    found[:] = inside
+    found[inside] = indices[pos[inside]] == keys[inside] - src[inside] * n
 
 
 def memory_update_numpy(
@@ -736,12 +741,16 @@ def find_edges(
     keys = keys.astype(np.int64, copy=False)
     if len(keys) and (keys.min() < 0 or keys.max() >= n * n):
         raise ValueError(f"edge keys must lie in [0, {n * n}), got {keys.min()}..{keys.max()}")
-    pos = np.empty(len(keys), np.int64)
+    pos, found = np.empty(len(keys), np.int64), np.empty(len(keys), bool)
     _parallel_or_serial("find_edges")(
-        indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False), keys, n, pos
+        indptr.astype(np.int64, copy=False),
+        indices.astype(np.int64, copy=False),
+        keys,
+        n,
+        pos,
+        found,
     )
-    found = pos >= 0
-    return np.where(found, pos, -1 - pos), found
+    return pos, found
 
 
 def memory_update(

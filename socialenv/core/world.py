@@ -226,7 +226,11 @@ class FollowGraph:
         """The CSR of edges sorted by (src, dst), without duplicates."""
         indptr = np.zeros(self.n + 1, np.int64)
         np.cumsum(np.bincount(src, minlength=self.n), out=indptr[1:])
-        self._csr = (indptr, dst)
+        self._replace(indptr, dst)
+
+    def _replace(self, indptr: np.ndarray, indices: np.ndarray) -> None:
+        """The new followee CSR; the caches derived from the old one are dropped."""
+        self._csr = (indptr, indices)
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
         self._src: np.ndarray | None = None
 
@@ -277,12 +281,10 @@ class FollowGraph:
         new = keys[~exists]
         if len(new):
             indptr, indices = self._csr
-            self._csr = (
+            self._replace(
                 indptr + self._row_shift(new // self.n),
                 kernels.insert_sorted(indices, pos[~exists], new % self.n),
             )
-            self._reverse = None
-            self._src = None
         return len(new)
 
     def _row_shift(self, rows: np.ndarray) -> np.ndarray:
@@ -298,12 +300,10 @@ class FollowGraph:
         hit = pos[found]
         if len(hit):
             indptr, indices = self._csr
-            self._csr = (
+            self._replace(
                 indptr - self._row_shift(keys[found] // self.n),
                 kernels.delete_sorted(indices, hit),
             )
-            self._reverse = None
-            self._src = None
         return len(hit)
 
     def edit(
@@ -337,9 +337,7 @@ class FollowGraph:
             indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
         )
         self._retire("indices", indices)
-        self._csr = (shift, merged)
-        self._reverse = None
-        self._src = None
+        self._replace(shift, merged)
         return added, removed
 
     def _buffer(self, name: str, size: int, dtype: np.dtype) -> np.ndarray:

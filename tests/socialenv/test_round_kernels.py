@@ -165,10 +165,10 @@ def test_find_edges_is_searchsorted_in_the_sorted_keys(compiled):
             kernels._compiled_parallel["find_edges"],
             kernels.find_edges_numpy,
         ):
-            raw = np.empty(len(q), np.int64)
-            kernel(indptr, indices, q, n, raw)
-            np.testing.assert_array_equal(np.where(raw >= 0, raw, -1 - raw), want_pos[order])
-            np.testing.assert_array_equal(raw >= 0, want_found[order])
+            pos, found = np.empty(len(q), np.int64), np.empty(len(q), bool)
+            kernel(indptr, indices, q, n, pos, found)
+            np.testing.assert_array_equal(pos, want_pos[order])
+            np.testing.assert_array_equal(found, want_found[order])
     with pytest.raises(ValueError, match=r"edge keys must lie in \[0, 250000\)"):
         kernels.find_edges(indptr, indices, np.array([n * n]), n)
 
