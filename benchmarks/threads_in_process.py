@@ -58,6 +58,16 @@ def use_threads(count: int) -> None:
     threadpool_limits(count)
 
 
+def inherited_settings() -> dict[str, str]:
+    """The environment variables a run inherits that change how it runs (glibc's MALLOC_*,
+    the package's, numba's, OpenMP's and OpenBLAS's)."""
+    return {
+        var: value
+        for var, value in sorted(os.environ.items())
+        if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
+    }
+
+
 def round_order(threads: list[int], round_: int) -> list[int]:
     """The thread counts of one benchmark round: in order on even rounds, reversed on odd
     ones, so slow minutes and the world's growth fall on every count alike."""
@@ -178,12 +188,7 @@ def main() -> None:
             f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
             f"--rounds {args.rounds} --seed {args.seed}",
             "machine": {"load_before": load_before},
-            # the settings a run inherits (e.g. glibc's MALLOC_* variables)
-            "environment": {
-                var: value
-                for var, value in sorted(os.environ.items())
-                if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
-            },
+            "environment": inherited_settings(),
             "versions": library_versions(),
             "reset": result["reset"],
             "summary": summary,

@@ -14,6 +14,7 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
+from policysim_infra.buffers import ReusedArrays
 from policysim_infra.validation import UnknownKeywordError, check_keys
 from socialenv.core import kernels
 from socialenv.core.config import EnvConfig
@@ -116,6 +117,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             lever=self.lever,
         )
         self.sim.post_id_holders.append(self._remap_arm_posts)
+        #: arm-context matrices handed out again once the caller has dropped them (the
+        #: observation a caller keeps never changes)
+        self._context_arrays = ReusedArrays(keep=2)
         self._default_seed = seed
         #: ``seed=`` given to the constructor seeds the first reset that names no seed.
         self._pending_seed = seed

@@ -98,6 +98,32 @@ def test_seed_kwarg_sets_first_reset() -> None:
     np.testing.assert_array_equal(a.reset()[0]["arms"], b.reset(seed=11)[0]["arms"])
 
 
+def test_kept_observations_never_change_and_dropped_ones_are_refilled() -> None:
+    """Arm contexts are written into a matrix the caller has dropped (no fresh pages per step);
+    one the caller keeps is never written again."""
+    keeping = gym.make("PolicySim-Rec-v0", **SMALL)
+    dropping = gym.make("PolicySim-Rec-v0", **SMALL)
+    kept = [keeping.reset(seed=3)[0]["arms"]]
+    copies = [kept[0].copy()]
+    dropping.reset(seed=3)
+    addresses = set()
+    for _ in range(3):
+        action = np.full(keeping.action_space.shape, keeping.unwrapped.no_op)
+        arms = keeping.step(action)[0]["arms"]
+        kept.append(arms)
+        copies.append(arms.copy())
+        refilled = dropping.step(action)[0]["arms"]
+        addresses.add(refilled.__array_interface__["data"][0])
+        np.testing.assert_array_equal(refilled, arms)
+        del refilled
+    for arms, copy in zip(kept, copies, strict=True):
+        np.testing.assert_array_equal(arms, copy)
+    assert len({a.__array_interface__["data"][0] for a in kept}) == len(kept)
+    # Gymnasium's passive checker holds the reset's observation until the first step
+    assert len(addresses) <= 2
+    assert dropping.unwrapped._context_arrays.reused >= 2
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_vector_envs(mode: str) -> None:
     envs = gym.make_vec("PolicySim-Rec-v0", num_envs=2, vectorization_mode=mode, **SMALL)

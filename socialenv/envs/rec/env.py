@@ -10,6 +10,7 @@ from agent_models.types import Behaviour, FeedChannel
 from socialenv.core import kernels
 from socialenv.core.candidates import generate_candidates
 from socialenv.core.config import RewardConfig
+from socialenv.core.pages import huge_pages
 from socialenv.core.simulation import RoundResult, Stream
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.rec.lever import RecLever
@@ -393,8 +394,12 @@ class RecEnv(PolicySimEnv):
         column = width + d
         tail = column + _KERNEL_FEATURES
         # the whole (K, D) matrix at once: the kernel fills its first ``tail`` columns, the
-        # history columns below are written in place (no concatenated copy)
-        context = np.empty((len(user), tail + _HISTORY_FEATURES), np.float32)
+        # history columns below are written in place (no concatenated copy); every element is
+        # written, so a matrix the caller has dropped is filled again in its own pages (huge
+        # ones, also when the reset allocates it: it lives for the whole run)
+        context = huge_pages(self._context_arrays.empty)(
+            (len(user), tail + _HISTORY_FEATURES), np.float32
+        )
         user_columns = (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity)
         post_columns = (
             p.author,
