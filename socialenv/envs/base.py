@@ -19,7 +19,7 @@ from policysim_infra.validation import UnknownKeywordError, check_keys
 from socialenv.core import kernels
 from socialenv.core.config import EnvConfig
 from socialenv.core.lever import Lever, LeverConfig, shift_post_ids
-from socialenv.core.pages import small_pages
+from socialenv.core.pages import huge_pages, small_pages
 from socialenv.core.simulation import RoundResult, Simulation, Stream
 from socialenv.envs.sizing import warn_if_too_large
 
@@ -241,7 +241,13 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
     ) -> np.ndarray:
         """(K, context_dim) float32; arm k's user's propagated context is
-        ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,))."""
+        ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,)). Write it into
+        :meth:`_context_matrix`, every element."""
+
+    def _context_matrix(self, arms: int, width: int) -> np.ndarray:
+        """An uninitialised (arms, width) float32 matrix for the arm contexts: one of the last
+        steps' that the caller has dropped (no fresh pages), in huge pages, or a new one."""
+        return huge_pages(self._context_arrays.empty)((arms, width), np.float32)
 
     def _apply_action(self, chosen: np.ndarray) -> np.ndarray:
         """Act on the platform with the distinct valid arms ``chosen``, through the lever

@@ -258,8 +258,10 @@ class ExposureEnv(PolicySimEnv):
                 np.zeros(len(user)),
             ]
         )
-        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(
-            np.float32
+        context = self._context_matrix(len(features), user_rows.shape[1] + features.shape[1])
+        # cast into float32 as it is written: the values ``.astype(np.float32)`` would give
+        np.concatenate(
+            [user_rows.take(arm_row, axis=0), features], axis=1, out=context, casting="same_kind"
         )
         squared = np.einsum("kd,kd->k", context, context, dtype=np.float64)
         context[:, -1] = np.sqrt(np.maximum(self._context_norm**2 - squared, 0.0))

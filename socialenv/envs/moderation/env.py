@@ -305,8 +305,10 @@ class ModerationEnv(PolicySimEnv):
             ],
             axis=1,
         )
-        context = np.concatenate([user_rows.take(arm_row, axis=0), features], axis=1).astype(
-            np.float32
+        context = self._context_matrix(len(features), user_rows.shape[1] + features.shape[1])
+        # cast into float32 as it is written: the values ``.astype(np.float32)`` would give
+        np.concatenate(
+            [user_rows.take(arm_row, axis=0), features], axis=1, out=context, casting="same_kind"
         )
         context[~arms["mask"]] = 0.0
         return context

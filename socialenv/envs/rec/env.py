@@ -10,7 +10,6 @@ from agent_models.types import Behaviour, FeedChannel
 from socialenv.core import kernels
 from socialenv.core.candidates import generate_candidates
 from socialenv.core.config import RewardConfig
-from socialenv.core.pages import huge_pages
 from socialenv.core.simulation import RoundResult, Stream
 from socialenv.envs.base import PolicySimEnv
 from socialenv.envs.rec.lever import RecLever
@@ -397,9 +396,7 @@ class RecEnv(PolicySimEnv):
         # history columns below are written in place (no concatenated copy); every element is
         # written, so a matrix the caller has dropped is filled again in its own pages (huge
         # ones, also when the reset allocates it: it lives for the whole run)
-        context = huge_pages(self._context_arrays.empty)(
-            (len(user), tail + _HISTORY_FEATURES), np.float32
-        )
+        context = self._context_matrix(len(user), tail + _HISTORY_FEATURES)
         user_columns = (people.stance, people.discrete_stance, sim.recent_toxicity, people.activity)
         post_columns = (
             p.author,
