@@ -2,12 +2,13 @@
 
 An env that returns a fresh (K, D) observation every step makes the allocator map new memory
 each time (glibc maps blocks above 32 MB anew and unmaps them when freed), and the kernel
-faults every page of it in again: about 0.5 s of system time per step for the 190 MB arm
-contexts of a 1M-user Rec env on this project's VM. :class:`ReusedArrays` keeps the last few
-arrays it handed out and returns one again only when nothing outside it refers to it any more:
-no variable, container, view or tensor made from it (each of those holds a reference to the
-array, which CPython counts). A caller that keeps an observation therefore never sees it change;
-one that drops it lets the next step write into the same pages.
+faults every page of it in again: 0.5-0.8 s of system time per step for the 190 MB arm
+contexts of a 1M-user Rec env on this project's VM (BENCHMARKS.md, issue 24's ninth step).
+:class:`ReusedArrays` keeps the last few arrays it handed out and returns one again only when
+nothing outside it refers to it any more: no variable, container, view or tensor made from it
+(each of those holds a reference to the array, which CPython counts). A caller that keeps an
+observation therefore never sees it change; one that drops it lets the next step write into the
+same pages.
 
 CPython's reference count is the test, as in NumPy's own elision of temporaries; on an
 interpreter without one (PyPy) nothing is reused.
@@ -21,14 +22,15 @@ from typing import Any
 import numpy as np
 
 
-#: References to an array that only this module holds, as ``sys.getrefcount`` reports them for
-#: an item read out of a list (the list's own and the argument's): measured, not assumed, since
-#: CPython versions count borrowed stack references differently.
 def _refs_of_a_listed_object() -> int:
+    """What ``sys.getrefcount`` reports for an item read out of a list that alone holds it (the
+    list's reference and the argument's): measured, not assumed, since CPython versions count
+    borrowed stack references differently."""
     listed = [object()]
     return sys.getrefcount(listed[0])
 
 
+#: The count of an array that only a ReusedArrays holds (-1: no reference counts, no reuse).
 _UNSHARED = _refs_of_a_listed_object() if hasattr(sys, "getrefcount") else -1
 
 
@@ -51,7 +53,11 @@ class ReusedArrays:
         a new one (kept in place of the oldest when ``keep`` are already kept)."""
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
         arrays = self._arrays
-        free = [i for i in range(len(arrays)) if sys.getrefcount(arrays[i]) <= _UNSHARED]
+        free = [
+            i
+            for i in range(len(arrays))
+            if _UNSHARED > 0 and sys.getrefcount(arrays[i]) <= _UNSHARED
+        ]
         for i in free:
             if arrays[i].shape == shape and arrays[i].dtype == dtype:
                 array = arrays.pop(i)
