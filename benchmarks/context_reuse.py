@@ -6,7 +6,7 @@
 A Rec env's observation is a (K, D) float32 matrix of arm contexts: 190 MB at 1M users. Above
 32 MB glibc maps every array anew and unmaps it when freed, and the kernel (on a VM with
 free-page reporting, the host too) faults its pages in again. The env writes the matrix into
-one of the last step's that the caller has dropped (``policysim_infra.buffers.ReusedArrays``);
+one of the last steps' that the caller has dropped (``policysim_infra.buffers.ReusedArrays``);
 the code before allocated a new one every step. Here one process resets
 ``RecEnv(num_users=N)`` and steps it with random slates, keeping each observation until the
 next step returns as an RL loop does, and switches between the two ways step by step in the

@@ -241,8 +241,8 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         self, arms: dict[str, np.ndarray], user_rows: np.ndarray, arm_row: np.ndarray
     ) -> np.ndarray:
         """(K, context_dim) float32; arm k's user's propagated context is
-        ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,)). Write it into
-        :meth:`_context_matrix`, every element."""
+        ``user_rows[arm_row[k]]`` (``user_rows`` (R, 2d), ``arm_row`` (K,)). Written into
+        :meth:`_context_matrix` (every element), it costs no fresh pages per step."""
 
     def _context_matrix(self, arms: int, width: int) -> np.ndarray:
         """An uninitialised (arms, width) float32 matrix for the arm contexts: one of the last

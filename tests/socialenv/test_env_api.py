@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import socialenv  # noqa: F401
-from tests.support import LEVER_ENV_IDS, small_env
+from tests.support import LEVER_ENV_IDS, MODERATION, small_env
 
 ENV_IDS = LEVER_ENV_IDS
 SMALL = small_env(rounds=4)
@@ -98,11 +98,12 @@ def test_seed_kwarg_sets_first_reset() -> None:
     np.testing.assert_array_equal(a.reset()[0]["arms"], b.reset(seed=11)[0]["arms"])
 
 
-def test_kept_observations_never_change_and_dropped_ones_are_refilled() -> None:
+@pytest.mark.parametrize("env_id", [*ENV_IDS, MODERATION])
+def test_kept_observations_never_change_and_dropped_ones_are_refilled(env_id: str) -> None:
     """Arm contexts are written into a matrix the caller has dropped (no fresh pages per step);
     one the caller keeps is never written again."""
-    keeping = gym.make("PolicySim-Rec-v0", **SMALL)
-    dropping = gym.make("PolicySim-Rec-v0", **SMALL)
+    keeping = gym.make(env_id, **SMALL)
+    dropping = gym.make(env_id, **SMALL)
     kept = [keeping.reset(seed=3)[0]["arms"]]
     copies = [kept[0].copy()]
     dropping.reset(seed=3)
