@@ -8,7 +8,7 @@ contexts of a 1M-user Rec env on this project's VM (BENCHMARKS.md, issue 24's ni
 nothing outside it refers to it any more: no variable, container, view or tensor made from it
 (each of those holds a reference to the array, which CPython counts). A caller that keeps an
 observation therefore never sees it change; one that drops it lets the next step write into the
-same pages.
+same pages. The follow graph's edits merge into the memory of the CSR indices the same way.
 
 CPython's reference count is the test, as in NumPy's own elision of temporaries; on an
 interpreter without one (PyPy) nothing is reused.
@@ -35,10 +35,12 @@ _UNSHARED = _refs_of_a_listed_object() if hasattr(sys, "getrefcount") else -1
 
 
 class ReusedArrays:
-    """Up to ``keep`` arrays, each handed out again by :meth:`empty` for a request of its shape
-    and dtype once no caller refers to it (``keep=0``: none, every call a new array). The
-    contents of a reused array are the previous step's: the caller must overwrite every
-    element, as after ``np.empty``. Pickling or copying keeps the setting, not the arrays."""
+    """Up to ``keep`` arrays, each handed out again by :meth:`empty` for a request of its dtype
+    that fits in it once no caller refers to it (``keep=0``: none, every call a new array). A
+    request of the array's shape gets the array itself, a smaller one a view of its first
+    elements (a view refers to the array, so it counts as holding it). The contents of a
+    reused array are an earlier request's: the caller must overwrite every element, as after
+    ``np.empty``. Pickling or copying keeps the setting, not the arrays."""
 
     def __init__(self, keep: int = 2) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
@@ -48,10 +50,12 @@ class ReusedArrays:
         self.reused = 0
         self.allocated = 0
 
-    def empty(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-        """An uninitialised ``shape`` array of ``dtype``: a kept one that nobody else holds, or
-        a new one (kept in place of the oldest when ``keep`` are already kept)."""
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype | type, room: int = 0) -> np.ndarray:
+        """An uninitialised C-contiguous ``shape`` array of ``dtype``: a kept one that nobody
+        else holds, or a new one with ``room`` more elements than asked (for later requests a
+        little larger), kept in place of the oldest when ``keep`` are already kept."""
         shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        size = int(np.prod(shape))
         arrays = self._arrays
         free = [
             i
@@ -59,19 +63,20 @@ class ReusedArrays:
             if _UNSHARED > 0 and sys.getrefcount(arrays[i]) <= _UNSHARED
         ]
         for i in free:
-            if arrays[i].shape == shape and arrays[i].dtype == dtype:
+            if arrays[i].dtype == dtype and arrays[i].size >= size:
                 array = arrays.pop(i)
                 arrays.append(array)
                 self.reused += 1
-                return array
-        for i in reversed(free):  # free, but of another shape: let its memory go
+                return _fitted(array, shape, size)
+        for i in reversed(free):  # free, but too small or of another dtype: let its memory go
             del arrays[i]
-        array = np.empty(shape, dtype)
         self.allocated += 1
-        arrays.append(array)
-        while len(arrays) > self.keep:
-            del arrays[0]
-        return array
+        array = np.empty(shape if room <= 0 else size + int(room), dtype)
+        if self.keep:
+            arrays.append(array)
+            while len(arrays) > self.keep:
+                del arrays[0]
+        return _fitted(array, shape, size)
 
     def clear(self) -> None:
         """Forget every kept array (the memory goes back once callers drop theirs)."""
@@ -79,3 +84,10 @@ class ReusedArrays:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_arrays": []}
+
+
+def _fitted(array: np.ndarray, shape: tuple[int, ...], size: int) -> np.ndarray:
+    """``array`` itself when it has ``shape``, else its first ``size`` elements as ``shape``."""
+    if array.shape == shape:
+        return array
+    return array.reshape(-1)[:size].reshape(shape)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
+from policysim_infra.buffers import ReusedArrays
 from socialenv.core import kernels
 
 _POST_ARRAYS = (
@@ -220,7 +220,7 @@ class FollowGraph:
             keys = sorted_unique(keys, in_place=True)
             src, dst = np.divmod(keys, num_users)
         self._set_csr(src, dst)
-        self._spare: dict[str, np.ndarray] = {}
+        self._indices_memory = ReusedArrays(keep=2)
 
     def _set_csr(self, src: np.ndarray, dst: np.ndarray) -> None:
         """The CSR of edges sorted by (src, dst), without duplicates."""
@@ -333,33 +333,11 @@ class FollowGraph:
         shift = self._row_shift(new // n)
         shift -= self._row_shift(removed_keys[found] // n)
         shift += indptr
-        merged = kernels.merge_edits(
-            indices, hit, at, new % n, self._buffer("indices", size, indices.dtype)
-        )
-        self._retire("indices", indices)
+        # the memory of the indices the edit before last replaced, when nobody holds them
+        memory = self._indices_memory.empty((size,), indices.dtype, room=size // 64 + 1024)
+        merged = kernels.merge_edits(indices, hit, at, new % n, memory)
         self._replace(shift, merged)
         return added, removed
-
-    def _buffer(self, name: str, size: int, dtype: np.dtype) -> np.ndarray:
-        """(size,) memory for an edit's new ``name`` array: that of the array the edit before
-        last replaced, when nothing references it any more (rewriting it then changes no array
-        anyone holds), else new memory with room for some growth."""
-        spare = self._spare.pop(name, None)
-        # two references: ``spare`` and getrefcount's argument; any view held elsewhere adds one
-        if (
-            spare is not None
-            and spare.dtype == dtype
-            and len(spare) >= size
-            and sys.getrefcount(spare) == 2
-        ):
-            return spare[:size]
-        return np.empty(size + size // 64 + 1024, dtype)[:size]
-
-    def _retire(self, name: str, array: np.ndarray) -> None:
-        """Keep the memory of a replaced array for the edit after next (see :meth:`_buffer`)."""
-        owner = array if array.base is None else array.base
-        if isinstance(owner, np.ndarray) and owner.base is None and owner.flags.writeable:
-            self._spare[name] = owner
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """(indptr (N+1,), indices (E,)): row u lists, sorted, the users u follows."""

@@ -83,11 +83,30 @@ def test_other_shapes_and_dtypes_get_new_arrays_and_free_ones_are_let_go() -> No
     arrays = ReusedArrays(keep=2)
     a = arrays.empty((4,), np.float32)
     del a
-    b = arrays.empty((5,), np.float32)  # the free (4,) one is let go, not kept beside it
+    b = arrays.empty((5,), np.float32)  # the free (4,) one is too small: let go, not kept
     c = arrays.empty((5,), np.float64)
     assert b.shape == (5,) and c.dtype == np.float64
     assert arrays.allocated == 3 and arrays.reused == 0
     assert len(arrays._arrays) == 2
+
+
+def test_a_kept_array_serves_requests_that_fit_as_views_that_hold_it() -> None:
+    arrays = ReusedArrays(keep=1)
+    first = arrays.empty((3, 100), np.float32, room=75)  # room for 375 values
+    assert first.shape == (3, 100) and first.base is not None
+    address = first.__array_interface__["data"][0]
+    del first
+    smaller = arrays.empty((2, 110), np.float32)
+    assert smaller.shape == (2, 110) and smaller.flags.c_contiguous
+    assert smaller.__array_interface__["data"][0] == address
+    smaller[:] = 5.0
+    other = arrays.empty((2, 110), np.float32)  # the view holds the kept array: a new one
+    assert other.__array_interface__["data"][0] != address
+    assert smaller.min() == 5.0
+    del smaller, other
+    bigger = arrays.empty((4, 100), np.float32)  # fits in no kept array: a new one
+    assert bigger.shape == (4, 100) and bigger.base is None
+    assert (arrays.allocated, arrays.reused) == (3, 1)
 
 
 def test_keep_zero_always_allocates() -> None:
