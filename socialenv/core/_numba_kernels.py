@@ -1176,6 +1176,42 @@ KERNELS["reaction_choices"] = _reaction_choices_serial
 PARALLEL_KERNELS["reaction_choices"] = _reaction_choices_parallel
 
 
+def _slot_reactions(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    slot_channel: int,
+    owner: np.ndarray,
+    open_row: np.ndarray,
+    react_user: np.ndarray,
+    react_post: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    # each reaction's feed row found by binary search of its user among the sorted owners,
+    # then its post looked for among that row's slots of the channel
+    b, f = feed.shape
+    hit = np.zeros(len(react_user), np.bool_)
+    for i in numba.prange(len(react_user)):
+        user = react_user[i]
+        row = np.searchsorted(owner, user)
+        post = react_post[i]
+        if post >= 0 and row < b and owner[row] == user and open_row[row]:
+            for j in range(f):
+                if feed[row, j] == post and channel[row, j] == slot_channel:
+                    hit[i] = True
+                    break
+    slots_in_row = np.zeros(b, np.int64)
+    for r in numba.prange(b):
+        if open_row[r]:
+            for j in range(f):
+                if feed[r, j] >= 0 and channel[r, j] == slot_channel:
+                    slots_in_row[r] += 1
+    return hit, slots_in_row.sum()
+
+
+_slot_reactions_serial, _slot_reactions_parallel = _serial_and_parallel(_slot_reactions)
+KERNELS["slot_reactions"] = _slot_reactions_serial
+PARALLEL_KERNELS["slot_reactions"] = _slot_reactions_parallel
+
+
 @jit
 def _unit_noisy_rows_drawn(
     base: np.ndarray,
@@ -1203,38 +1239,107 @@ KERNELS["unit_noisy_rows_drawn"] = _unit_noisy_rows_drawn
 
 
 @jit
-def _search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(a, v)`` (side "left": the first i with ``a[i] >= v[j]``) for sorted
-    ``a``, each search galloping from the previous answer: a few steps per value when ``v``
-    is nearly sorted, any order giving the same answers."""
+def _guide_table(a: np.ndarray) -> tuple[np.ndarray, float]:
+    # one bucket of width a[-1] / m per entry of the sorted (m,) ``a``: each bucket's first
+    # index i with a[i] >= its lower edge
+    m = len(a)
+    width = a[m - 1] / m if m else 0.0
+    guide = np.empty(m, np.int64)
+    i = 0
+    for b in range(m):
+        edge = b * width
+        while i < m and a[i] < edge:
+            i += 1
+        guide[b] = i
+    return guide, width
+
+
+def _search_guided(a: np.ndarray, v: np.ndarray, guide: np.ndarray, width: float) -> np.ndarray:
+    # each search starts at the bucket below its value's (so below the answer, whatever the
+    # rounding of v / width) and steps forward to the first a[i] >= v
     m = len(a)
     out = np.empty(len(v), np.int64)
-    pos = 0
-    for j in range(len(v)):
+    for j in numba.prange(len(v)):
         x = v[j]
-        # bracket the answer in [lo, hi]: a[lo - 1] < x (or lo == 0), a[hi] >= x (or hi == m)
-        if pos == m or a[pos] >= x:
-            hi = pos
-            step = 1
-            lo = hi - 1
-            while lo > 0 and a[lo - 1] >= x:
-                hi = lo - 1
-                step *= 2
-                lo = hi - step
-            lo = max(lo, 0)
-        else:
-            lo = pos + 1
-            step = 1
-            hi = lo
-            while hi < m and a[hi] < x:
-                lo = hi + 1
-                step *= 2
-                hi = lo + step
-            hi = min(hi, m)
-        lo = _lower_bound(a, x, lo, hi)
-        out[j] = lo
-        pos = lo
+        i = 0
+        if m and width > 0 and x > 0:
+            i = guide[min(max(np.int64(min(x / width, m)) - 1, 0), m - 1)]
+        while i < m and a[i] < x:
+            i += 1
+        out[j] = i
     return out
 
 
-KERNELS["search_nearly_sorted"] = _search_nearly_sorted
+_search_guided_serial, _search_guided_parallel = _serial_and_parallel(_search_guided)
+KERNELS["guide_table"] = _guide_table
+KERNELS["search_guided"] = _search_guided_serial
+PARALLEL_KERNELS["search_guided"] = _search_guided_parallel
+
+
+def _segment_keys(starts: np.ndarray, scale: int) -> np.ndarray:
+    # keys[starts[s]:starts[s + 1]] = s * scale
+    keys = np.empty(starts[-1], np.int64)
+    for s in numba.prange(len(starts) - 1):
+        keys[starts[s] : starts[s + 1]] = s * scale
+    return keys
+
+
+_segment_keys_serial, _segment_keys_parallel = _serial_and_parallel(_segment_keys)
+KERNELS["segment_keys"] = _segment_keys_serial
+PARALLEL_KERNELS["segment_keys"] = _segment_keys_parallel
+
+
+def _sorted_segment_remainders(keys: np.ndarray, starts: np.ndarray, scale: int) -> np.ndarray:
+    # in place: each segment sorted, its distinct non-negative keys minus segment * scale
+    # moved to its front; returns how many each segment kept
+    segments = len(starts) - 1
+    kept = np.empty(segments, np.int64)
+    for s in numba.prange(segments):
+        part = keys[starts[s] : starts[s + 1]]
+        if len(part) <= 48:  # insertion sort: faster than numba's quicksort on a few dozen
+            for i in range(1, len(part)):
+                key = part[i]
+                j = i - 1
+                while j >= 0 and part[j] > key:
+                    part[j + 1] = part[j]
+                    j -= 1
+                part[j + 1] = key
+        else:
+            part.sort()
+        count = 0
+        previous = np.int64(-1)
+        for j in range(len(part)):
+            key = part[j]
+            if key >= 0 and key != previous:
+                part[count] = key - s * scale
+                count += 1
+                previous = key
+        kept[s] = count
+    return kept
+
+
+_sorted_segment_remainders_serial, _sorted_segment_remainders_parallel = _serial_and_parallel(
+    _sorted_segment_remainders
+)
+
+
+@jit
+def _compact_segments(
+    keys: np.ndarray, starts: np.ndarray, kept: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    # each segment's kept front moved behind the previous one's (writes behind the reads, in
+    # order), with the segment index of every entry
+    segment = np.empty(kept.sum(), np.int64)
+    total = 0
+    for s in range(len(kept)):
+        first = starts[s]
+        for j in range(kept[s]):
+            keys[total + j] = keys[first + j]
+            segment[total + j] = s
+        total += kept[s]
+    return segment, keys[:total]
+
+
+KERNELS["sorted_segment_remainders"] = _sorted_segment_remainders_serial
+PARALLEL_KERNELS["sorted_segment_remainders"] = _sorted_segment_remainders_parallel
+KERNELS["compact_segments"] = _compact_segments

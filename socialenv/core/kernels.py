@@ -1327,17 +1327,87 @@ def reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
     )
 
 
-def search_nearly_sorted_numpy(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+def slot_reactions_numpy(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    slot_channel: int,
+    owner: np.ndarray,
+    open_row: np.ndarray,
+    react_user: np.ndarray,
+    react_post: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Which reactions answered a post shown in a slot of channel ``slot_channel`` of their
+    user's feed row, over the open rows only, and how many such slots the open rows hold.
+
+    Args:
+        feed, channel: (B, F) post ids (-1 = empty) and their channels.
+        owner: (B,) each row's user, sorted ascending (distinct).
+        open_row: (B,) bool, the rows that count.
+        react_user, react_post: (R,) each reaction's user and post.
+
+    Returns:
+        (R,) bool, and the number of filled ``slot_channel`` slots in the open rows.
+    """
+    in_slot = open_row[:, None] & (feed >= 0) & (channel == slot_channel)
+    width = int(max(feed.max(initial=-1), react_post.max(initial=-1))) + 1
+    slot_key = np.broadcast_to(owner[:, None], feed.shape)[in_slot] * width + feed[in_slot]
+    hit = isin(react_user * width + react_post, slot_key) & (react_post >= 0)
+    return hit, int(in_slot.sum())
+
+
+_NUMPY["slot_reactions"] = slot_reactions_numpy
+
+
+def slot_reactions(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    slot_channel: int,
+    owner: np.ndarray,
+    open_row: np.ndarray,
+    react_user: np.ndarray,
+    react_post: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """See :func:`slot_reactions_numpy`."""
+    if feed.ndim != 2 or channel.shape != feed.shape or owner.shape != feed.shape[:1]:
+        return slot_reactions_numpy(
+            feed, channel, slot_channel, owner, open_row, react_user, react_post
+        )
+    hit, slots = _parallel_or_serial("slot_reactions")(
+        np.ascontiguousarray(feed, np.int64),
+        np.ascontiguousarray(channel),
+        int(slot_channel),
+        owner.astype(np.int64, copy=False),
+        np.ascontiguousarray(open_row, bool),
+        react_user.astype(np.int64, copy=False),
+        react_post.astype(np.int64, copy=False),
+    )
+    return hit, int(slots)
+
+
+def search_guided_numpy(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``np.searchsorted(a, v)`` (int64 positions, side "left") for sorted ``a``."""
     return np.searchsorted(a, v).astype(np.int64, copy=False)
 
 
-_NUMPY["search_nearly_sorted"] = search_nearly_sorted_numpy
+_NUMPY["search_guided"] = search_guided_numpy
 
 
-def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """See :func:`search_nearly_sorted_numpy`; the compiled kernel gallops from each answer to
-    the next, fast when ``v`` is nearly sorted (1-D float64 ``a`` and ``v`` without NaN)."""
+def guide_table(a: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """The guide table of sorted 1-D float64 ``a`` for :func:`search_guided` (one bucket of
+    width ``a[-1] / len(a)`` per entry: each bucket's first index whose entry reaches its
+    lower edge), or None where the search does not use one."""
+    if _active is _NUMPY or a.dtype != np.float64 or a.ndim != 1:
+        return None
+    return _active["guide_table"](a)
+
+
+def search_guided(
+    a: np.ndarray, v: np.ndarray, guide: tuple[np.ndarray, float] | None = None
+) -> np.ndarray:
+    """See :func:`search_guided_numpy`; the compiled kernel looks each value up in ``a``'s
+    guide table (Chen and Asau's method; :func:`guide_table`, built here when not given) and
+    steps forward from there: a few steps per value in any order, for 1-D float64 ``a`` and
+    ``v`` without NaN."""
     if (
         _active is _NUMPY
         or a.dtype != np.float64
@@ -1345,8 +1415,76 @@ def search_nearly_sorted(a: np.ndarray, v: np.ndarray) -> np.ndarray:
         or a.ndim != 1
         or v.ndim != 1
     ):
-        return search_nearly_sorted_numpy(a, v)
-    return _active["search_nearly_sorted"](a, v)
+        return search_guided_numpy(a, v)
+    table, width = guide if guide is not None else _active["guide_table"](a)
+    if len(table) != len(a):
+        raise ValueError(f"guide has {len(table)} buckets for {len(a)} entries: guide_table(a)")
+    return _parallel_or_serial("search_guided")(a, v, table, width)
+
+
+def segment_keys_numpy(counts: np.ndarray, scale: int) -> np.ndarray:
+    """(sum(counts),) int64: ``s * scale`` repeated ``counts[s]`` times, segment after
+    segment."""
+    return np.repeat(np.arange(len(counts), dtype=np.int64) * scale, counts)
+
+
+_NUMPY["segment_keys"] = segment_keys_numpy
+
+
+def segment_keys(counts: np.ndarray, scale: int) -> np.ndarray:
+    """See :func:`segment_keys_numpy` (``counts`` (S,) non-negative integers)."""
+    if _active is _NUMPY:
+        return segment_keys_numpy(counts, scale)
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return _parallel_or_serial("segment_keys")(starts, int(scale))
+
+
+def distinct_segment_pairs_numpy(
+    keys: np.ndarray, counts: np.ndarray, scale: int, block: int = 1 << 20
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct non-negative ``keys`` in ascending order, as (segment, key − segment ·
+    scale) pairs.
+
+    ``keys`` (sum(counts),) int64 is made of S segments, segment s of ``counts[s]`` entries,
+    each -1 (dropped) or in [s · scale, (s + 1) · scale). ``keys`` is sorted in place, and the
+    second array returned is its front. ``block`` entries at a time are deduplicated and split
+    (their temporaries stay small)."""
+    keys.sort()
+    first = int(np.searchsorted(keys, 0))
+    kept = 0
+    previous = -1
+    for start in range(first, len(keys), block):
+        part = keys[start : min(start + block, len(keys))]
+        distinct = np.empty(len(part), bool)
+        distinct[0] = part[0] != previous
+        np.not_equal(part[1:], part[:-1], out=distinct[1:])
+        previous = int(part[-1])
+        count = int(np.count_nonzero(distinct))
+        keys[kept : kept + count] = part[distinct]
+        kept += count
+    remainder = keys[:kept]
+    segment = np.empty(kept, np.int64)
+    for start in range(0, kept, block):
+        rows = slice(start, min(start + block, kept))
+        np.divmod(remainder[rows], scale, out=(segment[rows], remainder[rows]))
+    return segment, remainder
+
+
+_NUMPY["distinct_segment_pairs"] = distinct_segment_pairs_numpy
+
+
+def distinct_segment_pairs(
+    keys: np.ndarray, counts: np.ndarray, scale: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`distinct_segment_pairs_numpy`; the compiled kernel sorts each segment on its
+    own (one per thread at a time), not the whole array."""
+    if _active is _NUMPY or keys.dtype != np.int64 or not keys.flags.c_contiguous:
+        return distinct_segment_pairs_numpy(keys, counts, scale)
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    kept = _parallel_or_serial("sorted_segment_remainders")(keys, starts, int(scale))
+    return _active["compact_segments"](keys, starts, kept)
 
 
 # ----------------------------------------------------------------------------- 1M round

@@ -129,63 +129,33 @@ def _follow_graph(
     order = np.argsort(camp, kind="stable")
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
     # keys src * n + dst: the sources now, each target added where it is drawn (a self-loop's
-    # key becomes -1: sorted first, then sliced off)
-    keys = np.repeat(np.arange(n, dtype=np.int64) * n, out_degree)
-    by_value = np.empty(min(edges, _EDGE_BLOCK), np.uint64)
+    # key becomes -1: dropped with the duplicates below)
+    keys = kernels.segment_keys(out_degree, n)
     for c in range(3):
         members = order[camp_bounds[c] : camp_bounds[c + 1]]
         if len(members) == 0:
             members = order
         cumulative = np.cumsum(popularity[members])
+        guide = kernels.guide_table(cumulative)
         # the camp's draws, one per edge in edge order, taken block by block of edges
         for start in range(0, edges, _EDGE_BLOCK):
             stop = min(start + _EDGE_BLOCK, edges)
-            pick = np.flatnonzero(target_camp[start:stop] == c)
-            if len(pick) == 0:
+            edge = np.flatnonzero(target_camp[start:stop] == c)
+            if len(edge) == 0:
                 continue
-            u = rng.random(out=block[: len(pick)])
-            # Sorted queries search faster (cache); the order only needs to be nearly sorted,
-            # so sort the draws' bit patterns (monotone for floats >= 0) with their index in
-            # the low bits: one SIMD integer sort instead of an argsort.
-            bits = max(1, (len(u) - 1).bit_length())
-            low = np.uint64((1 << bits) - 1)
-            local = np.bitwise_and(u.view(np.uint64), ~low, out=by_value[: len(u)])
-            local |= np.arange(len(u), dtype=np.uint64)
-            local.sort()
-            local &= low
-            part = local.view(np.int64)
+            u = rng.random(out=block[: len(edge)])
             u *= cumulative[-1]
-            position = kernels.search_nearly_sorted(cumulative, u[part])
+            position = kernels.search_guided(cumulative, u, guide)
             np.minimum(position, len(members) - 1, out=position)
             target = members[position]
-            edge = pick[part]
             edge += start
             source = keys[edge]
             source_loop = source == target * n
             source += target
             source[source_loop] = -1
             keys[edge] = source
-    del target_camp, block, by_value
-    keys.sort()
-    first = int(np.searchsorted(keys, 0))
-    # drop the self-loops and duplicates in place (block by block, writing behind the reads)
-    kept = 0
-    previous = -1
-    for start in range(first, edges, _EDGE_BLOCK):
-        part = keys[start : min(start + _EDGE_BLOCK, edges)]
-        distinct = np.empty(len(part), bool)
-        distinct[0] = part[0] != previous
-        np.not_equal(part[1:], part[:-1], out=distinct[1:])
-        previous = int(part[-1])
-        count = int(np.count_nonzero(distinct))
-        keys[kept : kept + count] = part[distinct]
-        kept += count
-    dst = keys[:kept]
-    src = np.empty(kept, np.int64)
-    for start in range(0, kept, _EDGE_BLOCK):
-        part = slice(start, min(start + _EDGE_BLOCK, kept))
-        np.divmod(dst[part], n, out=(src[part], dst[part]))
-    return src, dst
+    del target_camp, block
+    return kernels.distinct_segment_pairs(keys, out_degree, n)
 
 
 @small_pages

@@ -761,6 +761,46 @@ def test_reaction_choices_bit_identical_to_numpy(compiled):
         assert choices(repeated, np.array([7, 3, 8], np.int64)).tolist() == [2, 1, -1]
 
 
+def test_slot_reactions_bit_identical_to_numpy_and_to_a_loop(compiled):
+    rng = np.random.default_rng(21)
+    for rows, reactions in [(0, 0), (40, 0), (0, 30), (200, 700)]:
+        owner = np.sort(rng.choice(1_000, rows, replace=False)).astype(np.int64)
+        feed = rng.integers(0, 300, (rows, 9))
+        feed[rng.random(feed.shape) < 0.2] = -1
+        channel = rng.integers(0, 3, feed.shape).astype(np.int8)
+        open_row = rng.random(rows) < 0.7
+        # half the reactions by a row's owner (to a post of the row or not), the rest by any
+        # user (also users without a row)
+        row = rng.integers(0, max(rows, 1), reactions)
+        react_user = np.where(
+            rng.random(reactions) < 0.5 if rows else np.zeros(reactions, bool),
+            owner[row] if rows else 0,
+            rng.integers(0, 1_000, reactions),
+        )
+        react_post = (
+            np.maximum(feed[row, rng.integers(0, 9, reactions)], 5)
+            if rows
+            else rng.integers(0, 300, reactions)
+        )
+        args = (feed, channel, 1, owner, open_row, react_user, react_post)
+        hit, slots = kernels.slot_reactions_numpy(*args)
+        for kernel in (compiled["slot_reactions"], kernels._compiled_parallel["slot_reactions"]):
+            got, got_slots = kernel(*args)
+            assert _bits(got) == _bits(hit) and got_slots == slots
+        expected = [
+            any(
+                owner[r] == u and open_row[r] and feed[r, j] == p and channel[r, j] == 1
+                for r in range(rows)
+                for j in range(feed.shape[1])
+            )
+            for u, p in zip(react_user, react_post, strict=True)
+        ]
+        assert hit.tolist() == expected
+        assert slots == int((open_row[:, None] & (feed >= 0) & (channel == 1)).sum())
+        if rows and reactions:
+            assert 0 < hit.sum() < reactions
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox])
 def test_noise_drawn_in_the_kernel_is_numpys_draws_bit_for_bit(dtype, bit_generator):
@@ -785,22 +825,56 @@ def test_noise_drawn_in_the_kernel_is_numpys_draws_bit_for_bit(dtype, bit_genera
         np.testing.assert_array_equal(compiled_state, numpy_state)
 
 
-def test_search_of_nearly_sorted_values_is_searchsorted(compiled):
+def test_guided_search_is_searchsorted(compiled, threads):
     rng = np.random.default_rng(21)
     cumulative = np.cumsum(rng.pareto(1.5, 5000) + 1.0)
+    heavy = np.cumsum(np.r_[np.zeros(5), rng.pareto(0.3, 3000), np.zeros(4)])  # wide buckets
     flat = np.repeat(np.arange(50.0), 7)  # ties: the leftmost of equal entries
-    for a in (cumulative, flat, np.array([3.0]), np.zeros(0)):
-        top = a[-1] if len(a) else 1.0
+    signed = np.sort(rng.standard_normal(300))
+    for a in (cumulative, heavy, flat, signed, np.array([3.0]), np.zeros(3), np.zeros(0)):
+        top = max(abs(a[-1]), 1.0) if len(a) else 1.0
         values = rng.random(20_000) * top * 1.01 - 0.005 * top  # below, inside and above
-        nearly = np.sort(values)
-        nearly[1::2] = nearly[1::2] * (1 + 1e-9 * rng.standard_normal(10_000))
-        exact = np.concatenate([a, a[::-1]]) if len(a) else a
-        for v in (values, nearly, np.sort(values)[::-1], exact, np.zeros(0)):
+        exact = np.concatenate([a, a[::-1], np.nextafter(a, np.inf), np.nextafter(a, -np.inf)])
+        for v in (values, np.sort(values), exact, np.zeros(0)):
             expected = np.searchsorted(a, v)
-            got = compiled["search_nearly_sorted"](a, v)
-            assert got.dtype == np.int64
-            np.testing.assert_array_equal(got, expected)
-            np.testing.assert_array_equal(kernels.search_nearly_sorted_numpy(a, v), expected)
+            for count in (1, 2):
+                threads(count)
+                got = kernels.search_guided(a, v)
+                assert got.dtype == np.int64
+                np.testing.assert_array_equal(got, expected)
+                reused = kernels.search_guided(a, v, kernels.guide_table(a))
+                np.testing.assert_array_equal(reused, expected)
+            np.testing.assert_array_equal(kernels.search_guided_numpy(a, v), expected)
+
+
+def test_guided_search_rejects_another_arrays_guide(compiled):
+    a = np.cumsum(np.ones(10))
+    with pytest.raises(ValueError, match="guide has 5 buckets for 10 entries"):
+        kernels.search_guided(a, a, kernels.guide_table(a[:5]))
+
+
+def test_distinct_segment_pairs_match_numpy(compiled, threads):
+    rng = np.random.default_rng(22)
+    for segments, scale in [(0, 5), (1, 3), (300, 40), (2000, 1000)]:
+        counts = rng.integers(0, 30, segments)
+        counts[:3] = 0  # empty segments, also at the start
+        counts[3:5] = 120  # segments sorted by numba's sort, not by insertion
+        owner = np.repeat(np.arange(segments), counts)
+        keys = owner * scale + rng.integers(0, scale, len(owner))
+        keys[rng.random(len(keys)) < 0.1] = -1  # dropped
+        np.testing.assert_array_equal(
+            kernels.segment_keys(counts, scale), kernels.segment_keys_numpy(counts, scale)
+        )
+        np.testing.assert_array_equal(kernels.segment_keys(counts, scale), owner * scale)
+        kept = np.unique(keys[keys >= 0])
+        expected = kernels.distinct_segment_pairs_numpy(keys.copy(), counts, scale, block=64)
+        np.testing.assert_array_equal(expected[0], kept // scale)
+        np.testing.assert_array_equal(expected[1], kept % scale)
+        for count in (1, 2):
+            threads(count)
+            got = kernels.distinct_segment_pairs(keys.copy(), counts, scale)
+            for have, want in zip(got, expected, strict=True):
+                assert _bits(have) == _bits(want)
 
 
 def test_one_blas_thread_limits_the_products_and_restores_the_setting() -> None:

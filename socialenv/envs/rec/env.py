@@ -550,25 +550,26 @@ class RecEnv(PolicySimEnv):
         """Each applied arm's contribution to the objective (the value of its receiver's
         reactions to its post) minus what a built-in personalized slot earned this round
         (per impression, over the users the policy did not govern)."""
-        arms, out, sim = self._arms, result.output, self.sim
+        arms, out = self._arms, result.output
         caused = result.policy.reaction_choice
         hit = caused >= 0
         contribution = np.bincount(
             caused[hit], weights=values["value"][hit], minlength=len(applied)
         )
-        n_posts = len(sim.posts)
-        react_key = out.react_user * n_posts + out.react_post
-        governed = kernels.unique_counts(arms["user"][arms["mask"]])[0]
-        rows = ~kernels.isin(result.active, governed)
-        feed, channel = result.feed[rows], result.feed_channel[rows]
-        builtin = (feed >= 0) & (channel == int(FeedChannel.PERSONALIZED))
-        slot_key = (
-            np.broadcast_to(result.active[rows][:, None], feed.shape)[builtin] * n_posts
-            + feed[builtin]
+        governed = np.zeros(self._num_users(), bool)
+        governed[arms["user"][arms["mask"]]] = True
+        governed_users = int(np.count_nonzero(governed))
+        in_builtin_slot, builtin_slots = kernels.slot_reactions(
+            result.feed,
+            result.feed_channel,
+            int(FeedChannel.PERSONALIZED),
+            result.active,
+            ~governed[result.active],
+            out.react_user,
+            out.react_post,
         )
-        in_builtin_slot = kernels.isin(react_key, slot_key)
         baseline = (
-            float(values["value"][in_builtin_slot].sum() / len(slot_key)) if len(slot_key) else 0.0
+            float(values["value"][in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
         )
         change = contribution - baseline
         # what each arm added to the round's toxicity metric (the mean toxicity of the texts
@@ -580,10 +581,10 @@ class RecEnv(PolicySimEnv):
         )
         arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=len(applied))
         builtin_excess = (
-            float(excess[in_builtin_slot].sum() / len(slot_key)) if len(slot_key) else 0.0
+            float(excess[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
         )
         self._arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
-        self._slot_step = float(change.sum() / max(len(governed), 1))
+        self._slot_step = float(change.sum() / max(governed_users, 1))
         reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
         reacted = np.bincount(caused[hit], minlength=len(applied)) > 0
         extra = {
@@ -592,7 +593,7 @@ class RecEnv(PolicySimEnv):
             else 0.0,
             "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
             "builtin_slot_value": baseline,
-            "governed_users": float(len(governed)),
+            "governed_users": float(governed_users),
             "slot_reward": self._slot_step,
         }
         return reward, extra
