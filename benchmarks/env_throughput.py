@@ -130,9 +130,17 @@ def write_result(script: str, out: Path | None, fields: dict[str, Any]) -> Path:
     return out
 
 
+#: the folders :func:`_source_tree` extracted, with the commit each holds
+_EXTRACTED: dict[str, str] = {}
+
+
 def _commit(tree: Path) -> str | None:
-    """The git commit of ``tree`` (with ``+dirty`` for uncommitted changes), None outside git."""
+    """The git commit of ``tree`` (with ``+dirty`` for uncommitted changes; the revision of a
+    folder extracted by :func:`_source_tree`), None outside git."""
     import subprocess
+
+    if str(tree) in _EXTRACTED:
+        return _EXTRACTED[str(tree)]
 
     try:
         head = subprocess.run(
@@ -647,6 +655,7 @@ def _source_tree(code: str) -> str:
         check=True,
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    _EXTRACTED[str(folder)] = commit[:7]
     return str(folder)
 
 

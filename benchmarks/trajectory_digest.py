@@ -10,9 +10,13 @@ by round. Two code versions produce the same digest iff their trajectories are b
 the same. ``POLICYSIM_KERNELS`` selects compiled or NumPy kernels (see socialenv.core.kernels).
 
 Digests depend on the NumPy/numba versions as well as the code (floating-point reductions and
-sorts change between releases), so ``--out`` records the versions under ``"versions"`` and
-``--check`` says when they differ from the ones it runs with: regenerate the reference from the
-code before a change, on this machine, and compare against that.
+sorts change between releases), and on the CPU: OpenBLAS picks its kernels by the CPU it finds
+and NumPy its SIMD loops (AVX-512 or not), and both round differently. ``--out`` records the
+versions under ``"versions"`` and the BLAS kernels and NumPy SIMD extensions under
+``"numerics"``; ``--check`` says when they differ from the ones it runs with, and gives the
+settings that make this machine use the reference's kernels (``OPENBLAS_CORETYPE``,
+``NPY_DISABLE_CPU_FEATURES``). Otherwise regenerate the reference from the code before a
+change, on this machine, and compare against that.
 """
 
 from __future__ import annotations
@@ -95,6 +99,43 @@ def library_versions() -> dict[str, str]:
     return {"numpy": np.__version__, "numba": numba.__version__}
 
 
+def machine_numerics() -> dict[str, Any]:
+    """The kernels this process computes with: each BLAS library's name, version and the CPU
+    architecture it chose (threadpoolctl), and the SIMD targets NumPy dispatches to beyond its
+    baseline (those this CPU has and ``NPY_DISABLE_CPU_FEATURES`` leaves on)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    from threadpoolctl import threadpool_info
+
+    return {
+        "blas": sorted(
+            f"{lib.get('internal_api')} {lib.get('version')} {lib.get('architecture')}"
+            for lib in threadpool_info()
+            if lib.get("user_api") == "blas"
+        ),
+        "numpy_simd": [name for name in __cpu_dispatch__ if __cpu_features__.get(name)],
+    }
+
+
+def numerics_note(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    """What differs between the kernels a reference was written with and this run's, and the
+    settings to emulate the reference's here; None when they are the same."""
+    if saved == now:
+        return None
+    if saved is None:
+        return "the reference does not record its CPU kernels (BLAS, NumPy SIMD)"
+    lines = [f"the reference was written with kernels {saved}, this run uses {now}"]
+    architectures = {entry.rsplit(" ", 1)[-1] for entry in saved.get("blas", [])}
+    extra = sorted(set(now.get("numpy_simd", [])) - set(saved.get("numpy_simd", [])))
+    settings = []
+    if len(architectures) == 1 and saved.get("blas") != now.get("blas"):
+        settings.append(f"OPENBLAS_CORETYPE={architectures.pop()}")
+    if extra:
+        settings.append(f"NPY_DISABLE_CPU_FEATURES='{' '.join(extra)}'")
+    if settings:
+        lines.append("to compare on this machine, rerun with " + " ".join(settings))
+    return "; ".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -108,16 +149,21 @@ def main() -> None:
             continue
         result[name] = episode_digest(env_name, users, rounds, policy)
         print(f"{name:>20}: {result[name][-1][:16]}", flush=True)
-    versions = library_versions()
+    versions, numerics = library_versions(), machine_numerics()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"versions": versions, **result}, indent=1))
+        args.out.write_text(
+            json.dumps({"versions": versions, "numerics": numerics, **result}, indent=1)
+        )
     if args.check:
         saved = json.loads(args.check.read_text())
         if saved.get("versions", versions) != versions:
             print(
                 f"note: {args.check} was written with {saved.get('versions')}, this run uses {versions}"
             )
+        note = numerics_note(saved.get("numerics"), numerics)
+        if note:
+            print(f"note: {note}")
         bad = [name for name in result if saved.get(name) != result[name]]
         for name in bad:
             first = next(
