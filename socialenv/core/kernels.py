@@ -1367,8 +1367,14 @@ def slot_reactions(
     react_user: np.ndarray,
     react_post: np.ndarray,
 ) -> tuple[np.ndarray, int]:
-    """See :func:`slot_reactions_numpy`."""
-    if feed.ndim != 2 or channel.shape != feed.shape or owner.shape != feed.shape[:1]:
+    """See :func:`slot_reactions_numpy` (the compiled kernel finds rows by binary search, so
+    owners not sorted ascending take the NumPy path)."""
+    if (
+        feed.ndim != 2
+        or channel.shape != feed.shape
+        or owner.shape != feed.shape[:1]
+        or np.any(owner[1:] <= owner[:-1])
+    ):
         return slot_reactions_numpy(
             feed, channel, slot_channel, owner, open_row, react_user, react_post
         )
@@ -1418,7 +1424,10 @@ def search_guided(
         return search_guided_numpy(a, v)
     table, width = guide if guide is not None else _active["guide_table"](a)
     if len(table) != len(a):
-        raise ValueError(f"guide has {len(table)} buckets for {len(a)} entries: guide_table(a)")
+        raise ValueError(
+            f"guide is not allowed: it has {len(table)} buckets for {len(a)} entries; pass "
+            "guide_table(a) of this a"
+        )
     return _parallel_or_serial("search_guided")(a, v, table, width)
 
 
@@ -1483,6 +1492,10 @@ def distinct_segment_pairs(
         return distinct_segment_pairs_numpy(keys, counts, scale)
     starts = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
+    if starts[-1] != len(keys):
+        raise ValueError(
+            f"counts={int(starts[-1])} keys in all is not allowed: keys holds {len(keys)}"
+        )
     kept = _parallel_or_serial("sorted_segment_remainders")(keys, starts, int(scale))
     return _active["compact_segments"](keys, starts, kept)
 

@@ -784,6 +784,11 @@ def test_slot_reactions_bit_identical_to_numpy_and_to_a_loop(compiled):
         )
         args = (feed, channel, 1, owner, open_row, react_user, react_post)
         hit, slots = kernels.slot_reactions_numpy(*args)
+        if rows > 1:  # owners out of order: the dispatcher takes the NumPy path
+            order = rng.permutation(rows)
+            shuffled = (feed[order], channel[order], 1, owner[order], open_row[order])
+            unsorted = kernels.slot_reactions(*shuffled, react_user, react_post)
+            assert _bits(unsorted[0]) == _bits(hit) and unsorted[1] == slots
         for kernel in (compiled["slot_reactions"], kernels._compiled_parallel["slot_reactions"]):
             got, got_slots = kernel(*args)
             assert _bits(got) == _bits(hit) and got_slots == slots
@@ -847,10 +852,12 @@ def test_guided_search_is_searchsorted(compiled, threads):
             np.testing.assert_array_equal(kernels.search_guided_numpy(a, v), expected)
 
 
-def test_guided_search_rejects_another_arrays_guide(compiled):
+def test_a_guide_or_segment_counts_that_do_not_fit_are_rejected(compiled):
     a = np.cumsum(np.ones(10))
-    with pytest.raises(ValueError, match="guide has 5 buckets for 10 entries"):
+    with pytest.raises(ValueError, match="it has 5 buckets for 10 entries"):
         kernels.search_guided(a, a, kernels.guide_table(a[:5]))
+    with pytest.raises(ValueError, match="keys holds 10"):
+        kernels.distinct_segment_pairs(np.zeros(10, np.int64), np.array([4, 4]), 3)
 
 
 def test_distinct_segment_pairs_match_numpy(compiled, threads):
