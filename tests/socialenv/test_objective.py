@@ -269,20 +269,27 @@ def test_exposure_objective_charges_silencing_and_is_the_step_reward() -> None:
 
 
 def test_exposure_arm_rewards_when_removal_is_free_and_nobody_was_misled() -> None:
-    # seed 2, 300 users: round 7 misleads nobody; with a free removal the rewards' scale,
-    # uptake + clean_removal_cost, is 0 there (it divided by it: NaN rewards)
-    env = gym.make(
-        "PolicySim-Exposure-v0", num_users=300, rounds=8, reward={"clean_removal_cost": 0.0}
-    )
-    obs, _ = env.reset(seed=2)
-    policy = make_policy("fixed_level", env, level=0.0)
-    for _ in range(8):
-        obs, _, _, _, info = env.step(select_action(policy, obs, env.unwrapped))
-        assert np.isfinite(info["arm_rewards"]).all()
-    assert info["metrics"]["misinformation_uptake"] == 0.0
-    applied = info["arm_applied"]
-    assert applied.any()
-    np.testing.assert_array_equal(info["arm_rewards"][applied], 0.5)
+    # with a free removal the rewards' scale, uptake + clean_removal_cost, is 0 in a round
+    # that misleads nobody (it divided by it: NaN rewards). Which rounds do depends on the
+    # CPU's floating-point kernels (seed 2's round 7 with AVX2, seeds 3 and 5 with AVX-512),
+    # so the seeds are played until such rounds are found.
+    found = 0
+    for seed in range(10):
+        env = gym.make(
+            "PolicySim-Exposure-v0", num_users=300, rounds=8, reward={"clean_removal_cost": 0.0}
+        )
+        obs, _ = env.reset(seed=seed)
+        policy = make_policy("fixed_level", env, level=0.0)
+        for _ in range(8):
+            obs, _, _, _, info = env.step(select_action(policy, obs, env.unwrapped))
+            assert np.isfinite(info["arm_rewards"]).all()
+            applied = info["arm_applied"]
+            if info["metrics"]["misinformation_uptake"] == 0.0 and applied.any():
+                np.testing.assert_array_equal(info["arm_rewards"][applied], 0.5)
+                found += 1
+        if found >= 2:
+            break
+    assert found >= 2
 
 
 def test_exposure_objective_by_hand() -> None:
