@@ -532,25 +532,36 @@ def _relational_draws(
     by_author: np.ndarray,
     lo: int,
 ) -> np.ndarray:
-    # a random followee's random post of the previous round per draw, -1 where there is none
+    # a random followee's random post of the previous round per draw, -1 where there is none.
+    # One pass per lookup (followee, its posts, the post), each pass's random reads
+    # independent of one another, so that they overlap
     b, k = offset_draw.shape
     out = np.full((b, k), -1, np.int64)
     e = len(indices)
     p = len(by_author)
+    if e == 0:
+        return out
     for r in numba.prange(b):
         u = active[r]
         start = indptr[u]
         degree = indptr[u + 1] - start
-        if degree <= 0 or e == 0:
-            continue
+        if degree > 0:
+            for j in range(k):
+                offset = np.int64(offset_draw[r, j] * np.float64(degree))
+                out[r, j] = indices[min(start + offset, e - 1)]
+    for r in numba.prange(b):
         for j in range(k):
-            offset = np.int64(offset_draw[r, j] * np.float64(degree))
-            followee = indices[min(start + offset, e - 1)]
-            first = author_start[followee]
-            count = author_start[followee + 1] - first
-            if count > 0:
+            followee = out[r, j]
+            if followee >= 0:
+                first = author_start[followee]
+                count = author_start[followee + 1] - first
                 pick = np.int64(pick_draw[r, j] * np.float64(count))
-                out[r, j] = lo + by_author[min(first + pick, p - 1)]
+                out[r, j] = first + pick if count > 0 else -1
+    for r in numba.prange(b):
+        for j in range(k):
+            at = out[r, j]
+            if at >= 0:
+                out[r, j] = lo + by_author[min(at, p - 1)]
     return out
 
 
@@ -706,11 +717,11 @@ def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarr
     # feed with the posts written by the row's owner and repeats within a row set to -1
     b, f = feed.shape
     out = feed.copy()
-    for r in numba.prange(b):
+    for r in numba.prange(b):  # the authors' random reads in a pass of their own, no branch
         for j in range(f):
             v = feed[r, j]
-            if v >= 0 and author[v] == owner[r]:
-                out[r, j] = -1
+            out[r, j] = -1 if v >= 0 and author[max(v, 0)] == owner[r] else v
+    for r in numba.prange(b):
         _blank_repeats(out, r)
     return out
 
@@ -1023,9 +1034,10 @@ def _feed_impressions(
             if valid[r, j]:
                 user[i] = owner[r]
                 post[i] = feed[r, j]
-                author[i] = post_author[feed[r, j]]
                 removed[i] = filtered[r, j] < 0
                 i += 1
+    for i in numba.prange(total):  # the random reads apart from the branches: they overlap
+        author[i] = post_author[post[i]]
     return valid, user, post, author, removed
 
 
@@ -1185,15 +1197,20 @@ def _slot_reactions(
     react_user: np.ndarray,
     react_post: np.ndarray,
 ) -> tuple[np.ndarray, int]:
-    # each reaction's feed row found by binary search of its user among the sorted owners,
-    # then its post looked for among that row's slots of the channel
+    # each reaction's feed row looked up in a table of the rows by user (the owners are
+    # distinct, ascending and non-negative), then its post looked for among that row's slots
+    # of the channel
     b, f = feed.shape
+    top = owner[b - 1] + 1 if b else 0
+    row_of = np.full(top, -1, np.int64)
+    for r in numba.prange(b):
+        row_of[owner[r]] = r
     hit = np.zeros(len(react_user), np.bool_)
     for i in numba.prange(len(react_user)):
         user = react_user[i]
-        row = np.searchsorted(owner, user)
+        row = row_of[user] if 0 <= user < top else -1
         post = react_post[i]
-        if post >= 0 and row < b and owner[row] == user and open_row[row]:
+        if post >= 0 and row >= 0 and open_row[row]:
             for j in range(f):
                 if feed[row, j] == post and channel[row, j] == slot_channel:
                     hit[i] = True
@@ -1256,14 +1273,27 @@ def _guide_table(a: np.ndarray) -> tuple[np.ndarray, float]:
 
 def _search_guided(a: np.ndarray, v: np.ndarray, guide: np.ndarray, width: float) -> np.ndarray:
     # each search starts at the bucket below its value's (so below the answer, whatever the
-    # rounding of v / width) and steps forward to the first a[i] >= v
+    # rounding of v / width) and steps forward to the first a[i] >= v. Three passes: the
+    # starts (independent loads), four steps without branches, then the rare longer walks; a
+    # walk's unpredictable end in one loop with the loads would keep them from overlapping
     m = len(a)
-    out = np.empty(len(v), np.int64)
+    out = np.zeros(len(v), np.int64)
+    if m == 0:
+        return out
+    usable = width > 0
     for j in numba.prange(len(v)):
         x = v[j]
-        i = 0
-        if m and width > 0 and x > 0:
-            i = guide[min(max(np.int64(min(x / width, m)) - 1, 0), m - 1)]
+        if usable and x > 0:
+            out[j] = guide[min(max(np.int64(min(x / width, m)) - 1, 0), m - 1)]
+    for j in numba.prange(len(v)):
+        x = v[j]
+        i = out[j]
+        for _ in range(4):
+            i += i < m and a[i] < x
+        out[j] = i
+    for j in numba.prange(len(v)):
+        x = v[j]
+        i = out[j]
         while i < m and a[i] < x:
             i += 1
         out[j] = i
@@ -1274,6 +1304,31 @@ _search_guided_serial, _search_guided_parallel = _serial_and_parallel(_search_gu
 KERNELS["guide_table"] = _guide_table
 KERNELS["search_guided"] = _search_guided_serial
 PARALLEL_KERNELS["search_guided"] = _search_guided_parallel
+
+
+def _link_targets(
+    keys: np.ndarray,
+    edge: np.ndarray,
+    offset: int,
+    position: np.ndarray,
+    members: np.ndarray,
+    scale: int,
+) -> None:
+    # in place: keys[offset + edge[j]] += its target members[min(position[j], m - 1)], or -1
+    # where that target is the key's own segment (a self-loop); the edges are distinct
+    last = len(members) - 1
+    target = np.empty(len(edge), np.int64)
+    for j in numba.prange(len(edge)):  # the random reads on their own, so that they overlap
+        target[j] = members[min(position[j], last)]
+    for j in numba.prange(len(edge)):
+        at = offset + edge[j]
+        source = keys[at]
+        keys[at] = -1 if source == target[j] * scale else source + target[j]
+
+
+_link_targets_serial, _link_targets_parallel = _serial_and_parallel(_link_targets)
+KERNELS["link_targets"] = _link_targets_serial
+PARALLEL_KERNELS["link_targets"] = _link_targets_parallel
 
 
 def _segment_keys(starts: np.ndarray, scale: int) -> np.ndarray:

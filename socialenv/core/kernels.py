@@ -1367,13 +1367,15 @@ def slot_reactions(
     react_user: np.ndarray,
     react_post: np.ndarray,
 ) -> tuple[np.ndarray, int]:
-    """See :func:`slot_reactions_numpy` (the compiled kernel finds rows by binary search, so
-    owners not sorted ascending take the NumPy path)."""
+    """See :func:`slot_reactions_numpy` (the compiled kernel finds rows in a table indexed by
+    user, up to the last owner: owners that are not distinct, ascending and non-negative take
+    the NumPy path)."""
     if (
         feed.ndim != 2
         or channel.shape != feed.shape
         or owner.shape != feed.shape[:1]
         or np.any(owner[1:] <= owner[:-1])
+        or (len(owner) and owner[0] < 0)
     ):
         return slot_reactions_numpy(
             feed, channel, slot_channel, owner, open_row, react_user, react_post
@@ -1429,6 +1431,59 @@ def search_guided(
             "guide_table(a) of this a"
         )
     return _parallel_or_serial("search_guided")(a, v, table, width)
+
+
+def link_targets_numpy(
+    keys: np.ndarray,
+    edge: np.ndarray,
+    offset: int,
+    position: np.ndarray,
+    members: np.ndarray,
+    scale: int,
+) -> None:
+    """In place: ``keys[offset + edge]`` (source keys ``s * scale``) plus their targets
+    ``members[min(position, len(members) - 1)]``, or -1 where a target is its source (a
+    self-loop). ``edge`` (E,) distinct offsets, ``position`` (E,) non-negative."""
+    target = members[np.minimum(position, len(members) - 1)]
+    at = edge + offset
+    source = keys[at]
+    source_loop = source == target * scale
+    source += target
+    source[source_loop] = -1
+    keys[at] = source
+
+
+_NUMPY["link_targets"] = link_targets_numpy
+
+
+def link_targets(
+    keys: np.ndarray,
+    edge: np.ndarray,
+    offset: int,
+    position: np.ndarray,
+    members: np.ndarray,
+    scale: int,
+) -> None:
+    """See :func:`link_targets_numpy`; the compiled kernel adds each target where it is read,
+    without the gathered copies."""
+    if _active is _NUMPY or not all(
+        array.dtype == np.int64 and array.ndim == 1 for array in (keys, edge, position, members)
+    ):
+        link_targets_numpy(keys, edge, offset, position, members, scale)
+        return
+    if len(edge) != len(position):
+        raise ValueError(
+            f"position has {len(position)} entries, which is not allowed: one per edge "
+            f"({len(edge)})"
+        )
+    if len(edge) and len(members) == 0:
+        raise ValueError("members is empty, which is not allowed: targets are drawn from it")
+    if len(edge) and not (0 <= int(edge.min()) + offset and int(edge.max()) + offset < len(keys)):
+        raise ValueError(
+            f"edge offsets {int(edge.min())}..{int(edge.max())} + offset {offset} are not "
+            f"allowed: keys holds {len(keys)}"
+        )
+    _parallel_or_serial("link_targets")(keys, edge, int(offset), position, members, int(scale))
 
 
 def segment_keys_numpy(counts: np.ndarray, scale: int) -> np.ndarray:

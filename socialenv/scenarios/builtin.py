@@ -123,8 +123,7 @@ def _follow_graph(
     for start in range(0, edges, _EDGE_BLOCK):
         stop = min(start + _EDGE_BLOCK, edges)
         uniform = rng.integers(0, 3, stop - start)
-        other = other_camp[start:stop]
-        target_camp[start:stop][other] = uniform[other]
+        np.copyto(target_camp[start:stop], uniform, casting="unsafe", where=other_camp[start:stop])
     del other_camp
     order = np.argsort(camp, kind="stable")
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
@@ -146,14 +145,7 @@ def _follow_graph(
             u = rng.random(out=block[: len(edge)])
             u *= cumulative[-1]
             position = kernels.search_guided(cumulative, u, guide)
-            np.minimum(position, len(members) - 1, out=position)
-            target = members[position]
-            edge += start
-            source = keys[edge]
-            source_loop = source == target * n
-            source += target
-            source[source_loop] = -1
-            keys[edge] = source
+            kernels.link_targets(keys, edge, start, position, members, n)
     del target_camp, block
     return kernels.distinct_segment_pairs(keys, out_degree, n)
 

@@ -789,6 +789,10 @@ def test_slot_reactions_bit_identical_to_numpy_and_to_a_loop(compiled):
             shuffled = (feed[order], channel[order], 1, owner[order], open_row[order])
             unsorted = kernels.slot_reactions(*shuffled, react_user, react_post)
             assert _bits(unsorted[0]) == _bits(hit) and unsorted[1] == slots
+            # a negative owner (no user id): the NumPy path too
+            shifted = (feed, channel, 1, owner - owner[1], open_row)
+            negative = kernels.slot_reactions(*shifted, react_user - owner[1], react_post)
+            assert _bits(negative[0]) == _bits(hit) and negative[1] == slots
         for kernel in (compiled["slot_reactions"], kernels._compiled_parallel["slot_reactions"]):
             got, got_slots = kernel(*args)
             assert _bits(got) == _bits(hit) and got_slots == slots
@@ -852,12 +856,53 @@ def test_guided_search_is_searchsorted(compiled, threads):
             np.testing.assert_array_equal(kernels.search_guided_numpy(a, v), expected)
 
 
+def test_link_targets_match_numpy_and_a_loop(compiled, threads):
+    """Each drawn edge's key gets its target added (a position past the members takes the
+    last one), or -1 where the target is the source; the other keys are left alone."""
+    rng = np.random.default_rng(23)
+    n, scale = 400, 400
+    counts = rng.integers(0, 12, n)
+    sources = np.repeat(np.arange(n), counts)
+    members = np.arange(0, n, 2)
+    loops = 0
+    for offset in (0, 7):
+        chosen = np.flatnonzero(rng.random(len(sources) - offset) < 0.4)
+        position = rng.integers(0, len(members) + 3, len(chosen))  # some past the end
+        position[:5] = len(members)
+        even = np.flatnonzero(sources[chosen + offset] % 2 == 0)[5:15]
+        position[even] = sources[chosen + offset][even] // 2  # self-loops
+        base = sources * scale
+        target = members[np.minimum(position, len(members) - 1)]
+        at = chosen + offset
+        expected = base.copy()
+        for j, edge in enumerate(at):  # the loop the kernel replaces
+            own = target[j] == sources[edge]
+            expected[edge] = -1 if own else base[edge] + target[j]
+        loops += int((expected == -1).sum())
+        twin = base.copy()
+        kernels.link_targets_numpy(twin, chosen, offset, position.copy(), members, scale)
+        np.testing.assert_array_equal(twin, expected)
+        for count in (1, 2):
+            threads(count)
+            got = base.copy()
+            kernels.link_targets(got, chosen, offset, position, members, scale)
+            np.testing.assert_array_equal(got, expected)
+    assert loops > 0  # self-loops were met
+
+
 def test_a_guide_or_segment_counts_that_do_not_fit_are_rejected(compiled):
     a = np.cumsum(np.ones(10))
     with pytest.raises(ValueError, match="it has 5 buckets for 10 entries"):
         kernels.search_guided(a, a, kernels.guide_table(a[:5]))
     with pytest.raises(ValueError, match="keys holds 10"):
         kernels.distinct_segment_pairs(np.zeros(10, np.int64), np.array([4, 4]), 3)
+    keys, members = np.zeros(10, np.int64), np.arange(3, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"edge offsets 2\.\.9 \+ offset 1 are not allowed"):
+        kernels.link_targets(keys, np.array([2, 9]), 1, np.zeros(2, np.int64), members, 3)
+    with pytest.raises(ValueError, match="one per edge"):
+        kernels.link_targets(keys, np.array([2, 3]), 0, np.zeros(1, np.int64), members, 3)
+    with pytest.raises(ValueError, match="members is empty"):
+        kernels.link_targets(keys, np.array([2]), 0, np.zeros(1, np.int64), members[:0], 3)
 
 
 def test_distinct_segment_pairs_match_numpy(compiled, threads):
