@@ -110,8 +110,7 @@ def generate_candidates(
             draws = np.where(take_negative, from_negative, from_positive)
         elif name == "popular":
             engagement = posts.likes[lo:hi] + 2 * posts.retweets[lo:hi] + posts.replies[lo:hi]
-            size = min(popular_pool, hi - lo)
-            pool = recent[np.argsort(-engagement, kind="stable")[:size]] if size else recent
+            pool = recent[kernels.most_first(engagement, popular_pool)]
             draws = _sample(pool, (u, m), rng)
         else:
             last_lo, last_hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)

@@ -549,6 +549,38 @@ def searchsorted(
     return out
 
 
+def most_first(values: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(-values, kind="stable")[:k]``: the indices of the k largest of the 1-D
+    integer ``values``, largest first, ties in index order. Above 16,384 values only the
+    entries that reach the k-th largest value are sorted (one partition finds it)."""
+    negated = -values
+    if k >= len(values) or len(values) <= 16_384:
+        return np.argsort(negated, kind="stable")[: max(k, 0)]
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    kth = np.partition(negated, k - 1)[k - 1]
+    reaching = np.flatnonzero(negated <= kth)  # in index order: the stable sort keeps it
+    return reaching[np.argsort(negated[reaching], kind="stable")[:k]]
+
+
+def index_of(values: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """(len(items),) int64: the index in ``values`` (1-D distinct integers) of each of the 1-D
+    integer ``items``, -1 where it does not occur. Through a table over the values' range
+    where that range is at most 8 times their count (plus 4,096): a scatter and a gather
+    instead of a sort and a binary search per item; else by sort and binary search."""
+    items = np.asarray(items)
+    if len(values) == 0 or len(items) == 0:
+        return np.full(len(items), -1, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < 8 * len(values) + 4096 and -(2**62) < lo and hi < 2**62:
+        table = np.full(hi - lo + 3, -1, np.int64)  # its first and last entries: outside
+        table[values - (lo - 1)] = np.arange(len(values))
+        return table[np.clip(items, lo - 1, hi + 1) - (lo - 1)]
+    order = np.argsort(values, kind="stable")
+    at = order[np.minimum(searchsorted(values, items, sorter=order), len(values) - 1)]
+    return np.where(values[at] == items, at, -1)
+
+
 def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     """``np.isin(values, members)`` for integer arrays, by sort and binary search."""
     members = np.sort(members)

@@ -24,12 +24,6 @@ from socialenv.core.simulation import RoundResult, Simulation, Stream
 from socialenv.envs.sizing import warn_if_too_large
 
 
-def _positions(values: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Index in ``values`` (distinct) of each entry of ``items`` (a subset of ``values``)."""
-    order = np.argsort(values)
-    return order[kernels.searchsorted(values, items, sorter=order)]
-
-
 class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     """Base class: one step = one platform round; subclasses define arms, contexts, rewards.
 
@@ -550,7 +544,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
         applied = np.zeros(len(slate), bool)
         slot_rewards = np.zeros(len(slate), np.float32)
         if len(applied_arms):
-            slot = np.flatnonzero(candidate)[_positions(slate[candidate], applied_arms)]
+            slot = np.flatnonzero(candidate)[kernels.index_of(slate[candidate], applied_arms)]
             applied[slot] = True
             slot_rewards[slot] = rewards
         reward = self._step_reward(slot_rewards, applied)

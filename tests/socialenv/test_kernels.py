@@ -856,6 +856,46 @@ def test_guided_search_is_searchsorted(compiled, threads):
             np.testing.assert_array_equal(kernels.search_guided_numpy(a, v), expected)
 
 
+def test_most_first_is_the_head_of_a_stable_sort():
+    rng = np.random.default_rng(25)
+    for values in (
+        rng.integers(0, 4, 30_000),  # many ties at the k-th value; partitioned
+        rng.integers(-(10**9), 10**9, 20_000),
+        rng.integers(0, 4, 3000),  # sorted whole
+        np.zeros(50, np.int64),
+        np.array([7]),
+        np.zeros(0, np.int64),
+    ):
+        for k in (0, 1, 5, 100, len(values) - 1, len(values), len(values) + 3):
+            expected = np.argsort(-values, kind="stable")[: max(k, 0)]
+            got = kernels.most_first(values, k)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_index_of_finds_each_item_or_minus_one():
+    """By table (dense values) and by sort (sparse ones), with absent items below, inside and
+    above the values' range, negative values, and empty inputs."""
+    rng = np.random.default_rng(24)
+    for values in (
+        rng.permutation(np.arange(-50, 3000))[:2000],  # dense: the table
+        rng.choice(10**12, 300, replace=False) - 10**11,  # sparse: the sort
+        np.iinfo(np.int64).max - np.arange(40),  # dense but at the end of int64: the sort
+        np.array([5]),
+        np.zeros(0, np.int64),
+    ):
+        where = {int(v): i for i, v in enumerate(values)}
+        for items in (
+            rng.integers(-100, 3100, 5000),
+            values[rng.integers(0, max(len(values), 1), 50)] if len(values) else values,
+            np.array([np.iinfo(np.int64).min, -(2**62), 2**62, np.iinfo(np.int64).max]),
+            np.zeros(0, np.int64),
+        ):
+            got = kernels.index_of(values, items)
+            assert got.dtype == np.int64 and got.shape == items.shape
+            assert got.tolist() == [where.get(int(item), -1) for item in items]
+
+
 def test_link_targets_match_numpy_and_a_loop(compiled, threads):
     """Each drawn edge's key gets its target added (a position past the members takes the
     last one), or -1 where the target is the source; the other keys are left alone."""

@@ -51,8 +51,8 @@ class RecLever(Lever):
                 "place_recommendations(feed, channel, row, post): subclass "
                 "socialenv.core.platform.Recommender to receive the policy's recommendations"
             )
-        row = kernels.searchsorted(active, self._user)
-        row_ok = (row < len(active)) & (active[np.minimum(row, len(active) - 1)] == self._user)
+        row = kernels.index_of(active, self._user)
+        row_ok = row >= 0
         return recommender.place_recommendations(feed, channel, row[row_ok], self._post[row_ok])
 
     def effects(self, round_: Any) -> PolicyEffects:
