@@ -1,0 +1,283 @@
+"""Compiled kernels of this tree against the same kernels of another revision, on the same
+recorded inputs, in one process.
+
+    python benchmarks/kernel_pairs.py --compare f12743f
+    python benchmarks/kernel_pairs.py --compare f12743f --users 200000 --kernels relational_draws
+    python benchmarks/kernel_pairs.py --compare f12743f --threads 2 --out DIR/kernels_2t.json
+
+A 1M step's CPU time moves by 15-20% between processes on the shared development VM, more than
+most single kernel changes. Here one process resets ``RecEnv(num_users=N)`` (``--seed``), plays
+one warm-up step, then records the arguments of the calls of the named compiled kernels
+(``socialenv.core.kernels``; default: every kernel the recorded phases call) during a second
+reset (``--phase reset``), or a step with random slates (``--phase step``), or both (default).
+At most ``--calls`` calls per kernel and phase are kept (deep copies, so in-place kernels meet
+the same inputs each time).
+
+The other revision's ``socialenv/core/_numba_kernels.py`` (``git show REV:…``, or the file of
+a source tree given as a folder; the module imports only NumPy and numba) is loaded beside this
+tree's under another name. For every
+recorded kernel both versions run on copies of the same inputs, ``--repeats`` times, the two
+alternating (this one first on even repeats), each timed with ``time.process_time`` around its
+calls only; one untimed call of each first (compilation, caches). The result per kernel: the
+CPU seconds over its recorded calls per repeat, their medians, the ratio other / this, and
+whether the two gave bit-identical outputs (the returned arrays and the arguments after the
+call; a kernel whose output has entries it leaves unwritten, which then differ from run to
+run, says so instead). A kernel missing from the other revision, or
+whose arguments it does not take, is listed as such.
+
+``--threads N``: each version's threaded twin where it has one (``PARALLEL_KERNELS``), on N of
+numba's threads; the serial versions otherwise.
+
+Results go to ``--out`` (default ``runs/kernel_pairs/<UTC time>.json``, not tracked); publish a
+run by passing ``--out benchmarks/results/...`` deliberately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from env_throughput import ROOT, THREAD_VARS, _commit, write_result
+
+KERNEL_MODULE = "socialenv/core/_numba_kernels.py"
+
+
+def load_kernels(revision: str, folder: Path) -> tuple[Any, str]:
+    """The compiled-kernel module of another revision (or of the source tree at that path),
+    loaded as a module of its own (its numba cache beside it, in ``folder``), and the
+    revision's short commit."""
+    if Path(revision).is_dir():
+        tree = Path(revision).resolve()
+        module_file = tree / KERNEL_MODULE
+        if not module_file.is_file():
+            raise ValueError(f"--compare={revision!r} is not allowed: it has no {KERNEL_MODULE}")
+        return _load(module_file.read_text(), f"tree_{abs(hash(str(tree)))}", folder), str(
+            _commit(tree)
+        )
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", f"{revision}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:{KERNEL_MODULE}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise ValueError(
+            f"--compare={revision!r} is not allowed: a git revision of {ROOT} that has "
+            f"{KERNEL_MODULE}"
+        ) from err
+    return _load(source, commit, folder), commit
+
+
+def _load(source: str, tag: str, folder: Path) -> Any:
+    name = f"policysim_kernels_{tag}"
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba's cache locates a function's module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _is_kernel_argument(value: Any) -> bool:
+    import numpy as np
+
+    return not isinstance(value, np.random.Generator)
+
+
+def record_calls(
+    num_users: int, seed: int, phases: list[str], names: list[str] | None, calls: int
+) -> dict[str, list[tuple[str, tuple[Any, ...]]]]:
+    """``{kernel: [(phase, arguments), ...]}``: the compiled kernels' calls during a second reset
+    and one step after a warm-up step, at most ``calls`` per kernel and phase. Kernels that
+    draw from a generator are left out (a recorded generator would replay other draws)."""
+    import numpy as np
+
+    from socialenv.core import kernels
+    from socialenv.envs.rec import RecEnv
+
+    if kernels.BACKEND != "numba":
+        raise RuntimeError("kernel_pairs.py needs numba (POLICYSIM_KERNELS is not numba)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the action-space size warning at 1M users
+        env = RecEnv(num_users=num_users, rounds=4)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    recorded: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
+    phase = ["reset"]
+    tables = (kernels._active, kernels._compiled_parallel)
+    originals = [dict(table) for table in tables]
+    wanted = set(names) if names else set(originals[0])
+
+    def recording(name: str, kernel: Any) -> Any:
+        def call(*args: Any) -> Any:
+            kept = [entry for entry in recorded.get(name, []) if entry[0] == phase[0]]
+            if phase[0] in phases and all(map(_is_kernel_argument, args)) and len(kept) < calls:
+                recorded.setdefault(name, []).append((phase[0], copy.deepcopy(args)))
+            return kernel(*args)
+
+        return call
+
+    for table, original in zip(tables, originals, strict=True):
+        for name, kernel in original.items():
+            if name in wanted:
+                table[name] = recording(name, kernel)
+    try:
+        if "reset" in phases:
+            env.reset(seed=seed)
+            phase[0] = "warm-up"  # the step after a reset: not recorded
+            env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+        phase[0] = "step"
+        env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    finally:
+        for table, original in zip(tables, originals, strict=True):
+            table.update(original)
+    return recorded
+
+
+def _same(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return bool(a == b) or (a != a and b != b)
+
+
+def _timed(kernel: Any, calls: list[tuple[Any, ...]]) -> tuple[float, list[Any]]:
+    """CPU seconds of ``kernel`` over ``calls`` (each on a fresh copy of its arguments, the copy
+    not timed) and what each call returned, with the arguments it may have changed."""
+    total, results = 0.0, []
+    for args in calls:
+        fresh = copy.deepcopy(args)
+        start = time.process_time()
+        returned = kernel(*fresh)
+        total += time.process_time() - start
+        results.append((returned, fresh))
+    return total, results
+
+
+def compare(
+    recorded: dict[str, list[tuple[str, tuple[Any, ...]]]],
+    other: Any,
+    threads: int,
+    repeats: int,
+) -> list[dict[str, Any]]:
+    from socialenv.core import _numba_kernels as this
+
+    rows = []
+    for name, entries in sorted(recorded.items()):
+        for phase in ("reset", "step"):
+            calls = [args for entry_phase, args in entries if entry_phase == phase]
+            if not calls:
+                continue
+            row: dict[str, Any] = {"kernel": name, "phase": phase, "calls": len(calls)}
+            rows.append(row)
+            versions = []
+            for module in (this, other):
+                tables = [module.KERNELS] + ([module.PARALLEL_KERNELS] if threads > 1 else [])
+                versions.append(next((t[name] for t in reversed(tables) if name in t), None))
+            if versions[1] is None:
+                row["other"] = "not in the other revision"
+                continue
+            try:
+                # untimed (compilation, caches); this version twice: an output with entries
+                # the kernel leaves unwritten (np.empty) differs from itself
+                first = [_timed(kernel, calls)[1] for kernel in (versions[0], *versions)]
+            except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
+                row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
+                continue
+            flat = [tuple(r for pair in results for r in pair) for results in first]
+            row["identical"] = (
+                _same(flat[1], flat[2])
+                if _same(flat[0], flat[1])
+                else "unwritten entries: this version's output differs from itself"
+            )
+            seconds: dict[str, list[float]] = {"this": [], "other": []}
+            for repeat in range(repeats):
+                order = [("this", versions[0]), ("other", versions[1])]
+                for label, kernel in order if repeat % 2 == 0 else order[::-1]:
+                    seconds[label].append(_timed(kernel, calls)[0])
+            row["cpu_s"] = seconds
+            median = {label: sorted(v)[len(v) // 2] for label, v in seconds.items()}
+            row["median_cpu_s"] = median
+            row["other_over_this"] = median["other"] / median["this"] if median["this"] else None
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--compare", required=True, help="a git revision of this repository, or a source tree"
+    )
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--phase", nargs="+", choices=["reset", "step"], default=["reset", "step"])
+    parser.add_argument("--kernels", nargs="+", default=None, help="kernel names (default: all)")
+    parser.add_argument("--calls", type=int, default=16, help="calls kept per kernel and phase")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    for field in ("users", "calls", "repeats", "threads"):
+        if getattr(args, field) < 1:
+            raise ValueError(f"--{field}={getattr(args, field)} is not allowed: an integer >= 1")
+    for var in THREAD_VARS:
+        os.environ[var] = "1"  # BLAS and torch: one thread; numba: below
+    os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, 1))
+    sys.path.insert(0, str(ROOT))
+    import numba
+
+    from socialenv.core import kernels
+
+    with tempfile.TemporaryDirectory(prefix="policysim-kernels-") as folder:
+        other, commit = load_kernels(args.compare, Path(folder))
+        recorded = record_calls(args.users, args.seed, args.phase, args.kernels, args.calls)
+        kernels.set_threads(args.threads)
+        numba.set_num_threads(args.threads)
+        rows = compare(recorded, other, args.threads, args.repeats)
+    for row in rows:
+        if "median_cpu_s" in row:
+            m = row["median_cpu_s"]
+            print(
+                f"{row['phase']:5s} {row['kernel']:28s} {row['calls']:3d} calls: "
+                f"{m['this'] * 1e3:8.1f} ms here, {m['other'] * 1e3:8.1f} ms at {commit} "
+                f"(×{row['other_over_this']:.2f}); identical: {row['identical']}"
+            )
+        else:
+            print(f"{row['phase']:5s} {row['kernel']:28s} {row['other']}")
+    write_result(
+        "kernel_pairs",
+        args.out,
+        {
+            "command": " ".join(sys.argv),
+            "users": args.users,
+            "threads": args.threads,
+            "other": commit,
+            "rows": rows,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

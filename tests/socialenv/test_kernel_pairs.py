@@ -1,0 +1,43 @@
+"""benchmarks/kernel_pairs.py: this tree's compiled kernels against a revision's, on the same
+recorded inputs, in one process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support import ROOT, run_benchmark
+
+
+def test_kernels_against_this_tree_are_identical_and_timed(tmp_path: Path) -> None:
+    """The other version is this tree's own file, loaded as a second module: every kernel
+    recorded gives the same bits and has its times."""
+    out = tmp_path / "kernels.json"
+    run_benchmark(
+        "kernel_pairs.py",
+        *("--compare", str(ROOT), "--users", "600", "--calls", "2", "--repeats", "3"),
+        *("--kernels", "relational_draws", "search_guided", "feed_impressions"),
+        *("--out", str(out)),
+    )
+    result = json.loads(out.read_text())
+    assert result["other"] == result["commit"]  # this tree's commit (+dirty when edited)
+    rows = {(row["kernel"], row["phase"]): row for row in result["rows"]}
+    # the follow graph's search runs in the reset, the relational channel's draws in both
+    assert {("search_guided", "reset"), ("relational_draws", "step")} <= set(rows)
+    assert {kernel for kernel, _ in rows} <= {
+        "relational_draws",
+        "search_guided",
+        "feed_impressions",
+    }
+    for row in rows.values():
+        assert 1 <= row["calls"] <= 2
+        assert row["identical"] is True  # the same source: the same bits
+        assert len(row["cpu_s"]["this"]) == len(row["cpu_s"]["other"]) == 3
+        assert row["other_over_this"] > 0
+
+
+def test_a_revision_without_the_kernels_is_refused(tmp_path: Path) -> None:
+    for other in ("no-such-revision", str(tmp_path)):
+        shown = run_benchmark("kernel_pairs.py", "--compare", other, check=False)
+        assert shown.returncode != 0
+        assert f"--compare={other!r} is not allowed" in shown.stderr
