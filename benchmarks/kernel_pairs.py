@@ -10,8 +10,8 @@ most single kernel changes. Here one process resets ``RecEnv(num_users=N)`` (``-
 one warm-up step, then records the arguments of the calls of the named compiled kernels
 (``socialenv.core.kernels``; default: every kernel the recorded phases call) during a second
 reset (``--phase reset``), or a step with random slates (``--phase step``), or both (default).
-At most ``--calls`` calls per kernel and phase are kept (deep copies, so in-place kernels meet
-the same inputs each time).
+At most ``--calls`` calls per kernel and phase are kept: copies (one per distinct array), and
+every timed call gets fresh copies of them, so in-place kernels meet the same inputs each time.
 
 The other revision's ``socialenv/core/_numba_kernels.py`` (``git show REV:…``, or the file of
 a source tree given as a folder; the module imports only NumPy and numba) is loaded beside this
@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -127,11 +129,22 @@ def record_calls(
     originals = [dict(table) for table in tables]
     wanted = set(names) if names else set(originals[0])
 
+    copies: dict[tuple[Any, ...], Any] = {}  # one copy of each distinct array recorded
+
+    def kept_copy(value: Any) -> Any:
+        if not isinstance(value, np.ndarray):
+            return copy.deepcopy(value)
+        contiguous = np.ascontiguousarray(value)
+        key = (value.shape, value.dtype.str, hashlib.blake2b(contiguous.data).digest())
+        if key not in copies:
+            copies[key] = value.copy()
+        return copies[key]
+
     def recording(name: str, kernel: Any) -> Any:
         def call(*args: Any) -> Any:
             kept = [entry for entry in recorded.get(name, []) if entry[0] == phase[0]]
             if phase[0] in phases and all(map(_is_kernel_argument, args)) and len(kept) < calls:
-                recorded.setdefault(name, []).append((phase[0], copy.deepcopy(args)))
+                recorded.setdefault(name, []).append((phase[0], tuple(map(kept_copy, args))))
             return kernel(*args)
 
         return call
@@ -164,16 +177,25 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) or (a != a and b != b)
 
 
-def _timed(kernel: Any, calls: list[tuple[Any, ...]]) -> tuple[float, list[Any]]:
+def _flat(results: list[Any]) -> tuple[Any, ...]:
+    return tuple(part for pair in results for part in pair)
+
+
+def _timed(
+    kernel: Any, calls: list[tuple[Any, ...]], keep: bool = False
+) -> tuple[float, list[Any]]:
     """CPU seconds of ``kernel`` over ``calls`` (each on a fresh copy of its arguments, the copy
-    not timed) and what each call returned, with the arguments it may have changed."""
+    not timed) and, with ``keep``, what each call returned with the arguments it may have
+    changed."""
     total, results = 0.0, []
     for args in calls:
         fresh = copy.deepcopy(args)
         start = time.process_time()
         returned = kernel(*fresh)
         total += time.process_time() - start
-        results.append((returned, fresh))
+        if keep:
+            results.append((returned, fresh))
+        del returned, fresh
     return total, results
 
 
@@ -203,16 +225,18 @@ def compare(
             try:
                 # untimed (compilation, caches); this version twice: an output with entries
                 # the kernel leaves unwritten (np.empty) differs from itself
-                first = [_timed(kernel, calls)[1] for kernel in (versions[0], *versions)]
+                here, again, there = (
+                    _timed(kernel, calls, keep=True)[1] for kernel in (versions[0], *versions)
+                )
             except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
                 row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
                 continue
-            flat = [tuple(r for pair in results for r in pair) for results in first]
             row["identical"] = (
-                _same(flat[1], flat[2])
-                if _same(flat[0], flat[1])
+                _same(_flat(again), _flat(there))
+                if _same(_flat(here), _flat(again))
                 else "unwritten entries: this version's output differs from itself"
             )
+            del here, again, there
             seconds: dict[str, list[float]] = {"this": [], "other": []}
             for repeat in range(repeats):
                 order = [("this", versions[0]), ("other", versions[1])]
@@ -255,6 +279,7 @@ def main() -> None:
         recorded = record_calls(args.users, args.seed, args.phase, args.kernels, args.calls)
         kernels.set_threads(args.threads)
         numba.set_num_threads(args.threads)
+        gc.collect()  # the recording's env
         rows = compare(recorded, other, args.threads, args.repeats)
     for row in rows:
         if "median_cpu_s" in row:
