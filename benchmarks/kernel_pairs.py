@@ -10,8 +10,9 @@ most single kernel changes. Here one process resets ``RecEnv(num_users=N)`` (``-
 one warm-up step, then records the arguments of the calls of the named compiled kernels
 (``socialenv.core.kernels``; default: every kernel the recorded phases call) during a second
 reset (``--phase reset``), or a step with random slates (``--phase step``), or both (default).
-At most ``--calls`` calls per kernel and phase are kept: copies (one per distinct array), and
-every timed call gets fresh copies of them, so in-place kernels meet the same inputs each time.
+At most ``--calls`` calls per kernel and phase are kept: copies (one per distinct array, up to
+``--max-gib`` in all; calls beyond are left out and counted per kernel), and every timed call
+gets fresh copies of them, so in-place kernels meet the same inputs each time.
 
 The other revision's ``socialenv/core/_numba_kernels.py`` (``git show REV:…``, or the file of
 a source tree given as a folder; the module imports only NumPy and numba) is loaded beside this
@@ -105,11 +106,19 @@ def _is_kernel_argument(value: Any) -> bool:
 
 
 def record_calls(
-    num_users: int, seed: int, phases: list[str], names: list[str] | None, calls: int
+    num_users: int,
+    seed: int,
+    phases: list[str],
+    names: list[str] | None,
+    calls: int,
+    max_bytes: float,
+    left_out: dict[tuple[str, str], int],
 ) -> dict[str, list[tuple[str, tuple[Any, ...]]]]:
     """``{kernel: [(phase, arguments), ...]}``: the compiled kernels' calls during a second reset
-    and one step after a warm-up step, at most ``calls`` per kernel and phase. Kernels that
-    draw from a generator are left out (a recorded generator would replay other draws)."""
+    and one step after a warm-up step, at most ``calls`` per kernel and phase, their arrays
+    copied up to ``max_bytes`` in all (a call that would go beyond is counted in ``left_out``
+    instead). Kernels that draw from a generator are left out (a recorded generator would
+    replay other draws)."""
     import numpy as np
 
     from socialenv.core import kernels
@@ -130,21 +139,40 @@ def record_calls(
     wanted = set(names) if names else set(originals[0])
 
     copies: dict[tuple[Any, ...], Any] = {}  # one copy of each distinct array recorded
+    used = [0]
+
+    def key_of(value: np.ndarray) -> tuple[Any, ...]:
+        digest = hashlib.blake2b(np.ascontiguousarray(value).data).digest()
+        return (value.shape, value.dtype.str, digest)
+
+    def arrays(value: Any) -> list[np.ndarray]:
+        if isinstance(value, np.ndarray):
+            return [value]
+        if isinstance(value, tuple):
+            return [array for part in value for array in arrays(part)]
+        return []
 
     def kept_copy(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return tuple(map(kept_copy, value))
         if not isinstance(value, np.ndarray):
             return copy.deepcopy(value)
-        contiguous = np.ascontiguousarray(value)
-        key = (value.shape, value.dtype.str, hashlib.blake2b(contiguous.data).digest())
+        key = key_of(value)
         if key not in copies:
             copies[key] = value.copy()
+            used[0] += value.nbytes
         return copies[key]
 
     def recording(name: str, kernel: Any) -> Any:
         def call(*args: Any) -> Any:
             kept = [entry for entry in recorded.get(name, []) if entry[0] == phase[0]]
-            if phase[0] in phases and all(map(_is_kernel_argument, args)) and len(kept) < calls:
-                recorded.setdefault(name, []).append((phase[0], tuple(map(kept_copy, args))))
+            wanted_calls = len(kept) + left_out.get((name, phase[0]), 0)
+            if phase[0] in phases and all(map(_is_kernel_argument, args)) and wanted_calls < calls:
+                new = {key_of(a): a.nbytes for a in arrays(args) if key_of(a) not in copies}
+                if used[0] + sum(new.values()) <= max_bytes:
+                    recorded.setdefault(name, []).append((phase[0], tuple(map(kept_copy, args))))
+                else:
+                    left_out[(name, phase[0])] = left_out.get((name, phase[0]), 0) + 1
             return kernel(*args)
 
         return call
@@ -261,6 +289,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=16, help="calls kept per kernel and phase")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--max-gib",
+        type=float,
+        default=6.0,
+        help="memory for the recorded arguments; calls beyond it are left out and counted",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     for field in ("users", "calls", "repeats", "threads"):
@@ -276,11 +310,32 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="policysim-kernels-") as folder:
         other, commit = load_kernels(args.compare, Path(folder))
-        recorded = record_calls(args.users, args.seed, args.phase, args.kernels, args.calls)
+        left_out: dict[tuple[str, str], int] = {}
+        recorded = record_calls(
+            args.users,
+            args.seed,
+            args.phase,
+            args.kernels,
+            args.calls,
+            args.max_gib * 2**30,
+            left_out,
+        )
         kernels.set_threads(args.threads)
         numba.set_num_threads(args.threads)
         gc.collect()  # the recording's env
         rows = compare(recorded, other, args.threads, args.repeats)
+    for row in rows:
+        row["calls_left_out_for_memory"] = left_out.pop((row["kernel"], row["phase"]), 0)
+    for (name, phase), count in sorted(left_out.items()):  # no call of theirs was recorded
+        rows.append(
+            {
+                "kernel": name,
+                "phase": phase,
+                "calls": 0,
+                "calls_left_out_for_memory": count,
+                "other": "every call left out (--max-gib)",
+            }
+        )
     for row in rows:
         if "median_cpu_s" in row:
             m = row["median_cpu_s"]
@@ -288,6 +343,7 @@ def main() -> None:
                 f"{row['phase']:5s} {row['kernel']:28s} {row['calls']:3d} calls: "
                 f"{m['this'] * 1e3:8.1f} ms here, {m['other'] * 1e3:8.1f} ms at {commit} "
                 f"(×{row['other_over_this']:.2f}); identical: {row['identical']}"
+                + (f"; {n} left out" if (n := row["calls_left_out_for_memory"]) else "")
             )
         else:
             print(f"{row['phase']:5s} {row['kernel']:28s} {row['other']}")

@@ -34,6 +34,21 @@ def test_kernels_against_this_tree_are_identical_and_timed(tmp_path: Path) -> No
         assert row["identical"] is True  # the same source: the same bits
         assert len(row["cpu_s"]["this"]) == len(row["cpu_s"]["other"]) == 3
         assert row["other_over_this"] > 0
+        assert row["calls_left_out_for_memory"] == 0
+
+
+def test_calls_beyond_the_memory_budget_are_left_out_and_counted(tmp_path: Path) -> None:
+    out = tmp_path / "kernels.json"
+    run_benchmark(
+        "kernel_pairs.py",
+        *("--compare", str(ROOT), "--users", "600", "--calls", "2", "--repeats", "1"),
+        *("--kernels", "search_guided", "--phase", "reset", "--max-gib", "0"),
+        *("--out", str(out)),
+    )
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["kernel"] == "search_guided" and row["calls"] == 0
+    assert row["calls_left_out_for_memory"] == 2
+    assert "left out" in row["other"]
 
 
 def test_a_revision_without_the_kernels_is_refused(tmp_path: Path) -> None:
