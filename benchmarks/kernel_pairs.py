@@ -205,26 +205,34 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) or (a != a and b != b)
 
 
-def _flat(results: list[Any]) -> tuple[Any, ...]:
-    return tuple(part for pair in results for part in pair)
+def _identical(this: Any, other: Any, calls: list[tuple[Any, ...]]) -> bool | str:
+    """Whether both versions give the same bits on every call (what they return and the
+    arguments after the call), call by call on fresh copies (untimed: this also compiles
+    them). This version runs twice: an output with entries the kernel leaves unwritten
+    (``np.empty``) differs from itself, and is reported so."""
+    same: bool | str = True
+    for args in calls:
+        here, again, there = (
+            (kernel(*(fresh := copy.deepcopy(args))), fresh) for kernel in (this, this, other)
+        )
+        if not _same(here, again):
+            return "unwritten entries: this version's output differs from itself"
+        same = same and _same(again, there)
+        del here, again, there
+    return same
 
 
-def _timed(
-    kernel: Any, calls: list[tuple[Any, ...]], keep: bool = False
-) -> tuple[float, list[Any]]:
-    """CPU seconds of ``kernel`` over ``calls`` (each on a fresh copy of its arguments, the copy
-    not timed) and, with ``keep``, what each call returned with the arguments it may have
-    changed."""
-    total, results = 0.0, []
+def _timed(kernel: Any, calls: list[tuple[Any, ...]]) -> float:
+    """CPU seconds of ``kernel`` over ``calls``, each on a fresh copy of its arguments (the copy
+    not timed)."""
+    total = 0.0
     for args in calls:
         fresh = copy.deepcopy(args)
         start = time.process_time()
-        returned = kernel(*fresh)
+        kernel(*fresh)
         total += time.process_time() - start
-        if keep:
-            results.append((returned, fresh))
-        del returned, fresh
-    return total, results
+        del fresh
+    return total
 
 
 def compare(
@@ -251,25 +259,15 @@ def compare(
                 row["other"] = "not in the other revision"
                 continue
             try:
-                # untimed (compilation, caches); this version twice: an output with entries
-                # the kernel leaves unwritten (np.empty) differs from itself
-                here, again, there = (
-                    _timed(kernel, calls, keep=True)[1] for kernel in (versions[0], *versions)
-                )
+                row["identical"] = _identical(versions[0], versions[1], calls)
             except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
                 row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
                 continue
-            row["identical"] = (
-                _same(_flat(again), _flat(there))
-                if _same(_flat(here), _flat(again))
-                else "unwritten entries: this version's output differs from itself"
-            )
-            del here, again, there
             seconds: dict[str, list[float]] = {"this": [], "other": []}
             for repeat in range(repeats):
                 order = [("this", versions[0]), ("other", versions[1])]
                 for label, kernel in order if repeat % 2 == 0 else order[::-1]:
-                    seconds[label].append(_timed(kernel, calls)[0])
+                    seconds[label].append(_timed(kernel, calls))
             row["cpu_s"] = seconds
             median = {label: sorted(v)[len(v) // 2] for label, v in seconds.items()}
             row["median_cpu_s"] = median
