@@ -16,15 +16,16 @@ gets fresh copies of them, so in-place kernels meet the same inputs each time.
 
 The other revision's ``socialenv/core/_numba_kernels.py`` (``git show REV:…``, or the file of
 a source tree given as a folder; the module imports only NumPy and numba) is loaded beside this
-tree's under another name. For every
-recorded kernel both versions run on copies of the same inputs, ``--repeats`` times, the two
-alternating (this one first on even repeats), each timed with ``time.process_time`` around its
-calls only; one untimed call of each first (compilation, caches). The result per kernel: the
-CPU seconds over its recorded calls per repeat, their medians, the ratio other / this, and
-whether the two gave bit-identical outputs (the returned arrays and the arguments after the
-call; a kernel whose output has entries it leaves unwritten, which then differ from run to
-run, says so instead). A kernel missing from the other revision, or
-whose arguments it does not take, is listed as such.
+tree's under another name. For every recorded kernel both versions run on copies of the same
+inputs, ``--repeats`` times, the two alternating (this one first on even repeats), each timed
+with ``time.process_time`` and ``time.perf_counter`` around its calls only; one untimed call
+of each first (compilation, caches). The result per kernel: the CPU and wall seconds over its
+recorded calls per repeat, their medians, the ratios other / this (printed: CPU on one thread,
+wall on more, where CPU time also counts the threads that wait), and whether the two gave
+bit-identical outputs (the returned arrays and the arguments after the call; a kernel whose
+output has entries it leaves unwritten, which then differ from run to run, says so instead).
+A kernel missing from the other revision, or whose arguments it does not take, is listed as
+such.
 
 ``--threads N``: each version's threaded twin where it has one (``PARALLEL_KERNELS``), on N of
 numba's threads; the serial versions otherwise.
@@ -222,17 +223,18 @@ def _identical(this: Any, other: Any, calls: list[tuple[Any, ...]]) -> bool | st
     return same
 
 
-def _timed(kernel: Any, calls: list[tuple[Any, ...]]) -> float:
-    """CPU seconds of ``kernel`` over ``calls``, each on a fresh copy of its arguments (the copy
-    not timed)."""
-    total = 0.0
+def _timed(kernel: Any, calls: list[tuple[Any, ...]]) -> tuple[float, float]:
+    """CPU and wall seconds of ``kernel`` over ``calls``, each on a fresh copy of its arguments
+    (the copy not timed)."""
+    cpu = wall = 0.0
     for args in calls:
         fresh = copy.deepcopy(args)
-        start = time.process_time()
+        start, start_wall = time.process_time(), time.perf_counter()
         kernel(*fresh)
-        total += time.process_time() - start
+        cpu += time.process_time() - start
+        wall += time.perf_counter() - start_wall
         del fresh
-    return total
+    return cpu, wall
 
 
 def compare(
@@ -263,15 +265,19 @@ def compare(
             except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
                 row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
                 continue
-            seconds: dict[str, list[float]] = {"this": [], "other": []}
+            seconds: dict[str, dict[str, list[float]]] = {"cpu": {}, "wall": {}}
             for repeat in range(repeats):
                 order = [("this", versions[0]), ("other", versions[1])]
                 for label, kernel in order if repeat % 2 == 0 else order[::-1]:
-                    seconds[label].append(_timed(kernel, calls))
-            row["cpu_s"] = seconds
-            median = {label: sorted(v)[len(v) // 2] for label, v in seconds.items()}
-            row["median_cpu_s"] = median
-            row["other_over_this"] = median["other"] / median["this"] if median["this"] else None
+                    for clock, value in zip(("cpu", "wall"), _timed(kernel, calls), strict=True):
+                        seconds[clock].setdefault(label, []).append(value)
+            for clock, values in seconds.items():
+                median = {label: sorted(v)[len(v) // 2] for label, v in values.items()}
+                row[f"{clock}_s"] = values
+                row[f"median_{clock}_s"] = median
+                row[f"other_over_this_{clock}"] = (
+                    median["other"] / median["this"] if median["this"] else None
+                )
     return rows
 
 
@@ -336,11 +342,13 @@ def main() -> None:
         )
     for row in rows:
         if "median_cpu_s" in row:
-            m = row["median_cpu_s"]
+            clock = "cpu" if args.threads == 1 else "wall"
+            m = row[f"median_{clock}_s"]
             print(
                 f"{row['phase']:5s} {row['kernel']:28s} {row['calls']:3d} calls: "
                 f"{m['this'] * 1e3:8.1f} ms here, {m['other'] * 1e3:8.1f} ms at {commit} "
-                f"(×{row['other_over_this']:.2f}); identical: {row['identical']}"
+                f"({clock}, ×{row[f'other_over_this_{clock}']:.2f}); "
+                f"identical: {row['identical']}"
                 + (f"; {n} left out" if (n := row["calls_left_out_for_memory"]) else "")
             )
         else:
