@@ -717,10 +717,11 @@ def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarr
     # feed with the posts written by the row's owner and repeats within a row set to -1
     b, f = feed.shape
     out = feed.copy()
+    some = len(author) > 0  # no post: every slot is empty, nothing to read
     for r in numba.prange(b):  # the authors' random reads in a pass of their own, no branch
         for j in range(f):
             v = feed[r, j]
-            out[r, j] = -1 if v >= 0 and author[max(v, 0)] == owner[r] else v
+            out[r, j] = -1 if some and v >= 0 and author[max(v, 0)] == owner[r] else v
     for r in numba.prange(b):
         _blank_repeats(out, r)
     return out

@@ -340,9 +340,14 @@ def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
     feed = _rows_with_repeats(rng, 400, 12, 30)
     owner = rng.integers(0, 10, 400)
     author = rng.integers(0, 10, 30)
-    assert _bits(compiled["drop_own_and_repeated"](feed, owner, author)) == _bits(
-        kernels.drop_own_and_repeated_numpy(feed, owner, author)
-    )
+    expected_feed = kernels.drop_own_and_repeated_numpy(feed, owner, author)
+    empty = np.full((5, 12), -1, np.int64)  # no post in the world yet: nothing read
+    for kernel in (
+        compiled["drop_own_and_repeated"],
+        kernels._compiled_parallel["drop_own_and_repeated"],
+    ):
+        assert _bits(kernel(feed, owner, author)) == _bits(expected_feed)
+        assert _bits(kernel(empty, owner[:5], author[:0])) == _bits(empty)
 
 
 def test_keyed_max_matches_numpy(compiled):
