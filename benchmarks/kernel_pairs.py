@@ -138,6 +138,11 @@ def record_calls(
     tables = (kernels._active, kernels._compiled_parallel)
     originals = [dict(table) for table in tables]
     wanted = set(names) if names else set(originals[0])
+    if wanted - set(originals[0]):
+        raise ValueError(
+            f"--kernels {sorted(wanted - set(originals[0]))} is not allowed: one of "
+            f"{sorted(originals[0])}"
+        )
 
     copies: dict[tuple[Any, ...], Any] = {}  # one copy of each distinct array recorded
     used = [0]
@@ -153,12 +158,12 @@ def record_calls(
             return [array for part in value for array in arrays(part)]
         return []
 
-    def kept_copy(value: Any) -> Any:
+    def kept_copy(value: Any, keys: dict[int, tuple[Any, ...]]) -> Any:
         if isinstance(value, tuple):
-            return tuple(map(kept_copy, value))
+            return tuple(kept_copy(part, keys) for part in value)
         if not isinstance(value, np.ndarray):
             return copy.deepcopy(value)
-        key = key_of(value)
+        key = keys[id(value)]
         if key not in copies:
             copies[key] = value.copy()
             used[0] += value.nbytes
@@ -169,9 +174,11 @@ def record_calls(
             kept = [entry for entry in recorded.get(name, []) if entry[0] == phase[0]]
             wanted_calls = len(kept) + left_out.get((name, phase[0]), 0)
             if phase[0] in phases and all(map(_is_kernel_argument, args)) and wanted_calls < calls:
-                new = {key_of(a): a.nbytes for a in arrays(args) if key_of(a) not in copies}
+                keys = {id(a): key_of(a) for a in arrays(args)}  # each array hashed once
+                new = {key: a.nbytes for a in arrays(args) if (key := keys[id(a)]) not in copies}
                 if used[0] + sum(new.values()) <= max_bytes:
-                    recorded.setdefault(name, []).append((phase[0], tuple(map(kept_copy, args))))
+                    kept_args = tuple(kept_copy(a, keys) for a in args)
+                    recorded.setdefault(name, []).append((phase[0], kept_args))
                 else:
                     left_out[(name, phase[0])] = left_out.get((name, phase[0]), 0) + 1
             return kernel(*args)

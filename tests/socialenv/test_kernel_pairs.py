@@ -57,3 +57,19 @@ def test_a_revision_without_the_kernels_is_refused(tmp_path: Path) -> None:
         shown = run_benchmark("kernel_pairs.py", "--compare", other, check=False)
         assert shown.returncode != 0
         assert f"--compare={other!r} is not allowed" in shown.stderr
+
+
+def test_an_unknown_kernel_is_refused_with_the_allowed_names() -> None:
+    shown = run_benchmark(
+        "kernel_pairs.py",
+        "--compare",
+        str(ROOT),
+        "--users",
+        "300",
+        "--kernels",
+        "no_such",
+        check=False,
+    )
+    assert shown.returncode != 0
+    assert "--kernels ['no_such'] is not allowed: one of" in shown.stderr
+    assert "'search_guided'" in shown.stderr
