@@ -249,46 +249,52 @@ def compare(
     other: Any,
     threads: int,
     repeats: int,
+    quiet: bool = False,
 ) -> list[dict[str, Any]]:
+    from policysim_infra.progress import progress_bar
     from socialenv.core import _numba_kernels as this
 
     rows = []
-    for name, entries in sorted(recorded.items()):
-        for phase in ("reset", "step"):
-            calls = [args for entry_phase, args in entries if entry_phase == phase]
-            if not calls:
-                continue
-            row: dict[str, Any] = {"kernel": name, "phase": phase, "calls": len(calls)}
-            rows.append(row)
-            versions = []
-            for module in (this, other):
-                tables = [module.KERNELS] + ([module.PARALLEL_KERNELS] if threads > 1 else [])
-                versions.append(next((t[name] for t in reversed(tables) if name in t), None))
-            if versions[1] is None:
-                row["other"] = "not in the other revision"
-                continue
-            try:
-                row["identical"] = _identical(versions[0], versions[1], calls)
-            except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
-                row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
-                continue
-            seconds: dict[str, dict[str, list[float]]] = {"cpu": {}, "wall": {}}
-            for repeat in range(repeats):
-                order = [("this", versions[0]), ("other", versions[1])]
-                for label, kernel in order if repeat % 2 == 0 else order[::-1]:
-                    for clock, value in zip(("cpu", "wall"), _timed(kernel, calls), strict=True):
-                        seconds[clock].setdefault(label, []).append(value)
-            for clock, values in seconds.items():
-                median = {label: sorted(v)[len(v) // 2] for label, v in values.items()}
-                row[f"{clock}_s"] = values
-                row[f"median_{clock}_s"] = median
-                row[f"other_over_this_{clock}"] = (
-                    median["other"] / median["this"] if median["this"] else None
-                )
+    pairs = [
+        (name, phase, calls)
+        for name, entries in sorted(recorded.items())
+        for phase in ("reset", "step")
+        if (calls := [args for entry_phase, args in entries if entry_phase == phase])
+    ]
+    for name, phase, calls in progress_bar(pairs, desc="kernels", unit="kernel", quiet=quiet):
+        row: dict[str, Any] = {"kernel": name, "phase": phase, "calls": len(calls)}
+        rows.append(row)
+        versions = []
+        for module in (this, other):
+            tables = [module.KERNELS] + ([module.PARALLEL_KERNELS] if threads > 1 else [])
+            versions.append(next((t[name] for t in reversed(tables) if name in t), None))
+        if versions[1] is None:
+            row["other"] = "not in the other revision"
+            continue
+        try:
+            row["identical"] = _identical(versions[0], versions[1], calls)
+        except Exception as err:  # noqa: BLE001 - a signature the other revision lacks
+            row["other"] = f"does not take these arguments: {type(err).__name__}: {err}"
+            continue
+        seconds: dict[str, dict[str, list[float]]] = {"cpu": {}, "wall": {}}
+        for repeat in range(repeats):
+            order = [("this", versions[0]), ("other", versions[1])]
+            for label, kernel in order if repeat % 2 == 0 else order[::-1]:
+                for clock, value in zip(("cpu", "wall"), _timed(kernel, calls), strict=True):
+                    seconds[clock].setdefault(label, []).append(value)
+        for clock, values in seconds.items():
+            median = {label: sorted(v)[len(v) // 2] for label, v in values.items()}
+            row[f"{clock}_s"] = values
+            row[f"median_{clock}_s"] = median
+            row[f"other_over_this_{clock}"] = (
+                median["other"] / median["this"] if median["this"] else None
+            )
     return rows
 
 
 def main() -> None:
+    from policysim_infra.progress import add_quiet_option
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--compare", required=True, help="a git revision of this repository, or a source tree"
@@ -307,6 +313,7 @@ def main() -> None:
         help="memory for the recorded arguments; calls beyond it are left out and counted",
     )
     parser.add_argument("--out", type=Path, default=None)
+    add_quiet_option(parser)
     args = parser.parse_args()
     for field in ("users", "calls", "repeats", "threads"):
         if getattr(args, field) < 1:
@@ -334,7 +341,7 @@ def main() -> None:
         kernels.set_threads(args.threads)
         numba.set_num_threads(args.threads)
         gc.collect()  # the recording's env
-        rows = compare(recorded, other, args.threads, args.repeats)
+        rows = compare(recorded, other, args.threads, args.repeats, args.quiet)
     for row in rows:
         row["calls_left_out_for_memory"] = left_out.pop((row["kernel"], row["phase"]), 0)
     for (name, phase), count in sorted(left_out.items()):  # no call of theirs was recorded
