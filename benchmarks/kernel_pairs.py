@@ -14,18 +14,18 @@ At most ``--calls`` calls per kernel and phase are kept: copies (one per distinc
 ``--max-gib`` in all; calls beyond are left out and counted per kernel), and every timed call
 gets fresh copies of them, so in-place kernels meet the same inputs each time.
 
-The other revision's ``socialenv/core/_numba_kernels.py`` (``git show REV:…``, or the file of
-a source tree given as a folder; the module imports only NumPy and numba) is loaded beside this
-tree's under another name. For every recorded kernel both versions run on copies of the same
-inputs, ``--repeats`` times, the two alternating (this one first on even repeats), each timed
-with ``time.process_time`` and ``time.perf_counter`` around its calls only; one untimed call
-of each first (compilation, caches). The result per kernel: the CPU and wall seconds over its
-recorded calls per repeat, their medians, the ratios other / this (printed: CPU on one thread,
-wall on more, where CPU time also counts the threads that wait), and whether the two gave
-bit-identical outputs (the returned arrays and the arguments after the call; a kernel whose
-output has entries it leaves unwritten, which then differ from run to run, says so instead).
-A kernel missing from the other revision, or whose arguments it does not take, is listed as
-such.
+The other revision's ``socialenv/core/_numba_kernels.py`` (from the tree ``git archive``
+extracts, as ``env_throughput.py --compare`` does, or from a source tree given as a folder; the
+module imports only NumPy and numba) is loaded beside this tree's under another name. For every
+recorded kernel both versions run on copies of the same inputs, ``--repeats`` times, the two
+alternating (this one first on even repeats), each timed with ``time.process_time`` and
+``time.perf_counter`` around its calls only; one untimed call of each first (compilation,
+caches). The result per kernel: the CPU and wall seconds over its recorded calls per repeat,
+their medians, the ratios other / this (printed: CPU on one thread, wall on more, where CPU
+time also counts the threads that wait), and whether the two gave bit-identical outputs (the
+returned arrays and the arguments after the call; a kernel whose output has entries it leaves
+unwritten, which then differ from run to run, says so instead). A kernel missing from the other
+revision, or whose arguments it does not take, is listed as such.
 
 ``--threads N``: each version's threaded twin where it has one (``PARALLEL_KERNELS``), on N of
 numba's threads; the serial versions otherwise.
@@ -42,7 +42,7 @@ import gc
 import hashlib
 import importlib.util
 import os
-import subprocess
+import re
 import sys
 import tempfile
 import time
@@ -50,7 +50,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from env_throughput import ROOT, THREAD_VARS, _commit, write_result
+from env_throughput import ROOT, THREAD_VARS, _commit, _source_tree, write_result
 
 KERNEL_MODULE = "socialenv/core/_numba_kernels.py"
 
@@ -59,33 +59,17 @@ def load_kernels(revision: str, folder: Path) -> tuple[Any, str]:
     """The compiled-kernel module of another revision (or of the source tree at that path),
     loaded as a module of its own (its numba cache beside it, in ``folder``), and the
     revision's short commit."""
-    if Path(revision).is_dir():
-        tree = Path(revision).resolve()
-        module_file = tree / KERNEL_MODULE
-        if not module_file.is_file():
-            raise ValueError(f"--compare={revision!r} is not allowed: it has no {KERNEL_MODULE}")
-        return _load(module_file.read_text(), f"tree_{abs(hash(str(tree)))}", folder), str(
-            _commit(tree)
-        )
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", f"{revision}^{{commit}}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        source = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{commit}:{KERNEL_MODULE}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError) as err:
+        tree = Path(_source_tree(revision))
+    except ValueError as err:
         raise ValueError(
-            f"--compare={revision!r} is not allowed: a git revision of {ROOT} that has "
-            f"{KERNEL_MODULE}"
+            f"--compare={revision!r} is not allowed: a source folder or a git revision of {ROOT}"
         ) from err
-    return _load(source, commit, folder), commit
+    module_file = tree / KERNEL_MODULE
+    if not module_file.is_file():
+        raise ValueError(f"--compare={revision!r} is not allowed: it has no {KERNEL_MODULE}")
+    commit = str(_commit(tree))
+    return _load(module_file.read_text(), re.sub(r"\W", "_", commit), folder), commit
 
 
 def _load(source: str, tag: str, folder: Path) -> Any:

@@ -42,6 +42,7 @@ import numpy as np
 
 from policysim_infra.extras import require
 from policysim_infra.validation import config_error, did_you_mean
+from socialenv.core import kernels
 from socialenv.core.world import discretize_stance, stance_label
 
 #: What a question can measure: the state entry it reads and that entry's range.
@@ -90,11 +91,9 @@ def user_state(env: Any, user_ids: Any) -> list[dict[str, Any]]:
     }
     last = getattr(base, "_last_result", None)
     if last is not None and len(last.active):
-        row = np.searchsorted(last.active, ids)
-        here = (row < len(last.active)) & (
-            last.active[np.minimum(row, len(last.active) - 1)] == ids
-        )
-        feed = last.feed[np.minimum(row, len(last.active) - 1)]
+        row = kernels.index_of(last.active, ids)
+        here = row >= 0
+        feed = last.feed[np.maximum(row, 0)]
         valid = (feed >= 0) & here[:, None]
         safe = np.maximum(feed, 0)
         own = last.discrete_before[ids][:, None]

@@ -18,6 +18,7 @@ import numpy as np
 
 from agent_models.base import Brain
 from agent_models.types import Behaviour, PostColumns, RoundInput, RoundOutput, UserColumns
+from socialenv.core import kernels
 from socialenv.pettingzoo_env.actions import ExternalActions
 
 _REACTION_KINDS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
@@ -166,13 +167,12 @@ class ExternalActionBrain(Brain):
         d = ri.users.latent.shape[1]
         if acts is None or len(acts.user) == 0 or len(ri.active) == 0:
             return RoundOutput(post_latent=np.zeros((0, d), np.float32))
-        row = np.searchsorted(ri.active, acts.user)
-        row_clipped = np.minimum(row, len(ri.active) - 1)
-        here = (row < len(ri.active)) & (ri.active[row_clipped] == acts.user)
+        row = kernels.index_of(ri.active, acts.user)
+        here = row >= 0
         user, observed = acts.user[here], acts.feed[here]
         behaviours, post = acts.behaviours[here], acts.post[here]
         slot = np.searchsorted(self.controlled, user)  # controlled is sorted
-        delivered_feed = ri.feed[row_clipped[here]]  # (C', F')
+        delivered_feed = ri.feed[row[here]]  # (C', F')
         seen = observed >= 0
         delivered = seen & (observed[:, :, None] == delivered_feed[:, None, :]).any(axis=2)
         posts, users = ri.posts, ri.users

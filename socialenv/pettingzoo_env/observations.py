@@ -114,12 +114,8 @@ def user_feeds(base: Any, controlled: np.ndarray, feeds: CachedFeeds, feed_slots
     posts, ctrl = sim.posts, controlled
     c = len(ctrl)
     active = sim.active
-    pos = np.searchsorted(active, ctrl)
-    is_active = (
-        (pos < len(active)) & (active[np.minimum(pos, max(len(active) - 1, 0))] == ctrl)
-        if len(active)
-        else np.zeros(c, bool)
-    )
+    pos = kernels.index_of(active, ctrl)
+    is_active = pos >= 0
     feed = np.full((c, f), -1, np.int64)
     channel = np.zeros((c, f), np.int8)
     if is_active.any() and sim.round < base.config.rounds:
