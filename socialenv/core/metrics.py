@@ -132,7 +132,9 @@ def echo_chamber_index(
     """From the follow graph as CSR (row u lists whom u follows)."""
     if len(followees) == 0:
         return 0.0
-    share = kernels.same_sign_share(np.sign(stance), followees_indptr, followees)
+    # one byte per user: the followees' signs, read at random, stay in cache
+    sign = np.sign(stance).astype(np.int8)
+    share = kernels.same_sign_share(sign, followees_indptr, followees)
     return float(share.mean(dtype=np.float64))
 
 

@@ -45,7 +45,9 @@ _SHARE_CODES = np.array(
     [Behaviour.RETWEET, Behaviour.REPLY, PostKind.RETWEET, PostKind.REPLY], np.int64
 )
 
-#: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
+#: Population size above which the NumPy kernels propagate arm contexts on the arms'
+#: neighbourhoods only (the compiled kernels always do: the same values, at every size faster
+#: than propagating every user).
 LOCAL_PROPAGATION_USERS = 50_000
 
 
@@ -304,11 +306,12 @@ class Simulation:
     def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
-        the users ``rows`` only. Above ``LOCAL_PROPAGATION_USERS`` users the rows are computed
-        on their K-hop neighbourhood (same values, cost independent of N)."""
+        the users ``rows`` only. The rows are computed on their K-hop neighbourhood (same
+        values, cost independent of N) with the compiled kernels, and with the NumPy ones above
+        ``LOCAL_PROPAGATION_USERS`` users."""
         cfg = self.config.context
         n = len(self.users.stance)
-        if rows is not None and n > LOCAL_PROPAGATION_USERS:
+        if rows is not None and (kernels.BACKEND == "numba" or n > LOCAL_PROPAGATION_USERS):
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_rows(
                 self.users.context_table(),
@@ -546,12 +549,7 @@ class Simulation:
             posts.misinfo,
             _SHARE_CODES,
         )
-        share_latent = posts.latent.take(share_post, axis=0)
-        if is_reply.any():
-            mix = share_latent[is_reply] + users.latent.take(share_user[is_reply], axis=0)
-            share_latent[is_reply] = mix / np.maximum(
-                np.linalg.norm(mix, axis=1, keepdims=True), 1e-8
-            )
+        share_latent = self._share_latent(share_post, share_user, is_reply)
         share_text = None
         if posts.text is not None:
             react_text = out.react_text or [None] * len(kind)
@@ -630,6 +628,27 @@ class Simulation:
                 self.config.memory_ema,
             )
         return written_toxicity
+
+    def _share_latent(
+        self, post: np.ndarray, user: np.ndarray, is_reply: np.ndarray, block: int = 65_536
+    ) -> np.ndarray:
+        """(S, d) latents of the shares of posts ``post`` (S,) by users ``user`` (S,): a
+        retweet's is its post's, a reply's the unit vector of its post's plus its writer's.
+        ``block`` shares at a time on :func:`kernels.map_blocks`' threads (every row on its
+        own: the same rows on any number of threads)."""
+        source, writer = self.posts.latent, self.users.latent
+        out = np.empty((len(post), source.shape[1]), source.dtype)
+
+        def fill(lo: int, hi: int) -> None:
+            rows = out[lo:hi]
+            source.take(post[lo:hi], axis=0, out=rows)
+            reply = is_reply[lo:hi]
+            if reply.any():
+                mix = rows[reply] + writer.take(user[lo:hi][reply], axis=0)
+                rows[reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
+
+        kernels.map_blocks(fill, len(post), block)
+        return out
 
     def _classify(self, first: int, rng: np.random.Generator) -> None:
         """The platform's misinformation classifier flags posts ``first..`` (written once)."""

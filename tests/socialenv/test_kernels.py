@@ -104,6 +104,12 @@ def test_same_sign_share_and_insert(compiled):
     assert (degree == 0).any()  # rows without followees have no entry
     for share in (compiled["same_sign_share"], kernels._compiled_parallel["same_sign_share"]):
         assert share(sign, indptr, indices).tobytes() == expected.tobytes()
+        # the echo-chamber index passes the signs as int8: the same shares
+        assert share(sign.astype(np.int8), indptr, indices).tobytes() == expected.tobytes()
+    assert (
+        kernels.same_sign_share_numpy(sign.astype(np.int8), indptr, indices).tobytes()
+        == expected.tobytes()
+    )
     values = np.sort(rng.integers(0, 1000, 300))
     new = np.sort(rng.integers(-5, 1005, 40))
     pos = np.searchsorted(values, new)
@@ -270,6 +276,23 @@ def test_local_propagation_bit_identical_to_scipy_on_the_neighbourhood(compiled,
                 threads(n_threads)
                 got = kernels.propagate_rows(context, indptr, indices, rows, alpha, hops)
                 assert _bits(got) == _bits(expected), (hops, n_threads)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0])
+def test_local_propagation_equals_propagating_every_user(compiled, alpha):
+    """Simulation.user_context takes the local propagation at every size on the compiled
+    kernels: the rows must be those of propagating the whole table."""
+    rng = np.random.default_rng(21)
+    indptr, indices = _random_csr(rng, 800, 15)
+    profile = rng.standard_normal((800, 16)).astype(np.float32)
+    memory = rng.standard_normal((800, 16)).astype(np.float32)
+    table = np.concatenate([profile, memory], axis=1)
+    rows = np.unique(rng.integers(0, 800, 60))
+    for hops in (0, 1, 2, 3):
+        whole = kernels.propagate_csr(table, indptr, indices, alpha, hops, rows)
+        for context in ((profile, memory), table):
+            local = kernels.propagate_rows(context, indptr, indices, rows, alpha, hops)
+            assert _bits(local) == _bits(whole), hops
 
 
 def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):

@@ -282,6 +282,35 @@ def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
     env.close()
 
 
+def test_share_latents_in_blocks_equal_the_one_pass_version(backend, threads):
+    """Simulation._share_latent in small blocks, on 1 and 2 threads, against the code it
+    replaced: a retweet's latent is its post's, a reply's the unit sum with its writer's."""
+    from socialenv.envs.rec import RecEnv
+
+    env = RecEnv(num_users=1000, rounds=3)
+    env.reset(seed=9)
+    env.step(np.full(env.slate_size, env.no_op))
+    sim = env.unwrapped.sim
+    rng = np.random.default_rng(9)
+    post = rng.integers(0, len(sim.posts), 500)
+    user = rng.integers(0, len(sim.users.stance), 500)
+    is_reply = rng.random(500) < 0.4
+    expected = sim.posts.latent.take(post, axis=0)
+    mix = expected[is_reply] + sim.users.latent.take(user[is_reply], axis=0)
+    expected[is_reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
+    for n_threads in (1, 2):
+        threads(n_threads)
+        for block in (7, 64, 65_536):
+            got = sim._share_latent(post, user, is_reply, block=block)
+            assert _bits(got) == _bits(expected), (n_threads, block)
+    no_reply = np.zeros(500, bool)
+    assert _bits(sim._share_latent(post, user, no_reply, block=64)) == _bits(
+        sim.posts.latent.take(post, axis=0)
+    )
+    assert sim._share_latent(post[:0], user[:0], is_reply[:0]).shape == (0, expected.shape[1])
+    env.close()
+
+
 def test_episode_on_two_threads_is_the_one_thread_episode(threads):
     """A whole Rec episode, block-threaded phases included (20,000 users: several blocks of the personalized channel)."""
     import hashlib
