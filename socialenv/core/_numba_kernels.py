@@ -179,67 +179,64 @@ _gather_sum_rows_serial, _gather_sum_rows_parallel = _serial_and_parallel(_gathe
 
 
 @jit
-def _pairwise(values: np.ndarray, rows: np.ndarray, lo: int, n: int, k: int, zero: np.ndarray):
-    # NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) of n <= 128
-    # terms, which np.add.reduceat runs down each column of a segment after its first row
+def _segment_row_sum(
+    values: np.ndarray, rows: np.ndarray, lo: int, hi: int, out: np.ndarray, parts: np.ndarray
+) -> None:
+    # out[k] = values[rows[lo], k] + the sum of values[rows[lo + 1:hi], k] for every column k,
+    # the sum being NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) of
+    # n = hi - lo - 1 <= 128 terms, which np.add.reduceat runs down each column of a segment
+    # after its first row: a running sum from 0 below 8 terms, else eight running sums
+    # combined pairwise, then the remainder. Row after row, so each row is read once and its
+    # d columns add as one vector; the same additions per column, in the same order.
+    # ``parts``: (8, d) scratch of ``values``' dtype. (n > 128 splits recursively in NumPy:
+    # the dispatchers send such segments to NumPy.)
+    d = out.shape[0]
+    n = hi - lo - 1
+    head = rows[lo]
+    if n == 0:
+        for k in range(d):
+            out[k] = values[head, k]
+        return
     if n < 8:
-        res = zero[0]
-        for i in range(n):
-            res += values[rows[lo + i], k]
-        return res
-    if n <= 128:
-        r0 = values[rows[lo], k]
-        r1 = values[rows[lo + 1], k]
-        r2 = values[rows[lo + 2], k]
-        r3 = values[rows[lo + 3], k]
-        r4 = values[rows[lo + 4], k]
-        r5 = values[rows[lo + 5], k]
-        r6 = values[rows[lo + 6], k]
-        r7 = values[rows[lo + 7], k]
+        for k in range(d):
+            out[k] = 0.0
+        for j in range(lo + 1, hi):
+            r = rows[j]
+            for k in range(d):
+                out[k] += values[r, k]
+    else:
+        for t in range(8):
+            r = rows[lo + 1 + t]
+            for k in range(d):
+                parts[t, k] = values[r, k]
         i = 8
         while i < n - (n % 8):
-            r0 += values[rows[lo + i], k]
-            r1 += values[rows[lo + i + 1], k]
-            r2 += values[rows[lo + i + 2], k]
-            r3 += values[rows[lo + i + 3], k]
-            r4 += values[rows[lo + i + 4], k]
-            r5 += values[rows[lo + i + 5], k]
-            r6 += values[rows[lo + i + 6], k]
-            r7 += values[rows[lo + i + 7], k]
+            for t in range(8):
+                r = rows[lo + 1 + i + t]
+                for k in range(d):
+                    parts[t, k] += values[r, k]
             i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for k in range(d):
+            out[k] = ((parts[0, k] + parts[1, k]) + (parts[2, k] + parts[3, k])) + (
+                (parts[4, k] + parts[5, k]) + (parts[6, k] + parts[7, k])
+            )
         while i < n:
-            res += values[rows[lo + i], k]
+            r = rows[lo + 1 + i]
+            for k in range(d):
+                out[k] += values[r, k]
             i += 1
-        return res
-    # n > 128 splits recursively in NumPy; the dispatcher sends such segments to NumPy
-    # (a recursive jitted function cannot be cached, and feeds are far shorter)
-    return zero[0]
+    for k in range(d):
+        out[k] = values[head, k] + out[k]
 
 
 @jit
 def _segment_sum(values: np.ndarray, rows: np.ndarray, first: np.ndarray) -> np.ndarray:
     s, d = len(first), values.shape[1]
     out = np.empty((s, d), values.dtype)
-    zero = np.zeros(1, values.dtype)
-    rest = np.empty(d, values.dtype)
+    parts = np.empty((8, d), values.dtype)
     for i in range(s):
-        lo = first[i]
         hi = first[i + 1] if i + 1 < s else len(rows)
-        head = values[rows[lo]]
-        if hi - lo == 1:
-            out[i] = head
-        elif hi - lo - 1 < 8:  # the pairwise sum is a plain running sum: go row by row
-            rest[:] = zero[0]
-            for j in range(lo + 1, hi):
-                row = values[rows[j]]
-                for k in range(d):
-                    rest[k] += row[k]
-            for k in range(d):
-                out[i, k] = head[k] + rest[k]
-        else:
-            for k in range(d):
-                out[i, k] = head[k] + _pairwise(values, rows, lo + 1, hi - lo - 1, k, zero)
+        _segment_row_sum(values, rows, first[i], hi, out[i], parts)
     return out
 
 
@@ -486,21 +483,11 @@ def _memory_update(
         engaged = np.empty(d, np.float32)
         square = np.empty(d, np.float32)
         mixed = np.empty(d, np.float32)
+        parts = np.empty((8, d), np.float32)
         for i in range(block * _ROW_BLOCK, min(s, (block + 1) * _ROW_BLOCK)):
             lo = first[i]
             hi = first[i + 1] if i + 1 < s else len(rows)
-            n = hi - lo - 1
-            for k in range(d):
-                head = latent[rows[lo], k]
-                if n == 0:
-                    engaged[k] = head
-                elif n < 8:
-                    acc = zero[0]
-                    for j in range(lo + 1, hi):
-                        acc += latent[rows[j], k]
-                    engaged[k] = head + acc
-                else:
-                    engaged[k] = head + _pairwise(latent, rows, lo + 1, n, k, zero)
+            _segment_row_sum(latent, rows, lo, hi, engaged, parts)
             for k in range(d):
                 square[k] = engaged[k] * engaged[k]
             norm = np.sqrt(_pairwise_row(square, d, zero))
