@@ -45,9 +45,7 @@ _SHARE_CODES = np.array(
     [Behaviour.RETWEET, Behaviour.REPLY, PostKind.RETWEET, PostKind.REPLY], np.int64
 )
 
-#: Population size above which the NumPy kernels propagate arm contexts on the arms'
-#: neighbourhoods only (the compiled kernels always do: the same values, at every size faster
-#: than propagating every user).
+#: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
 LOCAL_PROPAGATION_USERS = 50_000
 
 
@@ -306,12 +304,11 @@ class Simulation:
     def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
-        the users ``rows`` only. The rows are computed on their K-hop neighbourhood (same
-        values, cost independent of N) with the compiled kernels, and with the NumPy ones above
-        ``LOCAL_PROPAGATION_USERS`` users."""
+        the users ``rows`` only. Above ``LOCAL_PROPAGATION_USERS`` users the rows are computed
+        on their K-hop neighbourhood (same values, cost independent of N)."""
         cfg = self.config.context
         n = len(self.users.stance)
-        if rows is not None and (kernels.BACKEND == "numba" or n > LOCAL_PROPAGATION_USERS):
+        if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_rows(
                 self.users.context_table(),

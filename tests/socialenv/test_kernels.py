@@ -280,8 +280,8 @@ def test_local_propagation_bit_identical_to_scipy_on_the_neighbourhood(compiled,
 
 @pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0])
 def test_local_propagation_equals_propagating_every_user(compiled, alpha):
-    """Simulation.user_context takes the local propagation at every size on the compiled
-    kernels: the rows must be those of propagating the whole table."""
+    """Simulation.user_context propagates on the arms' neighbourhood above
+    LOCAL_PROPAGATION_USERS and the whole table below: the rows must be the same."""
     rng = np.random.default_rng(21)
     indptr, indices = _random_csr(rng, 800, 15)
     profile = rng.standard_normal((800, 16)).astype(np.float32)
