@@ -305,20 +305,39 @@ class Simulation:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
         the users ``rows`` only. Above ``LOCAL_PROPAGATION_USERS`` users the rows are computed
-        on their K-hop neighbourhood (same values, cost independent of N)."""
+        on their K-hop neighbourhood (same values, cost independent of N).
+
+        At an episode's start the memory embedding is the profile embedding (until the first
+        reactions move it): the propagation, column by column, then gives both halves the
+        same values, so the profile half is propagated once and repeated."""
+        users = self.users
+        if (
+            self.round == 0
+            and users.latent.shape == users.memory_latent.shape
+            and np.array_equal(users.latent, users.memory_latent)
+        ):
+            half = self._propagated(users.latent, rows)
+            return np.concatenate([half, half], axis=1)
+        return self._propagated(None, rows)
+
+    def _propagated(self, table: np.ndarray | None, rows: np.ndarray | None) -> np.ndarray:
+        """:meth:`user_context` of the (N, D) ``table`` (None: [latent | memory_latent])."""
         cfg = self.config.context
         n = len(self.users.stance)
         if rows is not None and n > LOCAL_PROPAGATION_USERS:
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_rows(
-                self.users.context_table(),
+                self.users.context_table() if table is None else table,
                 indptr,
                 indices,
                 np.asarray(rows, np.int64),
                 cfg.alpha,
                 cfg.hops,
             )
-        base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
+        if table is None:
+            base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
+        else:
+            base = table
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
