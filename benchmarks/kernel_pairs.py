@@ -16,7 +16,8 @@ gets fresh copies of them, so in-place kernels meet the same inputs each time.
 
 The other revision's ``socialenv/core/_numba_kernels.py`` (from the tree ``git archive``
 extracts, as ``env_throughput.py --compare`` does, or from a source tree given as a folder; the
-module imports only NumPy and numba) is loaded beside this tree's under another name. For every
+module imports NumPy, numba and this tree's ``socialenv``) is loaded beside this tree's under
+another name. For every
 recorded kernel both versions run on copies of the same inputs, ``--repeats`` times, the two
 alternating (this one first on even repeats), each timed with ``time.process_time`` and
 ``time.perf_counter`` around its calls only; one untimed call of each first (compilation,
@@ -29,6 +30,14 @@ revision, or whose arguments it does not take, is listed as such.
 
 ``--threads N``: each version's threaded twin where it has one (``PARALLEL_KERNELS``), on N of
 numba's threads; the serial versions otherwise.
+
+``--env-pairs N``: also whole resets and steps of ``RecEnv(num_users=N)`` in this process, N of
+each per version, the two versions' kernel tables swapped in turn before each (the other's
+kernels where it has them, this tree's for the rest; this one first in even pairs). Every
+kernel gives the same bits in both versions, so the episode's course does not depend on which
+ran: the pairs meet the same world. Per phase: the CPU and wall seconds, their medians, and the
+median of the per-pair ratios other / this with a 95% bootstrap interval. ``--env-only`` skips
+the kernel recording.
 
 Results go to ``--out`` (default ``runs/kernel_pairs/<UTC time>.json``, not tracked); publish a
 run by passing ``--out benchmarks/results/...`` deliberately.
@@ -276,6 +285,89 @@ def compare(
     return rows
 
 
+def env_pairs(
+    num_users: int, seed: int, pairs: int, other: Any, quiet: bool = False
+) -> dict[str, Any]:
+    """Resets, then steps with random slates, of one ``RecEnv``, ``pairs`` of each per version,
+    alternating this tree's kernel tables and the other revision's (see the module docstring)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from policysim_infra.progress import progress_bar
+    from socialenv.core import kernels
+    from socialenv.envs.rec import RecEnv
+
+    if kernels.BACKEND != "numba":
+        raise RuntimeError("kernel_pairs.py needs numba (POLICYSIM_KERNELS is not numba)")
+    serial, parallel = kernels._active, kernels._compiled_parallel
+    tables = {
+        "this": (dict(serial), dict(parallel)),
+        "other": (
+            {**serial, **{k: v for k, v in other.KERNELS.items() if k in serial}},
+            {
+                **parallel,
+                **{
+                    k: v for k, v in getattr(other, "PARALLEL_KERNELS", {}).items() if k in parallel
+                },
+            },
+        ),
+    }
+
+    def use(label: str) -> None:
+        serial.clear()
+        serial.update(tables[label][0])
+        parallel.clear()
+        parallel.update(tables[label][1])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the action-space size warning at 1M users
+        env = RecEnv(num_users=num_users, rounds=2 * pairs + 3)
+    rng = np.random.default_rng(seed)
+    seconds: dict[str, dict[str, dict[str, list[float]]]] = {
+        phase: {clock: {"this": [], "other": []} for clock in ("cpu", "wall")}
+        for phase in ("reset", "step")
+    }
+    try:
+        for label in ("this", "other"):  # untimed: compilation and first touches
+            use(label)
+            env.reset(seed=seed)
+            env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+        use("this")
+        env.reset(seed=seed)
+        jobs = [("reset", i) for i in range(pairs)] + [("step", i) for i in range(pairs)]
+        for phase, i in progress_bar(jobs, desc="env pairs", unit="pair", quiet=quiet):
+            if phase == "step" and i == 0:
+                env.reset(seed=seed)
+            for label in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                use(label)
+                cpu, wall = time.process_time(), time.perf_counter()
+                if phase == "reset":
+                    env.reset(seed=seed)
+                else:
+                    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+                seconds[phase]["cpu"][label].append(time.process_time() - cpu)
+                seconds[phase]["wall"][label].append(time.perf_counter() - wall)
+    finally:
+        use("this")
+    summary: dict[str, Any] = {"pairs": pairs, "seconds": seconds}
+    for phase, clocks in seconds.items():
+        for clock, values in clocks.items():
+            this, theirs = np.array(values["this"]), np.array(values["other"])
+            ratio = theirs / this
+            entry = {
+                "median_this_s": float(np.median(this)),
+                "median_other_s": float(np.median(theirs)),
+                "other_over_this_median_of_pairs": float(np.median(ratio)),
+            }
+            if pairs > 1:
+                ci = bootstrap(
+                    (ratio,), np.median, confidence_level=0.95, random_state=0
+                ).confidence_interval
+                entry["ci95"] = [float(ci.low), float(ci.high)]
+            summary[f"{phase}_{clock}"] = entry
+    return summary
+
+
 def main() -> None:
     from policysim_infra.progress import add_quiet_option
 
@@ -296,12 +388,25 @@ def main() -> None:
         default=6.0,
         help="memory for the recorded arguments; calls beyond it are left out and counted",
     )
+    parser.add_argument(
+        "--env-pairs",
+        type=int,
+        default=0,
+        help="also this many whole resets and steps per version, alternating the kernel tables",
+    )
+    parser.add_argument(
+        "--env-only", action="store_true", help="no kernel recording: only --env-pairs"
+    )
     parser.add_argument("--out", type=Path, default=None)
     add_quiet_option(parser)
     args = parser.parse_args()
     for field in ("users", "calls", "repeats", "threads"):
         if getattr(args, field) < 1:
             raise ValueError(f"--{field}={getattr(args, field)} is not allowed: an integer >= 1")
+    if args.env_pairs < 0 or (args.env_only and args.env_pairs < 1):
+        raise ValueError(
+            f"--env-pairs={args.env_pairs} is not allowed: an integer >= 0 (>= 1 with --env-only)"
+        )
     for var in THREAD_VARS:
         os.environ[var] = "1"  # BLAS and torch: one thread; numba: below
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, 1))
@@ -313,19 +418,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="policysim-kernels-") as folder:
         other, commit = load_kernels(args.compare, Path(folder))
         left_out: dict[tuple[str, str], int] = {}
-        recorded = record_calls(
-            args.users,
-            args.seed,
-            args.phase,
-            args.kernels,
-            args.calls,
-            args.max_gib * 2**30,
-            left_out,
+        recorded = (
+            {}
+            if args.env_only
+            else record_calls(
+                args.users,
+                args.seed,
+                args.phase,
+                args.kernels,
+                args.calls,
+                args.max_gib * 2**30,
+                left_out,
+            )
         )
         kernels.set_threads(args.threads)
         numba.set_num_threads(args.threads)
         gc.collect()  # the recording's env
         rows = compare(recorded, other, args.threads, args.repeats, args.quiet)
+        del recorded
+        gc.collect()
+        env = (
+            env_pairs(args.users, args.seed, args.env_pairs, other, args.quiet)
+            if args.env_pairs
+            else None
+        )
     for row in rows:
         row["calls_left_out_for_memory"] = left_out.pop((row["kernel"], row["phase"]), 0)
     for (name, phase), count in sorted(left_out.items()):  # no call of theirs was recorded
@@ -351,6 +467,18 @@ def main() -> None:
             )
         else:
             print(f"{row['phase']:5s} {row['kernel']:28s} {row['other']}")
+    if env is not None:
+        clock = "cpu" if args.threads == 1 else "wall"
+        for phase in ("reset", "step"):
+            e = env[f"{phase}_{clock}"]
+            ci = e.get("ci95")
+            print(
+                f"whole {phase:5s} ({env['pairs']} pairs): {e['median_this_s']:.3f} s here, "
+                f"{e['median_other_s']:.3f} s at {commit} ({clock}, ×"
+                f"{e['other_over_this_median_of_pairs']:.3f}"
+                + (f", 95% CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else "")
+                + ")"
+            )
     write_result(
         "kernel_pairs",
         args.out,
@@ -360,6 +488,7 @@ def main() -> None:
             "threads": args.threads,
             "other": commit,
             "rows": rows,
+            "env_pairs": env,
         },
     )
 

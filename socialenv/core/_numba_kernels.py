@@ -13,6 +13,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from socialenv.core._prefetch import prefetch_item as _prefetch_item
+from socialenv.core._prefetch import prefetch_row as _prefetch_row
+
 jit = numba.njit(cache=True, nogil=True)
 #: ``numba.prange`` loops on numba's thread pool (:func:`socialenv.core.kernels.set_threads`).
 parallel_jit = numba.njit(cache=True, nogil=True, parallel=True)
@@ -485,6 +488,11 @@ def _memory_update(
         mixed = np.empty(d, np.float32)
         parts = np.empty((8, d), np.float32)
         for i in range(block * _ROW_BLOCK, min(s, (block + 1) * _ROW_BLOCK)):
+            if i + 4 < s:  # the engaged rows and the memory row of the segment 4 ahead
+                ahead_hi = first[i + 5] if i + 5 < s else len(rows)
+                for j in range(first[i + 4], ahead_hi):
+                    _prefetch_row(latent, rows[j])
+                _prefetch_row(memory, who[i + 4])
             lo = first[i]
             hi = first[i + 1] if i + 1 < s else len(rows)
             _segment_row_sum(latent, rows, lo, hi, engaged, parts)
@@ -631,7 +639,19 @@ def _hop_from_blocks(
     d1, d2 = first.shape[1], second.shape[1]
     out = np.empty((len(targets), d1 + d2), np.float32)
     a, rest = weights[0], weights[1]
-    for t in numba.prange(len(targets)):
+    m = len(targets)
+    for t in numba.prange(m):
+        # prefetches in a pipeline: the CSR row start of the target 16 ahead, the followee
+        # list of the one 8 ahead, the followees' context rows of the one 2 ahead
+        if t + 16 < m:
+            _prefetch_item(indptr, targets[t + 16])
+        if t + 8 < m:
+            _prefetch_item(indices, indptr[targets[t + 8]])
+        if t + 2 < m:
+            ahead = targets[t + 2]
+            for j in range(indptr[ahead], indptr[ahead + 1]):
+                _prefetch_row(first, indices[j])
+                _prefetch_row(second, indices[j])
         u = targets[t]
         lo, hi = indptr[u], indptr[u + 1]
         for k in range(d1 + d2):
@@ -668,7 +688,21 @@ def _hop_from_rows(
     d = context.shape[1]
     out = np.empty((len(targets), d), np.float32)
     a, rest = weights[0], weights[1]
-    for t in numba.prange(len(targets)):
+    m = len(targets)
+    for t in numba.prange(m):
+        # prefetches in a pipeline, as in _hop_from_blocks, with the positions between
+        if t + 16 < m:
+            _prefetch_item(indptr, targets[t + 16])
+        if t + 8 < m:
+            _prefetch_item(indices, indptr[targets[t + 8]])
+        if t + 4 < m:
+            ahead = targets[t + 4]
+            for j in range(indptr[ahead], indptr[ahead + 1]):
+                _prefetch_item(position, indices[j])
+        if t + 2 < m:
+            ahead = targets[t + 2]
+            for j in range(indptr[ahead], indptr[ahead + 1]):
+                _prefetch_row(context, position[indices[j]])
         u = targets[t]
         lo, hi = indptr[u], indptr[u + 1]
         own = position[u]

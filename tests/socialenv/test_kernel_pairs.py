@@ -73,3 +73,30 @@ def test_an_unknown_kernel_is_refused_with_the_allowed_names() -> None:
     assert shown.returncode != 0
     assert "--kernels ['no_such'] is not allowed: one of" in shown.stderr
     assert "'search_guided'" in shown.stderr
+
+
+def test_env_pairs_time_whole_resets_and_steps_with_each_kernel_table(tmp_path: Path) -> None:
+    """--env-only --env-pairs: resets and steps of one env, the two versions' kernel tables
+    swapped in turn; each pair has both versions' times, and the ratio its interval."""
+    out = tmp_path / "env.json"
+    shown = run_benchmark(
+        "kernel_pairs.py",
+        *("--compare", str(ROOT), "--users", "400", "--env-only", "--env-pairs", "3"),
+        *("--out", str(out)),
+    )
+    result = json.loads(out.read_text())
+    assert result["rows"] == []  # no kernel recorded
+    env = result["env_pairs"]
+    assert env["pairs"] == 3
+    for phase in ("reset", "step"):
+        for clock in ("cpu", "wall"):
+            times = env["seconds"][phase][clock]
+            assert len(times["this"]) == len(times["other"]) == 3
+            assert all(t > 0 for t in times["this"] + times["other"])
+            entry = env[f"{phase}_{clock}"]
+            low, high = entry["ci95"]
+            assert 0 < low <= high and entry["other_over_this_median_of_pairs"] > 0
+    assert "whole step  (3 pairs)" in shown.stdout
+    refused = run_benchmark("kernel_pairs.py", "--compare", str(ROOT), "--env-only", check=False)
+    assert refused.returncode != 0
+    assert "--env-pairs=0 is not allowed" in refused.stderr
