@@ -50,4 +50,3 @@ def prefetch_row(table: np.ndarray, row: int) -> None:
     start = table.ctypes.data + row * table.strides[0]
     for offset in range(0, table.shape[1] * table.itemsize, _LINE):
         prefetch(start + offset)
-
