@@ -537,6 +537,15 @@ def _relational_draws(
     if e == 0:
         return out
     for r in numba.prange(b):
+        # prefetched: the CSR row start of the row 16 ahead, the followees drawn 4 ahead
+        if r + 16 < b:
+            _prefetch_item(indptr, active[r + 16])
+        if r + 4 < b:
+            ahead = active[r + 4]
+            ahead_degree = indptr[ahead + 1] - indptr[ahead]
+            for j in range(k):
+                offset = np.int64(offset_draw[r + 4, j] * np.float64(ahead_degree))
+                _prefetch_item(indices, min(indptr[ahead] + offset, e - 1))
         u = active[r]
         start = indptr[u]
         degree = indptr[u + 1] - start
@@ -544,7 +553,13 @@ def _relational_draws(
             for j in range(k):
                 offset = np.int64(offset_draw[r, j] * np.float64(degree))
                 out[r, j] = indices[min(start + offset, e - 1)]
+    # (on threads a row 4 ahead may belong to the next thread's share and hold the next
+    # pass's value already: then a prefetch fetches a useless line, and nothing else changes)
     for r in numba.prange(b):
+        if r + 4 < b:  # the post lists of the followees 4 rows ahead
+            for j in range(k):
+                if out[r + 4, j] >= 0:
+                    _prefetch_item(author_start, out[r + 4, j])
         for j in range(k):
             followee = out[r, j]
             if followee >= 0:
@@ -553,6 +568,10 @@ def _relational_draws(
                 pick = np.int64(pick_draw[r, j] * np.float64(count))
                 out[r, j] = first + pick if count > 0 else -1
     for r in numba.prange(b):
+        if r + 4 < b:  # the posts picked 4 rows ahead
+            for j in range(k):
+                if out[r + 4, j] >= 0:
+                    _prefetch_item(by_author, min(out[r + 4, j], p - 1))
         for j in range(k):
             at = out[r, j]
             if at >= 0:
