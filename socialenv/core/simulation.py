@@ -334,10 +334,11 @@ class Simulation:
                 cfg.alpha,
                 cfg.hops,
             )
-        if table is None:
-            base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
-        else:
-            base = table
+        base = (
+            np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
+            if table is None
+            else table
+        )
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
