@@ -645,6 +645,18 @@ def _propagate_levels(
     return order, position, sizes
 
 
+@jit
+def _prefetch_lists_ahead(
+    indptr: np.ndarray, indices: np.ndarray, targets: np.ndarray, t: int
+) -> None:
+    # the CSR row start of target t + 16 and the followee list of target t + 8
+    m = len(targets)
+    if t + 16 < m:
+        _prefetch_item(indptr, targets[t + 16])
+    if t + 8 < m:
+        _prefetch_item(indices, indptr[targets[t + 8]])
+
+
 def _hop_from_blocks(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -662,10 +674,7 @@ def _hop_from_blocks(
     for t in numba.prange(m):
         # prefetches in a pipeline: the CSR row start of the target 16 ahead, the followee
         # list of the one 8 ahead, the followees' context rows of the one 2 ahead
-        if t + 16 < m:
-            _prefetch_item(indptr, targets[t + 16])
-        if t + 8 < m:
-            _prefetch_item(indices, indptr[targets[t + 8]])
+        _prefetch_lists_ahead(indptr, indices, targets, t)
         if t + 2 < m:
             ahead = targets[t + 2]
             for j in range(indptr[ahead], indptr[ahead + 1]):
@@ -710,10 +719,7 @@ def _hop_from_rows(
     m = len(targets)
     for t in numba.prange(m):
         # prefetches in a pipeline, as in _hop_from_blocks, with the positions between
-        if t + 16 < m:
-            _prefetch_item(indptr, targets[t + 16])
-        if t + 8 < m:
-            _prefetch_item(indices, indptr[targets[t + 8]])
+        _prefetch_lists_ahead(indptr, indices, targets, t)
         if t + 4 < m:
             ahead = targets[t + 4]
             for j in range(indptr[ahead], indptr[ahead + 1]):
