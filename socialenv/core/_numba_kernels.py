@@ -1332,7 +1332,10 @@ def _search_guided(a: np.ndarray, v: np.ndarray, guide: np.ndarray, width: float
         x = v[j]
         if usable and x > 0:
             out[j] = guide[min(max(np.int64(min(x / width, m)) - 1, 0), m - 1)]
-    for j in numba.prange(len(v)):
+    n = len(v)
+    for j in numba.prange(n):
+        if j + 8 < n:  # the start of the search 8 ahead
+            _prefetch_item(a, min(out[j + 8], m - 1))
         x = v[j]
         i = out[j]
         for _ in range(4):
