@@ -17,27 +17,26 @@ gets fresh copies of them, so in-place kernels meet the same inputs each time.
 The other revision's ``socialenv/core/_numba_kernels.py`` (from the tree ``git archive``
 extracts, as ``env_throughput.py --compare`` does, or from a source tree given as a folder; the
 module imports NumPy, numba and this tree's ``socialenv``) is loaded beside this tree's under
-another name. For every
-recorded kernel both versions run on copies of the same inputs, ``--repeats`` times, the two
-alternating (this one first on even repeats), each timed with ``time.process_time`` and
-``time.perf_counter`` around its calls only; one untimed call of each first (compilation,
-caches). The result per kernel: the CPU and wall seconds over its recorded calls per repeat,
-their medians, the ratios other / this (printed: CPU on one thread, wall on more, where CPU
-time also counts the threads that wait), and whether the two gave bit-identical outputs (the
-returned arrays and the arguments after the call; a kernel whose output has entries it leaves
-unwritten, which then differ from run to run, says so instead). A kernel missing from the other
-revision, or whose arguments it does not take, is listed as such.
+another name. For every recorded kernel both versions run on copies of the same inputs,
+``--repeats`` times, the two alternating (this one first on even repeats), each timed with
+``time.process_time`` and ``time.perf_counter`` around its calls only; one untimed call of each
+first (compilation, caches). The result per kernel: the CPU and wall seconds over its recorded
+calls per repeat, their medians, the ratios other / this (printed: CPU on one thread, wall on
+more, where CPU time also counts the threads that wait), and whether the two gave bit-identical
+outputs (the returned arrays and the arguments after the call; a kernel whose output has entries
+it leaves unwritten, which then differ from run to run, says so instead). A kernel missing from
+the other revision, or whose arguments it does not take, is listed as such.
 
 ``--threads N``: each version's threaded twin where it has one (``PARALLEL_KERNELS``), on N of
 numba's threads; the serial versions otherwise.
 
-``--env-pairs N``: also whole resets and steps of ``RecEnv(num_users=N)`` in this process, N of
-each per version, the two versions' kernel tables swapped in turn before each (the other's
-kernels where it has them, this tree's for the rest; this one first in even pairs). Every
-kernel gives the same bits in both versions, so the episode's course does not depend on which
-ran: the pairs meet the same world. Per phase: the CPU and wall seconds, their medians, and the
-median of the per-pair ratios other / this with a 95% bootstrap interval. ``--env-only`` skips
-the kernel recording.
+``--env-pairs P``: also whole resets and steps of one ``RecEnv`` of ``--users`` users in this
+process, P of each per version, the two versions' kernel tables swapped in turn before each (the
+other's kernels where it has them, this tree's for the rest; this one first in even pairs).
+Every kernel gives the same bits in both versions, so the episode's course does not depend on
+which ran: the pairs meet the same world. Per phase: the CPU and wall seconds, their medians,
+and the median of the per-pair ratios other / this with a 95% bootstrap interval. ``--env-only``
+skips the kernel recording.
 
 Results go to ``--out`` (default ``runs/kernel_pairs/<UTC time>.json``, not tracked); publish a
 run by passing ``--out benchmarks/results/...`` deliberately.
@@ -330,8 +329,15 @@ def env_pairs(
     try:
         for label in ("this", "other"):  # untimed: compilation and first touches
             use(label)
-            env.reset(seed=seed)
-            env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+            try:
+                env.reset(seed=seed)
+                env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+            except Exception as err:  # noqa: BLE001 - a kernel whose arguments changed since
+                raise RuntimeError(
+                    f"--env-pairs: the {label} version's kernels do not run with this tree's "
+                    f"calls ({type(err).__name__}: {err}); compare against a revision whose "
+                    "kernels take the same arguments"
+                ) from err
         use("this")
         env.reset(seed=seed)
         jobs = [("reset", i) for i in range(pairs)] + [("step", i) for i in range(pairs)]

@@ -100,3 +100,24 @@ def test_env_pairs_time_whole_resets_and_steps_with_each_kernel_table(tmp_path: 
     refused = run_benchmark("kernel_pairs.py", "--compare", str(ROOT), "--env-only", check=False)
     assert refused.returncode != 0
     assert "--env-pairs=0 is not allowed" in refused.stderr
+
+
+def test_env_pairs_refuse_a_revision_whose_kernels_take_other_arguments(tmp_path: Path) -> None:
+    """A source tree whose memory update takes other arguments: --env-pairs stops with what
+    went wrong instead of timing a crash."""
+    kernels_file = tmp_path / "socialenv" / "core" / "_numba_kernels.py"
+    kernels_file.parent.mkdir(parents=True)
+    source = (ROOT / "socialenv" / "core" / "_numba_kernels.py").read_text()
+    kernels_file.write_text(
+        source + "\n\n@jit\ndef _changed(memory):\n    return True\n\n\n"
+        'KERNELS["memory_update"] = _changed\nPARALLEL_KERNELS["memory_update"] = _changed\n'
+    )
+    shown = run_benchmark(
+        "kernel_pairs.py",
+        *("--compare", str(tmp_path), "--users", "300", "--env-only", "--env-pairs", "1"),
+        check=False,
+    )
+    assert shown.returncode != 0
+    assert "--env-pairs: the other version's kernels do not run with this tree's calls" in (
+        shown.stderr
+    )
