@@ -311,6 +311,32 @@ def test_share_latents_in_blocks_equal_the_one_pass_version(backend, threads):
     env.close()
 
 
+@pytest.mark.parametrize("local", [False, True])
+def test_context_at_the_start_propagates_the_profile_half_once(backend, monkeypatch, local):
+    """At round 0 the memory embedding is the profile embedding: user_context propagates the
+    profile half once and repeats it, the rows of propagating both halves; once reactions have
+    moved the memory it propagates both (whole table and local neighbourhoods alike)."""
+    from socialenv.core import simulation
+    from socialenv.envs.rec import RecEnv
+
+    if local:
+        monkeypatch.setattr(simulation, "LOCAL_PROPAGATION_USERS", 100)
+    env = RecEnv(num_users=800, rounds=3)
+    env.reset(seed=10)
+    sim = env.unwrapped.sim
+    rows = np.unique(np.random.default_rng(10).integers(0, 800, 90))
+    assert sim.round == 0 and _bits(sim.users.latent) == _bits(sim.users.memory_latent)
+    for wanted in (rows, None):
+        got = sim.user_context(wanted)
+        d = sim.users.latent.shape[1]
+        assert _bits(got[:, :d]) == _bits(got[:, d:])  # the halves repeat
+        assert _bits(got) == _bits(sim._propagated(None, wanted))
+    env.step(np.full(env.slate_size, env.no_op))
+    assert _bits(sim.users.latent) != _bits(sim.users.memory_latent)
+    assert _bits(sim.user_context(rows)) == _bits(sim._propagated(None, rows))
+    env.close()
+
+
 def test_episode_on_two_threads_is_the_one_thread_episode(threads):
     """A whole Rec episode, block-threaded phases included (20,000 users: several blocks of the personalized channel)."""
     import hashlib
