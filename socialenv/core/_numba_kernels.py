@@ -48,10 +48,10 @@ def _blank_repeats(out: np.ndarray, r: int) -> None:
 
 
 def _dedupe(feed: np.ndarray) -> np.ndarray:
-    out = feed.copy()
+    # in place
     for r in numba.prange(feed.shape[0]):
-        _blank_repeats(out, r)
-    return out
+        _blank_repeats(feed, r)
+    return feed
 
 
 def _compact(feed: np.ndarray, width: int) -> np.ndarray:
@@ -614,13 +614,17 @@ def _propagate_hop(
 
 @jit
 def _propagate_levels(
-    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, levels: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    # the nodes within 0, 1, ..., levels - 1 hops of ``rows``, nested: ``order[:sizes[h]]``
-    # are those within h hops; ``position[u]`` is u's index in ``order`` (-1: none)
-    n = len(indptr) - 1
-    position = np.full(n, -1, np.int64)
-    order = np.empty(n, np.int64)
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    rows: np.ndarray,
+    levels: int,
+    order: np.ndarray,
+    position: np.ndarray,
+) -> np.ndarray:
+    # the nodes within 0, 1, ..., levels - 1 hops of ``rows``, nested, written into the (n,)
+    # int64 buffers ``order`` and ``position``: ``order[:sizes[h]]`` are those within h hops,
+    # ``position[u]`` is u's index in ``order`` (-1: none); returns ``sizes``
+    position[:] = -1
     sizes = np.zeros(max(levels, 1), np.int64)
     count = 0
     for r in rows:
@@ -642,7 +646,7 @@ def _propagate_levels(
                     count += 1
         sizes[h] = count
         start = end
-    return order, position, sizes
+    return sizes
 
 
 @jit
@@ -664,11 +668,12 @@ def _hop_from_blocks(
     second: np.ndarray,
     targets: np.ndarray,
     weights: np.ndarray,
+    out: np.ndarray,
 ) -> np.ndarray:
-    # alpha·C + (1 − alpha)·(D⁻¹A C) at ``targets``, C = [first | second] read by node id;
-    # the product sums w·C[v] from 0 in CSR order in float32, as SciPy's csr_matvecs
+    # alpha·C + (1 − alpha)·(D⁻¹A C) at ``targets``, C = [first | second] read by node id,
+    # written into ``out`` (len(targets), d1 + d2) float32 and returned; the product sums
+    # w·C[v] from 0 in CSR order in float32, as SciPy's csr_matvecs
     d1, d2 = first.shape[1], second.shape[1]
-    out = np.empty((len(targets), d1 + d2), np.float32)
     a, rest = weights[0], weights[1]
     m = len(targets)
     for t in numba.prange(m):
@@ -711,10 +716,10 @@ def _hop_from_rows(
     position: np.ndarray,
     targets: np.ndarray,
     weights: np.ndarray,
+    out: np.ndarray,
 ) -> np.ndarray:
     # as _hop_from_blocks, with C[v] = context[position[v]]
     d = context.shape[1]
-    out = np.empty((len(targets), d), np.float32)
     a, rest = weights[0], weights[1]
     m = len(targets)
     for t in numba.prange(m):
@@ -1210,6 +1215,49 @@ def _share_columns(
 
 
 KERNELS["share_columns"] = _share_columns
+
+
+def _share_latents(
+    source: np.ndarray,
+    writer: np.ndarray,
+    post: np.ndarray,
+    user: np.ndarray,
+    is_reply: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    # out[i] = source[post[i]], or for a reply the unit vector of source[post[i]] +
+    # writer[user[i]] in float32, its norm summed in NumPy's pairwise order
+    s, d = len(post), source.shape[1]
+    eps = np.float32(1e-8)
+    for block in numba.prange((s + _ROW_BLOCK - 1) // _ROW_BLOCK):
+        zero = np.zeros(1, np.float32)
+        mix = np.empty(d, np.float32)
+        square = np.empty(d, np.float32)
+        for i in range(block * _ROW_BLOCK, min(s, (block + 1) * _ROW_BLOCK)):
+            if i + 4 < s:  # the rows of the share 4 ahead
+                _prefetch_row(source, post[i + 4])
+                if is_reply[i + 4]:
+                    _prefetch_row(writer, user[i + 4])
+            p = post[i]
+            if not is_reply[i]:
+                for k in range(d):
+                    out[i, k] = source[p, k]
+                continue
+            u = user[i]
+            for k in range(d):
+                mix[k] = source[p, k] + writer[u, k]
+            for k in range(d):
+                square[k] = mix[k] * mix[k]
+            norm = np.sqrt(_pairwise_row(square, d, zero))
+            if not (norm > eps or norm != norm):
+                norm = eps
+            for k in range(d):
+                out[i, k] = mix[k] / norm
+
+
+_share_latents_serial, _share_latents_parallel = _serial_and_parallel(_share_latents)
+KERNELS["share_latents"] = _share_latents_serial
+PARALLEL_KERNELS["share_latents"] = _share_latents_parallel
 
 
 def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:

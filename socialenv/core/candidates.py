@@ -118,14 +118,14 @@ def generate_candidates(
             unseen = last[~posts.recommended[last_lo:last_hi]]
             pool = unseen if len(unseen) >= k else last
             draws = _sample(pool, (u, k), rng)
-            parts.append(kernels.dedupe_rows(draws))
+            parts.append(kernels.dedupe_rows(draws, in_place=True))
             sources.append(np.full((u, k), index, np.int8))
             continue
         parts.append(_best_of(interest, posts.latent, draws, k))
         sources.append(np.full((u, k), index, np.int8))
     if not parts:
         return CandidateSet(np.zeros((u, 0), np.int64), np.zeros((u, 0), np.int8))
-    post = kernels.dedupe_rows(np.concatenate(parts, axis=1))
+    post = kernels.dedupe_rows(np.concatenate(parts, axis=1), in_place=True)
     own = (post >= 0) & (posts.author[np.maximum(post, 0)] == users[:, None])
     post[own] = -1
     return CandidateSet(post=post, source=np.concatenate(sources, axis=1))

@@ -32,6 +32,7 @@ compiled hop reproduces row by row.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -41,6 +42,8 @@ import numpy as np
 from policysim_infra.blocks import block_threads, inside_block, set_block_threads
 from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 from policysim_infra.blocks import random_in_blocks as random_in_blocks  # re-exported
+from policysim_infra.buffers import ReusedArrays
+from socialenv.core.pages import huge_pages
 
 _ENV_VAR = "POLICYSIM_KERNELS"
 #: NumPy sums up to this many terms without splitting (longer segments use NumPy here).
@@ -51,11 +54,15 @@ _CHOICES = ("auto", "numba", "numpy")
 # ----------------------------------------------------------------------------- NumPy versions
 def dedupe_rows_numpy(feed: np.ndarray) -> np.ndarray:
     """(B, F) copy of ``feed`` with repeated ids (>= 0) within a row set to -1, keeping the first."""
+    return _dedupe_rows_in_place_numpy(feed.copy())
+
+
+def _dedupe_rows_in_place_numpy(feed: np.ndarray) -> np.ndarray:
+    """:func:`dedupe_rows_numpy` written into ``feed`` itself, which is returned."""
     order = np.argsort(feed, axis=1, kind="stable")
     ordered = np.take_along_axis(feed, order, axis=1)
     repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
     rows, cols = np.nonzero(repeated)
-    feed = feed.copy()
     feed[rows, order[rows, cols + 1]] = -1
     return feed
 
@@ -226,7 +233,7 @@ def drop_own_and_repeated_numpy(
     and without repeats within a row (the first kept), both as -1."""
     valid = feed >= 0
     own_post = valid & (author[np.where(valid, feed, 0)] == owner[:, None])
-    return dedupe_rows(np.where(own_post, -1, feed))
+    return dedupe_rows(np.where(own_post, -1, feed), in_place=True)
 
 
 def keyed_max_numpy(
@@ -358,7 +365,7 @@ def delete_sorted_numpy(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
 _NUMPY = {
     "delete_sorted": delete_sorted_numpy,
     "insert_sorted": insert_sorted_numpy,
-    "dedupe_rows": dedupe_rows_numpy,
+    "dedupe_rows": _dedupe_rows_in_place_numpy,
     "compact_rows": compact_rows_numpy,
     "top_k_rows": top_k_rows_numpy,
     "segment_sum_rows": segment_sum_rows_numpy,
@@ -591,13 +598,17 @@ def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- dispatch
-def dedupe_rows(feed: np.ndarray) -> np.ndarray:
-    """See :func:`dedupe_rows_numpy`; ``feed`` is returned as is when F < 2."""
+def dedupe_rows(feed: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """See :func:`dedupe_rows_numpy`; ``feed`` is returned as is when F < 2. ``in_place``: the
+    repeats are blanked in ``feed`` itself (a temporary of the caller's), which is returned,
+    unless it is not C-contiguous (then in a copy, as without it)."""
     if feed.shape[1] < 2:
         return feed
     if feed.dtype != np.int64:
-        return dedupe_rows_numpy(feed)
-    return _parallel_or_serial("dedupe_rows")(np.ascontiguousarray(feed))
+        return _dedupe_rows_in_place_numpy(feed if in_place else feed.copy())
+    if not in_place or not feed.flags.c_contiguous:
+        feed = np.array(feed, order="C")
+    return _parallel_or_serial("dedupe_rows")(feed)
 
 
 def compact_rows(feed: np.ndarray, width: int) -> np.ndarray:
@@ -861,6 +872,30 @@ def propagate_csr(
     return c
 
 
+@dataclasses.dataclass
+class PropagationBuffers:
+    """The memory :func:`propagate_rows` writes into, kept between calls: the (n,) int64
+    neighbourhood order and positions, and the float32 rows of each hop, each handed out again
+    once nothing outside refers to it (:class:`policysim_infra.buffers.ReusedArrays`). A 1M-user
+    step's neighbourhood is about 80 MB of rows; kept, its pages are faulted in once instead of
+    every step. ``huge_pages``: the arrays in huge pages (:func:`socialenv.core.pages.huge_pages`),
+    else in NumPy's current setting."""
+
+    ints: ReusedArrays = dataclasses.field(default_factory=lambda: ReusedArrays(keep=2))
+    floats: ReusedArrays = dataclasses.field(default_factory=lambda: ReusedArrays(keep=3))
+    huge_pages: bool = True
+
+    def empty(self, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        """An uninitialised array, from :attr:`ints` (integer dtypes) or :attr:`floats`."""
+        integer = np.dtype(dtype).kind == "i"
+        pool = self.ints if integer else self.floats
+        # a step's neighbourhood grows a little as the graph does: room for it
+        room = 0 if integer else shape[0] * shape[1] // 8
+        if self.huge_pages:
+            return huge_pages(pool.empty)(shape, dtype, room=room)
+        return pool.empty(shape, dtype, room=room)
+
+
 def propagate_rows(
     context: np.ndarray | tuple[np.ndarray, ...],
     indptr: np.ndarray,
@@ -868,13 +903,15 @@ def propagate_rows(
     rows: np.ndarray,
     alpha: float,
     hops: int,
+    buffers: PropagationBuffers | None = None,
 ) -> np.ndarray:
     """Rows ``rows`` (R,) of the ``hops``-hop propagated context, (R, D) float32, computed on
     the neighbourhood of ``rows`` only; ``context`` is (N, D) or a tuple of (N, D_i) blocks
     read as their concatenation. The NumPy version is
     :func:`socialenv.core.propagation.propagate_rows` (SciPy CSR products on the gathered
     neighbourhood); the compiled one marks the neighbourhood in one pass and reads the
-    context rows in place (no gather, sort or search), summing in SciPy's order."""
+    context rows in place (no gather, sort or search), summing in SciPy's order. ``buffers``:
+    the compiled one's arrays, the result's included, come from there (None: new ones)."""
     from socialenv.core.propagation import propagate_rows as propagate_rows_numpy
 
     blocks = context if isinstance(context, tuple) else (context,)
@@ -885,17 +922,27 @@ def propagate_rows(
     indptr, indices = indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
     rows = np.asarray(rows, np.int64)
     weights = np.array([alpha, 1.0 - alpha], np.float32)
+    width = first.shape[1] + second.shape[1]
+    empty = np.empty if buffers is None else buffers.empty
     hop_from_blocks = _parallel_or_serial("hop_from_blocks")
     hop_from_rows = _parallel_or_serial("hop_from_rows")
     if hops == 1:
-        return hop_from_blocks(indptr, indices, first, second, rows, weights)
+        out = empty((len(rows), width), np.float32)
+        return hop_from_blocks(indptr, indices, first, second, rows, weights, out)
     # order[:sizes[h]]: the nodes within h hops of rows; hop 1 computes the outermost level
     # needed (hops - 1) from the context itself, each later hop the next level inwards
-    order, position, sizes = _active["propagate_levels"](indptr, indices, rows, hops)
-    current = hop_from_blocks(indptr, indices, first, second, order[: sizes[hops - 1]], weights)
+    n = len(indptr) - 1
+    order, position = empty((n,), np.int64), empty((n,), np.int64)
+    sizes = _active["propagate_levels"](indptr, indices, rows, hops, order, position)
+    targets = order[: sizes[hops - 1]]
+    current = empty((len(targets), width), np.float32)
+    hop_from_blocks(indptr, indices, first, second, targets, weights, current)
     for level in range(hops - 2, 0, -1):
-        current = hop_from_rows(indptr, indices, current, position, order[: sizes[level]], weights)
-    return hop_from_rows(indptr, indices, current, position, rows, weights)
+        targets = order[: sizes[level]]
+        inner = empty((len(targets), width), np.float32)
+        current = hop_from_rows(indptr, indices, current, position, targets, weights, inner)
+    out = empty((len(rows), width), np.float32)
+    return hop_from_rows(indptr, indices, current, position, rows, weights, out)
 
 
 def count_reactions(
@@ -1302,6 +1349,62 @@ def share_columns_numpy(
 
 
 _NUMPY["share_columns"] = share_columns_numpy
+
+
+def share_latents_numpy(
+    source: np.ndarray,
+    writer: np.ndarray,
+    post: np.ndarray,
+    user: np.ndarray,
+    is_reply: np.ndarray,
+    out: np.ndarray,
+    block: int = 65_536,
+) -> None:
+    """In place: ``out`` (S, d) gets the latents of the shares of posts ``post`` (S,) by users
+    ``user`` (S,): a retweet's is its post's (``source`` row), a reply's the unit vector of its
+    post's plus its writer's (``writer`` row). ``block`` shares at a time on
+    :func:`map_blocks`' threads (every row on its own: the same rows on any number of
+    threads)."""
+
+    def fill(lo: int, hi: int) -> None:
+        rows = out[lo:hi]
+        source.take(post[lo:hi], axis=0, out=rows)
+        reply = is_reply[lo:hi]
+        if reply.any():
+            mix = rows[reply] + writer.take(user[lo:hi][reply], axis=0)
+            rows[reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
+
+    map_blocks(fill, len(post), block)
+
+
+_NUMPY["share_latents"] = share_latents_numpy
+
+
+def share_latents(
+    source: np.ndarray,
+    writer: np.ndarray,
+    post: np.ndarray,
+    user: np.ndarray,
+    is_reply: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """See :func:`share_latents_numpy` (the compiled kernel for float32 rows of up to 128
+    columns, C-contiguous ``out``)."""
+    if (
+        _active is _NUMPY
+        or source.dtype != np.float32
+        or writer.dtype != np.float32
+        or out.dtype != np.float32
+        or not out.flags.c_contiguous
+        or not 8 <= source.shape[1] <= _PAIRWISE_BLOCK
+        or post.dtype != np.int64
+        or user.dtype != np.int64
+    ):
+        share_latents_numpy(source, writer, post, user, is_reply, out)
+        return
+    _parallel_or_serial("share_latents")(
+        source, writer, post, user, is_reply.astype(bool, copy=False), out
+    )
 
 
 def share_columns(

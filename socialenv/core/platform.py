@@ -78,7 +78,7 @@ class Recommender:
         post = kernels.relational_draws(
             indptr, indices, active, offset_draw, pick_draw, author_start, by_author, lo
         )
-        return kernels.compact_rows(kernels.dedupe_rows(post), k)
+        return kernels.compact_rows(kernels.dedupe_rows(post, in_place=True), k)
 
     def personalized(
         self,
@@ -150,7 +150,7 @@ class Recommender:
         pool = lo + np.argpartition(-engagement, pool_size - 1)[:pool_size]
         pool = pool[np.argsort(-engagement[pool - lo], kind="stable")]
         pick = pool[(rng.random((b, k)) * pool_size).astype(np.int64)]
-        return kernels.dedupe_rows(pick)
+        return kernels.dedupe_rows(pick, in_place=True)
 
     def place_recommendations(
         self, feed: np.ndarray, channel: np.ndarray, row: np.ndarray, post: np.ndarray

@@ -162,6 +162,8 @@ class Simulation:
         self.seed = 0
         self.round = 0
         self.scenario: Scenario | None = None
+        #: the local propagation's arrays, kept between steps (their pages faulted in once)
+        self._propagation_buffers = kernels.PropagationBuffers()
         # opt-in mechanisms (issue 13), each consulted through one small hook below
         self.activity_model = make_activity_model(config.activity)
         self.events = EventSchedule(config.events)
@@ -333,6 +335,7 @@ class Simulation:
                 np.asarray(rows, np.int64),
                 cfg.alpha,
                 cfg.hops,
+                self._propagation_buffers,
             )
         base = (
             np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
@@ -566,7 +569,12 @@ class Simulation:
             posts.misinfo,
             _SHARE_CODES,
         )
-        share_latent = self._share_latent(share_post, share_user, is_reply)
+        # the shares' latents are written straight into the post table's next rows
+        posts.reserve(len(share_user) + len(out.post_user))
+        share_latent = posts.latent[first_new : first_new + len(share_user)]
+        kernels.share_latents(
+            posts.latent, users.latent, share_post, share_user, is_reply, share_latent
+        )
         share_text = None
         if posts.text is not None:
             react_text = out.react_text or [None] * len(kind)
@@ -645,27 +653,6 @@ class Simulation:
                 self.config.memory_ema,
             )
         return written_toxicity
-
-    def _share_latent(
-        self, post: np.ndarray, user: np.ndarray, is_reply: np.ndarray, block: int = 65_536
-    ) -> np.ndarray:
-        """(S, d) latents of the shares of posts ``post`` (S,) by users ``user`` (S,): a
-        retweet's is its post's, a reply's the unit vector of its post's plus its writer's.
-        ``block`` shares at a time on :func:`kernels.map_blocks`' threads (every row on its
-        own: the same rows on any number of threads)."""
-        source, writer = self.posts.latent, self.users.latent
-        out = np.empty((len(post), source.shape[1]), source.dtype)
-
-        def fill(lo: int, hi: int) -> None:
-            rows = out[lo:hi]
-            source.take(post[lo:hi], axis=0, out=rows)
-            reply = is_reply[lo:hi]
-            if reply.any():
-                mix = rows[reply] + writer.take(user[lo:hi][reply], axis=0)
-                rows[reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
-
-        kernels.map_blocks(fill, len(post), block)
-        return out
 
     def _classify(self, first: int, rng: np.random.Generator) -> None:
         """The platform's misinformation classifier flags posts ``first..`` (written once)."""

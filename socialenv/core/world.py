@@ -68,6 +68,12 @@ class PostTable:
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
 
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more posts, so that the columns stay the same arrays until then:
+        a caller may write the next rows of :attr:`latent` before :meth:`append` (which then
+        copies nothing for them)."""
+        self._grow(self.size + extra)
+
     def append(
         self,
         *,

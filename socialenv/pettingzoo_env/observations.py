@@ -125,7 +125,7 @@ def user_feeds(base: Any, controlled: np.ndarray, feeds: CachedFeeds, feed_slots
         rows = pos[is_active]
         mine, ch = all_feed[rows], all_channel[rows]
         own = (mine >= 0) & (posts.author[np.maximum(mine, 0)] == ctrl[is_active][:, None])
-        mine = kernels.dedupe_rows(np.where(own, -1, mine))
+        mine = kernels.dedupe_rows(np.where(own, -1, mine), in_place=True)
         feed[is_active], channel[is_active] = _compact(mine, ch, f)
     return UserFeeds(feed=feed, channel=channel, active=is_active)
 

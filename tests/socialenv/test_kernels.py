@@ -30,11 +30,37 @@ def test_dedupe_and_compact_match_numpy(compiled, width):
     if width >= 2:
         expected = kernels.dedupe_rows_numpy(feed)
         for dedupe in (compiled["dedupe_rows"], parallel["dedupe_rows"]):
-            np.testing.assert_array_equal(dedupe(feed), expected)
+            np.testing.assert_array_equal(dedupe(feed.copy()), expected)
     for keep in (1, width, width + 3):
         expected = kernels.compact_rows_numpy(feed, keep)
         for compact in (compiled["compact_rows"], parallel["compact_rows"]):
             np.testing.assert_array_equal(compact(feed, keep), expected)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_dedupe_rows_in_place_writes_the_callers_array_and_no_other(backend):
+    """``in_place=True`` blanks the repeats in the array given (returned as is); the default
+    leaves it unchanged; a non-contiguous array is never written; on both backends."""
+    rng = np.random.default_rng(3)
+    feed = _rows_with_repeats(rng, 300, 9, 10)
+    expected = kernels.dedupe_rows_numpy(feed)
+    previous = kernels.use_backend(backend)
+    try:
+        original = feed.copy()
+        copied = kernels.dedupe_rows(feed)
+        np.testing.assert_array_equal(copied, expected)
+        np.testing.assert_array_equal(feed, original)
+        temporary = feed.copy()
+        assert kernels.dedupe_rows(temporary, in_place=True) is temporary
+        np.testing.assert_array_equal(temporary, expected)
+        wide = np.concatenate([feed, feed], axis=1)
+        strided = wide[:, ::2]
+        np.testing.assert_array_equal(
+            kernels.dedupe_rows(strided, in_place=True), kernels.dedupe_rows_numpy(strided)
+        )
+        np.testing.assert_array_equal(wide, np.concatenate([feed, feed], axis=1))
+    finally:
+        kernels.use_backend(previous)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])

@@ -282,32 +282,43 @@ def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
     env.close()
 
 
-def test_share_latents_in_blocks_equal_the_one_pass_version(backend, threads):
-    """Simulation._share_latent in small blocks, on 1 and 2 threads, against the code it
-    replaced: a retweet's latent is its post's, a reply's the unit sum with its writer's."""
+def test_share_latents_equal_the_one_pass_version(backend, threads):
+    """kernels.share_latents (the NumPy version in small blocks too), on 1 and 2 threads,
+    against the code it replaced: a retweet's latent is its post's, a reply's the unit sum
+    with its writer's; written into the rows given, as the post table's next rows are."""
     from socialenv.envs.rec import RecEnv
 
     env = RecEnv(num_users=1000, rounds=3)
     env.reset(seed=9)
     env.step(np.full(env.slate_size, env.no_op))
     sim = env.unwrapped.sim
+    source, writer = sim.posts.latent, sim.users.latent
     rng = np.random.default_rng(9)
-    post = rng.integers(0, len(sim.posts), 500)
-    user = rng.integers(0, len(sim.users.stance), 500)
-    is_reply = rng.random(500) < 0.4
-    expected = sim.posts.latent.take(post, axis=0)
-    mix = expected[is_reply] + sim.users.latent.take(user[is_reply], axis=0)
+    post = rng.integers(0, len(sim.posts), 5000)
+    user = rng.integers(0, len(sim.users.stance), 5000)
+    is_reply = rng.random(5000) < 0.4
+    is_reply[:3] = True  # a reply whose sum is zero: the norm's floor
+    user[:3] = post[:3] % len(writer)
+    writer = writer.copy()
+    writer[user[:3]] = -source[post[:3]]
+    expected = source.take(post, axis=0)
+    mix = expected[is_reply] + writer.take(user[is_reply], axis=0)
     expected[is_reply] = mix / np.maximum(np.linalg.norm(mix, axis=1, keepdims=True), 1e-8)
     for n_threads in (1, 2):
         threads(n_threads)
+        got = np.full((len(post) + 4, source.shape[1]), np.nan, np.float32)
+        kernels.share_latents(source, writer, post, user, is_reply, got[2:-2])
+        assert _bits(got[2:-2]) == _bits(expected), n_threads
+        assert np.isnan(got[:2]).all() and np.isnan(got[-2:]).all()
         for block in (7, 64, 65_536):
-            got = sim._share_latent(post, user, is_reply, block=block)
+            got = np.empty_like(expected)
+            kernels.share_latents_numpy(source, writer, post, user, is_reply, got, block=block)
             assert _bits(got) == _bits(expected), (n_threads, block)
-    no_reply = np.zeros(500, bool)
-    assert _bits(sim._share_latent(post, user, no_reply, block=64)) == _bits(
-        sim.posts.latent.take(post, axis=0)
-    )
-    assert sim._share_latent(post[:0], user[:0], is_reply[:0]).shape == (0, expected.shape[1])
+    no_reply = np.zeros(len(post), bool)
+    got = np.empty_like(expected)
+    kernels.share_latents(source, writer, post, user, no_reply, got)
+    assert _bits(got) == _bits(source.take(post, axis=0))
+    kernels.share_latents(source, writer, post[:0], user[:0], is_reply[:0], got[:0])
     env.close()
 
 
