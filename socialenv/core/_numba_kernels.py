@@ -323,16 +323,24 @@ def _pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
 
 
 @jit
-def _unit_row_into(
-    row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: np.ndarray
-) -> None:
+def _floored_norm(row: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: Any):
+    # np.maximum(np.linalg.norm(row), eps) as NumPy computes it: the squares' pairwise sum,
+    # its square root, the floor (a NaN norm stays NaN); ``square``: scratch of len(row)
     d = len(row)
     for k in range(d):
         square[k] = row[k] * row[k]
     norm = np.sqrt(_pairwise_row(square, d, zero))
-    if not (norm > eps[0] or norm != norm):  # np.maximum(norm, eps), NaN kept
-        norm = eps[0]
-    for k in range(d):
+    if not (norm > eps or norm != norm):
+        norm = eps
+    return norm
+
+
+@jit
+def _unit_row_into(
+    row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: np.ndarray
+) -> None:
+    norm = _floored_norm(row, square, zero, eps[0])
+    for k in range(len(row)):
         out[k] = np.float32(row[k] / norm)
 
 
@@ -496,19 +504,11 @@ def _memory_update(
             lo = first[i]
             hi = first[i + 1] if i + 1 < s else len(rows)
             _segment_row_sum(latent, rows, lo, hi, engaged, parts)
-            for k in range(d):
-                square[k] = engaged[k] * engaged[k]
-            norm = np.sqrt(_pairwise_row(square, d, zero))
-            if not (norm > eps or norm != norm):
-                norm = eps
+            norm = _floored_norm(engaged, square, zero, eps)
             u = who[i]
             for k in range(d):
                 mixed[k] = m * memory[u, k] + rest_weight * engaged[k] / norm
-            for k in range(d):
-                square[k] = mixed[k] * mixed[k]
-            norm = np.sqrt(_pairwise_row(square, d, zero))
-            if not (norm > eps or norm != norm):
-                norm = eps
+            norm = _floored_norm(mixed, square, zero, eps)
             for k in range(d):
                 memory[u, k] = mixed[k] / norm
     return True
@@ -1228,7 +1228,7 @@ def _share_latents(
     # out[i] = source[post[i]], or for a reply the unit vector of source[post[i]] +
     # writer[user[i]] in float32, its norm summed in NumPy's pairwise order
     s, d = len(post), source.shape[1]
-    eps = np.float32(1e-8)
+    eps = np.full(1, 1e-8, np.float32)
     for block in numba.prange((s + _ROW_BLOCK - 1) // _ROW_BLOCK):
         zero = np.zeros(1, np.float32)
         mix = np.empty(d, np.float32)
@@ -1246,13 +1246,7 @@ def _share_latents(
             u = user[i]
             for k in range(d):
                 mix[k] = source[p, k] + writer[u, k]
-            for k in range(d):
-                square[k] = mix[k] * mix[k]
-            norm = np.sqrt(_pairwise_row(square, d, zero))
-            if not (norm > eps or norm != norm):
-                norm = eps
-            for k in range(d):
-                out[i, k] = mix[k] / norm
+            _unit_row_into(mix, out[i], square, zero, eps)
 
 
 _share_latents_serial, _share_latents_parallel = _serial_and_parallel(_share_latents)
