@@ -55,11 +55,18 @@ class ClusterIndex:
 
 
 def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
-    """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d)."""
+    """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d).
+
+    ``chunk`` rows at a time, each chunk's product on one BLAS thread, the chunks on
+    :func:`kernels.map_blocks`' threads: every chunk is the same product on any number of
+    threads, so the result is too."""
     out = np.empty(len(latent), np.int16)
+
+    def nearest(lo: int, hi: int) -> None:
+        out[lo:hi] = np.argmax(latent[lo:hi] @ centroids.T, axis=1)
+
     with kernels.one_blas_thread():
-        for lo in range(0, len(latent), chunk):
-            out[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
+        kernels.map_blocks(nearest, len(latent), chunk)
     return out
 
 

@@ -1389,9 +1389,15 @@ def share_latents(
     out: np.ndarray,
 ) -> None:
     """See :func:`share_latents_numpy` (the compiled kernel for float32 rows of up to 128
-    columns, C-contiguous ``out``)."""
+    columns, C-contiguous ``out``; other inputs, mismatched shapes included, go to the NumPy
+    version, which raises on the latter)."""
     if (
         _active is _NUMPY
+        or writer.ndim != 2
+        or writer.shape[1] != source.shape[1]
+        or out.shape != (len(post), source.shape[1])
+        or len(user) != len(post)
+        or len(is_reply) != len(post)
         or source.dtype != np.float32
         or writer.dtype != np.float32
         or out.dtype != np.float32

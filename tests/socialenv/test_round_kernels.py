@@ -319,7 +319,30 @@ def test_share_latents_equal_the_one_pass_version(backend, threads):
     kernels.share_latents(source, writer, post, user, no_reply, got)
     assert _bits(got) == _bits(source.take(post, axis=0))
     kernels.share_latents(source, writer, post[:0], user[:0], is_reply[:0], got[:0])
+    with pytest.raises(ValueError):  # a writer table of other columns: NumPy's error
+        kernels.share_latents(source, writer[:, :8], post, user, is_reply, got)
     env.close()
+
+
+def test_assign_clusters_on_threads_equal_the_chunk_loop(threads):
+    """The chunks' products on 1 and 2 threads give the clusters of the former loop over the
+    same chunks (a chunk's product is the same whoever runs it)."""
+    from socialenv.core.clustering import assign_clusters
+
+    rng = np.random.default_rng(4)
+    latent = rng.standard_normal((5000, 32)).astype(np.float32)
+    centroids = rng.standard_normal((16, 32)).astype(np.float32)
+    for chunk in (700, 4096, 262_144):
+        expected = np.empty(len(latent), np.int16)
+        with kernels.one_blas_thread():
+            for lo in range(0, len(latent), chunk):
+                expected[lo : lo + chunk] = np.argmax(latent[lo : lo + chunk] @ centroids.T, axis=1)
+        for n_threads in (1, 2):
+            threads(n_threads)
+            got = assign_clusters(latent, centroids, chunk=chunk)
+            assert got.dtype == np.int16
+            np.testing.assert_array_equal(got, expected)
+    assert assign_clusters(latent[:0], centroids).shape == (0,)
 
 
 @pytest.mark.parametrize("local", [False, True])
