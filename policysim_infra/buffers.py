@@ -34,6 +34,12 @@ def _refs_of_a_listed_object() -> int:
 _UNSHARED = _refs_of_a_listed_object() if hasattr(sys, "getrefcount") else -1
 
 
+def held_only_by(owner: object, name: str) -> bool:
+    """Whether the array ``owner.<name>`` is referred to by that attribute alone: no variable,
+    container, view or tensor elsewhere (CPython's reference count; False without one)."""
+    return _UNSHARED > 0 and sys.getrefcount(getattr(owner, name)) <= _UNSHARED
+
+
 class ReusedArrays:
     """Up to ``keep`` arrays, each handed out again by :meth:`empty` for a request of its dtype
     that fits in it once no caller refers to it (``keep=0``: none, every call a new array). A

@@ -25,6 +25,7 @@ import numpy as np
 
 from agent_models.base import Brain
 from agent_models.types import Behaviour, PostKind, RoundInput, RoundOutput
+from policysim_infra.buffers import held_only_by
 from socialenv.core import kernels, metrics
 from socialenv.core.clustering import assign_clusters, fit_centroids
 from socialenv.core.config import EnvConfig
@@ -144,6 +145,17 @@ class _LazyRng:
         return getattr(self._rng, name)
 
 
+def _refilled(owner: Any, name: str, values: np.ndarray) -> np.ndarray:
+    """``values`` as float32: written into the array ``owner.<name>`` when it has their shape
+    and nothing else refers to it (its pages are faulted in already), else a new copy."""
+    if owner is not None and held_only_by(owner, name):
+        array = getattr(owner, name)
+        if array.shape == values.shape and array.dtype == np.float32:
+            np.copyto(array, values, casting="unsafe")
+            return array
+    return values.astype(np.float32)
+
+
 class Simulation:
     """The platform and its population for one episode at a time."""
 
@@ -205,10 +217,13 @@ class Simulation:
         # astype copies: a scenario passed in stays as loaded (one built for this episode lends
         # its interest embeddings, which the episode only reads)
         fresh = scenario is not self.config.scenario
+        # the last episode's largest arrays serve this one where nothing else holds them: their
+        # pages are faulted in already (a 1M world's are hundreds of MB)
+        previous_users, previous_posts = getattr(self, "users", None), getattr(self, "posts", None)
         self.users = UserState(
             profiles=scenario.profiles,
             latent=scenario.latent.astype(np.float32, copy=not fresh),
-            memory_latent=scenario.latent.astype(np.float32),
+            memory_latent=_refilled(previous_users, "memory_latent", scenario.latent),
             stance=s0.astype(np.float32),
             discrete_stance=s0.copy(),
             opinion=scenario.opinion.astype(np.float32),
@@ -218,6 +233,9 @@ class Simulation:
             misinformed=scenario.misinformed.astype(bool),
             exposure=np.ones(n, np.float32),
         )
+        if previous_users is not None and held_only_by(previous_users, "_context"):
+            self.users._context = previous_users._context
+        del previous_users
         self.graph = FollowGraph(n, scenario.follow_src, scenario.follow_dst)
         history_latent = scenario.history_latent
         history_text = scenario.history_text
@@ -230,11 +248,13 @@ class Simulation:
                 setup_rng,
                 scenario.misinformation_message,
             )
-        self.posts = PostTable(
+        self.posts = PostTable.reusing(
+            previous_posts,
             scenario.latent_dim,
             capacity=max(4 * len(scenario.history_author), 1024),
             with_text=self.brain.needs_text,
         )
+        del previous_posts
         replacement = self.brain.reset(self.users.view(), self.posts.view(), self.seed)
         if replacement is not None:
             replacement = np.asarray(replacement, np.float32)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
-from policysim_infra.buffers import ReusedArrays
+from policysim_infra.buffers import ReusedArrays, held_only_by
 from socialenv.core import kernels
 
 _POST_ARRAYS = (
@@ -53,6 +53,31 @@ class PostTable:
         self.flagged = np.zeros(cap, bool)
         self.cluster = np.zeros(cap, np.int16)
         self.text: list[str | None] | None = [] if with_text else None
+
+    @classmethod
+    def reusing(
+        cls, old: PostTable | None, latent_dim: int, capacity: int, with_text: bool = False
+    ) -> PostTable:
+        """An empty ``PostTable(latent_dim, capacity, with_text)``, in the columns of ``old`` when
+        they hold at least half that capacity (the table grows on demand) and nothing but
+        ``old`` refers to them (``old`` is emptied and must not be used again); else a new one.
+        The rows ``old`` filled are zeroed, so the table equals a new one of its capacity, and
+        the next episode writes memory already faulted in instead of fresh pages."""
+        if (
+            old is None
+            or old.latent_dim != latent_dim
+            or len(old.author) < max(capacity // 2, 16)
+            or not all(held_only_by(old, name) for name in _POST_ARRAYS)
+        ):
+            return cls(latent_dim, capacity, with_text)
+        table = cls(latent_dim, 16, with_text)
+        for name in _POST_ARRAYS:
+            column = getattr(old, name)
+            column[: old.size] = 0  # rows past the size are zero already
+            setattr(table, name, column)
+            setattr(old, name, column[:0].copy())
+        old.size = 0
+        return table
 
     def __len__(self) -> int:
         return self.size

@@ -1,0 +1,95 @@
+"""A reset writes the new episode into the last episode's largest arrays where nothing else
+holds them (PostTable.reusing, the memory embedding, the context table), and the episode is
+the same as in a new env."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from socialenv.core.world import _POST_ARRAYS, PostTable
+from tests.support import bits
+
+
+def _filled_table(rows: int = 40, capacity: int = 64) -> PostTable:
+    table = PostTable(latent_dim=3, capacity=capacity)
+    rng = np.random.default_rng(0)
+    table.append(
+        author=rng.integers(0, 9, rows),
+        round_=2,
+        kind=1,
+        parent=-1,
+        latent=rng.standard_normal((rows, 3)).astype(np.float32),
+        stance=rng.uniform(-1, 1, rows).astype(np.float32),
+        toxicity=rng.uniform(0, 1, rows).astype(np.float32),
+        misinfo=rng.random(rows) < 0.5,
+        cluster=rng.integers(0, 4, rows),
+    )
+    table.likes[:rows] = 3
+    table.recommended[:rows] = True
+    table.drop_before(10)  # rows past the size are zeroed, as after any compaction
+    return table
+
+
+def test_reusing_gives_a_zeroed_table_in_the_old_columns() -> None:
+    old = _filled_table()
+    latent_id, capacity = id(old.latent), len(old.latent)  # no reference kept here
+    table = PostTable.reusing(old, 3, capacity=100)
+    assert id(table.latent) == latent_id and len(table) == 0 and table.text is None
+    fresh = PostTable(latent_dim=3, capacity=capacity)
+    for name in _POST_ARRAYS:
+        assert bits(getattr(table, name)) == bits(getattr(fresh, name)), name
+        assert len(getattr(old, name)) == 0  # the old table no longer holds the columns
+    assert len(old) == 0
+    assert PostTable.reusing(_filled_table(), 3, capacity=16, with_text=True).text == []
+
+
+@pytest.mark.parametrize("why", ["held", "view", "dim", "small", "none"])
+def test_reusing_makes_a_new_table_when_the_old_columns_cannot_serve(why: str) -> None:
+    old = _filled_table()
+    before = old.latent.copy()
+    held = old.likes if why == "held" else None
+    view = old.view() if why == "view" else None
+    dim, capacity = (4, 64) if why == "dim" else (3, 64)
+    if why == "small":
+        capacity = 2 * len(old.author) + 2
+    table = PostTable.reusing(None if why == "none" else old, dim, capacity=capacity)
+    assert table.latent is not old.latent
+    assert table.latent.shape == (max(capacity, 16), dim) and not table.latent.any()
+    assert bits(old.latent) == bits(before)  # left as it was
+    del held, view
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_an_episode_after_a_reset_equals_one_in_a_new_env(monkeypatch, local: bool) -> None:
+    """The second episode of an env (in the first one's arrays) and the first episode of a new
+    env with the same seed: the same observations, rewards and world, bit for bit."""
+    from socialenv.core import simulation
+    from socialenv.envs.rec import RecEnv
+
+    if local:  # the local propagation and its context table below 50,000 users
+        monkeypatch.setattr(simulation, "LOCAL_PROPAGATION_USERS", 100)
+
+    def episode(env: RecEnv, seed: int, kept: tuple[int, ...] = ()) -> list[bytes]:
+        obs, _ = env.reset(seed=seed)
+        sim = env.unwrapped.sim
+        if kept:  # the last episode's arrays, by id (a reference would keep them from reuse)
+            assert (id(sim.posts.latent), id(sim.users.memory_latent)) == kept[:2]
+        out = [bits(obs["arms"])]
+        rng = np.random.default_rng(seed)
+        for _ in range(3):
+            obs, reward, *_ = env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+            out += [bits(obs["arms"]), bits(np.asarray(reward))]
+        sim = env.unwrapped.sim
+        out += [bits(getattr(sim.posts, name)[: len(sim.posts)]) for name in _POST_ARRAYS]
+        return out + [bits(sim.users.memory_latent), bits(sim.users.stance)]
+
+    used = RecEnv(num_users=1000, rounds=6)
+    episode(used, 5)
+    sim = used.unwrapped.sim
+    assert (sim.users._context is not None) == local
+    context = id(sim.users._context)
+    second = episode(used, 6, kept=(id(sim.posts.latent), id(sim.users.memory_latent)))
+    if local:  # the context table the first episode's steps built serves the second's
+        assert id(sim.users._context) == context
+    assert second == episode(RecEnv(num_users=1000, rounds=6), 6)
