@@ -155,7 +155,6 @@ def measure(
 def summarize(steps: list[dict[str, Any]]) -> dict[str, Any]:
     """Per way the medians; the paired wall ratio fresh / reuse with a 95% bootstrap interval."""
     import numpy as np
-    from scipy.stats import bootstrap
 
     out: dict[str, Any] = {}
     for way in WAYS:
@@ -168,16 +167,23 @@ def summarize(steps: list[dict[str, Any]]) -> dict[str, Any]:
             },
         }
     wall = {(s["pair"], s["way"]): s["wall_s"] for s in steps}
+    out["fresh_over_reuse_wall"] = paired_ratio(wall)
+    return out
+
+
+def paired_ratio(wall: dict[tuple[int, str], float]) -> dict[str, Any]:
+    """The ratios fresh / reuse of each pair's ``wall[pair, way]``: per pair, their median and
+    (three pairs or more) its 95% bootstrap interval."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
     ratios = np.array(
-        [wall[p, "fresh"] / wall[p, "reuse"] for p in sorted({s["pair"] for s in steps})]
+        [wall[p, "fresh"] / wall[p, "reuse"] for p in sorted({pair for pair, _ in wall})]
     )
-    out["fresh_over_reuse_wall"] = {"per_pair": ratios.tolist(), "median": float(np.median(ratios))}
+    out: dict[str, Any] = {"per_pair": ratios.tolist(), "median": float(np.median(ratios))}
     if len(ratios) >= 3:
         ci = bootstrap((ratios,), np.median, confidence_level=0.95, random_state=0)
-        out["fresh_over_reuse_wall"]["ci95"] = [
-            float(ci.confidence_interval.low),
-            float(ci.confidence_interval.high),
-        ]
+        out["ci95"] = [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
     return out
 
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from context_reuse import paired_ratio
 from env_throughput import write_result
 
 WAYS = ("reuse", "fresh")
@@ -112,7 +113,6 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     """Per way the medians of the reset's and the steps' usage; the paired ratio fresh / reuse
     of reset + steps wall time with a 95% bootstrap interval."""
     import numpy as np
-    from scipy.stats import bootstrap
 
     out: dict[str, Any] = {}
     for way in WAYS:
@@ -126,14 +126,7 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
             },
         }
     wall = {(e["pair"], e["way"]): e["reset"]["wall_s"] + e["steps"]["wall_s"] for e in episodes}
-    ratios = np.array(
-        [wall[p, "fresh"] / wall[p, "reuse"] for p in sorted({e["pair"] for e in episodes})]
-    )
-    ratio: dict[str, Any] = {"per_pair": ratios.tolist(), "median": float(np.median(ratios))}
-    if len(ratios) >= 3:
-        ci = bootstrap((ratios,), np.median, confidence_level=0.95, random_state=0)
-        ratio["ci95"] = [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
-    out["fresh_over_reuse_wall"] = ratio
+    out["fresh_over_reuse_wall"] = paired_ratio(wall)
     return out
 
 
