@@ -604,10 +604,10 @@ def dedupe_rows(feed: np.ndarray, in_place: bool = False) -> np.ndarray:
     unless it is not C-contiguous (then in a copy, as without it)."""
     if feed.shape[1] < 2:
         return feed
-    if feed.dtype != np.int64:
-        return _dedupe_rows_in_place_numpy(feed if in_place else feed.copy())
     if not in_place or not feed.flags.c_contiguous:
         feed = np.array(feed, order="C")
+    if feed.dtype != np.int64:
+        return _dedupe_rows_in_place_numpy(feed)
     return _parallel_or_serial("dedupe_rows")(feed)
 
 

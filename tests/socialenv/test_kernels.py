@@ -59,6 +59,9 @@ def test_dedupe_rows_in_place_writes_the_callers_array_and_no_other(backend):
             kernels.dedupe_rows(strided, in_place=True), kernels.dedupe_rows_numpy(strided)
         )
         np.testing.assert_array_equal(wide, np.concatenate([feed, feed], axis=1))
+        narrow = feed.astype(np.int32)  # other dtypes: the NumPy version, in place the same way
+        assert kernels.dedupe_rows(narrow, in_place=True) is narrow
+        np.testing.assert_array_equal(narrow, expected)
     finally:
         kernels.use_backend(previous)
 
