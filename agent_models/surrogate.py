@@ -31,6 +31,10 @@ from typing import Annotated, Any
 import numpy as np
 
 from agent_models.base import Brain
+from agent_models.surrogate_kernels import COLUMN_PARAMS as REACTION_COLUMN_PARAMS
+from agent_models.surrogate_kernels import PARAMS as REACTION_PARAMS
+from agent_models.surrogate_kernels import REACTIONS as _REACTIONS
+from agent_models.surrogate_kernels import reaction_columns, reaction_hits
 from agent_models.surrogate_mechanisms import (
     MECHANISMS,
     BeliefMechanism,
@@ -42,8 +46,6 @@ from agent_models.surrogate_mechanisms import (
 )
 from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import (
-    Behaviour,
-    FeedChannel,
     PostColumns,
     RoundInput,
     RoundOutput,
@@ -140,10 +142,6 @@ class SurrogateConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "surrogate.")  # finite numbers, NumPy accepted, no bools, limits
-
-
-_REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
-_REACTION_KINDS = np.array([int(b) for b in _REACTIONS], np.int8)
 
 
 def _per_user(values: np.ndarray, user: np.ndarray) -> np.ndarray:
@@ -341,31 +339,19 @@ class SurrogateBrain(Brain):
             react_user, react_post = np.zeros(0, np.int64), np.zeros(0, np.int64)
             kind, gap = np.zeros(0, np.int8), np.zeros(0, np.float32)
         m = len(react_user)
-        is_reply = kind == Behaviour.REPLY
-        is_retweet = kind == Behaviour.RETWEET
-        toxicity = self._reply_toxicity(users.toxicity_propensity[react_user], gap)
-        toxicity = toxicity * rng.uniform(0.5, 1.5, m)
-        toxicity = np.where(is_reply, np.clip(toxicity, 0, 1), 0.0).astype(np.float32)
-        stance = np.where(
-            is_retweet,
+        uniform = rng.uniform(0.5, 1.5, m)  # the reply toxicity's noise, then the stance's
+        normal = rng.standard_normal(m)
+        toxicity, stance, positive, hostile = reaction_columns(
+            kind,
+            users.toxicity_propensity[react_user],
+            gap,
+            attitude[react_user],
             posts.stance[react_post],
-            np.clip(attitude[react_user] + cfg.stance_noise * rng.standard_normal(m), -1, 1),
-        ).astype(np.float32)
-        positive = (kind == Behaviour.LIKE) | is_retweet
-        hostile = (kind == Behaviour.DISLIKE) | (is_reply & (toxicity > cfg.toxic_threshold))
+            uniform,
+            normal,
+            tuple(float(getattr(cfg, name)) for name in REACTION_COLUMN_PARAMS),
+        )
         return _Reactions(react_user, react_post, kind, stance, toxicity, positive, hostile)
-
-    @staticmethod
-    def _hits(
-        valid: np.ndarray, draws: np.ndarray, prob: dict[str, np.ndarray], feed: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The reactions of one block of feed rows, behaviour after behaviour, each row-major:
-        (row, post, kind, gap) of every valid slot whose draw is below its probability, and
-        (behaviours + 1,) where each behaviour's run of them starts."""
-        p = np.stack([prob[b.name.lower()] for b in _REACTIONS])
-        i, r, c = np.nonzero(valid & (draws < p))
-        starts = np.searchsorted(i, np.arange(len(_REACTIONS) + 1))
-        return r, feed[r, c], _REACTION_KINDS[i], prob["gap"][r, c], starts
 
     def _blocked_hits(
         self,
@@ -381,8 +367,8 @@ class SurrogateBrain(Brain):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The reactions of the (B, F) feeds of ``active`` (B,), whose slots' channels are
         ``channel`` (B, F), given ``draws`` (behaviours, B, F): (feed row, post, kind, gap) of
-        each, in order chunk after chunk of ``chunk`` rows and within a chunk as
-        :meth:`_hits` orders them (behaviour after behaviour, row-major).
+        each, in order chunk after chunk of ``chunk`` rows and within a chunk behaviour after
+        behaviour, row-major (:func:`~agent_models.surrogate_kernels.reaction_hits`).
 
         The reaction probabilities and hits of each ``block`` rows (a divisor of ``chunk``)
         are computed together on :func:`map_blocks`' threads, each entry on its own, so the
@@ -393,22 +379,35 @@ class SurrogateBrain(Brain):
         cfg = self.config
         parts: list[tuple[np.ndarray, ...]] = [() for _ in range(0, len(active), block)]
 
+        params = tuple(float(getattr(cfg, name)) for name in REACTION_PARAMS)
+
         def run(lo: int, hi: int) -> None:
-            rows, kinds = feed[lo:hi], channel[lo:hi]
-            valid = rows >= 0
-            injected = kinds == FeedChannel.INJECTED
-            attention = (
-                injected * cfg.promoted_attention
-                + (injected | (kinds == FeedChannel.PERSONALIZED)) * cfg.recommended_attention
+            rows, owners = feed[lo:hi], active[lo:hi]
+            # (R, 1, d): each row's owner, broadcast against its F slots (the same einsum as
+            # reaction_probabilities)
+            sim = np.einsum(
+                "...d,...d->...",
+                users.latent.take(owners[:, None], axis=0),
+                posts.latent.take(np.where(rows >= 0, rows, 0), axis=0),
             )
-            # (R, 1): each row's owner, broadcast against its F slots by the reaction model
-            prob = self._probabilities(
-                users, posts, active[lo:hi, None], np.where(valid, rows, 0), attention, attitudes
+            reply_propensity = np.log(
+                np.maximum(users.profiles.reply_frequency.take(owners), 1e-3) / 0.25
             )
-            row, *rest, starts = self._hits(valid, draws[:, lo:hi], prob, rows)
+            row, *rest, starts = reaction_hits(
+                rows,
+                channel[lo:hi],
+                attitudes.take(owners),
+                posts.stance,
+                sim,
+                reply_propensity,
+                draws[:, lo:hi],
+                params,
+            )
             parts[lo // block] = (row + lo, *rest, starts)
 
         map_blocks(run, len(active), block)  # on POLICYSIM_THREADS threads: the same blocks
+        if len(parts) == 1:  # one block: already behaviour after behaviour
+            return parts[0][:4]  # type: ignore[return-value]
         per_chunk = chunk // block
         runs = [
             (part, i)

@@ -63,8 +63,12 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
     global _pool
     if block < 1:
         raise ValueError(f"block={block!r} is not allowed: an integer >= 1")
+    if n <= block:  # one block (or none): on the calling thread
+        if n > 0:
+            func(0, n)
+        return
     bounds = [(lo, min(lo + block, n)) for lo in range(0, n, block)]
-    if _threads == 1 or len(bounds) < 2 or inside_block():
+    if _threads == 1 or inside_block():
         for lo, hi in bounds:
             func(lo, hi)
         return
@@ -108,11 +112,12 @@ def random_in_blocks(
 
     PCG64 can jump ahead exactly: a float64 draw takes one 64-bit output, a float32 draw half of
     one (the low half first, the high half kept for the next float32 draw)."""
+    if _threads == 1:
+        return rng.random(size, dtype=dtype)
     kind = np.dtype(dtype)
     n = int(np.prod(size))
     if (
-        block_threads() == 1
-        or n < 2 * block
+        n < 2 * block
         or type(rng.bit_generator) is not np.random.PCG64
         or kind not in (np.float32, np.float64)
     ):

@@ -1490,3 +1490,99 @@ def _compact_segments(
 KERNELS["sorted_segment_remainders"] = _sorted_segment_remainders_serial
 PARALLEL_KERNELS["sorted_segment_remainders"] = _sorted_segment_remainders_parallel
 KERNELS["compact_segments"] = _compact_segments
+
+
+@jit
+def _sorted_distinct(keys: np.ndarray) -> np.ndarray:
+    # in place: sorted, each value once (the first ``m`` entries)
+    keys.sort()
+    m = 0
+    for i in range(len(keys)):
+        if m == 0 or keys[i] != keys[m - 1]:
+            keys[m] = keys[i]
+            m += 1
+    return keys[:m]
+
+
+@jit
+def _edit_plan(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    n: int,
+    follow_src: np.ndarray,
+    follow_dst: np.ndarray,
+    unfollow_src: np.ndarray,
+    unfollow_dst: np.ndarray,
+) -> tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # (status, added, removed, indptr after, drop, at, new): status -1 if an id lies outside
+    # [0, n), 0 if the graph does not change, 1 if it does; the edit is then
+    # merge_edits(indices, drop, at, new)
+    empty = np.zeros(0, np.int64)
+    for ids in (follow_src, follow_dst, unfollow_src, unfollow_dst):
+        for v in ids:
+            if v < 0 or v >= n:
+                return -1, 0, 0, empty, empty, empty, empty
+    follow = np.empty(len(follow_src), np.int64)
+    m = 0
+    for i in range(len(follow_src)):
+        if follow_src[i] != follow_dst[i]:
+            follow[m] = np.int64(follow_src[i]) * n + follow_dst[i]
+            m += 1
+    follow = _sorted_distinct(follow[:m])
+    unfollow = np.empty(len(unfollow_src), np.int64)
+    for i in range(len(unfollow_src)):
+        unfollow[i] = np.int64(unfollow_src[i]) * n + unfollow_dst[i]
+    unfollow = _sorted_distinct(unfollow)
+    new = np.empty(len(follow), np.int64)
+    at = np.empty(len(follow), np.int64)
+    added = 0
+    for key in follow:
+        src = key // n
+        dst = key - src * n
+        end = indptr[src + 1]
+        pos = _lower_bound(indices, dst, indptr[src], end)
+        if not (pos < end and indices[pos] == dst):
+            new[added] = key
+            at[added] = pos
+            added += 1
+    drop = np.empty(len(unfollow), np.int64)
+    drop_key = np.empty(len(unfollow), np.int64)
+    hits = 0
+    for key in unfollow:
+        src = key // n
+        dst = key - src * n
+        end = indptr[src + 1]
+        pos = _lower_bound(indices, dst, indptr[src], end)
+        if pos < end and indices[pos] == dst:
+            drop[hits] = pos
+            drop_key[hits] = key
+            hits += 1
+    # a new edge removed again in the same round is neither added nor kept
+    kept = 0
+    j = 0
+    for i in range(added):
+        while j < len(unfollow) and unfollow[j] < new[i]:
+            j += 1
+        if j < len(unfollow) and unfollow[j] == new[i]:
+            continue
+        new[kept] = new[i]
+        at[kept] = at[i]
+        kept += 1
+    removed = hits + added - kept
+    if hits == 0 and kept == 0:
+        return 0, added, removed, empty, empty, empty, empty
+    moved = np.zeros(n + 1, np.int64)  # row starts move by the edges added / removed above
+    for i in range(kept):
+        moved[new[i] // n + 1] += 1
+        new[i] = new[i] % n
+    for i in range(hits):
+        moved[drop_key[i] // n + 1] -= 1
+    after = np.empty(n + 1, np.int64)
+    total = 0
+    for r in range(n + 1):
+        total += moved[r]
+        after[r] = indptr[r] + total
+    return 1, added, removed, after, drop[:hits].copy(), at[:kept].copy(), new[:kept].copy()
+
+
+KERNELS["edit_plan"] = _edit_plan

@@ -25,7 +25,7 @@ trajectory digest with ``POLICYSIM_THREADS=2``).
 Kernels whose result would differ in the last bit between the two (anything calling
 ``exp`` or a BLAS/einsum reduction) are deliberately left to NumPy. The float kernels that
 are compiled reproduce NumPy's own summation order (pairwise sums of up to 128 terms: norms,
-segment sums); the context propagation's reference is torch's float32 CSR product, which the
+segment sums); the context propagation's reference is SciPy's float32 CSR product, which the
 compiled hop reproduces row by row.
 """
 
@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agent_models import surrogate_kernels
 from policysim_infra.blocks import block_threads, inside_block, set_block_threads
 from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 from policysim_infra.blocks import random_in_blocks as random_in_blocks  # re-exported
@@ -153,6 +154,50 @@ def find_edges_numpy(
     found[inside] = indices[pos[inside]] == keys[inside] - src[inside] * n
 
 
+def edit_plan_numpy(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    n: int,
+    follow_src: np.ndarray,
+    follow_dst: np.ndarray,
+    unfollow_src: np.ndarray,
+    unfollow_dst: np.ndarray,
+) -> tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None]:
+    """The follows and unfollows (M,) of one round against a followee CSR of ``n`` users
+    (``indptr`` (n + 1,), ``indices`` (E,) sorted within each row), in one pass: (added,
+    removed, change). Self-follows and existing edges are not added, missing edges not
+    removed, and an edge added and removed in the same round is counted in both and kept out.
+    ``change`` is None when the graph stays as it is, else (indptr after (n + 1,), drop,
+    at, new): the new indices are ``merge_edits(indices, drop, at, new)``."""
+
+    def sorted_distinct(keys: np.ndarray) -> np.ndarray:
+        keys = np.sort(keys)
+        return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) > 1 else keys
+
+    keep = follow_src != follow_dst
+    added_keys = sorted_distinct(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
+    removed_keys = sorted_distinct(unfollow_src.astype(np.int64) * n + unfollow_dst)
+    pos, exists = find_edges(indptr, indices, added_keys, n)
+    new, at = added_keys[~exists], pos[~exists]
+    pos, found = find_edges(indptr, indices, removed_keys, n)
+    drop = pos[found]
+    undone = isin(new, removed_keys)  # added, then removed again
+    added, removed = len(new), len(drop) + int(undone.sum())
+    if not len(drop) and not len(new[~undone]):
+        return added, removed, None
+    new, at = new[~undone], at[~undone]
+
+    def row_shift(rows: np.ndarray) -> np.ndarray:
+        shift = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=shift[1:])
+        return shift
+
+    after = row_shift(new // n)
+    after -= row_shift(removed_keys[found] // n)
+    after += indptr
+    return added, removed, (after, drop, at, new % n)
+
+
 def memory_update_numpy(
     memory: np.ndarray,
     latent: np.ndarray,
@@ -210,7 +255,7 @@ def propagate_csr_numpy(
     context: np.ndarray, indptr: np.ndarray, indices: np.ndarray, alpha: float, hops: int
 ) -> np.ndarray:
     """(N, D) float32: ``hops`` steps of C ← α·C + (1 − α)·D⁻¹A·C over the CSR graph (row u
-    lists whom u follows; a user who follows nobody keeps its context), with torch's CSR
+    lists whom u follows; a user who follows nobody keeps its context), with SciPy's CSR
     product (:mod:`socialenv.core.propagation`)."""
     from socialenv.core.propagation import normalized_adjacency, propagate
 
@@ -393,10 +438,12 @@ THREADS = 1
 
 
 def use_backend(name: str) -> str:
-    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use."""
+    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels (the surrogate's too,
+    :mod:`agent_models.surrogate_kernels`); returns the backend in use."""
     global _compiled, _compiled_parallel, _active, BACKEND
     if name not in _CHOICES:
         raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
+    surrogate_kernels.use_backend(name)
     if name == "numpy":
         _active, BACKEND = _NUMPY, "numpy"
         return BACKEND
@@ -794,6 +841,36 @@ def find_edges(
         found,
     )
     return pos, found
+
+
+#: Above this many follows and unfollows a round's edit plan sorts its keys with NumPy's
+#: sort (the compiled one sorts in one thread, without SIMD).
+_EDIT_PLAN_MAX_KEYS = 1 << 16
+
+
+def edit_plan(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    n: int,
+    follow_src: np.ndarray,
+    follow_dst: np.ndarray,
+    unfollow_src: np.ndarray,
+    unfollow_dst: np.ndarray,
+) -> tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None]:
+    """See :func:`edit_plan_numpy` (the compiled version also rejects user ids outside
+    [0, n) with a ``ValueError``)."""
+    if _active is _NUMPY or len(follow_src) + len(unfollow_src) > _EDIT_PLAN_MAX_KEYS:
+        return edit_plan_numpy(
+            indptr, indices, n, follow_src, follow_dst, unfollow_src, unfollow_dst
+        )
+    status, added, removed, after, drop, at, new = _active["edit_plan"](
+        indptr, indices, n, follow_src, follow_dst, unfollow_src, unfollow_dst
+    )
+    if status < 0:
+        raise ValueError(
+            f"follow_src, follow_dst, unfollow_src and unfollow_dst must be user ids in [0, {n})"
+        )
+    return added, removed, (after, drop, at, new) if status else None
 
 
 def memory_update(

@@ -1,4 +1,4 @@
-"""Context propagation over the follow graph (Eq. 8), as label propagation with a torch CSR
+"""Context propagation over the follow graph (Eq. 8), as label propagation with a SciPy CSR
 matrix: C^{(k+1)} = α·C^{(k)} + (1 − α)·D⁻¹A·C^{(k)}, K hops.
 
 Row u of A lists the users u follows: a user's context mixes in what the accounts it reads
@@ -8,19 +8,20 @@ by the identity for them).
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    import torch
+    import scipy.sparse
 
 
-def normalized_adjacency(indptr: np.ndarray, indices: np.ndarray, num_users: int) -> torch.Tensor:
-    """D⁻¹A as a (N, N) float32 torch sparse CSR tensor; rows of isolated users are the
-    identity so propagation leaves them unchanged."""
-    import torch
+def normalized_adjacency(
+    indptr: np.ndarray, indices: np.ndarray, num_users: int
+) -> scipy.sparse.csr_matrix:
+    """D⁻¹A as a (N, N) float32 SciPy CSR matrix; rows of isolated users are the identity so
+    propagation leaves them unchanged."""
+    import scipy.sparse as sp
 
     degree = np.diff(indptr)
     isolated = np.flatnonzero(degree == 0)
@@ -36,29 +37,25 @@ def normalized_adjacency(indptr: np.ndarray, indices: np.ndarray, num_users: int
         new_indices[new_indptr[isolated]] = isolated
         indptr, indices, degree = new_indptr, new_indices, counts
     values = np.repeat(1.0 / degree, degree).astype(np.float32)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        warnings.filterwarnings("ignore", message="Sparse invariant checks")
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(indptr.astype(np.int64)),
-            torch.from_numpy(indices.astype(np.int64)),
-            torch.from_numpy(values),
-            size=(num_users, num_users),
-            check_invariants=False,
-        )
+    return sp.csr_matrix(
+        (values, indices.astype(np.int64), indptr.astype(np.int64)), shape=(num_users, num_users)
+    )
 
 
-def propagate(context: np.ndarray, adjacency: torch.Tensor, alpha: float, hops: int) -> np.ndarray:
-    """(N, D) float32 context after ``hops`` steps of Eq. 8."""
-    import torch
+def propagate(
+    context: np.ndarray, adjacency: scipy.sparse.csr_matrix, alpha: float, hops: int
+) -> np.ndarray:
+    """(N, D) float32 context after ``hops`` steps of Eq. 8.
 
-    from bandits.graph import threads_for
-
-    c = torch.from_numpy(np.ascontiguousarray(context, dtype=np.float32))
-    with threads_for(adjacency.values().numel()):
-        for _ in range(hops):
-            c = alpha * c + (1.0 - alpha) * (adjacency @ c)
-    return c.numpy()
+    SciPy's CSR product sums each row's terms in order, one rounding per product and per sum,
+    on every x86-64 CPU (its kernels are built for the baseline instruction set): the same
+    values as the compiled hop of :mod:`socialenv.core.kernels` and as
+    :func:`propagate_rows`. torch's CSR product fuses them into FMAs on AVX-512 CPUs, so it
+    rounds differently there."""
+    c = np.ascontiguousarray(context, dtype=np.float32)
+    for _ in range(hops):
+        c = alpha * c + (1.0 - alpha) * (adjacency @ c)
+    return c
 
 
 def _neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.ndarray:

@@ -362,7 +362,7 @@ class Simulation:
             if table is None
             else table
         )
-        if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as torch's CSR product
+        if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as SciPy's CSR product
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
         if cfg.hops > 0:

@@ -346,28 +346,17 @@ class FollowGraph:
     ) -> tuple[int, int]:
         """:meth:`follow` then :meth:`unfollow` in one pass over the edges (the same graph and
         counts); returns (added, removed)."""
-        n = self.n
-        keep = follow_src != follow_dst
-        added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
-        removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
-        pos, exists = self._find(added_keys)
-        new, at = added_keys[~exists], pos[~exists]
-        pos, found = self._find(removed_keys)
-        hit = pos[found]
-        undone = kernels.isin(new, removed_keys)  # added, then removed again
-        added, removed = len(new), len(hit) + int(undone.sum())
-        if not len(hit) and not len(new[~undone]):
-            return added, removed
-        new, at = new[~undone], at[~undone]
         indptr, indices = self._csr
-        size = len(indices) + len(new) - len(hit)
-        shift = self._row_shift(new // n)
-        shift -= self._row_shift(removed_keys[found] // n)
-        shift += indptr
+        added, removed, change = kernels.edit_plan(
+            indptr, indices, self.n, follow_src, follow_dst, unfollow_src, unfollow_dst
+        )
+        if change is None:
+            return added, removed
+        after, drop, at, new = change
+        size = len(indices) + len(new) - len(drop)
         # the memory of the indices the edit before last replaced, when nobody holds them
         memory = self._indices_memory.empty((size,), indices.dtype, room=size // 64 + 1024)
-        merged = kernels.merge_edits(indices, hit, at, new % n, memory)
-        self._replace(shift, merged)
+        self._replace(after, kernels.merge_edits(indices, drop, at, new, memory))
         return added, removed
 
     def followees_csr(self) -> tuple[np.ndarray, np.ndarray]:

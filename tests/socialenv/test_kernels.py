@@ -1052,3 +1052,34 @@ def test_one_blas_thread_limits_the_products_and_restores_the_setting() -> None:
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         single = index.draw(interest, centroids, 4, np.random.default_rng(1))
     np.testing.assert_array_equal(threaded, single)
+
+
+def test_edit_plan_matches_numpy_and_rejects_ids_outside_the_graph(compiled):
+    rng = np.random.default_rng(21)
+    n = 150
+    graph = FollowGraph(n, rng.integers(0, n, 1200), rng.integers(0, n, 1200))
+    indptr, indices = graph.followees_csr()
+    changed = 0
+    for step in range(30):
+        m = int(rng.integers(0, 200))
+        fs, fd = rng.integers(0, n, m), rng.integers(0, n, m)
+        us, ud = rng.integers(0, n, m // 2), rng.integers(0, n, m // 2)
+        us[: m // 8], ud[: m // 8] = fs[: m // 8], fd[: m // 8]  # added and removed again
+        if step % 3 == 0:  # existing edges removed
+            keys = graph.keys[rng.integers(0, len(graph), m // 2)]
+            us, ud = keys // n, keys % n
+        if step == 7:  # only repeats of existing edges and self-follows: no change
+            keys = graph.keys[:5]
+            fs, fd, us, ud = np.r_[keys // n, 3], np.r_[keys % n, 3], us[:0], ud[:0]
+        expected = kernels.edit_plan_numpy(indptr, indices, n, fs, fd, us, ud)
+        got = kernels.edit_plan(indptr, indices, n, fs, fd, us, ud)
+        assert got[:2] == expected[:2]
+        assert (got[2] is None) == (expected[2] is None)
+        if expected[2] is not None:
+            changed += 1
+            for g, e in zip(got[2], expected[2], strict=True):
+                assert _bits(g.astype(np.int64)) == _bits(e.astype(np.int64))
+    assert changed > 20
+    for bad in ((np.array([n]), np.array([0])), (np.array([0]), np.array([-1]))):
+        with pytest.raises(ValueError, match=r"user ids in \[0, 150\)"):
+            kernels.edit_plan(indptr, indices, n, *bad, bad[0][:0], bad[0][:0])

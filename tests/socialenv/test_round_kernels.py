@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_models.types import FeedChannel
+from agent_models.types import Behaviour, FeedChannel
 from socialenv.core import kernels
 from tests.support import bits as _bits
 
@@ -268,8 +268,13 @@ def test_candidates_and_reactions_are_the_same_on_two_threads(backend, threads):
         prob = sim.brain._probabilities(
             users, posts, owner[rows, None], np.maximum(feed[rows], 0), attention[rows], attitudes
         )
-        row, *rest, _ = sim.brain._hits(feed[rows] >= 0, reaction_draws[:, rows], prob, feed[rows])
-        chunks.append((row + lo, *rest))
+        # each slot's behaviours whose draw is below its probability, behaviour-major
+        p = np.stack([prob[name] for name in ("like", "dislike", "retweet", "reply")])
+        i, r, c = np.nonzero((feed[rows] >= 0) & (reaction_draws[:, rows] < p))
+        kinds = np.array(
+            [Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY], np.int8
+        )
+        chunks.append((r + lo, feed[rows][r, c], kinds[i], prob["gap"][r, c]))
     expected = [np.concatenate([chunk[column] for chunk in chunks]) for column in range(4)]
     assert len(expected[0]) > 1000  # hits of every behaviour in every block
     assert len(np.unique(expected[2])) == 4

@@ -1,0 +1,157 @@
+"""The numba passes of :mod:`agent_models.surrogate_kernels` (imported only when numba is
+installed; top-level functions, so numba's on-disk cache finds them again)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+jit = numba.njit(cache=True, nogil=True)
+
+
+@jit
+def negated_log_odds(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    params: np.ndarray,
+    injected_code: int,
+    personalized_code: int,
+    out: np.ndarray,
+    gap_out: np.ndarray,
+) -> None:
+    # NumPy's weak Python scalars meet float32 arrays as float32: those products are
+    # float32 here too; every sum that meets a float64 array is float64
+    interest_weight = np.float32(params[0])
+    promoted, recommended = params[1], params[2]
+    like_bias, dislike_bias, retweet_bias, reply_bias = (
+        params[3],
+        params[4],
+        params[5],
+        params[6],
+    )
+    agreement_weight = np.float32(params[7])
+    retweet_agreement_weight = np.float32(params[8])
+    reply_gap_weight = np.float32(params[9])
+    two = np.float32(2.0)
+    rows, width = feed.shape
+    for r in range(rows):
+        owner = attitude[r]
+        propensity = np.float64(reply_propensity[r])
+        for c in range(width):
+            post = feed[r, c]
+            post_stance = stance[post if post >= 0 else 0]
+            agree = np.float32(owner * post_stance)
+            gap = np.float32(np.float32(abs(np.float32(owner - post_stance))) / two)
+            gap_out[r, c] = gap
+            injected = channel[r, c] == injected_code
+            recommended_slot = injected or channel[r, c] == personalized_code
+            attention = np.float64(injected) * promoted + (
+                np.float64(recommended_slot) * recommended
+            )
+            interest = np.float64(np.float32(interest_weight * sim[r, c])) + attention
+            agreeing = np.float64(np.float32(agreement_weight * agree))
+            out[0, r, c] = -((like_bias + interest) + agreeing)
+            out[1, r, c] = -((dislike_bias + interest) - agreeing)
+            out[2, r, c] = -(
+                (retweet_bias + interest) + np.float64(np.float32(retweet_agreement_weight * agree))
+            )
+            out[3, r, c] = -(
+                ((reply_bias + interest) + np.float64(np.float32(reply_gap_weight * gap)))
+                + propensity
+            )
+
+
+@jit
+def hits_below(
+    exponents: np.ndarray,
+    draws: np.ndarray,
+    feed: np.ndarray,
+    gap: np.ndarray,
+    kinds: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    behaviours, rows, width = exponents.shape
+    most = behaviours * rows * width
+    row = np.empty(most, np.int64)
+    post = np.empty(most, np.int64)
+    kind = np.empty(most, np.int8)
+    hit_gap = np.empty(most, np.float32)
+    starts = np.empty(behaviours + 1, np.int64)
+    n = 0
+    for k in range(behaviours):
+        starts[k] = n
+        for r in range(rows):
+            for c in range(width):
+                if feed[r, c] >= 0 and draws[k, r, c] < 1.0 / (1.0 + exponents[k, r, c]):
+                    row[n] = r
+                    post[n] = feed[r, c]
+                    kind[n] = kinds[k]
+                    hit_gap[n] = gap[r, c]
+                    n += 1
+    starts[behaviours] = n
+    return row[:n].copy(), post[:n].copy(), kind[:n].copy(), hit_gap[:n].copy(), starts
+
+
+@jit
+def _clipped(x: Any, lo: Any, hi: Any) -> Any:
+    # np.clip's result: NaN stays NaN, -0.0 stays -0.0
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+@jit
+def reaction_columns(
+    kind: np.ndarray,
+    propensity: np.ndarray,
+    gap: np.ndarray,
+    attitude: np.ndarray,
+    post_stance: np.ndarray,
+    uniform: np.ndarray,
+    normal: np.ndarray,
+    params: np.ndarray,
+    like: int,
+    dislike: int,
+    retweet: int,
+    reply: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # float32 where NumPy's weak scalars meet float32 arrays (the threshold comparison too)
+    civility = np.float32(params[0])
+    base = np.float32(params[1])
+    gap_weight = np.float32(params[2])
+    stance_noise = params[3]
+    toxic = np.float32(params[4])
+    zero32, one32 = np.float32(0.0), np.float32(1.0)
+    m = len(kind)
+    toxicity = np.empty(m, np.float32)
+    stance = np.empty(m, np.float32)
+    positive = np.empty(m, np.bool_)
+    hostile = np.empty(m, np.bool_)
+    for i in range(m):
+        p = propensity[i]
+        hostility = np.float32(p - civility)
+        if hostility < zero32:
+            hostility = zero32
+        raw = np.float32(
+            np.float32(p * base) + np.float32(np.float32(gap_weight * gap[i]) * hostility)
+        )
+        noisy = np.float64(_clipped(raw, zero32, one32)) * uniform[i]
+        is_reply = kind[i] == reply
+        is_retweet = kind[i] == retweet
+        toxicity[i] = np.float32(_clipped(noisy, 0.0, 1.0)) if is_reply else zero32
+        if is_retweet:
+            stance[i] = post_stance[i]
+        else:
+            stance[i] = np.float32(
+                _clipped(np.float64(attitude[i]) + stance_noise * normal[i], -1.0, 1.0)
+            )
+        positive[i] = kind[i] == like or is_retweet
+        hostile[i] = kind[i] == dislike or (is_reply and toxicity[i] > toxic)
+    return toxicity, stance, positive, hostile

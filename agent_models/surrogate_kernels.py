@@ -1,0 +1,342 @@
+"""The surrogate's reaction draws in two compiled passes, with a NumPy twin of the same bits.
+
+:func:`reaction_hits` turns one block of feed rows into the reactions the surrogate's users
+make: for each slot and behaviour (like, dislike, retweet, reply) the reaction's log-odds
+(:meth:`agent_models.surrogate.SurrogateBrain.reaction_probabilities`), its probability, and
+whether the slot's uniform draw falls below it. The NumPy twin, :func:`reaction_hits_numpy`, is
+that method's arithmetic followed by a ``nonzero``: about 60 NumPy calls on arrays of a few
+thousand entries, whose dispatch outweighs the arithmetic at 1,000 users. The compiled version
+makes two passes: one writes every slot's negated log-odds, NumPy's ``exp`` runs on them in one
+call (a compiled ``exp`` would round differently), the other turns them into probabilities and
+collects the hits. Each operation keeps NumPy's types (the float32 products of NumPy's weak
+Python scalars, the float64 sums), so both give the same bits (``tests/agent_models/
+test_surrogate_kernels.py``; the trajectory digest).
+
+The backend follows ``POLICYSIM_KERNELS`` (``auto``, ``numba``, ``numpy``) at import, as
+:mod:`socialenv.core.kernels` does, and :func:`use_backend` switches it (that module's
+``use_backend`` switches both).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agent_models.types import Behaviour, FeedChannel
+
+_ENV_VAR = "POLICYSIM_KERNELS"
+_CHOICES = ("auto", "numba", "numpy")
+#: The behaviours drawn per slot, in the order of the draws' first axis and of the hits.
+REACTIONS = (Behaviour.LIKE, Behaviour.DISLIKE, Behaviour.RETWEET, Behaviour.REPLY)
+REACTION_KINDS = np.array([int(b) for b in REACTIONS], np.int8)
+#: The order of the weights in ``params``.
+PARAMS = (
+    "interest_weight",
+    "promoted_attention",
+    "recommended_attention",
+    "like_bias",
+    "dislike_bias",
+    "retweet_bias",
+    "reply_bias",
+    "agreement_weight",
+    "retweet_agreement_weight",
+    "reply_gap_weight",
+)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def reaction_log_odds_numpy(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(log_odds (4, R, F) float64, one per behaviour of :data:`REACTIONS`; gap (R, F)
+    float32, |a − s| / 2) of R feed rows of F slots (the arguments of
+    :func:`reaction_hits_numpy`; an empty slot reads post 0)."""
+    (
+        interest_weight,
+        promoted,
+        recommended,
+        like_bias,
+        dislike_bias,
+        retweet_bias,
+        reply_bias,
+        agreement_weight,
+        retweet_agreement_weight,
+        reply_gap_weight,
+    ) = params
+    injected = channel == FeedChannel.INJECTED
+    attention = (
+        injected * promoted + (injected | (channel == FeedChannel.PERSONALIZED)) * recommended
+    )
+    owner = attitude[:, None]
+    post_stance = stance[np.where(feed >= 0, feed, 0)]
+    agree = owner * post_stance
+    gap = np.abs(owner - post_stance) / 2
+    interest = interest_weight * sim + attention
+    log_odds = np.stack(
+        [
+            like_bias + interest + agreement_weight * agree,
+            dislike_bias + interest - agreement_weight * agree,
+            retweet_bias + interest + retweet_agreement_weight * agree,
+            reply_bias + interest + reply_gap_weight * gap + reply_propensity[:, None],
+        ]
+    )
+    return log_odds, gap
+
+
+def reaction_hits_numpy(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    draws: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reactions of R feed rows of F slots.
+
+    Args:
+        feed: (R, F) int64 post ids, −1 for an empty slot.
+        channel: (R, F) the :class:`~agent_models.types.FeedChannel` of each slot.
+        attitude: (R,) float32 attitude of each row's owner.
+        stance: (P,) float32 stance of every post.
+        sim: (R, F) float32 latent similarity of owner and post (that of post 0 where the slot
+            is empty).
+        reply_propensity: (R,) float32 log(max(reply frequency, 1e-3) / 0.25) of each owner.
+        draws: (4, R, F) float32 uniform draws, one per behaviour of :data:`REACTIONS`.
+        params: the floats of :data:`PARAMS`, in that order.
+
+    Returns:
+        (row, post, kind, gap, starts): row (H,) int64, post (H,) int64, kind (H,) int8 and
+        gap (H,) float32 (|a − s| / 2) of every slot whose draw fell below its probability,
+        behaviour after behaviour and row-major within one; starts (5,) int64, where each
+        behaviour's run begins.
+    """
+    log_odds, gap = reaction_log_odds_numpy(
+        feed, channel, attitude, stance, sim, reply_propensity, params
+    )
+    i, r, c = np.nonzero((feed >= 0) & (draws < _sigmoid(log_odds)))
+    starts = np.searchsorted(i, np.arange(len(REACTIONS) + 1))
+    return r, feed[r, c], REACTION_KINDS[i], gap[r, c], starts
+
+
+def negated_log_odds(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The compiled first pass: (−log_odds, gap) of :func:`reaction_log_odds_numpy`, the
+    empty slots reading post 0 as there."""
+    if _kernels is None:
+        raise RuntimeError("the compiled surrogate kernels are not built (numba is missing)")
+    rows, width = feed.shape
+    exponents = np.empty((len(REACTIONS), rows, width))
+    gap = np.empty((rows, width), np.float32)
+    _kernels["negated_log_odds"](
+        feed,
+        channel,
+        attitude,
+        stance,
+        sim,
+        reply_propensity,
+        np.array(params, np.float64),
+        int(FeedChannel.INJECTED),
+        int(FeedChannel.PERSONALIZED),
+        exponents,
+        gap,
+    )
+    return exponents, gap
+
+
+def _reaction_hits_compiled(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    draws: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`reaction_hits_numpy` in two compiled passes around one NumPy ``exp``."""
+    exponents, gap = negated_log_odds(
+        feed, channel, attitude, stance, sim, reply_propensity, params
+    )
+    np.exp(exponents, out=exponents)
+    return _kernels["hits_below"](exponents, draws, feed, gap, REACTION_KINDS)  # type: ignore[index]
+
+
+#: The order of the weights in :func:`reaction_columns`' ``params``.
+COLUMN_PARAMS = (
+    "civility_threshold",
+    "reply_toxicity_base",
+    "reply_toxicity_gap",
+    "stance_noise",
+    "toxic_threshold",
+)
+
+
+def reaction_columns_numpy(
+    kind: np.ndarray,
+    propensity: np.ndarray,
+    gap: np.ndarray,
+    attitude: np.ndarray,
+    post_stance: np.ndarray,
+    uniform: np.ndarray,
+    normal: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The columns of M reactions beyond who reacted to what.
+
+    Args:
+        kind: (M,) int8 :class:`~agent_models.types.Behaviour` of each reaction.
+        propensity: (M,) float32 toxicity propensity of the reacting user.
+        gap: (M,) float32 |a − s| / 2 of user and post.
+        attitude: (M,) float32 attitude of the reacting user.
+        post_stance: (M,) float32 stance of the post reacted to.
+        uniform: (M,) float64 draws from U(0.5, 1.5) (the reply toxicity's noise).
+        normal: (M,) float64 standard normal draws (the reaction stance's noise).
+        params: the floats of :data:`COLUMN_PARAMS`, in that order.
+
+    Returns:
+        (toxicity, stance, positive, hostile): toxicity (M,) float32 (0 but for replies),
+        stance (M,) float32 (the post's for a retweet, else the user's attitude plus noise,
+        clipped to [−1, 1]), positive (M,) bool (a like or retweet) and hostile (M,) bool (a
+        dislike, or a reply more toxic than ``toxic_threshold``).
+    """
+    civility_threshold, toxicity_base, toxicity_gap, stance_noise, toxic_threshold = params
+    is_reply = kind == Behaviour.REPLY
+    is_retweet = kind == Behaviour.RETWEET
+    hostility = np.maximum(propensity - civility_threshold, 0.0)
+    toxicity = np.clip(propensity * toxicity_base + toxicity_gap * gap * hostility, 0, 1)
+    toxicity = toxicity * uniform
+    toxicity = np.where(is_reply, np.clip(toxicity, 0, 1), 0.0).astype(np.float32)
+    stance = np.where(
+        is_retweet, post_stance, np.clip(attitude + stance_noise * normal, -1, 1)
+    ).astype(np.float32)
+    positive = (kind == Behaviour.LIKE) | is_retweet
+    hostile = (kind == Behaviour.DISLIKE) | (is_reply & (toxicity > toxic_threshold))
+    return toxicity, stance, positive, hostile
+
+
+def _reaction_columns_compiled(
+    kind: np.ndarray,
+    propensity: np.ndarray,
+    gap: np.ndarray,
+    attitude: np.ndarray,
+    post_stance: np.ndarray,
+    uniform: np.ndarray,
+    normal: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`reaction_columns_numpy` in one compiled pass."""
+    if _kernels is None:  # pragma: no cover - only selected once the kernels are built
+        raise RuntimeError("the compiled surrogate kernels are not built")
+    return _kernels["reaction_columns"](
+        kind,
+        propensity,
+        gap,
+        attitude,
+        post_stance,
+        uniform,
+        normal,
+        np.array(params, np.float64),
+        int(Behaviour.LIKE),
+        int(Behaviour.DISLIKE),
+        int(Behaviour.RETWEET),
+        int(Behaviour.REPLY),
+    )
+
+
+_NUMPY: dict[str, Callable[..., Any]] = {
+    "reaction_hits": reaction_hits_numpy,
+    "reaction_columns": reaction_columns_numpy,
+}
+_COMPILED: dict[str, Callable[..., Any]] = {
+    "reaction_hits": _reaction_hits_compiled,
+    "reaction_columns": _reaction_columns_compiled,
+}
+_kernels: dict[str, Callable[..., Any]] | None = None
+_active: dict[str, Callable[..., Any]] = _NUMPY
+BACKEND = "numpy"
+
+
+def _build_numba() -> dict[str, Callable[..., Any]]:
+    from agent_models._surrogate_numba import hits_below, negated_log_odds, reaction_columns
+
+    return {
+        "negated_log_odds": negated_log_odds,
+        "hits_below": hits_below,
+        "reaction_columns": reaction_columns,
+    }
+
+
+def use_backend(name: str) -> str:
+    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use."""
+    global _kernels, _active, BACKEND
+    if name not in _CHOICES:
+        raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
+    if name == "numpy":
+        _active, BACKEND = _NUMPY, "numpy"
+        return BACKEND
+    if _kernels is None:
+        try:
+            _kernels = _build_numba()
+        except ImportError:
+            if name == "numba":
+                raise
+            _active, BACKEND = _NUMPY, "numpy"
+            return BACKEND
+    _active, BACKEND = _COMPILED, "numba"
+    return BACKEND
+
+
+use_backend(os.environ.get(_ENV_VAR, "auto").strip().lower() or "auto")
+
+
+def reaction_hits(
+    feed: np.ndarray,
+    channel: np.ndarray,
+    attitude: np.ndarray,
+    stance: np.ndarray,
+    sim: np.ndarray,
+    reply_propensity: np.ndarray,
+    draws: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`reaction_hits_numpy` (the backend's version)."""
+    return _active["reaction_hits"](
+        feed, channel, attitude, stance, sim, reply_propensity, draws, params
+    )
+
+
+def reaction_columns(
+    kind: np.ndarray,
+    propensity: np.ndarray,
+    gap: np.ndarray,
+    attitude: np.ndarray,
+    post_stance: np.ndarray,
+    uniform: np.ndarray,
+    normal: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`reaction_columns_numpy` (the backend's version)."""
+    return _active["reaction_columns"](
+        kind, propensity, gap, attitude, post_stance, uniform, normal, params
+    )

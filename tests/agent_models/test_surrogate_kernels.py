@@ -1,0 +1,159 @@
+"""The surrogate's compiled reaction passes give the NumPy twins' results bit for bit, and the
+twins are the reaction model's own arithmetic (agent_models.surrogate_kernels)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from agent_models import surrogate_kernels
+from agent_models.surrogate import SurrogateBrain, SurrogateConfig
+from agent_models.types import Behaviour, FeedChannel
+from tests.support import bits
+
+pytest.importorskip("numba")
+
+#: weights that float32 cannot hold exactly, so a product done in the wrong type shows
+ODD_PARAMS = (1.3, -0.7, 0.9, -2.61, -4.03, -3.97, -4.31, 1.21, 2.97, 1.49)
+
+
+@pytest.fixture
+def compiled() -> Iterator[None]:
+    previous = surrogate_kernels.BACKEND
+    surrogate_kernels.use_backend("numba")
+    yield
+    surrogate_kernels.use_backend(previous)
+
+
+def _block(rng: np.random.Generator, rows: int, width: int, posts: int) -> tuple:
+    feed = rng.integers(0, posts, (rows, width))
+    feed[rng.random((rows, width)) < 0.15] = -1
+    channel = rng.integers(0, len(FeedChannel), (rows, width)).astype(np.int8)
+    attitude = rng.uniform(-1, 1, rows).astype(np.float32)
+    stance = rng.uniform(-1, 1, posts).astype(np.float32)
+    sim = rng.uniform(-1, 1, (rows, width)).astype(np.float32)
+    propensity = np.log(np.maximum(rng.random(rows).astype(np.float32), 1e-3) / 0.25)
+    draws = rng.random((4, rows, width), dtype=np.float32)
+    return feed, channel, attitude, stance, sim, propensity, draws
+
+
+@pytest.mark.parametrize("params", [ODD_PARAMS, None])
+@pytest.mark.parametrize("shape", [(1, 1), (37, 12), (400, 30)])
+def test_reaction_hits_bit_identical_to_numpy(compiled, params, shape):
+    rng = np.random.default_rng(shape[0])
+    if params is None:
+        config = SurrogateConfig()
+        params = tuple(float(getattr(config, name)) for name in surrogate_kernels.PARAMS)
+    feed, channel, attitude, stance, sim, propensity, draws = _block(rng, *shape, 500)
+    expected = surrogate_kernels.reaction_hits_numpy(
+        feed, channel, attitude, stance, sim, propensity, draws, params
+    )
+    wide = np.concatenate([draws, draws], axis=1)  # a block of a larger draw: not contiguous
+    for block_draws in (draws, wide[:, : shape[0]]):
+        got = surrogate_kernels.reaction_hits(
+            feed, channel, attitude, stance, sim, propensity, block_draws, params
+        )
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == e.dtype and bits(g) == bits(e)
+    assert expected[4][-1] == len(expected[0]) > 0 or shape == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "params", [ODD_PARAMS, (1.5, 0.0, 1.0, -2.6, -4.0, -4.0, -4.3, 1.2, 3.0, 1.5)]
+)
+def test_compiled_log_odds_are_numpys_bit_for_bit(compiled, params):
+    """Every slot's log-odds, not only the hits (a product rounded in the wrong type moves a
+    log-odds by an ulp, which a draw rarely shows)."""
+    rng = np.random.default_rng(7)
+    feed, channel, attitude, stance, sim, propensity, _ = _block(rng, 300, 20, 400)
+    log_odds, gap = surrogate_kernels.reaction_log_odds_numpy(
+        feed, channel, attitude, stance, sim, propensity, params
+    )
+    negated, compiled_gap = surrogate_kernels.negated_log_odds(
+        feed, channel, attitude, stance, sim, propensity, params
+    )
+    assert bits(negated) == bits(-log_odds)
+    assert bits(compiled_gap) == bits(gap)
+
+
+def test_reaction_hits_are_the_reaction_probabilities_below_the_draws():
+    """The twin computes the probabilities :meth:`SurrogateBrain.reaction_probabilities`
+    gives, so a slot hits exactly where its draw is below that probability."""
+    rng = np.random.default_rng(5)
+    config = SurrogateConfig()
+    params = tuple(float(getattr(config, name)) for name in surrogate_kernels.PARAMS)
+    feed, channel, attitude, stance, sim, propensity, draws = _block(rng, 50, 8, 200)
+    row, post, kind, _, starts = surrogate_kernels.reaction_hits_numpy(
+        feed, channel, attitude, stance, sim, propensity, draws, params
+    )
+    interest = config.interest_weight * sim + (
+        (channel == FeedChannel.INJECTED) * config.promoted_attention
+        + np.isin(channel, [FeedChannel.INJECTED, FeedChannel.PERSONALIZED])
+        * config.recommended_attention
+    )
+    agree = attitude[:, None] * stance[np.where(feed >= 0, feed, 0)]
+    like = 1 / (1 + np.exp(-(config.like_bias + interest + config.agreement_weight * agree)))
+    likes = slice(starts[0], starts[1])
+    expected = np.argwhere((feed >= 0) & (draws[0] < like))  # row-major, as the hits
+    np.testing.assert_array_equal(row[likes], expected[:, 0])
+    np.testing.assert_array_equal(post[likes], feed[expected[:, 0], expected[:, 1]])
+    assert (kind[likes] == Behaviour.LIKE).all()
+    assert (np.diff(starts) >= 0).all() and starts[-1] == len(row)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.3, 0.123456789])
+def test_reaction_columns_bit_identical_to_numpy(compiled, threshold):
+    rng = np.random.default_rng(int(threshold * 1000))
+    m = 5000
+    kind = rng.integers(0, 5, m).astype(np.int8)
+    propensity = rng.random(m).astype(np.float32)
+    propensity[:50] = 0.15  # exactly at the civility threshold
+    gap = rng.random(m).astype(np.float32)
+    attitude = rng.uniform(-1, 1, m).astype(np.float32)
+    post_stance = rng.uniform(-1, 1, m).astype(np.float32)
+    uniform = rng.uniform(0.5, 1.5, m)
+    # replies whose toxicity is exactly float32(threshold): NumPy compares in float32
+    kind[50:100], gap[50:100] = Behaviour.REPLY, 0
+    raw = (propensity[50:100] * np.float32(0.2)).astype(np.float64)
+    uniform[50:100] = np.float64(np.float32(threshold)) / raw
+    normal = rng.standard_normal(m) * 4  # often clipped
+    params = (0.15, 0.2, 3.0, 0.15, threshold)
+    expected = surrogate_kernels.reaction_columns_numpy(
+        kind, propensity, gap, attitude, post_stance, uniform, normal, params
+    )
+    got = surrogate_kernels.reaction_columns(
+        kind, propensity, gap, attitude, post_stance, uniform, normal, params
+    )
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype and bits(g) == bits(e)
+    toxicity, stance, positive, hostile = expected
+    assert (toxicity[50:100] == np.float32(threshold)).mean() > 0.5
+    assert (toxicity[kind != Behaviour.REPLY] == 0).all() and (toxicity <= 1).all()
+    retweet = kind == Behaviour.RETWEET
+    np.testing.assert_array_equal(stance[retweet], post_stance[retweet])
+    assert (
+        hostile[kind == Behaviour.DISLIKE].all() and not positive[kind == Behaviour.DISLIKE].any()
+    )
+
+
+def test_a_surrogate_round_is_the_same_on_both_backends():
+    from socialenv.envs.rec import RecEnv
+
+    digests = []
+    for backend in ("numba", "numpy"):
+        previous = surrogate_kernels.use_backend(backend)
+        try:
+            env = RecEnv(num_users=300, rounds=4)
+            env.reset(seed=3)
+            brain = env.sim.brain
+            assert isinstance(brain, SurrogateBrain)
+            states = []
+            for _ in range(3):
+                env.step(np.full(env.slate_size, env.no_op, np.int64))
+                states.append(bits(env.sim.users.opinion) + bits(env.sim.posts.stance))
+            digests.append(states)
+        finally:
+            surrogate_kernels.use_backend(previous)
+    assert digests[0] == digests[1]
