@@ -50,8 +50,8 @@ def propagate(
     SciPy's CSR product sums each row's terms in order, one rounding per product and per sum,
     on every x86-64 CPU (its kernels are built for the baseline instruction set): the same
     values as the compiled hop of :mod:`socialenv.core.kernels` and as
-    :func:`propagate_rows`. torch's CSR product fuses them into FMAs on AVX-512 CPUs, so it
-    rounds differently there."""
+    :func:`propagate_rows`. torch's CSR product fuses them into FMAs on some AVX-512 CPUs, so
+    it rounds differently there."""
     c = np.ascontiguousarray(context, dtype=np.float32)
     for _ in range(hops):
         c = alpha * c + (1.0 - alpha) * (adjacency @ c)

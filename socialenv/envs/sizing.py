@@ -138,9 +138,9 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     target = f"K ≈ {int(env.num_arms * share)} arms"
     if example is not None:
         value = example[1] * share
-        target += (
-            f", e.g. {example[0]}={int(value) if isinstance(example[1], int) else round(value, 3)}"
-        )
+        # two significant digits: a share of a share can be far below 0.001, never 0
+        shown = max(int(value), 1) if isinstance(example[1], int) else f"{value:.2g}"
+        target += f", e.g. {example[0]}={shown}"
     per_arm = (
         "action_format='scores' or baselines.per_arm (PerUserChoice + PerArmPolicy: one shared "
         "network scores each arm from its context, so neither the head nor the rollout grows with K)"
@@ -149,7 +149,7 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
         f"{_env_id(env)}: K = {env.num_arms} arms × {env.context_dim} "
         f"features and {form}; a flat deep-RL policy over a {ROLLOUT_STEPS}-step PPO rollout needs more than "
         f"{budget / GIB:.0f} GiB ({needs}). Use {per_arm}, or shrink the lever "
-        f"({', '.join(lever) or 'its size arguments'}) to about {share:.0%} ({target}). "
+        f"({', '.join(lever) or 'its size arguments'}) to about {share * 100:.2g}% ({target}). "
         "Bandits (policysim run --policy ...) are not affected. "
         "BENCHMARKS.md, 'RL libraries', gives the sizes that fit."
     )

@@ -70,3 +70,15 @@ def test_the_sizing_advice_names_the_example_levers_own_size_arguments() -> None
     advised = float(re.search(r"e\.g\. lever_share=([0-9.]+)", advice)[1])
     assert 0 < advised < 0.5
     assert sizing_advice(env, budget=needed) is None  # within the budget: no advice
+
+
+def test_the_sizing_advice_never_rounds_a_small_share_to_zero() -> None:
+    """At a million users the fitting share is about 0.1% of the lever: the advice gives it
+    with two significant digits, not as 0% and lever_share=0.0."""
+    env = gym.make(ENV_ID, **small_env(num_users=150), lever_share=0.5).unwrapped
+    needed = max(flat_ppo_memory(env.observation_space, env.action_space).values())
+    advice = sizing_advice(env, budget=BASE_BYTES + (needed - BASE_BYTES) // 20_000)
+    assert advice is not None
+    percent = float(re.search(r"to about ([0-9.e-]+)%", advice)[1])
+    advised = float(re.search(r"e\.g\. lever_share=([0-9.e-]+)", advice)[1])
+    assert 0 < percent < 1 and 0 < advised < 0.005

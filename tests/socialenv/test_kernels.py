@@ -275,7 +275,7 @@ def _random_csr(rng: np.random.Generator, n: int, max_degree: int) -> tuple[np.n
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.3, 0.123456789, 0.0, 1.0])
-def test_propagation_hop_bit_identical_to_torch(compiled, alpha):
+def test_propagation_hop_bit_identical_to_scipys_csr_product(compiled, alpha):
     rng = np.random.default_rng(8)
     indptr, indices = _random_csr(rng, 700, 40)
     context = rng.standard_normal((700, 64)).astype(np.float32)
