@@ -169,6 +169,19 @@ class _Reactions:
     hostile: np.ndarray
 
 
+@dataclass(frozen=True)
+class _PerConfig:
+    """A config's mechanisms, by kind in their order, and the reaction passes' weights."""
+
+    config: SurrogateConfig
+    mechanisms: list[Mechanism]
+    reaction: list[ReactionMechanism]
+    opinion: list[OpinionMechanism]
+    belief: list[BeliefMechanism]
+    hit_params: tuple[float, ...]
+    column_params: tuple[float, ...]
+
+
 class SurrogateBrain(Brain):
     """Vectorized surrogate users; see the module docstring for the model.
 
@@ -325,7 +338,6 @@ class SurrogateBrain(Brain):
         chunk: int = 65_536,
     ) -> _Reactions:
         """One Bernoulli draw per (feed slot, behaviour); reply toxicity and reaction stance."""
-        cfg = self.config
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         b, f = feed.shape
@@ -349,7 +361,7 @@ class SurrogateBrain(Brain):
             posts.stance[react_post],
             uniform,
             normal,
-            tuple(float(getattr(cfg, name)) for name in REACTION_COLUMN_PARAMS),
+            self._per_config().column_params,
         )
         return _Reactions(react_user, react_post, kind, stance, toxicity, positive, hostile)
 
@@ -376,10 +388,9 @@ class SurrogateBrain(Brain):
         of threads."""
         if chunk % block:
             raise ValueError(f"chunk={chunk} is not allowed: a multiple of block={block}")
-        cfg = self.config
         parts: list[tuple[np.ndarray, ...]] = [() for _ in range(0, len(active), block)]
 
-        params = tuple(float(getattr(cfg, name)) for name in REACTION_PARAMS)
+        params = self._per_config().hit_params
 
         def run(lo: int, hi: int) -> None:
             rows, owners = feed[lo:hi], active[lo:hi]
@@ -462,11 +473,25 @@ class SurrogateBrain(Brain):
     def mechanisms(self) -> list[Mechanism]:
         """The config's mechanisms (:data:`~agent_models.surrogate_mechanisms.MECHANISMS`), in
         the order a round applies them (built once per config: the config is frozen)."""
-        built = getattr(self, "_mechanisms", None)
-        if built is None or built[0] is not self.config:
-            built = (self.config, [kind.from_config(self.config) for kind in MECHANISMS])
-            self._mechanisms = built
-        return list(built[1])
+        return list(self._per_config().mechanisms)
+
+    def _per_config(self) -> _PerConfig:
+        """What a round derives from the config alone, built once per config."""
+        built = getattr(self, "_built", None)
+        if built is None or built.config is not self.config:
+            cfg = self.config
+            mechanisms = [kind.from_config(cfg) for kind in MECHANISMS]
+            built = _PerConfig(
+                config=cfg,
+                mechanisms=mechanisms,
+                reaction=[m for m in mechanisms if isinstance(m, ReactionMechanism)],
+                opinion=[m for m in mechanisms if isinstance(m, OpinionMechanism)],
+                belief=[m for m in mechanisms if isinstance(m, BeliefMechanism)],
+                hit_params=tuple(float(getattr(cfg, name)) for name in REACTION_PARAMS),
+                column_params=tuple(float(getattr(cfg, name)) for name in REACTION_COLUMN_PARAMS),
+            )
+            self._built = built
+        return built
 
     def _update_opinions(
         self, round_input: RoundInput, reactions: _Reactions
@@ -487,19 +512,16 @@ class SurrogateBrain(Brain):
             positive=reactions.positive,
             hostile=reactions.hostile,
         )
-        mechanisms = self.mechanisms()
-        moved, step = reaction_moves(
-            [m for m in mechanisms if isinstance(m, ReactionMechanism)], reacted
-        )
+        kinds = self._per_config()
+        moved, step = reaction_moves(kinds.reaction, reacted)
         movers = who[moved]
         push = np.bincount(movers, weights=step[moved], minlength=n)
         weight = np.bincount(movers, minlength=n).astype(np.float64)
         new_opinion = users.opinion.astype(np.float64)  # a copy
         touched = weight > 0
         new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
-        for mechanism in mechanisms:
-            if isinstance(mechanism, OpinionMechanism):
-                mechanism.apply(new_opinion, round_input, anchor)
+        for mechanism in kinds.opinion:
+            mechanism.apply(new_opinion, round_input, anchor)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)
@@ -512,11 +534,10 @@ class SurrogateBrain(Brain):
         """The belief mechanisms (the misinformation contagion): the users whose belief
         flipped and their new belief."""
         flipped_users, beliefs = [], []
-        for mechanism in self.mechanisms():
-            if isinstance(mechanism, BeliefMechanism):
-                who, belief = mechanism.spread(round_input, rng)
-                flipped_users.append(who)
-                beliefs.append(belief)
+        for mechanism in self._per_config().belief:
+            who, belief = mechanism.spread(round_input, rng)
+            flipped_users.append(who)
+            beliefs.append(belief)
         if len(flipped_users) == 1:
             return flipped_users[0], beliefs[0]
         if not flipped_users:
