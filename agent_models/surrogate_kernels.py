@@ -19,6 +19,7 @@ The backend follows ``POLICYSIM_KERNELS`` (``auto``, ``numba``, ``numpy``) at im
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -143,12 +144,10 @@ def negated_log_odds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The compiled first pass: (−log_odds, gap) of :func:`reaction_log_odds_numpy`, the
     empty slots reading post 0 as there."""
-    if _kernels is None:
-        raise RuntimeError("the compiled surrogate kernels are not built (numba is missing)")
     rows, width = feed.shape
     exponents = np.empty((len(REACTIONS), rows, width))
     gap = np.empty((rows, width), np.float32)
-    _kernels["negated_log_odds"](
+    _compiled()["negated_log_odds"](
         feed,
         channel,
         attitude,
@@ -179,7 +178,7 @@ def _reaction_hits_compiled(
         feed, channel, attitude, stance, sim, reply_propensity, params
     )
     np.exp(exponents, out=exponents)
-    return _kernels["hits_below"](exponents, draws, feed, gap, REACTION_KINDS)  # type: ignore[index]
+    return _compiled()["hits_below"](exponents, draws, feed, gap, REACTION_KINDS)
 
 
 #: The order of the weights in :func:`reaction_columns`' ``params``.
@@ -246,9 +245,7 @@ def _reaction_columns_compiled(
     params: tuple[float, ...],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`reaction_columns_numpy` in one compiled pass."""
-    if _kernels is None:  # pragma: no cover - only selected once the kernels are built
-        raise RuntimeError("the compiled surrogate kernels are not built")
-    return _kernels["reaction_columns"](
+    return _compiled()["reaction_columns"](
         kind,
         propensity,
         gap,
@@ -287,22 +284,26 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
     }
 
 
+def _compiled() -> dict[str, Callable[..., Any]]:
+    """The numba passes, imported (and loaded from numba's cache) on first use, so importing
+    the surrogate does not import numba."""
+    global _kernels
+    if _kernels is None:
+        _kernels = _build_numba()
+    return _kernels
+
+
 def use_backend(name: str) -> str:
-    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use."""
-    global _kernels, _active, BACKEND
+    """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use
+    (``"auto"``: numba where it is installed)."""
+    global _active, BACKEND
     if name not in _CHOICES:
         raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
-    if name == "numpy":
+    if name == "numpy" or (name == "auto" and importlib.util.find_spec("numba") is None):
         _active, BACKEND = _NUMPY, "numpy"
         return BACKEND
-    if _kernels is None:
-        try:
-            _kernels = _build_numba()
-        except ImportError:
-            if name == "numba":
-                raise
-            _active, BACKEND = _NUMPY, "numpy"
-            return BACKEND
+    if name == "numba":
+        _compiled()  # an ImportError now, not at the first round, when numba is missing
     _active, BACKEND = _COMPILED, "numba"
     return BACKEND
 
