@@ -16,6 +16,7 @@ one and are not concerned.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -107,6 +108,13 @@ def _fitting_scale(env: Any, budget: int) -> float:
     return low
 
 
+def _significant(x: float, digits: int = 2) -> float:
+    """``x`` rounded to ``digits`` significant digits (a small share must not print as 0)."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
 def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     """The message for an env (unwrapped PolicySim env) some flat recipe will not fit, or None."""
     estimate = flat_ppo_memory(env.observation_space, env.action_space)
@@ -138,8 +146,7 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
     target = f"K ≈ {int(env.num_arms * share)} arms"
     if example is not None:
         value = example[1] * share
-        # two significant digits: a share of a share can be far below 0.001, never 0
-        shown = max(int(value), 1) if isinstance(example[1], int) else f"{value:.2g}"
+        shown = max(int(value), 1) if isinstance(example[1], int) else f"{_significant(value):g}"
         target += f", e.g. {example[0]}={shown}"
     per_arm = (
         "action_format='scores' or baselines.per_arm (PerUserChoice + PerArmPolicy: one shared "
@@ -149,7 +156,7 @@ def sizing_advice(env: Any, budget: int = MEMORY_BUDGET) -> str | None:
         f"{_env_id(env)}: K = {env.num_arms} arms × {env.context_dim} "
         f"features and {form}; a flat deep-RL policy over a {ROLLOUT_STEPS}-step PPO rollout needs more than "
         f"{budget / GIB:.0f} GiB ({needs}). Use {per_arm}, or shrink the lever "
-        f"({', '.join(lever) or 'its size arguments'}) to about {share * 100:.2g}% ({target}). "
+        f"({', '.join(lever) or 'its size arguments'}) to about {_significant(share * 100):g}% ({target}). "
         "Bandits (policysim run --policy ...) are not affected. "
         "BENCHMARKS.md, 'RL libraries', gives the sizes that fit."
     )

@@ -82,3 +82,5 @@ def test_the_sizing_advice_never_rounds_a_small_share_to_zero() -> None:
     percent = float(re.search(r"to about ([0-9.e-]+)%", advice)[1])
     advised = float(re.search(r"e\.g\. lever_share=([0-9.e-]+)", advice)[1])
     assert 0 < percent < 1 and 0 < advised < 0.005
+    near_budget = sizing_advice(env, budget=needed - 1)  # a share just below 100%
+    assert near_budget is not None and "e+" not in near_budget
