@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import Behaviour, FeedChannel
 
 _ENV_VAR = "POLICYSIM_KERNELS"
@@ -46,10 +47,6 @@ PARAMS = (
     "retweet_agreement_weight",
     "reply_gap_weight",
 )
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 def reaction_log_odds_numpy(
@@ -163,24 +160,6 @@ def negated_log_odds(
     return exponents, gap
 
 
-def _reaction_hits_compiled(
-    feed: np.ndarray,
-    channel: np.ndarray,
-    attitude: np.ndarray,
-    stance: np.ndarray,
-    sim: np.ndarray,
-    reply_propensity: np.ndarray,
-    draws: np.ndarray,
-    params: tuple[float, ...],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`reaction_hits_numpy` in two compiled passes around one NumPy ``exp``."""
-    exponents, gap = negated_log_odds(
-        feed, channel, attitude, stance, sim, reply_propensity, params
-    )
-    np.exp(exponents, out=exponents)
-    return _compiled()["hits_below"](exponents, draws, feed, gap, REACTION_KINDS)
-
-
 #: The order of the weights in :func:`reaction_columns`' ``params``.
 COLUMN_PARAMS = (
     "civility_threshold",
@@ -234,43 +213,8 @@ def reaction_columns_numpy(
     return toxicity, stance, positive, hostile
 
 
-def _reaction_columns_compiled(
-    kind: np.ndarray,
-    propensity: np.ndarray,
-    gap: np.ndarray,
-    attitude: np.ndarray,
-    post_stance: np.ndarray,
-    uniform: np.ndarray,
-    normal: np.ndarray,
-    params: tuple[float, ...],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`reaction_columns_numpy` in one compiled pass."""
-    return _compiled()["reaction_columns"](
-        kind,
-        propensity,
-        gap,
-        attitude,
-        post_stance,
-        uniform,
-        normal,
-        np.array(params, np.float64),
-        int(Behaviour.LIKE),
-        int(Behaviour.DISLIKE),
-        int(Behaviour.RETWEET),
-        int(Behaviour.REPLY),
-    )
-
-
-_NUMPY: dict[str, Callable[..., Any]] = {
-    "reaction_hits": reaction_hits_numpy,
-    "reaction_columns": reaction_columns_numpy,
-}
-_COMPILED: dict[str, Callable[..., Any]] = {
-    "reaction_hits": _reaction_hits_compiled,
-    "reaction_columns": _reaction_columns_compiled,
-}
 _kernels: dict[str, Callable[..., Any]] | None = None
-_active: dict[str, Callable[..., Any]] = _NUMPY
+#: ``"numba"`` or ``"numpy"``: the versions :func:`reaction_hits` and :func:`reaction_columns` run.
 BACKEND = "numpy"
 
 
@@ -296,15 +240,15 @@ def _compiled() -> dict[str, Callable[..., Any]]:
 def use_backend(name: str) -> str:
     """Select ``"auto"``, ``"numba"`` or ``"numpy"`` kernels; returns the backend in use
     (``"auto"``: numba where it is installed)."""
-    global _active, BACKEND
+    global BACKEND
     if name not in _CHOICES:
         raise ValueError(f"{_ENV_VAR}={name!r} is not allowed: one of {_CHOICES}")
     if name == "numpy" or (name == "auto" and importlib.util.find_spec("numba") is None):
-        _active, BACKEND = _NUMPY, "numpy"
+        BACKEND = "numpy"
         return BACKEND
     if name == "numba":
         _compiled()  # an ImportError now, not at the first round, when numba is missing
-    _active, BACKEND = _COMPILED, "numba"
+    BACKEND = "numba"
     return BACKEND
 
 
@@ -321,10 +265,17 @@ def reaction_hits(
     draws: np.ndarray,
     params: tuple[float, ...],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """See :func:`reaction_hits_numpy` (the backend's version)."""
-    return _active["reaction_hits"](
-        feed, channel, attitude, stance, sim, reply_propensity, draws, params
+    """:func:`reaction_hits_numpy`; with numba, in two compiled passes around one NumPy
+    ``exp``."""
+    if BACKEND == "numpy":
+        return reaction_hits_numpy(
+            feed, channel, attitude, stance, sim, reply_propensity, draws, params
+        )
+    exponents, gap = negated_log_odds(
+        feed, channel, attitude, stance, sim, reply_propensity, params
     )
+    np.exp(exponents, out=exponents)
+    return _compiled()["hits_below"](exponents, draws, feed, gap, REACTION_KINDS)
 
 
 def reaction_columns(
@@ -337,7 +288,22 @@ def reaction_columns(
     normal: np.ndarray,
     params: tuple[float, ...],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """See :func:`reaction_columns_numpy` (the backend's version)."""
-    return _active["reaction_columns"](
-        kind, propensity, gap, attitude, post_stance, uniform, normal, params
+    """:func:`reaction_columns_numpy`; with numba, in one compiled pass."""
+    if BACKEND == "numpy":
+        return reaction_columns_numpy(
+            kind, propensity, gap, attitude, post_stance, uniform, normal, params
+        )
+    return _compiled()["reaction_columns"](
+        kind,
+        propensity,
+        gap,
+        attitude,
+        post_stance,
+        uniform,
+        normal,
+        np.array(params, np.float64),
+        int(Behaviour.LIKE),
+        int(Behaviour.DISLIKE),
+        int(Behaviour.RETWEET),
+        int(Behaviour.REPLY),
     )

@@ -1533,30 +1533,18 @@ def _edit_plan(
     for i in range(len(unfollow_src)):
         unfollow[i] = np.int64(unfollow_src[i]) * n + unfollow_dst[i]
     unfollow = _sorted_distinct(unfollow)
-    new = np.empty(len(follow), np.int64)
     at = np.empty(len(follow), np.int64)
-    added = 0
-    for key in follow:
-        src = key // n
-        dst = key - src * n
-        end = indptr[src + 1]
-        pos = _lower_bound(indices, dst, indptr[src], end)
-        if not (pos < end and indices[pos] == dst):
-            new[added] = key
-            at[added] = pos
-            added += 1
-    drop = np.empty(len(unfollow), np.int64)
-    drop_key = np.empty(len(unfollow), np.int64)
-    hits = 0
-    for key in unfollow:
-        src = key // n
-        dst = key - src * n
-        end = indptr[src + 1]
-        pos = _lower_bound(indices, dst, indptr[src], end)
-        if pos < end and indices[pos] == dst:
-            drop[hits] = pos
-            drop_key[hits] = key
-            hits += 1
+    exists = np.empty(len(follow), np.bool_)
+    _find_edges_serial(indptr, indices, follow, n, at, exists)
+    new = follow[~exists]
+    at = at[~exists]
+    added = len(new)
+    pos = np.empty(len(unfollow), np.int64)
+    found = np.empty(len(unfollow), np.bool_)
+    _find_edges_serial(indptr, indices, unfollow, n, pos, found)
+    drop = pos[found]
+    drop_key = unfollow[found]
+    hits = len(drop)
     # a new edge removed again in the same round is neither added nor kept
     kept = 0
     j = 0
@@ -1582,7 +1570,7 @@ def _edit_plan(
     for r in range(n + 1):
         total += moved[r]
         after[r] = indptr[r] + total
-    return 1, added, removed, after, drop[:hits].copy(), at[:kept].copy(), new[:kept].copy()
+    return 1, added, removed, after, drop, at[:kept].copy(), new[:kept].copy()
 
 
 KERNELS["edit_plan"] = _edit_plan

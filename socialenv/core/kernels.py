@@ -154,6 +154,30 @@ def find_edges_numpy(
     found[inside] = indices[pos[inside]] == keys[inside] - src[inside] * n
 
 
+def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+    """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
+    is an order of magnitude slower on tens of millions of int64 keys). ``in_place`` sorts
+    ``values`` itself instead of a copy."""
+    if in_place:
+        values.sort()
+    else:
+        values = np.sort(values)
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+def row_shift(rows: np.ndarray, n: int) -> np.ndarray:
+    """(n + 1,) how far each start of a CSR of ``n`` rows moves when one entry is added in
+    each of ``rows``."""
+    shift = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=shift[1:])
+    return shift
+
+
 def edit_plan_numpy(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -169,14 +193,9 @@ def edit_plan_numpy(
     removed, and an edge added and removed in the same round is counted in both and kept out.
     ``change`` is None when the graph stays as it is, else (indptr after (n + 1,), drop,
     at, new): the new indices are ``merge_edits(indices, drop, at, new)``."""
-
-    def sorted_distinct(keys: np.ndarray) -> np.ndarray:
-        keys = np.sort(keys)
-        return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) > 1 else keys
-
     keep = follow_src != follow_dst
-    added_keys = sorted_distinct(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
-    removed_keys = sorted_distinct(unfollow_src.astype(np.int64) * n + unfollow_dst)
+    added_keys = sorted_unique(follow_src[keep].astype(np.int64) * n + follow_dst[keep])
+    removed_keys = sorted_unique(unfollow_src.astype(np.int64) * n + unfollow_dst)
     pos, exists = find_edges(indptr, indices, added_keys, n)
     new, at = added_keys[~exists], pos[~exists]
     pos, found = find_edges(indptr, indices, removed_keys, n)
@@ -186,14 +205,8 @@ def edit_plan_numpy(
     if not len(drop) and not len(new[~undone]):
         return added, removed, None
     new, at = new[~undone], at[~undone]
-
-    def row_shift(rows: np.ndarray) -> np.ndarray:
-        shift = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=shift[1:])
-        return shift
-
-    after = row_shift(new // n)
-    after -= row_shift(removed_keys[found] // n)
+    after = row_shift(new // n, n)
+    after -= row_shift(removed_keys[found] // n, n)
     after += indptr
     return added, removed, (after, drop, at, new % n)
 

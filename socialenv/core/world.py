@@ -10,6 +10,7 @@ import numpy as np
 from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
 from policysim_infra.buffers import ReusedArrays, held_only_by
 from socialenv.core import kernels
+from socialenv.core.kernels import sorted_unique
 
 _POST_ARRAYS = (
     "author",
@@ -205,22 +206,6 @@ class PostTable:
         return table
 
 
-def sorted_unique(values: np.ndarray, *, in_place: bool = False) -> np.ndarray:
-    """Sorted distinct values of a 1-D array (sort + mask: NumPy's hash-based ``np.unique``
-    is an order of magnitude slower on tens of millions of int64 keys). ``in_place`` sorts
-    ``values`` itself instead of a copy."""
-    if in_place:
-        values.sort()
-    else:
-        values = np.sort(values)
-    if len(values) < 2:
-        return values
-    keep = np.empty(len(values), bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
-
-
 class FollowGraph:
     """Directed follow edges (no duplicates, no self-loops) as the followee CSR alone: row
     ``src`` of ``indices`` lists, sorted, the users ``src`` follows. That is the edges in the
@@ -319,10 +304,7 @@ class FollowGraph:
         return len(new)
 
     def _row_shift(self, rows: np.ndarray) -> np.ndarray:
-        """(N + 1,) how far each CSR row start moves when one edge is added in each of ``rows``."""
-        shift = np.zeros(self.n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=self.n), out=shift[1:])
-        return shift
+        return kernels.row_shift(rows, self.n)
 
     def unfollow(self, src: np.ndarray, dst: np.ndarray) -> int:
         """Remove edges (missing ones ignored); returns how many were removed."""
