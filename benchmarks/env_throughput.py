@@ -49,7 +49,9 @@ Every row also gives users × steps per second (``user_steps_per_cpu_s``), the u
 env suites that count agent-steps.
 
 ``--compare TREE`` measures another source tree's package (e.g. ``git worktree add /tmp/base
-REV``) run by run alternating with this one, and ``--threads 1 2`` each thread count in turn
+REV``) run by run alternating with this one (which of the two runs first alternates between
+repeats, :func:`balanced_order`: give an even ``--repeats``), and ``--threads 1 2`` each thread
+count in turn
 (``POLICYSIM_THREADS``: socialenv's parallel kernels, bit-identical to one thread); the
 summary's ``settings`` give per (code, threads, size) the medians over the repeats, the floor
 beside them, the load average of each run and the ratios to this code at the fewest threads.
@@ -659,6 +661,15 @@ def _source_tree(code: str) -> str:
     return str(folder)
 
 
+def balanced_order(settings: list[Any], repeat: int) -> list[Any]:
+    """The runs of one repeat: in order on even repeats, reversed on odd ones, so that over
+    an even number of repeats each code (and thread count) runs first as often as second and
+    an effect of the order cannot pass for one of the code. The same code measured against
+    itself (``--code X --compare X``) in the fixed order gave ×0.92 and ×0.97 on a 2-vCPU VM,
+    as large as the changes being measured (BENCHMARKS.md, *Issue 24, fifteenth step*)."""
+    return settings if repeat % 2 == 0 else settings[::-1]
+
+
 def main() -> None:
     from policysim_infra.progress import add_quiet_option, progress_bar
 
@@ -709,8 +720,9 @@ def main() -> None:
         "--compare",
         default=None,
         help="also measure the package of this source tree or git revision (e.g. a8ddfff), "
-        "alternating with this one run by run (paired: same minutes, same machine); "
-        "the summary gives the medians of both and their ratio",
+        "alternating with this one run by run (paired: same minutes, same machine; the first "
+        "of each pair alternates between repeats: use an even --repeats); the summary gives "
+        "the medians of both and their ratio",
     )
     add_quiet_option(parser)
     args = parser.parse_args()
@@ -746,7 +758,8 @@ def main() -> None:
     )
     for repeat in range(args.repeats):
         for n, s in zip(args.users, steps, strict=True):
-            for threads, heap, (label, tree) in itertools.product(args.threads, args.heap, codes):
+            settings = list(itertools.product(args.threads, args.heap, codes))
+            for threads, heap, (label, tree) in balanced_order(settings, repeat):
                 bar.set_description(f"{n:,} users, {threads} threads, heap {heap}, {label}")
                 bar.update()
                 row = _run(

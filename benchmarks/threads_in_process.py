@@ -20,8 +20,9 @@ wall speed-up of each round (the first count's step over this count's) with its 
 many threads as the largest count (``NUMBA_NUM_THREADS``).
 
 ``--compare TREE`` (a source folder or a git revision, as in ``env_throughput.py``) measures
-whether a change moved the scaling: ``--processes`` fresh processes of each package, the other
-tree's first, then alternating (so both meet the same minutes of a shared machine), each
+whether a change moved the scaling: ``--processes`` fresh processes of each package in pairs,
+the other tree's first in even pairs and this one's in odd ones (so both meet the same minutes
+of a shared machine, and each runs first as often as second; give an even ``--processes``), each
 running the measurement above. Per package it pools the rounds' speed-ups (median and 95%
 bootstrap interval), and it gives the difference of the two medians with its own interval
 (rounds resampled within each package): how far apart the two codes scale, beside how much
@@ -42,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from env_throughput import ROOT, _source_tree, write_result
+from env_throughput import ROOT, _source_tree, balanced_order, write_result
 
 
 def use_threads(count: int) -> None:
@@ -258,7 +259,9 @@ def compare(args: argparse.Namespace) -> None:
             f"of {ROOT}"
         ) from err
     runs: dict[str, list[dict[str, Any]]] = {"other": [], "this": []}
-    order = [code for _ in range(args.processes) for code in ("other", "this")]
+    order = [
+        code for pair in range(args.processes) for code in balanced_order(["other", "this"], pair)
+    ]
     with tempfile.TemporaryDirectory() as scratch:
         for index, code in enumerate(progress_bar(order, unit="process", quiet=args.quiet)):
             out = Path(scratch) / f"{index}.json"

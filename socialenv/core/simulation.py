@@ -289,7 +289,7 @@ class Simulation:
             cluster=assign_clusters(history_latent, self.centroids),
             text=history_text,
         )
-        self.round_start = [0, len(self.posts)]
+        self._set_round_starts([0, len(self.posts)])
         self._classify(0, self.rng(-1, Stream.CLASSIFIER))
         self.recent_toxicity = np.zeros(n, np.float32)
         self.recent_misinfo = np.zeros(n, np.float32)
@@ -307,6 +307,23 @@ class Simulation:
             self.activity_model.reset(self.users.activity)
         self.lever.reset(n)
         self.active = self.sample_active(0)
+
+    def _set_round_starts(self, starts: Any) -> None:
+        """:attr:`round_start` := ``starts``, in a new buffer with room to grow (views handed
+        out before keep their values)."""
+        starts = np.asarray(starts, np.int64)
+        self._round_start_buffer = np.empty(max(64, 2 * len(starts)), np.int64)
+        self._round_start_buffer[: len(starts)] = starts
+        #: (t + 2,) int64 first post id of each round (:attr:`FeedContext.round_start`), a
+        #: view of a buffer that doubles when full: a round appends in O(1), no list to convert
+        self.round_start = self._round_start_buffer[: len(starts)]
+
+    def _append_round_start(self, first_post: int) -> None:
+        count = len(self.round_start)
+        if count == len(self._round_start_buffer):
+            self._set_round_starts(self.round_start)
+        self._round_start_buffer[count] = first_post
+        self.round_start = self._round_start_buffer[: count + 1]
 
     def sample_active(self, round_: int) -> np.ndarray:
         """(B,) users active in ``round_`` (each independently with its activity probability)."""
@@ -378,7 +395,7 @@ class Simulation:
             users=self.users,
             posts=self.posts,
             graph=self.graph,
-            round_start=np.asarray(self.round_start),
+            round_start=self.round_start,
             centroids=self.centroids,
         )
 
@@ -514,7 +531,7 @@ class Simulation:
         if self.activity_model is not None:
             self.activity_model.observe(output, self.posts.author, news)
         self.round += 1
-        self.round_start.append(len(self.posts))
+        self._append_round_start(len(self.posts))
         self.active = self.sample_active(self.round)
         return events_fired
 
@@ -725,7 +742,7 @@ class Simulation:
         if cut == 0 or 2 * cut < len(self.posts):
             return 0
         self.posts.drop_before(cut)
-        self.round_start = [max(int(s) - cut, 0) for s in self.round_start]
+        self._set_round_starts(np.maximum(self.round_start - cut, 0))
         self.posts_dropped = getattr(self, "posts_dropped", 0) + cut
         self.lever.remap_posts(cut)
         for remap in self.post_id_holders:
@@ -740,7 +757,7 @@ class Simulation:
             "users": self.users.state_dict(),
             "posts": self.posts.state_dict(),
             "graph_keys": self.graph.keys,
-            "round_start": list(self.round_start),
+            "round_start": self.round_start.tolist(),
             "recent_toxicity": self.recent_toxicity.copy(),
             "recent_misinfo": self.recent_misinfo.copy(),
             "centroids": self.centroids.copy(),
@@ -760,7 +777,7 @@ class Simulation:
         self.posts = PostTable.from_state_dict(state["posts"])
         self.graph.keys = state["graph_keys"]
         self._adjacency = None
-        self.round_start = list(state["round_start"])
+        self._set_round_starts(state["round_start"])
         self.recent_toxicity = state["recent_toxicity"].copy()
         self.recent_misinfo = state["recent_misinfo"].copy()
         self.centroids = state["centroids"].copy()

@@ -99,3 +99,33 @@ def test_post_table_drop_before_renumbers_and_unlinks_parents() -> None:
     assert table.parent[:3].tolist() == [-1, -1, 1]  # parents 2 and 0 were dropped; 4 is now 1
     with pytest.raises(ValueError, match="cut=9 is not allowed"):
         table.drop_before(9)
+
+
+def test_round_starts_grow_past_their_buffer_and_shift_with_compaction() -> None:
+    """``sim.round_start`` (a view of a buffer that doubles) holds each round's first post id
+    through 150 rounds (two reallocations), shifted by what compaction dropped; a view handed
+    out earlier keeps its values."""
+    rounds = 150
+    sims = {}
+    for compact in (False, True):
+        env = gym.make("PolicySim-Rec-v0", **{**SMALL, "rounds": rounds})
+        sim = env.unwrapped.sim
+        sim.compact_posts_enabled = compact
+        env.reset(seed=5)
+        early = None
+        for t in range(rounds):
+            env.step(np.full(env.action_space.shape, env.unwrapped.no_op))
+            if t == 10:
+                early = sim.round_start
+                early_values = early.tolist()
+        assert early is not None and early.tolist() == early_values
+        assert sim.round_start.dtype == np.int64 and len(sim.round_start) == rounds + 2
+        sims[compact] = sim
+    full, compacted = sims[False], sims[True]
+    assert compacted.posts_dropped > 0
+    round_of_post = full.posts.round[: len(full.posts)]
+    first_post = np.searchsorted(round_of_post, np.arange(rounds + 1), side="left")
+    np.testing.assert_array_equal(full.round_start[1:], first_post)
+    np.testing.assert_array_equal(
+        compacted.round_start, np.maximum(full.round_start - compacted.posts_dropped, 0)
+    )
