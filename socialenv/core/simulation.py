@@ -318,6 +318,23 @@ class Simulation:
         #: view of a buffer that doubles when full: a round appends in O(1), no list to convert
         self.round_start = self._round_start_buffer[: len(starts)]
 
+    def check_round_starts(self) -> None:
+        """Raise a ``ValueError`` naming ``sim.round_start`` unless it holds round + 2
+        non-decreasing post ids in [0, posts] (for a restored state, after its round is
+        checked)."""
+        starts = self.round_start
+        if not (
+            len(starts) == self.round + 2
+            and starts[0] >= 0
+            and starts[-1] <= len(self.posts)
+            and (np.diff(starts) >= 0).all()
+        ):
+            shown = starts.tolist() if len(starts) <= 8 else f"{len(starts)} values"
+            raise ValueError(
+                f"sim.round_start={shown!r} is not allowed: round + 2 = {self.round + 2} "
+                f"non-decreasing post ids in [0, {len(self.posts)}]"
+            )
+
     def _append_round_start(self, first_post: int) -> None:
         count = len(self.round_start)
         if count == len(self._round_start_buffer):

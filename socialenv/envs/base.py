@@ -810,6 +810,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                     f"sim.round={saved_round!r} is not allowed: an integer in "
                     f"[0, rounds={env.config.rounds}]"
                 )
+            env.sim.check_round_starts()
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise CheckpointError(
                 f"{path}: the saved state does not fit the env: {type(err).__name__}: {err}"

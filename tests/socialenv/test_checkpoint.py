@@ -298,6 +298,13 @@ def test_nan_state_negative_round_and_wrong_env_class_are_refused(tmp_path: Path
         CheckpointError, match=r"sim.round=-5 is not allowed: an integer in \[0, rounds=4\]"
     ):
         load_env(_edit_meta(path, tmp_path / "round.ckpt", minus_five))
+
+    def unordered_round_starts(tree: dict) -> None:
+        starts = tree["sim"]["round_start"]
+        starts[-2], starts[-1] = starts[-1] + 1, starts[-2]
+
+    with pytest.raises(CheckpointError, match=r"sim.round_start=\[.*\] is not allowed: round \+ 2"):
+        load_env(_edit_meta(path, tmp_path / "starts.ckpt", unordered_round_starts))
     exposure = gym.make("PolicySim-Exposure-v0", **SMALL)
     exposure.reset(seed=1)
     saved = exposure.unwrapped.save(tmp_path / "exposure.ckpt")
