@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from env_throughput import write_result
+from env_throughput import median_interval, write_result
 
 WAYS = ("reuse", "fresh")
 BUFFERS = ("arm_contexts", "propagation", "dedupe", "share_latents")
@@ -174,17 +174,8 @@ def summarize(steps: list[dict[str, Any]]) -> dict[str, Any]:
 def paired_ratio(wall: dict[tuple[int, str], float]) -> dict[str, Any]:
     """The ratios fresh / reuse of each pair's ``wall[pair, way]``: per pair, their median and
     (three pairs or more) its 95% bootstrap interval."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    ratios = np.array(
-        [wall[p, "fresh"] / wall[p, "reuse"] for p in sorted({pair for pair, _ in wall})]
-    )
-    out: dict[str, Any] = {"per_pair": ratios.tolist(), "median": float(np.median(ratios))}
-    if len(ratios) >= 3:
-        ci = bootstrap((ratios,), np.median, confidence_level=0.95, random_state=0)
-        out["ci95"] = [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
-    return out
+    pairs = sorted({pair for pair, _ in wall})
+    return median_interval([wall[p, "fresh"] / wall[p, "reuse"] for p in pairs])
 
 
 def main() -> None:

@@ -584,6 +584,20 @@ def _settings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         if base is not None and base is not entry:
             entry["cpu_s_over_this_1"] = entry["cpu_s"] / base["cpu_s"]
+            base_key = ("this", base["threads"], base["heap"], base["num_users"])
+            entry_key = (entry["code"], entry["threads"], entry["heap"], entry["num_users"])
+            by_repeat: dict[int, dict[tuple[str, int, str, int], float]] = {}
+            for row in rows:
+                if _setting(row) in (base_key, entry_key):
+                    by_repeat.setdefault(row.get("repeat", 0), {})[_setting(row)] = row[
+                        "cpu_s_median"
+                    ]
+            pairs = [r for r in sorted(by_repeat) if len(by_repeat[r]) == 2]
+            if pairs:
+                # the same repeat's two runs: the paired form of the ratio, pair by pair
+                entry["cpu_s_over_this_1_paired"] = median_interval(
+                    [by_repeat[r][entry_key] / by_repeat[r][base_key] for r in pairs]
+                )
             entry["wall_speedup_of_this_1"] = base["wall_s"] / entry["wall_s"]
             entry["reset_cpu_s_over_this_1"] = entry["reset_cpu_s"] / base["reset_cpu_s"]
     return out
@@ -659,6 +673,20 @@ def _source_tree(code: str) -> str:
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     _EXTRACTED[str(folder)] = commit[:7]
     return str(folder)
+
+
+def median_interval(ratios: list[float]) -> dict[str, Any]:
+    """Per-pair ratios: the list, their median and (three pairs or more) its 95% bootstrap
+    interval."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    values = np.asarray(ratios, float)
+    out: dict[str, Any] = {"per_pair": values.tolist(), "median": float(np.median(values))}
+    if len(values) >= 3:
+        ci = bootstrap((values,), np.median, confidence_level=0.95, random_state=0)
+        out["ci95"] = [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
+    return out
 
 
 def balanced_order(settings: list[Any], repeat: int) -> list[Any]:
@@ -812,6 +840,15 @@ def main() -> None:
                 if "cpu_s_over_this_1" in e
                 else ""
             )
+            if "cpu_s_over_this_1_paired" in e:
+                pair = e["cpu_s_over_this_1_paired"]
+                ci = pair.get("ci95")
+                paired += (
+                    f" (per repeat x{', x'.join(f'{r:.2f}' for r in pair['per_pair'])}: "
+                    f"median x{pair['median']:.2f}"
+                    + (f", 95% CI {ci[0]:.2f}-{ci[1]:.2f}" if ci else "")
+                    + ")"
+                )
             print(
                 f"{e['num_users']:>9,} users, {e['code']} ({e['commit']}), {e['threads']} threads, "
                 f"heap {e['heap']}, "
