@@ -837,6 +837,21 @@ def _place_picks(
     return out_feed, out_channel
 
 
+@jit
+def _distinct_sorted_edges(src: np.ndarray, dst: np.ndarray) -> bool:
+    # no self-loop, and (src, dst) strictly increasing pair after pair
+    for i in range(len(src)):
+        if src[i] == dst[i]:
+            return False
+        if i > 0 and (src[i] < src[i - 1] or (src[i] == src[i - 1] and dst[i] <= dst[i - 1])):
+            return False
+    return True
+
+
+#: Posts above which :func:`_rec_arm_columns` prefetches (below, its reads stay in cache).
+_PREFETCH_ARM_POSTS = 1 << 16
+
+
 def _rec_arm_columns(
     context: np.ndarray,
     user_rows: np.ndarray,
@@ -856,7 +871,29 @@ def _rec_arm_columns(
     width, d = user_rows.shape[1], post_latent.shape[1]
     column = width + d
     sources = context.shape[1] - column - 14
-    for k in numba.prange(len(user)):
+    n = len(user)
+    # at a million users the posts' columns are larger than the caches and an arm's post is
+    # random: then prefetched (a hint: no value changes) are the post's author 16 arms ahead
+    # and, 8 ahead, the arm's user row, the post's latent row and columns, its author's stance
+    far = len(post_latent) > _PREFETCH_ARM_POSTS
+    for k in numba.prange(n):
+        if far and k + 16 < n:
+            _prefetch_item(author_of, post[k + 16])
+        if far and k + 8 < n:
+            ahead = post[k + 8]
+            _prefetch_row(user_rows, arm_row[k + 8])
+            _prefetch_row(post_latent, ahead)
+            _prefetch_item(likes, ahead)
+            _prefetch_item(retweets, ahead)
+            _prefetch_item(replies, ahead)
+            _prefetch_item(dislikes, ahead)
+            _prefetch_item(toxicity, ahead)
+            _prefetch_item(post_round, ahead)
+            _prefetch_item(flagged, ahead)
+            _prefetch_item(post_stance, ahead)
+            ahead_author = author_of[ahead]
+            _prefetch_item(stance, ahead_author)
+            _prefetch_item(discrete, ahead_author)
         row = context[k]
         u, p = user[k], post[k]
         a = author_of[p]
@@ -902,6 +939,7 @@ KERNELS = {
     "same_sign_share": _same_sign_serial,
     "insert_sorted": _insert_sorted,
     "delete_sorted": _delete_sorted,
+    "distinct_sorted_edges": _distinct_sorted_edges,
     "merge_edits": _merge_edits_serial,
     "find_edges": _find_edges_serial,
     "unit_rows": _unit_rows,

@@ -10,7 +10,7 @@ import numpy as np
 from agent_models.types import PostColumns, PostKind, Profiles, UserColumns
 from policysim_infra.buffers import ReusedArrays, held_only_by
 from socialenv.core import kernels
-from socialenv.core.kernels import sorted_unique
+from socialenv.core.kernels import distinct_sorted_edges, sorted_unique
 
 _POST_ARRAYS = (
     "author",
@@ -222,6 +222,10 @@ class FollowGraph:
 
     def __init__(self, num_users: int, src: np.ndarray, dst: np.ndarray) -> None:
         self.n = num_users
+        self._indices_memory = ReusedArrays(keep=2)
+        if distinct_sorted_edges(src, dst):  # a scenario's edges: no keys, no copies
+            self._set_csr(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False))
+            return
         keep = src != dst
         if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
             src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
@@ -236,7 +240,6 @@ class FollowGraph:
             keys = sorted_unique(keys, in_place=True)
             src, dst = np.divmod(keys, num_users)
         self._set_csr(src, dst)
-        self._indices_memory = ReusedArrays(keep=2)
 
     def _set_csr(self, src: np.ndarray, dst: np.ndarray) -> None:
         """The CSR of edges sorted by (src, dst), without duplicates."""

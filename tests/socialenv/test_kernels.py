@@ -1083,3 +1083,38 @@ def test_edit_plan_matches_numpy_and_rejects_ids_outside_the_graph(compiled):
     for bad in ((np.array([n]), np.array([0])), (np.array([0]), np.array([-1]))):
         with pytest.raises(ValueError, match=r"user ids in \[0, 150\)"):
             kernels.edit_plan(indptr, indices, n, *bad, bad[0][:0], bad[0][:0])
+
+
+def test_distinct_sorted_edges_matches_numpy_and_the_graph_takes_either_path(compiled):
+    """The compiled check of a scenario's edge order agrees with the NumPy one on sorted,
+    repeated, self-looping and unsorted edges (int64 and int32), and a graph built from sorted
+    distinct edges equals one built from the same edges shuffled with repeats and
+    self-loops."""
+    rng = np.random.default_rng(4)
+    n = 200
+    keys = np.unique(rng.integers(0, n * n, 3000))
+    src, dst = keys // n, keys % n
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    cases = {
+        "sorted": (src, dst),
+        "repeat": (np.r_[src[:5], src[4], src[5:]], np.r_[dst[:5], dst[4], dst[5:]]),
+        "self_loop": (np.r_[src[:3], 7, src[3:]], np.r_[dst[:3], 7, dst[3:]]),
+        "unsorted": (src[::-1].copy(), dst[::-1].copy()),
+        "dst_down": (np.r_[src[:1], src[:1]], np.r_[dst[:1] + 1, dst[:1]]),
+        "empty": (src[:0], dst[:0]),
+        "one": (src[:1], dst[:1]),
+    }
+    compiled_check = compiled["distinct_sorted_edges"]
+    for name, (s, d) in cases.items():
+        for dtype in (np.int64, np.int32):
+            a, b = s.astype(dtype), d.astype(dtype)
+            expected = kernels.distinct_sorted_edges_numpy(a, b)
+            assert compiled_check(a, b) == expected, name
+            assert expected == (name in ("sorted", "empty", "one")), name
+    order = rng.permutation(len(src))
+    messy_src = np.r_[src[order], src[:40], 3, 9]
+    messy_dst = np.r_[dst[order], dst[:40], 3, 9]
+    sorted_graph, messy_graph = FollowGraph(n, src, dst), FollowGraph(n, messy_src, messy_dst)
+    for left, right in zip(sorted_graph.followees_csr(), messy_graph.followees_csr(), strict=True):
+        assert _bits(left) == _bits(right)
