@@ -511,6 +511,11 @@ def _print_long_run(long_run: dict[str, Any]) -> None:
     )
 
 
+def _key(entry: dict[str, Any]) -> tuple[str, int, str, int]:
+    """The :func:`_setting` of a summary entry of :func:`_settings`."""
+    return (entry["code"], entry["threads"], entry["heap"], entry["num_users"])
+
+
 def _setting(row: dict[str, Any]) -> tuple[str, int, str, int]:
     return (
         row.get("code_label", "this"),
@@ -584,20 +589,15 @@ def _settings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         if base is not None and base is not entry:
             entry["cpu_s_over_this_1"] = entry["cpu_s"] / base["cpu_s"]
-            base_key = ("this", base["threads"], base["heap"], base["num_users"])
-            entry_key = (entry["code"], entry["threads"], entry["heap"], entry["num_users"])
-            by_repeat: dict[int, dict[tuple[str, int, str, int], float]] = {}
-            for row in rows:
-                if _setting(row) in (base_key, entry_key):
-                    by_repeat.setdefault(row.get("repeat", 0), {})[_setting(row)] = row[
-                        "cpu_s_median"
-                    ]
-            pairs = [r for r in sorted(by_repeat) if len(by_repeat[r]) == 2]
-            if pairs:
-                # the same repeat's two runs: the paired form of the ratio, pair by pair
-                entry["cpu_s_over_this_1_paired"] = median_interval(
-                    [by_repeat[r][entry_key] / by_repeat[r][base_key] for r in pairs]
-                )
+            # each repeat's two runs: the paired form of the ratio, pair by pair
+            base_cpu = {r["repeat"]: r["cpu_s_median"] for r in rows if _setting(r) == _key(base)}
+            ratios = [
+                r["cpu_s_median"] / base_cpu[r["repeat"]]
+                for r in sorted(rows, key=lambda r: r["repeat"])
+                if _setting(r) == _key(entry) and r["repeat"] in base_cpu
+            ]
+            if ratios:
+                entry["cpu_s_over_this_1_paired"] = median_interval(ratios)
             entry["wall_speedup_of_this_1"] = base["wall_s"] / entry["wall_s"]
             entry["reset_cpu_s_over_this_1"] = entry["reset_cpu_s"] / base["reset_cpu_s"]
     return out

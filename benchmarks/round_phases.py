@@ -167,7 +167,8 @@ def measure_phases_in_process(
     :func:`measure_phases` does (each with the one reset, on the first count)."""
     os.environ["NUMBA_NUM_THREADS"] = str(max(threads))
     import numpy as np
-    from threads_in_process import round_order, use_threads
+    from env_throughput import balanced_order
+    from threads_in_process import use_threads
 
     from socialenv.envs.rec import RecEnv
 
@@ -182,7 +183,7 @@ def measure_phases_in_process(
     current = [threads[0]]
     _time_phases(lambda: totals[current[0]])
     for r in range(rounds):
-        for count in round_order(threads, r):
+        for count in balanced_order(threads, r):
             use_threads(count)
             current[0] = count
             env.step(rng.integers(0, env.num_arms + 1, env.slate_size))

@@ -69,12 +69,6 @@ def inherited_settings() -> dict[str, str]:
     }
 
 
-def round_order(threads: list[int], round_: int) -> list[int]:
-    """The thread counts of one benchmark round: in order on even rounds, reversed on odd
-    ones, so slow minutes and the world's growth fall on every count alike."""
-    return threads if round_ % 2 == 0 else threads[::-1]
-
-
 def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool) -> dict[str, Any]:
     """Reset, one warm-up round, ``rounds`` timed rounds of one step per thread count."""
     os.environ.setdefault("NUMBA_NUM_THREADS", str(max(threads)))
@@ -91,7 +85,7 @@ def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool)
     rng = np.random.default_rng(seed)
     steps: list[dict[str, Any]] = []
     for r in progress_bar(range(rounds + 1), unit="round", quiet=quiet):
-        for count in round_order(threads, r):
+        for count in balanced_order(threads, r):
             use_threads(count)
             action = rng.integers(0, env.num_arms + 1, env.slate_size)
             wall, cpu = time.perf_counter(), time.process_time()

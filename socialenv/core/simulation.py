@@ -289,7 +289,9 @@ class Simulation:
             cluster=assign_clusters(history_latent, self.centroids),
             text=history_text,
         )
-        self._set_round_starts([0, len(self.posts)])
+        #: (t + 2,) int64 first post id of each round (:attr:`FeedContext.round_start`); a
+        #: round appends one (a new array: views handed out keep their values)
+        self.round_start = np.array([0, len(self.posts)], np.int64)
         self._classify(0, self.rng(-1, Stream.CLASSIFIER))
         self.recent_toxicity = np.zeros(n, np.float32)
         self.recent_misinfo = np.zeros(n, np.float32)
@@ -308,16 +310,6 @@ class Simulation:
         self.lever.reset(n)
         self.active = self.sample_active(0)
 
-    def _set_round_starts(self, starts: Any) -> None:
-        """:attr:`round_start` := ``starts``, in a new buffer with room to grow (views handed
-        out before keep their values)."""
-        starts = np.asarray(starts, np.int64)
-        self._round_start_buffer = np.empty(max(64, 2 * len(starts)), np.int64)
-        self._round_start_buffer[: len(starts)] = starts
-        #: (t + 2,) int64 first post id of each round (:attr:`FeedContext.round_start`), a
-        #: view of a buffer that doubles when full: a round appends in O(1), no list to convert
-        self.round_start = self._round_start_buffer[: len(starts)]
-
     def check_round_starts(self) -> None:
         """Raise a ``ValueError`` naming ``sim.round_start`` unless it holds round + 2
         non-decreasing post ids in [0, posts] (for a restored state, after its round is
@@ -334,13 +326,6 @@ class Simulation:
                 f"sim.round_start={shown!r} is not allowed: round + 2 = {self.round + 2} "
                 f"non-decreasing post ids in [0, {len(self.posts)}]"
             )
-
-    def _append_round_start(self, first_post: int) -> None:
-        count = len(self.round_start)
-        if count == len(self._round_start_buffer):
-            self._set_round_starts(self.round_start)
-        self._round_start_buffer[count] = first_post
-        self.round_start = self._round_start_buffer[: count + 1]
 
     def sample_active(self, round_: int) -> np.ndarray:
         """(B,) users active in ``round_`` (each independently with its activity probability)."""
@@ -548,7 +533,7 @@ class Simulation:
         if self.activity_model is not None:
             self.activity_model.observe(output, self.posts.author, news)
         self.round += 1
-        self._append_round_start(len(self.posts))
+        self.round_start = np.append(self.round_start, len(self.posts))
         self.active = self.sample_active(self.round)
         return events_fired
 
@@ -759,7 +744,7 @@ class Simulation:
         if cut == 0 or 2 * cut < len(self.posts):
             return 0
         self.posts.drop_before(cut)
-        self._set_round_starts(np.maximum(self.round_start - cut, 0))
+        self.round_start = np.maximum(self.round_start - cut, 0)
         self.posts_dropped = getattr(self, "posts_dropped", 0) + cut
         self.lever.remap_posts(cut)
         for remap in self.post_id_holders:
@@ -794,7 +779,7 @@ class Simulation:
         self.posts = PostTable.from_state_dict(state["posts"])
         self.graph.keys = state["graph_keys"]
         self._adjacency = None
-        self._set_round_starts(state["round_start"])
+        self.round_start = np.asarray(state["round_start"], np.int64)
         self.recent_toxicity = state["recent_toxicity"].copy()
         self.recent_misinfo = state["recent_misinfo"].copy()
         self.centroids = state["centroids"].copy()

@@ -226,20 +226,10 @@ class FollowGraph:
         if distinct_sorted_edges(src, dst):  # a scenario's edges: no keys, no copies
             self._set_csr(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False))
             return
+        # self-loops, repeats or another order: the distinct sorted keys of the other edges
         keep = src != dst
-        if keep.all():  # no copies: the CSR's arrays are replaced by edits, never written
-            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
-        else:
-            src, dst = (
-                src[keep].astype(np.int64, copy=False),
-                dst[keep].astype(np.int64, copy=False),
-            )
-        keys = src * num_users
-        keys += dst
-        if not (len(keys) < 2 or (keys[1:] > keys[:-1]).all()):  # not a scenario's sorted edges
-            keys = sorted_unique(keys, in_place=True)
-            src, dst = np.divmod(keys, num_users)
-        self._set_csr(src, dst)
+        keys = sorted_unique(src[keep].astype(np.int64) * num_users + dst[keep], in_place=True)
+        self._set_csr(*np.divmod(keys, num_users))
 
     def _set_csr(self, src: np.ndarray, dst: np.ndarray) -> None:
         """The CSR of edges sorted by (src, dst), without duplicates."""

@@ -101,10 +101,10 @@ def test_post_table_drop_before_renumbers_and_unlinks_parents() -> None:
         table.drop_before(9)
 
 
-def test_round_starts_grow_past_their_buffer_and_shift_with_compaction() -> None:
-    """``sim.round_start`` (a view of a buffer that doubles) holds each round's first post id
-    through 150 rounds (two reallocations), shifted by what compaction dropped; a view handed
-    out earlier keeps its values."""
+def test_round_starts_hold_each_rounds_first_post_and_shift_with_compaction() -> None:
+    """``sim.round_start`` (an int64 array) holds each round's first post id through 150
+    rounds, shifted by what compaction dropped; an array handed out earlier keeps its
+    values."""
     rounds = 150
     sims = {}
     for compact in (False, True):
