@@ -84,6 +84,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+#: How the OpenMP runtime's idle threads (numba's, above one thread) wait: read when it loads
+OPENMP_WAIT = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 # glibc keeps freed memory for reuse (README, "Large populations"): --heap keep
 KEEP_FREED_MEMORY = {
     "MALLOC_MMAP_THRESHOLD_": "17179869184",
@@ -229,6 +231,7 @@ def measure_size(
         "threads": threads,
         "heap": heap,
         "malloc_env": {var: os.environ[var] for var in KEEP_FREED_MEMORY if var in os.environ},
+        "openmp_env": {var: os.environ[var] for var in OPENMP_WAIT if var in os.environ},
         "kernels": backend,
         "package": str(Path(sys.modules["socialenv"].__file__).parent),
         "reset_cpu_s": reset_cpu,

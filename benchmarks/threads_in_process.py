@@ -28,6 +28,11 @@ bootstrap interval), and it gives the difference of the two medians with its own
 (rounds resampled within each package): how far apart the two codes scale, beside how much
 one process differs from the next.
 
+``--compare-env VAR=VALUE ...`` compares in the same way this tree run with those environment
+variables set from the process's start (the "other" side) against this tree run without them:
+e.g. ``OMP_WAIT_POLICY=PASSIVE`` or ``NUMBA_THREADING_LAYER=workqueue``, which the runtimes read
+once, when they load.
+
 Results go to ``--out`` (default ``runs/threads_in_process/<UTC time>.json``, not tracked).
 """
 
@@ -65,7 +70,7 @@ def inherited_settings() -> dict[str, str]:
     return {
         var: value
         for var, value in sorted(os.environ.items())
-        if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "OPENBLAS_"))
+        if var.startswith(("MALLOC_", "POLICYSIM_", "NUMBA_", "OMP_", "GOMP_", "OPENBLAS_"))
     }
 
 
@@ -141,7 +146,18 @@ def main() -> None:
         "speed-ups and their difference",
     )
     parser.add_argument(
-        "--processes", type=int, default=2, help="with --compare: processes per code"
+        "--compare-env",
+        nargs="+",
+        default=None,
+        metavar="VAR=VALUE",
+        help="instead of --compare: this tree with these environment variables set, in fresh "
+        "processes alternating with this tree without them",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="with --compare or --compare-env: processes per side",
     )
     add_quiet_option(parser)
     args = parser.parse_args()
@@ -151,7 +167,9 @@ def main() -> None:
         raise ValueError(f"--rounds={args.rounds}, --users={args.users}: both must be >= 1")
     if args.processes < 1:
         raise ValueError(f"--processes={args.processes} is not allowed: an integer >= 1")
-    if args.compare is not None:
+    if args.compare is not None and args.compare_env is not None:
+        raise ValueError("--compare and --compare-env are not allowed together: give one")
+    if args.compare is not None or args.compare_env is not None:
         compare(args)
         return
     load_before = os.getloadavg()
@@ -241,17 +259,39 @@ def compare_summary(runs: dict[str, list[dict[str, Any]]], threads: list[int]) -
     return out
 
 
+def _variables(pairs: list[str]) -> dict[str, str]:
+    """``VAR=VALUE`` pairs as a dict (a clear error for anything else)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        var, sep, value = pair.partition("=")
+        if not sep or not var or not var.replace("_", "").isalnum():
+            raise ValueError(
+                f"--compare-env {pair!r} is not allowed: VAR=VALUE, VAR made of letters, "
+                "digits and _"
+            )
+        out[var] = value
+    return out
+
+
 def compare(args: argparse.Namespace) -> None:
-    """``--compare``: the measurement in fresh processes of both codes, alternating."""
+    """``--compare`` / ``--compare-env``: the measurement in fresh processes of both sides,
+    alternating."""
     from policysim_infra.progress import progress_bar
 
-    try:
-        trees = {"other": _source_tree(args.compare), "this": str(ROOT)}
-    except ValueError as err:
-        raise ValueError(
-            f"--compare={args.compare!r} is not allowed: a source folder or a git revision "
-            f"of {ROOT}"
-        ) from err
+    variables = _variables(args.compare_env or [])
+    cleared = {var: value for var, value in os.environ.items() if var not in variables}
+    if args.compare_env is not None:
+        trees = {"other": str(ROOT), "this": str(ROOT)}
+        settings = {"other": {**cleared, **variables}, "this": cleared}
+    else:
+        try:
+            trees = {"other": _source_tree(args.compare), "this": str(ROOT)}
+        except ValueError as err:
+            raise ValueError(
+                f"--compare={args.compare!r} is not allowed: a source folder or a git revision "
+                f"of {ROOT}"
+            ) from err
+        settings = {"other": dict(os.environ), "this": dict(os.environ)}
     runs: dict[str, list[dict[str, Any]]] = {"other": [], "this": []}
     order = [
         code for pair in range(args.processes) for code in balanced_order(["other", "this"], pair)
@@ -274,17 +314,25 @@ def compare(args: argparse.Namespace) -> None:
                 "--out",
                 str(out),
             ]
-            env = {**os.environ, "PYTHONPATH": trees[code]}
+            env = {**settings[code], "PYTHONPATH": trees[code]}
             subprocess.run(command, env=env, cwd=trees[code], check=True)
             run = json.loads(out.read_text())
             run.pop("commit", None)  # the script's tree, not the package's
             runs[code].append({**run, "package_tree": trees[code]})
     summary = compare_summary(runs, args.threads)
+    labels = (
+        trees
+        if args.compare_env is None
+        else {
+            "other": " ".join(args.compare_env),
+            "this": "without " + ", ".join(variables),
+        }
+    )
     for count, entry in summary.items():
         for code in ("other", "this"):
             mine = entry[code]
             print(
-                f"{code} ({trees[code]}), {count} threads over {args.threads[0]}: "
+                f"{code} ({labels[code]}), {count} threads over {args.threads[0]}: "
                 f"×{mine['speedup_wall_median']:.2f} (95% CI "
                 "{:.2f}-{:.2f}".format(*mine["speedup_wall_ci95"])
                 + f"; {mine['rounds']} rounds, per process "
@@ -305,9 +353,15 @@ def compare(args: argparse.Namespace) -> None:
         {
             "command": "python benchmarks/threads_in_process.py "
             f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
-            f"--rounds {args.rounds} --seed {args.seed} --compare {args.compare} "
-            f"--processes {args.processes}",
+            f"--rounds {args.rounds} --seed {args.seed} "
+            + (
+                f"--compare {args.compare} "
+                if args.compare_env is None
+                else f"--compare-env {' '.join(args.compare_env)} "
+            )
+            + f"--processes {args.processes}",
             "trees": trees,
+            "other_variables": variables,
             "versions": library_versions(),
             "summary": summary,
             "runs": runs,

@@ -40,14 +40,13 @@ class ClusterIndex:
     ) -> np.ndarray:
         """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
         (U, d), or from the whole range where that cluster holds no post."""
-        with kernels.one_blas_thread():
-            similarity = interest @ centroids.T
         user_cluster = np.empty(len(interest), np.intp)
 
         def nearest(lo: int, hi: int) -> None:
-            np.argmax(similarity[lo:hi], axis=1, out=user_cluster[lo:hi])
+            np.argmax(interest[lo:hi] @ centroids.T, axis=1, out=user_cluster[lo:hi])
 
-        kernels.map_blocks(nearest, len(interest), 8192)  # row by row: the same on any threads
+        with kernels.one_blas_thread():  # the same blocks on any threads: the same products
+            kernels.map_blocks(nearest, len(interest), 8192)
         draw = kernels.random_in_blocks(rng, (len(interest), m))
         return kernels.cluster_draws(
             draw, user_cluster, self.cluster_start, self.by_cluster, self.lo, self.hi

@@ -329,6 +329,29 @@ def test_share_latents_equal_the_one_pass_version(backend, threads):
     env.close()
 
 
+def test_cluster_draws_with_blocked_products_equal_the_whole_product(threads):
+    """ClusterIndex.draw takes each user's nearest centre from its block's product (8,192
+    rows): the clusters, and so the draws, of the one product over all rows it replaced, on 1
+    and 2 threads."""
+    from socialenv.core.clustering import ClusterIndex
+
+    rng = np.random.default_rng(6)
+    interest = rng.standard_normal((20_000, 32)).astype(np.float32)
+    centroids = rng.standard_normal((24, 32)).astype(np.float32)
+    cluster = rng.integers(0, 24, 5_000).astype(np.int16)
+    index = ClusterIndex.build(cluster, 24, 1_000, 5_000)
+    with kernels.one_blas_thread():
+        nearest = np.argmax(interest @ centroids.T, axis=1)
+    draw = np.random.default_rng(7).random((len(interest), 6))
+    expected = kernels.cluster_draws(
+        draw, nearest, index.cluster_start, index.by_cluster, index.lo, index.hi
+    )
+    for n_threads in (1, 2):
+        threads(n_threads)
+        got = index.draw(interest, centroids, 6, np.random.default_rng(7))
+        assert _bits(got) == _bits(expected), n_threads
+
+
 def test_assign_clusters_on_threads_equal_the_chunk_loop(threads):
     """The chunks' products on 1 and 2 threads give the clusters of the former loop over the
     same chunks (a chunk's product is the same whoever runs it)."""

@@ -11,6 +11,9 @@ import pytest
 
 from tests.support import ROOT, run_benchmark
 
+#: A population and a number of rounds that run in seconds
+SMALL = ("--users", "300", "--rounds", "3")
+
 
 def test_thread_counts_alternate_on_one_env_and_pair_by_round(tmp_path: Path) -> None:
     out = tmp_path / "threads.json"
@@ -60,10 +63,7 @@ def test_compare_alternates_the_two_codes_and_pools_their_rounds(tmp_path: Path)
     out = tmp_path / "compare.json"
     shown = run_benchmark(
         "threads_in_process.py",
-        "--users",
-        "300",
-        "--rounds",
-        "3",
+        *SMALL,
         "--compare",
         str(ROOT),
         "--processes",
@@ -98,3 +98,50 @@ def test_compare_rejects_an_unknown_revision() -> None:
     )
     assert shown.returncode != 0
     assert "--compare='no-such-revision' is not allowed" in shown.stderr
+
+
+def test_compare_env_sets_the_variables_on_the_other_side_only(tmp_path: Path) -> None:
+    """--compare-env runs this tree on both sides, the "other" side's processes started with
+    the variables set (each run records the environment it ran with), this side's without."""
+    out = tmp_path / "compare_env.json"
+    shown = run_benchmark(
+        "threads_in_process.py",
+        *SMALL,
+        "--compare-env",
+        "OMP_WAIT_POLICY=PASSIVE",
+        "--processes",
+        "2",
+        "--quiet",
+        "--out",
+        str(out),
+    )
+    result = json.loads(out.read_text())
+    assert result["other_variables"] == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert [run["environment"].get("OMP_WAIT_POLICY") for run in result["runs"]["other"]] == [
+        "PASSIVE",
+        "PASSIVE",
+    ]
+    assert [run["environment"].get("OMP_WAIT_POLICY") for run in result["runs"]["this"]] == [
+        None,
+        None,
+    ]
+    assert {run["package_tree"] for code in ("other", "this") for run in result["runs"][code]} == {
+        str(ROOT)
+    }
+    assert "other (OMP_WAIT_POLICY=PASSIVE)" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--compare-env", "PASSIVE"], "--compare-env 'PASSIVE' is not allowed"),
+        (
+            ["--compare-env", "A=1", "--compare", "HEAD"],
+            "--compare and --compare-env are not allowed together",
+        ),
+    ],
+)
+def test_compare_env_rejects_what_is_not_a_setting(arguments: list[str], message: str) -> None:
+    shown = run_benchmark("threads_in_process.py", *arguments, "--users", "300", check=False)
+    assert shown.returncode != 0
+    assert message in shown.stderr
