@@ -40,13 +40,7 @@ class ClusterIndex:
     ) -> np.ndarray:
         """(U, m) post ids drawn uniformly from the cluster nearest each row of ``interest``
         (U, d), or from the whole range where that cluster holds no post."""
-        user_cluster = np.empty(len(interest), np.intp)
-
-        def nearest(lo: int, hi: int) -> None:
-            np.argmax(interest[lo:hi] @ centroids.T, axis=1, out=user_cluster[lo:hi])
-
-        with kernels.one_blas_thread():  # the same blocks on any threads: the same products
-            kernels.map_blocks(nearest, len(interest), 8192)
+        user_cluster = assign_clusters(interest, centroids, chunk=8192)
         draw = kernels.random_in_blocks(rng, (len(interest), m))
         return kernels.cluster_draws(
             draw, user_cluster, self.cluster_start, self.by_cluster, self.lo, self.hi
