@@ -155,3 +155,23 @@ def reaction_columns(
         positive[i] = kind[i] == like or is_retweet
         hostile[i] = kind[i] == dislike or (is_reply and toxicity[i] > toxic)
     return toxicity, stance, positive, hostile
+
+
+@jit
+def pushed_opinions(
+    opinion: np.ndarray, who: np.ndarray, moved: np.ndarray, step: np.ndarray, out: np.ndarray
+) -> None:
+    # out[u] = opinion[u] + (the steps of u's moved reactions, summed in reaction order) /
+    # sqrt(their count), in float64 (opinion[u] alone without one), as the bincounts do
+    n = len(opinion)
+    push = np.zeros(n, np.float64)
+    count = np.zeros(n, np.int64)
+    for i in range(len(who)):
+        if moved[i]:
+            push[who[i]] += np.float64(step[i])
+            count[who[i]] += 1
+    for u in range(n):
+        value = np.float64(opinion[u])
+        if count[u] > 0:
+            value += push[u] / np.sqrt(np.float64(count[u]))
+        out[u] = value

@@ -34,7 +34,12 @@ from agent_models.base import Brain
 from agent_models.surrogate_kernels import COLUMN_PARAMS as REACTION_COLUMN_PARAMS
 from agent_models.surrogate_kernels import PARAMS as REACTION_PARAMS
 from agent_models.surrogate_kernels import REACTIONS as _REACTIONS
-from agent_models.surrogate_kernels import reaction_columns, reaction_hits
+from agent_models.surrogate_kernels import (
+    noisy_unit_rows,
+    pushed_opinions,
+    reaction_columns,
+    reaction_hits,
+)
 from agent_models.surrogate_mechanisms import (
     MECHANISMS,
     BeliefMechanism,
@@ -441,10 +446,7 @@ class SurrogateBrain(Brain):
         post_prob = np.clip(cfg.post_rate * 2 * ratio / (1 + ratio), 0, 1)
         poster = active[rng.random(len(active)) < post_prob]
         p = len(poster)
-        latent = users.latent.take(poster, axis=0) + cfg.post_noise * rng.standard_normal(
-            (p, users.latent.shape[1])
-        )
-        latent /= np.maximum(np.linalg.norm(latent, axis=1, keepdims=True), 1e-8)
+        latent = noisy_unit_rows(users.latent, poster, cfg.post_noise, rng)
         stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
         toxicity = np.clip(
             users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p),
@@ -454,7 +456,7 @@ class SurrogateBrain(Brain):
         misinfo = users.misinformed[poster] & (rng.random(p) < cfg.misinfo_post_share)
         return {
             "post_user": poster,
-            "post_latent": latent.astype(np.float32),
+            "post_latent": latent,
             "post_stance": stance.astype(np.float32),
             "post_toxicity": toxicity.astype(np.float32),
             "post_misinfo": misinfo,
@@ -503,7 +505,6 @@ class SurrogateBrain(Brain):
             raise RuntimeError("SurrogateBrain.act called before reset")
         anchor = self.anchor
         users, posts = round_input.users, round_input.posts
-        n = len(users)
         who = reactions.user
         reacted = Reacted(
             opinion=users.opinion[who],
@@ -514,12 +515,7 @@ class SurrogateBrain(Brain):
         )
         kinds = self._per_config()
         moved, step = reaction_moves(kinds.reaction, reacted)
-        movers = who[moved]
-        push = np.bincount(movers, weights=step[moved], minlength=n)
-        weight = np.bincount(movers, minlength=n).astype(np.float64)
-        new_opinion = users.opinion.astype(np.float64)  # a copy
-        touched = weight > 0
-        new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
+        new_opinion = pushed_opinions(users.opinion, who, moved, step)
         for mechanism in kinds.opinion:
             mechanism.apply(new_opinion, round_input, anchor)
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)

@@ -219,12 +219,20 @@ BACKEND = "numpy"
 
 
 def _build_numba() -> dict[str, Callable[..., Any]]:
-    from agent_models._surrogate_numba import hits_below, negated_log_odds, reaction_columns
+    from agent_models._surrogate_numba import (
+        hits_below,
+        negated_log_odds,
+        pushed_opinions,
+        reaction_columns,
+    )
+    from policysim_infra._numba_rows import unit_noisy_rows_drawn
 
     return {
+        "pushed_opinions": pushed_opinions,
         "negated_log_odds": negated_log_odds,
         "hits_below": hits_below,
         "reaction_columns": reaction_columns,
+        "unit_noisy_rows_drawn": unit_noisy_rows_drawn,
     }
 
 
@@ -307,3 +315,49 @@ def reaction_columns(
         int(Behaviour.RETWEET),
         int(Behaviour.REPLY),
     )
+
+
+def noisy_unit_rows(
+    base: np.ndarray, rows: np.ndarray, scale: float, rng: np.random.Generator
+) -> np.ndarray:
+    """(len(rows), d) float32: the rows ``rows`` of the (N, d) ``base`` plus ``scale`` times
+    ``rng.standard_normal((len(rows), d))``, each divided by its Euclidean norm (at least
+    1e-8), in float64 before the cast, as NumPy computes them. With numba the noise is drawn
+    inside one compiled pass (the same draws, leaving ``rng`` in the same state) for widths
+    8-128; otherwise in NumPy."""
+    d = base.shape[1]
+    if (
+        BACKEND == "numba"
+        and base.ndim == 2
+        and base.dtype in (np.float32, np.float64)
+        and 8 <= d <= 128
+        and len(rows)
+    ):
+        out = np.empty((len(rows), d), np.float32)
+        _compiled()["unit_noisy_rows_drawn"](
+            base, rows.astype(np.int64, copy=False), float(scale), rng, np.array([1e-8]), out
+        )
+        return out
+    noisy = base.take(rows, axis=0) + scale * rng.standard_normal((len(rows), d))
+    noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-8)
+    return noisy.astype(np.float32)
+
+
+def pushed_opinions(
+    opinion: np.ndarray, who: np.ndarray, moved: np.ndarray, step: np.ndarray
+) -> np.ndarray:
+    """(N,) float64: the opinions (N,) after the moving reactions (M,): each user's ``step``
+    of the reactions ``moved`` by ``who`` (``who``, ``moved``, ``step``: (M,)), summed in
+    order and divided by the square root of their number, added to the user's opinion."""
+    n = len(opinion)
+    if BACKEND == "numba":
+        out = np.empty(n, np.float64)
+        _compiled()["pushed_opinions"](opinion, who, moved, step, out)
+        return out
+    movers = who[moved]
+    push = np.bincount(movers, weights=step[moved], minlength=n)
+    weight = np.bincount(movers, minlength=n).astype(np.float64)
+    new_opinion = opinion.astype(np.float64)  # a copy
+    touched = weight > 0
+    new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
+    return new_opinion

@@ -13,6 +13,10 @@ from typing import Any
 import numba
 import numpy as np
 
+from policysim_infra._numba_rows import float64_row_scratch as _float64_row_scratch
+from policysim_infra._numba_rows import floored_norm as _floored_norm
+from policysim_infra._numba_rows import unit_noisy_rows_drawn
+from policysim_infra._numba_rows import unit_row_into as _unit_row_into
 from socialenv.core._prefetch import prefetch_item as _prefetch_item
 from socialenv.core._prefetch import prefetch_row as _prefetch_row
 
@@ -299,52 +303,6 @@ def _delete_sorted(values: np.ndarray, drop: np.ndarray) -> np.ndarray:
 
 
 @jit
-def _pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
-    # NumPy's pairwise sum of the n <= 128 contiguous values x[:n] (as np.add.reduce along
-    # a contiguous axis runs it: from 0, all n terms; the dispatcher keeps n >= 8)
-    r0, r1, r2, r3 = x[0], x[1], x[2], x[3]
-    r4, r5, r6, r7 = x[4], x[5], x[6], x[7]
-    i = 8
-    while i < n - (n % 8):
-        r0 += x[i]
-        r1 += x[i + 1]
-        r2 += x[i + 2]
-        r3 += x[i + 3]
-        r4 += x[i + 4]
-        r5 += x[i + 5]
-        r6 += x[i + 6]
-        r7 += x[i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += x[i]
-        i += 1
-    return zero[0] + res
-
-
-@jit
-def _floored_norm(row: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: Any):
-    # np.maximum(np.linalg.norm(row), eps) as NumPy computes it: the squares' pairwise sum,
-    # its square root, the floor (a NaN norm stays NaN); ``square``: scratch of len(row)
-    d = len(row)
-    for k in range(d):
-        square[k] = row[k] * row[k]
-    norm = np.sqrt(_pairwise_row(square, d, zero))
-    if not (norm > eps or norm != norm):
-        norm = eps
-    return norm
-
-
-@jit
-def _unit_row_into(
-    row: np.ndarray, out: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: np.ndarray
-) -> None:
-    norm = _floored_norm(row, square, zero, eps[0])
-    for k in range(len(row)):
-        out[k] = np.float32(row[k] / norm)
-
-
-@jit
 def _unit_rows(x: np.ndarray, eps: np.ndarray) -> np.ndarray:
     n, d = x.shape
     out = np.empty((n, d), np.float32)
@@ -362,9 +320,7 @@ def _unit_noisy_rows(
     # unit rows of base[rows] + scale * noise (float32 base read as float64, as NumPy does)
     n, d = noise.shape
     out = np.empty((n, d), np.float32)
-    row = np.empty(d, np.float64)
-    square = np.empty(d, np.float64)
-    zero = np.zeros(1, np.float64)
+    row, square, zero = _float64_row_scratch(d)
     for r in range(n):
         src = rows[r] if len(rows) else r
         for k in range(d):
@@ -752,16 +708,26 @@ def _hop_from_rows(
     return out
 
 
-@jit
 def _count_reactions(
-    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple
+    post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple, parts: int
 ) -> None:
-    # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]
-    for i in range(len(post)):
-        for j in range(len(kinds)):
-            if kind[i] == kinds[j]:
-                counters[j][post[i]] += 1
-                break
+    # counters[j][post[i]] += 1 for every reaction i with kind[i] == kinds[j]; the post ids
+    # cut into ``parts`` ranges, each part counting the reactions to its range (integer
+    # counts: any order of the increments gives the same counters)
+    m = len(post)
+    if m == 0:
+        return
+    lo, hi = post.min(), post.max() + 1
+    for part in numba.prange(parts):
+        first = lo + (hi - lo) * part // parts
+        stop = lo + (hi - lo) * (part + 1) // parts
+        for i in range(m):
+            p = post[i]
+            if first <= p < stop:
+                for j in range(len(kinds)):
+                    if kind[i] == kinds[j]:
+                        counters[j][p] += 1
+                        break
 
 
 def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
@@ -930,6 +896,7 @@ _dedupe_serial, _dedupe_parallel = _serial_and_parallel(_dedupe)
 _compact_serial, _compact_parallel = _serial_and_parallel(_compact)
 _hop_from_blocks_serial, _hop_from_blocks_parallel = _serial_and_parallel(_hop_from_blocks)
 _hop_from_rows_serial, _hop_from_rows_parallel = _serial_and_parallel(_hop_from_rows)
+_count_reactions_serial, _count_reactions_parallel = _serial_and_parallel(_count_reactions)
 
 KERNELS = {
     "dedupe_rows": _dedupe_serial,
@@ -947,7 +914,7 @@ KERNELS = {
     "memory_update": _memory_update_serial,
     "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
-    "count_reactions": _count_reactions,
+    "count_reactions": _count_reactions_serial,
     "drop_own_and_repeated": _drop_own_and_repeated_serial,
     "stance_top_k": _stance_top_k,
     "gather_sum_rows": _gather_sum_rows_serial,
@@ -960,6 +927,7 @@ KERNELS = {
 }
 #: The kernels of :data:`KERNELS` that have a threaded version (the same results).
 PARALLEL_KERNELS = {
+    "count_reactions": _count_reactions_parallel,
     "merge_edits": _merge_edits_parallel,
     "find_edges": _find_edges_parallel,
     "top_k_rows": _top_k_parallel,
@@ -1356,30 +1324,7 @@ KERNELS["slot_reactions"] = _slot_reactions_serial
 PARALLEL_KERNELS["slot_reactions"] = _slot_reactions_parallel
 
 
-@jit
-def _unit_noisy_rows_drawn(
-    base: np.ndarray,
-    rows: np.ndarray,
-    scale: float,
-    rng: np.random.Generator,
-    eps: np.ndarray,
-    out: np.ndarray,
-) -> None:
-    """``_unit_noisy_rows`` with the noise drawn here, row after row, from ``rng`` (numba's
-    ``Generator.standard_normal`` is NumPy's ziggurat on the same bit generator: the same
-    values, in the same order, as ``rng.standard_normal((n, d))``), written into ``out``."""
-    n, d = out.shape
-    row = np.empty(d, np.float64)
-    square = np.empty(d, np.float64)
-    zero = np.zeros(1, np.float64)
-    for r in range(n):
-        src = rows[r] if len(rows) else r
-        for k in range(d):
-            row[k] = np.float64(base[src, k]) + scale * rng.standard_normal()
-        _unit_row_into(row, out[r], square, zero, eps)
-
-
-KERNELS["unit_noisy_rows_drawn"] = _unit_noisy_rows_drawn
+KERNELS["unit_noisy_rows_drawn"] = unit_noisy_rows_drawn
 
 
 @jit

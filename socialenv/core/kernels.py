@@ -1060,7 +1060,10 @@ def count_reactions(
     if _active is _NUMPY or len({c.dtype for c in counters}) != 1 or kind.dtype != kinds.dtype:
         count_reactions_numpy(post, kind, kinds, counters)
         return
-    _active["count_reactions"](post.astype(np.int64, copy=False), kind, kinds, tuple(counters))
+    count = _parallel_or_serial("count_reactions")
+    # one range of post ids per thread (each thread reads every reaction)
+    parts = THREADS if count is _compiled_parallel.get("count_reactions") else 1
+    count(post.astype(np.int64, copy=False), kind, kinds, tuple(counters), parts)
 
 
 def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:

@@ -157,3 +157,40 @@ def test_a_surrogate_round_is_the_same_on_both_backends():
         finally:
             surrogate_kernels.use_backend(previous)
     assert digests[0] == digests[1]
+
+
+def _on_numpy(function, *args):
+    previous = surrogate_kernels.BACKEND
+    surrogate_kernels.use_backend("numpy")
+    try:
+        return function(*args)
+    finally:
+        surrogate_kernels.use_backend(previous)
+
+
+@pytest.mark.parametrize("width", [8, 32, 33, 128, 129, 4])
+def test_noisy_unit_rows_bit_identical_to_numpy_and_leave_the_generator_alike(compiled, width):
+    base = np.random.default_rng(width).standard_normal((50, width)).astype(np.float32)
+    base[3] = 0.0  # a zero row: the norm's floor
+    for rows in (np.array([4, 4, 0, 49, 3]), np.zeros(0, np.int64), np.arange(50)):
+        numpy_rng, compiled_rng = np.random.default_rng(7), np.random.default_rng(7)
+        expected = _on_numpy(surrogate_kernels.noisy_unit_rows, base, rows, 0.3, numpy_rng)
+        got = surrogate_kernels.noisy_unit_rows(base, rows, 0.3, compiled_rng)
+        assert got.dtype == expected.dtype == np.float32 and got.shape == (len(rows), width)
+        assert bits(got) == bits(expected)
+        assert compiled_rng.random() == numpy_rng.random()  # the same draws were taken
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+
+
+def test_pushed_opinions_bit_identical_to_numpy(compiled):
+    rng = np.random.default_rng(3)
+    opinion = rng.uniform(-1, 1, 40).astype(np.float32)
+    for m in (0, 1, 500):
+        who = rng.integers(0, 40, m)
+        moved = rng.random(m) < 0.6
+        step = rng.normal(0, 0.1, m)
+        expected = _on_numpy(surrogate_kernels.pushed_opinions, opinion, who, moved, step)
+        got = surrogate_kernels.pushed_opinions(opinion, who, moved, step)
+        assert got.dtype == expected.dtype == np.float64 and bits(got) == bits(expected)
+    untouched = np.setdiff1d(np.arange(40), who[moved])
+    assert (got[untouched] == opinion[untouched]).all() and (got != opinion).any()

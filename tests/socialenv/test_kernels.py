@@ -384,11 +384,16 @@ def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
     post = rng.integers(0, 50, 3000)
     kind = rng.integers(0, 6, 3000).astype(np.int8)  # 0 and 5: kinds that are not counted
     start = [rng.integers(0, 9, 50).astype(np.int32) for _ in kinds]
-    expected, got = tuple(c.copy() for c in start), tuple(c.copy() for c in start)
-    kernels.count_reactions_numpy(post, kind, kinds, expected)
-    compiled["count_reactions"](post, kind, kinds, got)
-    for g, e in zip(got, expected, strict=True):
-        assert _bits(g) == _bits(e)
+    counting = [(compiled["count_reactions"], 1)]
+    counting += [(kernels._compiled_parallel["count_reactions"], parts) for parts in (1, 2, 7)]
+    for sample in (slice(None), slice(0, 0), slice(0, 1)):  # all, no reactions, one post
+        expected = tuple(c.copy() for c in start)
+        kernels.count_reactions_numpy(post[sample], kind[sample], kinds, expected)
+        for count, parts in counting:
+            got = tuple(c.copy() for c in start)
+            count(post[sample], kind[sample], kinds, got, parts)
+            for g, e in zip(got, expected, strict=True):
+                assert _bits(g) == _bits(e)
     feed = _rows_with_repeats(rng, 400, 12, 30)
     owner = rng.integers(0, 10, 400)
     author = rng.integers(0, 10, 30)
