@@ -730,6 +730,52 @@ def _count_reactions(
                         break
 
 
+@jit
+def _observe_reactions(
+    user: np.ndarray,
+    reply: np.ndarray,
+    toxicity: np.ndarray,
+    noise: np.ndarray,
+    cross: np.ndarray,
+    hostile: np.ndarray,
+    decay: np.float32,
+    rest: float,
+    reply_toxicity: np.ndarray,
+    cross_civil: np.ndarray,
+    cross_total: np.ndarray,
+) -> None:
+    # the bincounts of observe_reactions_numpy in one pass over the reactions, then its
+    # updates in one pass over the users: the observed toxicities summed in reaction order,
+    # decay · float32 in float32 (NumPy's weak scalar), the rest in float64, then float32
+    n = len(reply_toxicity)
+    total = np.zeros(n, np.float64)
+    replies = np.zeros(n, np.int64)
+    crossed = np.zeros(n, np.int64)
+    civil = np.zeros(n, np.int64)
+    j = 0
+    for i in range(len(user)):
+        u = user[i]
+        if reply[i]:
+            seen = np.float64(toxicity[i]) + noise[j]
+            j += 1
+            if seen < 0.0:
+                seen = 0.0
+            elif seen > 1.0:
+                seen = 1.0
+            total[u] += seen
+            replies[u] += 1
+        if cross[i]:
+            crossed[u] += 1
+            if not hostile[i]:
+                civil[u] += 1
+    for u in range(n):
+        if replies[u] > 0:
+            kept = np.float64(decay * reply_toxicity[u])
+            reply_toxicity[u] = np.float32(kept + rest * total[u] / np.float64(replies[u]))
+        cross_total[u] += np.float64(crossed[u])
+        cross_civil[u] += np.float64(civil[u])
+
+
 def _drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:
     # feed with the posts written by the row's owner and repeats within a row set to -1
     b, f = feed.shape
@@ -915,6 +961,7 @@ KERNELS = {
     "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
     "count_reactions": _count_reactions_serial,
+    "observe_reactions": _observe_reactions,
     "drop_own_and_repeated": _drop_own_and_repeated_serial,
     "stance_top_k": _stance_top_k,
     "gather_sum_rows": _gather_sum_rows_serial,

@@ -293,6 +293,37 @@ def propagate_csr_numpy(
     return propagate(context, normalized_adjacency(indptr, indices, len(indptr) - 1), alpha, hops)
 
 
+def observe_reactions_numpy(
+    user: np.ndarray,
+    reply: np.ndarray,
+    toxicity: np.ndarray,
+    noise: np.ndarray,
+    cross: np.ndarray,
+    hostile: np.ndarray,
+    decay: float,
+    reply_toxicity: np.ndarray,
+    cross_civil: np.ndarray,
+    cross_total: np.ndarray,
+) -> None:
+    """In place, for a round's reactions (M,) by ``user``: each replying user's (N,) float32
+    ``reply_toxicity`` ← ``decay`` · itself + (1 − ``decay``) · the mean of its replies'
+    observed toxicity (``toxicity`` + ``noise``, one noise draw per reply in order, clipped
+    to [0, 1]); ``cross_total`` (N,) += each user's ``cross`` reactions, ``cross_civil``
+    (N,) += those not ``hostile``."""
+    n = len(reply_toxicity)
+    if reply.any():
+        seen = np.clip(toxicity[reply] + noise, 0.0, 1.0)
+        who = user[reply]
+        total = np.bincount(who, weights=seen, minlength=n)
+        count = np.bincount(who, minlength=n)
+        wrote = count > 0
+        reply_toxicity[wrote] = (
+            decay * reply_toxicity[wrote] + (1 - decay) * total[wrote] / count[wrote]
+        )
+    cross_total += np.bincount(user[cross], minlength=n)
+    cross_civil += np.bincount(user[cross & ~hostile], minlength=n)
+
+
 def count_reactions_numpy(
     post: np.ndarray, kind: np.ndarray, kinds: np.ndarray, counters: tuple[np.ndarray, ...]
 ) -> None:
@@ -454,6 +485,7 @@ _NUMPY = {
     "relational_draws": relational_draws_numpy,
     "propagate_csr": propagate_csr_numpy,
     "count_reactions": count_reactions_numpy,
+    "observe_reactions": observe_reactions_numpy,
     "drop_own_and_repeated": drop_own_and_repeated_numpy,
     "keyed_max": keyed_max_numpy,
     "place_picks": place_picks_numpy,
@@ -1064,6 +1096,54 @@ def count_reactions(
     # one range of post ids per thread (each thread reads every reaction)
     parts = THREADS if count is _compiled_parallel.get("count_reactions") else 1
     count(post.astype(np.int64, copy=False), kind, kinds, tuple(counters), parts)
+
+
+def observe_reactions(
+    user: np.ndarray,
+    reply: np.ndarray,
+    toxicity: np.ndarray,
+    noise: np.ndarray,
+    cross: np.ndarray,
+    hostile: np.ndarray,
+    decay: float,
+    reply_toxicity: np.ndarray,
+    cross_civil: np.ndarray,
+    cross_total: np.ndarray,
+) -> None:
+    """See :func:`observe_reactions_numpy` (the compiled one: one pass over the reactions,
+    one over the users, no (N,) temporaries but its counts)."""
+    if (
+        _active is _NUMPY
+        or reply_toxicity.dtype != np.float32
+        or cross_civil.dtype != np.float64
+        or cross_total.dtype != np.float64
+    ):
+        observe_reactions_numpy(
+            user,
+            reply,
+            toxicity,
+            noise,
+            cross,
+            hostile,
+            decay,
+            reply_toxicity,
+            cross_civil,
+            cross_total,
+        )
+        return
+    _active["observe_reactions"](
+        user.astype(np.int64, copy=False),
+        reply,
+        toxicity,
+        noise.astype(np.float64, copy=False),
+        cross,
+        hostile,
+        np.float32(decay),
+        1 - decay,
+        reply_toxicity,
+        cross_civil,
+        cross_total,
+    )
 
 
 def drop_own_and_repeated(feed: np.ndarray, owner: np.ndarray, author: np.ndarray) -> np.ndarray:

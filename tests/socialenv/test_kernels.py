@@ -378,6 +378,30 @@ def test_relational_draws_and_merged_edits_match_numpy(compiled):
             ) == _bits(kernels.merge_edits_numpy(values, drop, a, v, np.empty(size, values.dtype)))
 
 
+@pytest.mark.parametrize("toxicity_dtype", [np.float32, np.float64])
+def test_observed_reactions_match_numpy(compiled, toxicity_dtype):
+    rng = np.random.default_rng(5)
+    n, m = 60, 900
+    user = rng.integers(0, n, m)
+    toxicity = rng.uniform(-0.2, 1.2, m).astype(toxicity_dtype)  # some clipped either way
+    cross, hostile = rng.random(m) < 0.5, rng.random(m) < 0.3
+    prior = (
+        rng.uniform(0, 1, n).astype(np.float32),
+        np.full(n, 1.6),  # not an integer: adding the counts one by one would round
+        np.full(n, 2.0),
+    )
+    for reply in (rng.random(m) < 0.4, np.zeros(m, bool)):
+        noise = rng.normal(0.0, 0.1, int(reply.sum()))
+        expected, got = tuple(a.copy() for a in prior), tuple(a.copy() for a in prior)
+        args = (user, reply, toxicity, noise, cross, hostile, 0.7)
+        kernels.observe_reactions_numpy(*args, *expected)
+        compiled["observe_reactions"](*args[:6], np.float32(0.7), 1 - 0.7, *got)
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == e.dtype and _bits(g) == _bits(e)
+        assert (expected[0] != prior[0]).any() == reply.any()
+        assert (expected[1] > prior[1]).any()
+
+
 def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):
     rng = np.random.default_rng(11)
     kinds = np.array([1, 2, 3, 4], np.int8)

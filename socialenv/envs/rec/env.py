@@ -470,6 +470,15 @@ class RecEnv(PolicySimEnv):
         smoothed toxicity of their replies as its classifier scores them (noise
         ``OBSERVED_TOXICITY_NOISE``), and the civil share of their reactions to posts of
         the opposite discrete stance (both start at a prior)."""
+        h = self._history_arrays()
+        return {
+            "reply_toxicity": h["reply_toxicity"],
+            "cross_civility": (h["cross_civil"] / h["cross_total"]).astype(np.float32),
+        }
+
+    def _history_arrays(self) -> dict[str, np.ndarray]:
+        """The observed history's state (created at its prior for a new episode): (N,)
+        float32 ``reply_toxicity``, (N,) float64 ``cross_civil`` and ``cross_total``."""
         n = self._num_users()
         if getattr(self, "_history", None) is None or len(self._history["reply_toxicity"]) != n:
             self._history = {
@@ -479,44 +488,36 @@ class RecEnv(PolicySimEnv):
                 ),
                 "cross_total": np.full(n, _PRIOR_CROSS_REACTIONS, np.float64),
             }
-        h = self._history
-        return {
-            "reply_toxicity": h["reply_toxicity"],
-            "cross_civility": (h["cross_civil"] / h["cross_total"]).astype(np.float32),
-        }
+        return self._history
 
     def _observe_round(self, result: RoundResult, values: dict[str, np.ndarray]) -> None:
         """Update the observed history with the round's reactions."""
-        self._observed_history()
-        h, out = self._history, result.output
+        h, out = self._history_arrays(), result.output
         reply = out.react_kind == int(Behaviour.REPLY)
-        if reply.any():
+        replies = int(np.count_nonzero(reply))
+        noise = np.zeros(0)
+        if replies:
             rng = self.sim.rng(result.round, Stream.OBSERVED)
-            seen = np.clip(
-                out.react_toxicity[reply]
-                + rng.normal(0.0, OBSERVED_TOXICITY_NOISE, int(reply.sum())),
-                0.0,
-                1.0,
-            )
-            who = out.react_user[reply]
-            total = np.bincount(who, weights=seen, minlength=len(h["reply_toxicity"]))
-            count = np.bincount(who, minlength=len(h["reply_toxicity"]))
-            wrote = count > 0
-            h["reply_toxicity"][wrote] = (
-                OBSERVED_HISTORY_DECAY * h["reply_toxicity"][wrote]
-                + (1 - OBSERVED_HISTORY_DECAY) * total[wrote] / count[wrote]
-            )
-        cross = values["cross"]
-        n = len(h["cross_total"])
-        h["cross_total"] += np.bincount(out.react_user[cross], minlength=n)
-        h["cross_civil"] += np.bincount(out.react_user[cross & ~values["hostile"]], minlength=n)
+            noise = rng.normal(0.0, OBSERVED_TOXICITY_NOISE, replies)
+        kernels.observe_reactions(
+            out.react_user,
+            reply,
+            out.react_toxicity,
+            noise,
+            values["cross"],
+            values["hostile"],
+            OBSERVED_HISTORY_DECAY,
+            h["reply_toxicity"],
+            h["cross_civil"],
+            h["cross_total"],
+        )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._history = None
         return super().reset(seed=seed, options=options)
 
     def _env_state(self) -> dict[str, Any]:
-        self._observed_history()
+        self._history_arrays()
         return {**super()._env_state(), "history": {k: v.copy() for k, v in self._history.items()}}
 
     def _load_env_state(self, state: dict[str, Any]) -> None:
