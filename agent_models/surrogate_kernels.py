@@ -12,6 +12,10 @@ collects the hits. Each operation keeps NumPy's types (the float32 products of N
 Python scalars, the float64 sums), so both give the same bits (``tests/agent_models/
 test_surrogate_kernels.py``; the trajectory digest).
 
+Two more passes of a round have twins of their own: :func:`noisy_unit_rows` (a new post's
+latent, its noise drawn inside the pass) and :func:`pushed_opinions` (the reactions' pushes on
+opinions); ``benchmarks/twin_pairs.py`` times each against its twin.
+
 The backend follows ``POLICYSIM_KERNELS`` (``auto``, ``numba``, ``numpy``) at import, as
 :mod:`socialenv.core.kernels` does, and :func:`use_backend` switches it (that module's
 ``use_backend`` switches both).

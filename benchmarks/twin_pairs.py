@@ -82,9 +82,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args()
 
     from agent_models import surrogate_kernels
+    from policysim_infra.progress import progress_bar
     from socialenv.core import kernels
 
     kernels.set_threads(1)
@@ -120,7 +122,9 @@ def main() -> None:
 
     passes = {"noisy_unit_rows": noisy, "pushed_opinions": pushed, "observe_reactions": observed}
     rows: list[dict[str, Any]] = []
-    for name, make in passes.items():
+    for name, make in progress_bar(
+        list(passes.items()), desc="passes", unit="pass", quiet=args.quiet
+    ):
         runs = {"compiled": make("numba"), "numpy": make("numpy")}
         first = {side: run() for side, run in runs.items()}  # untimed: compilation, touches
         if name == "observe_reactions":  # in place: run both on copies of the recorded state
