@@ -56,7 +56,7 @@ from agent_models.types import (
     RoundOutput,
     UserColumns,
 )
-from policysim_infra.blocks import map_blocks, random_in_blocks
+from policysim_infra.blocks import beside, map_blocks, random_in_blocks
 from policysim_infra.validation import Limit, check_fields
 
 #: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
@@ -309,9 +309,12 @@ class SurrogateBrain(Brain):
         #: the attitudes this round's behaviour used (read by socialenv.fitting.trace)
         self.round_attitude = attitude
         reactions = self._react(round_input, attitude, rng)
+        # the opinion update draws nothing and writes nothing the next two read: with
+        # threads it runs beside them
+        opinions = beside(lambda: self._update_opinions(round_input, reactions))
         posts = self._write_posts(round_input, attitude, rng)
         follow, unfollow = self._follow(round_input, reactions, rng)
-        changed, new_opinion, discrete = self._update_opinions(round_input, reactions)
+        changed, new_opinion, discrete = opinions()
         shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+_T = TypeVar("_T")
 _state = threading.local()
 _threads = 1
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -55,12 +56,43 @@ def _run(func: Callable[[int, int], None], bound: tuple[int, int]) -> None:
         _state.inside = False
 
 
+def _executor() -> ThreadPoolExecutor:
+    """The kept pool of :func:`block_threads` threads (a new one after the count changed)."""
+    global _pool
+    if _pool is None or _pool[0] != _threads:
+        if _pool is not None:
+            _pool[1].shutdown(wait=True)
+        _pool = (_threads, ThreadPoolExecutor(_threads, thread_name_prefix="policysim-block"))
+    return _pool[1]
+
+
+def _run_beside(func: Callable[[], _T]) -> _T:
+    _state.inside = True
+    try:
+        return func()
+    finally:
+        _state.inside = False
+
+
+def beside(func: Callable[[], _T]) -> Callable[[], _T]:
+    """Start ``func()`` on the pool, beside the calling thread, and return a function that
+    waits for its result (raising its exception). With one thread, or from inside a block,
+    ``func`` runs at once on the calling thread (and raises at once). Like a block, it runs nested blocks and
+    kernels on its own thread. ``func`` must not draw from a generator the caller draws from,
+    nor read what the caller writes before taking the result, nor write what the caller
+    reads: then its result is the same whether it runs beside or at once."""
+    if _threads == 1 or inside_block():
+        result = func()
+        return lambda: result
+    future = _executor().submit(_run_beside, func)
+    return future.result
+
+
 def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
     """``func(lo, hi)`` for the consecutive blocks ``[lo, hi)`` of ``range(n)``, ``block`` long
     (the last one shorter): in order on the calling thread with one thread (or when called
     from inside a block), else on the pool. ``func`` must write disjoint outputs per block;
     the first exception of a block is raised once all blocks have run."""
-    global _pool
     if block < 1:
         raise ValueError(f"block={block!r} is not allowed: an integer >= 1")
     if n <= block:  # one block (or none): on the calling thread
@@ -72,11 +104,7 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
         for lo, hi in bounds:
             func(lo, hi)
         return
-    if _pool is None or _pool[0] != _threads:
-        if _pool is not None:
-            _pool[1].shutdown(wait=True)
-        _pool = (_threads, ThreadPoolExecutor(_threads, thread_name_prefix="policysim-block"))
-    futures = [_pool[1].submit(_run, func, bound) for bound in bounds]
+    futures = [_executor().submit(_run, func, bound) for bound in bounds]
     for future in futures:
         future.exception()  # wait for every block before raising
     for future in futures:

@@ -109,3 +109,36 @@ def test_random_in_blocks_draws_other_generators_in_one_call(block_threads):
     assert blocked.random(3).tobytes() == serial.random(3).tobytes()
     with pytest.raises(TypeError, match="Unsupported dtype"):  # what rng.random says
         blocks.random_in_blocks(np.random.default_rng(4), 5000, np.float16, block=64)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_beside_runs_on_the_pool_with_threads_and_at_once_without(block_threads, threads):
+    block_threads(threads)
+    caller = threading.current_thread()
+    started = threading.Event()
+
+    def work() -> tuple[bool, bool, list[tuple[int, int]]]:
+        started.set()
+        nested: list[tuple[int, int]] = []
+        # a nested map_blocks runs inline, on this thread
+        blocks.map_blocks(lambda lo, hi: nested.append((lo, hi)), 10, 4)
+        return threading.current_thread() is caller, blocks.inside_block(), nested
+
+    result = blocks.beside(work)
+    assert started.is_set() or threads > 1
+    on_caller, inside, nested = result()
+    assert on_caller == (threads == 1)
+    assert inside == (threads > 1)
+    assert nested == [(0, 4), (4, 8), (8, 10)]
+    assert not blocks.inside_block()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_beside_raises_what_its_function_raises(block_threads, threads):
+    block_threads(threads)
+
+    def fail() -> None:
+        raise KeyError("beside")
+
+    with pytest.raises(KeyError, match="beside"):
+        blocks.beside(fail)()
