@@ -25,6 +25,7 @@ import numpy as np
 
 from agent_models.base import Brain
 from agent_models.types import Behaviour, PostKind, RoundInput, RoundOutput
+from policysim_infra.blocks import beside
 from policysim_infra.buffers import held_only_by
 from socialenv.core import kernels, metrics
 from socialenv.core.clustering import assign_clusters, fit_centroids
@@ -582,6 +583,13 @@ class Simulation:
         written."""
         users, posts = self.users, self.posts
         first_new = len(posts)
+        # the follow graph's edit reads and writes nothing else of the world: with threads it
+        # runs beside the posts' updates
+        graph_edit = beside(
+            lambda: self.graph.edit(
+                out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst
+            )
+        )
         kind = out.react_kind
         kernels.count_reactions(
             out.react_post,
@@ -666,9 +674,7 @@ class Simulation:
         written_flagged = np.concatenate([post_flagged, share_flagged[is_reply]])
         self._update_author_history(written_by, written_toxicity, written_flagged)
 
-        added, removed = self.graph.edit(
-            out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst
-        )
+        added, removed = graph_edit()
         if added or removed:
             self._adjacency = None
 
