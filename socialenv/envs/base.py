@@ -14,7 +14,6 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from agent_models.factory import make_brain
-from policysim_infra.blocks import beside
 from policysim_infra.buffers import ReusedArrays
 from policysim_infra.validation import UnknownKeywordError, check_keys
 from socialenv.core import kernels
@@ -76,10 +75,6 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
     arm_kind: ClassVar[str] = ""
     #: whether ``reward={"step": "slots"}`` (the arms' summed changes as the step reward) exists
     slot_step: ClassVar[bool] = False
-    #: whether a step may compute the round's arm rewards beside the next round's arms (on
-    #: ``POLICYSIM_THREADS`` > 1): true where :meth:`_arm_rewards` writes nothing
-    #: :meth:`_sample_arms` reads and the reverse, so either order gives the same results
-    rewards_beside_arms: ClassVar[bool] = False
 
     def __init__(
         self, render_mode: str | None = None, seed: int | None = None, **kwargs: Any
@@ -387,12 +382,9 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
 
         return PopulationConfig().latent_dim
 
-    def _observe(self, arms: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
-        """The observation of the coming round, on its arms ``arms`` (None: sampled here)."""
+    def _observe(self) -> dict[str, Any]:
         sim = self.sim
-        self._arms = (
-            arms if arms is not None else self._sample_arms(sim.rng(sim.round, Stream.ARMS))
-        )
+        self._arms = self._sample_arms(sim.rng(sim.round, Stream.ARMS))
         arm_users = np.maximum(self._arms["user"], 0)
         if self.config.observe_users or self.config.graph_observation:
             user_context = sim.user_context()
@@ -548,13 +540,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
             if self.sim.round >= self.config.rounds and self._tracer.path is not None:
                 self._tracer.write(env_meta=self.trace_meta())
         self._last_result = result
-        next_arms = None
-        if self.rewards_beside_arms:
-            arm_rewards = beside(lambda: self._arm_rewards(applied_arms, result))
-            next_arms = self._sample_arms(self.sim.rng(self.sim.round, Stream.ARMS))
-            rewards, extra = arm_rewards()
-        else:
-            rewards, extra = self._arm_rewards(applied_arms, result)
+        rewards, extra = self._arm_rewards(applied_arms, result)
         applied = np.zeros(len(slate), bool)
         slot_rewards = np.zeros(len(slate), np.float32)
         if len(applied_arms):
@@ -578,7 +564,7 @@ class PolicySimEnv(gym.Env[dict[str, Any], np.ndarray]):
                 "response_reacted": responded.astype(np.int8),
             }
         truncated = self.sim.round >= self.config.rounds
-        obs = self._observe(next_arms)
+        obs = self._observe()
         info = {
             "round": result.round,
             "arm_indices": slate,

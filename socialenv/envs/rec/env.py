@@ -298,9 +298,6 @@ class RecEnv(PolicySimEnv):
     lever_class = RecLever
     arm_kind = "rec"
     slot_step = True
-    # the rewards write the observed history and the last round's measurements, the next
-    # arms read the world and the config: either may run first
-    rewards_beside_arms = True
 
     def _feature_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         # engagement counters are int32 (4 of them); post age and reply propensity are scaled
