@@ -65,6 +65,10 @@ Probability = Annotated[float, Limit(ge=0, le=1)]
 NonNegative = Annotated[float, Limit(ge=0)]
 
 
+#: Reactions from which a round's opinion update runs beside its new posts (on threads).
+_BESIDE_MIN_REACTIONS = 1 << 16
+
+
 @dataclass(frozen=True)
 class SurrogateConfig:
     """Parameters of the surrogate model (calibrated so the no-intervention platform at 1,000
@@ -310,8 +314,11 @@ class SurrogateBrain(Brain):
         self.round_attitude = attitude
         reactions = self._react(round_input, attitude, rng)
         # the opinion update draws nothing and writes nothing the next two read: with
-        # threads it runs beside them
-        opinions = beside(lambda: self._update_opinions(round_input, reactions))
+        # threads (and enough reactions to pay for the hand-over) it runs beside them
+        opinions = beside(
+            lambda: self._update_opinions(round_input, reactions),
+            worth_a_thread=len(reactions.user) >= _BESIDE_MIN_REACTIONS,
+        )
         posts = self._write_posts(round_input, attitude, rng)
         follow, unfollow = self._follow(round_input, reactions, rng)
         changed, new_opinion, discrete = opinions()

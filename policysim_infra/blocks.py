@@ -15,6 +15,7 @@ afterwards are those of one call.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,9 @@ import numpy as np
 _T = TypeVar("_T")
 _state = threading.local()
 _threads = 1
+#: ``POLICYSIM_BESIDE=0`` (read at import) or :func:`set_beside` runs every :func:`beside`
+#: function at once, on the calling thread: to measure what running beside gains
+_beside = os.environ.get("POLICYSIM_BESIDE", "1").strip() != "0"
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
@@ -74,14 +78,24 @@ def _run_beside(func: Callable[[], _T]) -> _T:
         _state.inside = False
 
 
-def beside(func: Callable[[], _T]) -> Callable[[], _T]:
+def set_beside(enabled: bool) -> bool:
+    """Whether :func:`beside` may run its function on the pool (False: always at once, on the
+    calling thread; the results are the same). Returns the previous setting."""
+    global _beside
+    previous, _beside = _beside, bool(enabled)
+    return previous
+
+
+def beside(func: Callable[[], _T], worth_a_thread: bool = True) -> Callable[[], _T]:
     """Start ``func()`` on the pool, beside the calling thread, and return a function that
-    waits for its result (raising its exception). With one thread, or from inside a block,
-    ``func`` runs at once on the calling thread (and raises at once). Like a block, it runs nested blocks and
+    waits for its result (raising its exception). With one thread, from inside a block, with
+    :func:`set_beside` off, or when the caller says the work is not ``worth_a_thread`` (handing
+    it over costs tens of microseconds), ``func`` runs at once on the calling thread (and
+    raises at once). Like a block, it runs nested blocks and
     kernels on its own thread. ``func`` must not draw from a generator the caller draws from,
     nor read what the caller writes before taking the result, nor write what the caller
     reads: then its result is the same whether it runs beside or at once."""
-    if _threads == 1 or inside_block():
+    if _threads == 1 or not _beside or not worth_a_thread or inside_block():
         result = func()
         return lambda: result
     future = _executor().submit(_run_beside, func)

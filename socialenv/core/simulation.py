@@ -51,6 +51,10 @@ _SHARE_CODES = np.array(
 LOCAL_PROPAGATION_USERS = 50_000
 
 
+#: Follow edges from which a round's graph edit runs beside the posts' updates (on threads).
+_BESIDE_MIN_EDGES = 1 << 20
+
+
 class Stream(IntEnum):
     """Independent random streams of a round."""
 
@@ -583,12 +587,13 @@ class Simulation:
         written."""
         users, posts = self.users, self.posts
         first_new = len(posts)
-        # the follow graph's edit reads and writes nothing else of the world: with threads it
-        # runs beside the posts' updates
+        # the follow graph's edit reads and writes nothing else of the world: with threads (and
+        # a graph large enough to pay for the hand-over) it runs beside the posts' updates
         graph_edit = beside(
             lambda: self.graph.edit(
                 out.follow_src, out.follow_dst, out.unfollow_src, out.unfollow_dst
-            )
+            ),
+            worth_a_thread=len(self.graph) >= _BESIDE_MIN_EDGES,
         )
         kind = out.react_kind
         kernels.count_reactions(

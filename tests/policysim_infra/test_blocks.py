@@ -142,3 +142,22 @@ def test_beside_raises_what_its_function_raises(block_threads, threads):
 
     with pytest.raises(KeyError, match="beside"):
         blocks.beside(fail)()
+
+
+def test_beside_switched_off_runs_at_once(block_threads):
+    block_threads(2)
+    caller = threading.current_thread()
+    previous = blocks.set_beside(False)
+    try:
+        assert blocks.beside(lambda: threading.current_thread() is caller)() is True
+        blocks.set_beside(True)
+        assert blocks.beside(lambda: threading.current_thread() is caller)() is False
+    finally:
+        blocks.set_beside(previous)
+
+
+def test_beside_runs_at_once_when_not_worth_a_thread(block_threads):
+    block_threads(2)
+    caller = threading.current_thread()
+    on_caller = blocks.beside(lambda: threading.current_thread() is caller, worth_a_thread=False)
+    assert on_caller() is True
