@@ -11,6 +11,9 @@ bit-identical results on any number of threads.
 :func:`random_in_blocks` draws ``rng.random(size)`` the same way: each block from a copy of a
 PCG64 generator jumped ahead to the block's first draw, so the draws and the generator's state
 afterwards are those of one call.
+
+:func:`beside` runs a function on the same pool while the calling thread goes on, for two
+sections of a round that share nothing; with one thread it runs at once.
 """
 
 from __future__ import annotations
@@ -53,11 +56,7 @@ def inside_block() -> bool:
 
 
 def _run(func: Callable[[int, int], None], bound: tuple[int, int]) -> None:
-    _state.inside = True
-    try:
-        func(*bound)
-    finally:
-        _state.inside = False
+    _run_inside(lambda: func(*bound))
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -70,7 +69,8 @@ def _executor() -> ThreadPoolExecutor:
     return _pool[1]
 
 
-def _run_beside(func: Callable[[], _T]) -> _T:
+def _run_inside(func: Callable[[], _T]) -> _T:
+    # on a pool thread: nested blocks and kernels run on this thread
     _state.inside = True
     try:
         return func()
@@ -91,14 +91,14 @@ def beside(func: Callable[[], _T], worth_a_thread: bool = True) -> Callable[[], 
     waits for its result (raising its exception). With one thread, from inside a block, with
     :func:`set_beside` off, or when the caller says the work is not ``worth_a_thread`` (handing
     it over costs tens of microseconds), ``func`` runs at once on the calling thread (and
-    raises at once). Like a block, it runs nested blocks and
-    kernels on its own thread. ``func`` must not draw from a generator the caller draws from,
-    nor read what the caller writes before taking the result, nor write what the caller
-    reads: then its result is the same whether it runs beside or at once."""
+    raises at once). Like a block, it runs nested blocks and kernels on its own thread.
+    ``func`` must not draw from a generator the caller draws from, nor read what the caller
+    writes before taking the result, nor write what the caller reads: then its result is the
+    same whether it runs beside or at once."""
     if _threads == 1 or not _beside or not worth_a_thread or inside_block():
         result = func()
         return lambda: result
-    future = _executor().submit(_run_beside, func)
+    future = _executor().submit(_run_inside, func)
     return future.result
 
 
@@ -118,7 +118,8 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
         for lo, hi in bounds:
             func(lo, hi)
         return
-    futures = [_executor().submit(_run, func, bound) for bound in bounds]
+    pool = _executor()
+    futures = [pool.submit(_run, func, bound) for bound in bounds]
     for future in futures:
         future.exception()  # wait for every block before raising
     for future in futures:
