@@ -11,6 +11,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from policysim_infra._prefetch import prefetch_row
+
 jit = numba.njit(cache=True, nogil=True)
 
 
@@ -84,6 +86,8 @@ def unit_noisy_rows_drawn(
     n, d = out.shape
     row, square, zero = float64_row_scratch(d)
     for r in range(n):
+        if len(rows) and r + 4 < n:  # the base row 4 rows ahead (a random row of ``base``)
+            prefetch_row(base, rows[r + 4])
         src = rows[r] if len(rows) else r
         for k in range(d):
             row[k] = np.float64(base[src, k]) + scale * rng.standard_normal()

@@ -17,8 +17,8 @@ from policysim_infra._numba_rows import float64_row_scratch as _float64_row_scra
 from policysim_infra._numba_rows import floored_norm as _floored_norm
 from policysim_infra._numba_rows import unit_noisy_rows_drawn
 from policysim_infra._numba_rows import unit_row_into as _unit_row_into
-from socialenv.core._prefetch import prefetch_item as _prefetch_item
-from socialenv.core._prefetch import prefetch_row as _prefetch_row
+from policysim_infra._prefetch import prefetch_item as _prefetch_item
+from policysim_infra._prefetch import prefetch_row as _prefetch_row
 
 jit = numba.njit(cache=True, nogil=True)
 #: ``numba.prange`` loops on numba's thread pool (:func:`socialenv.core.kernels.set_threads`).
