@@ -80,9 +80,16 @@ def load_kernels(revision: str, folder: Path) -> tuple[Any, str]:
     return _load(module_file.read_text(), re.sub(r"\W", "_", commit), folder), commit
 
 
+#: Modules a revision's kernel file imports that have moved since: its imports are pointed at
+#: their place in this tree.
+MOVED_MODULES = {"socialenv.core._prefetch": "policysim_infra._prefetch"}
+
+
 def _load(source: str, tag: str, folder: Path) -> Any:
     name = f"policysim_kernels_{tag}"
     path = folder / f"{name}.py"
+    for before, now in MOVED_MODULES.items():
+        source = source.replace(f"from {before} import", f"from {now} import")
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

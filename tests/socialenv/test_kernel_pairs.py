@@ -121,3 +121,25 @@ def test_env_pairs_refuse_a_revision_whose_kernels_take_other_arguments(tmp_path
     assert "--env-pairs: the other version's kernels do not run with this tree's calls" in (
         shown.stderr
     )
+
+
+def test_a_revision_importing_a_moved_module_still_loads(tmp_path: Path) -> None:
+    """A kernel file of a revision from before ``_prefetch`` moved to ``policysim_infra``."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "kernel_pairs_script", ROOT / "benchmarks" / "kernel_pairs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(script)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    source = "from socialenv.core._prefetch import prefetch_row\nKERNELS = {'row': prefetch_row}\n"
+    module = script._load(source, "moved_test", tmp_path)
+    from policysim_infra._prefetch import prefetch_row
+
+    assert module.KERNELS["row"] is prefetch_row
