@@ -129,11 +129,12 @@ def main() -> None:
         first = {side: run() for side, run in runs.items()}  # untimed: compilation, touches
         if name == "observe_reactions":  # in place: run both on copies of the recorded state
             recorded = calls[name]
-            states = {side: tuple(a.copy() for a in recorded[7:]) for side in runs}
-            kernels.observe_reactions(*recorded[:7], *states["compiled"])
-            kernels.observe_reactions_numpy(*recorded[:7], *states["numpy"])
+            states = {side: {k: a.copy() for k, a in recorded[7].items()} for side in runs}
+            kernels.observe_reactions(*recorded[:7], states["compiled"])
+            kernels.observe_reactions_numpy(*recorded[:7], states["numpy"])
             first = {
-                side: np.concatenate([a.view(np.uint8) for a in states[side]]) for side in runs
+                side: np.concatenate([states[side][k].view(np.uint8) for k in sorted(recorded[7])])
+                for side in runs
             }
         identical = bool(
             np.array_equal(first["compiled"].view(np.uint8), first["numpy"].view(np.uint8))

@@ -301,15 +301,14 @@ def observe_reactions_numpy(
     cross: np.ndarray,
     hostile: np.ndarray,
     decay: float,
-    reply_toxicity: np.ndarray,
-    cross_civil: np.ndarray,
-    cross_total: np.ndarray,
+    history: dict[str, np.ndarray],
 ) -> None:
-    """In place, for a round's reactions (M,) by ``user``: each replying user's (N,) float32
-    ``reply_toxicity`` ← ``decay`` · itself + (1 − ``decay``) · the mean of its replies'
-    observed toxicity (``toxicity`` + ``noise``, one noise draw per reply in order, clipped
-    to [0, 1]); ``cross_total`` (N,) += each user's ``cross`` reactions, ``cross_civil``
-    (N,) += those not ``hostile``."""
+    """In place, in ``history``, for a round's reactions (M,) by ``user``: each replying
+    user's (N,) float32 ``"reply_toxicity"`` ← ``decay`` · itself + (1 − ``decay``) · the mean
+    of its replies' observed toxicity (``toxicity`` + ``noise``, one noise draw per reply in
+    order, clipped to [0, 1]); (N,) float64 ``"cross_total"`` += each user's ``cross``
+    reactions, ``"cross_civil"`` += those not ``hostile``."""
+    reply_toxicity = history["reply_toxicity"]
     n = len(reply_toxicity)
     if reply.any():
         seen = np.clip(toxicity[reply] + noise, 0.0, 1.0)
@@ -320,8 +319,8 @@ def observe_reactions_numpy(
         reply_toxicity[wrote] = (
             decay * reply_toxicity[wrote] + (1 - decay) * total[wrote] / count[wrote]
         )
-    cross_total += np.bincount(user[cross], minlength=n)
-    cross_civil += np.bincount(user[cross & ~hostile], minlength=n)
+    history["cross_total"] += np.bincount(user[cross], minlength=n)
+    history["cross_civil"] += np.bincount(user[cross & ~hostile], minlength=n)
 
 
 def count_reactions_numpy(
@@ -1106,30 +1105,13 @@ def observe_reactions(
     cross: np.ndarray,
     hostile: np.ndarray,
     decay: float,
-    reply_toxicity: np.ndarray,
-    cross_civil: np.ndarray,
-    cross_total: np.ndarray,
+    history: dict[str, np.ndarray],
 ) -> None:
     """See :func:`observe_reactions_numpy` (the compiled one: one pass over the reactions,
     one over the users, no (N,) temporaries but its counts)."""
-    if (
-        _active is _NUMPY
-        or reply_toxicity.dtype != np.float32
-        or cross_civil.dtype != np.float64
-        or cross_total.dtype != np.float64
-    ):
-        observe_reactions_numpy(
-            user,
-            reply,
-            toxicity,
-            noise,
-            cross,
-            hostile,
-            decay,
-            reply_toxicity,
-            cross_civil,
-            cross_total,
-        )
+    columns = (history["reply_toxicity"], history["cross_civil"], history["cross_total"])
+    if _active is _NUMPY or [c.dtype for c in columns] != [np.float32, np.float64, np.float64]:
+        observe_reactions_numpy(user, reply, toxicity, noise, cross, hostile, decay, history)
         return
     _active["observe_reactions"](
         user.astype(np.int64, copy=False),
@@ -1140,9 +1122,7 @@ def observe_reactions(
         hostile,
         np.float32(decay),
         1 - decay,
-        reply_toxicity,
-        cross_civil,
-        cross_total,
+        *columns,
     )
 
 

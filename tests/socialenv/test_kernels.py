@@ -385,6 +385,7 @@ def test_observed_reactions_match_numpy(compiled, toxicity_dtype):
     user = rng.integers(0, n, m)
     toxicity = rng.uniform(-0.2, 1.2, m).astype(toxicity_dtype)  # some clipped either way
     cross, hostile = rng.random(m) < 0.5, rng.random(m) < 0.3
+    names = ("reply_toxicity", "cross_civil", "cross_total")
     prior = (
         rng.uniform(0, 1, n).astype(np.float32),
         np.full(n, 1.6),  # not an integer: adding the counts one by one would round
@@ -392,14 +393,15 @@ def test_observed_reactions_match_numpy(compiled, toxicity_dtype):
     )
     for reply in (rng.random(m) < 0.4, np.zeros(m, bool)):
         noise = rng.normal(0.0, 0.1, int(reply.sum()))
-        expected, got = tuple(a.copy() for a in prior), tuple(a.copy() for a in prior)
+        expected = {name: a.copy() for name, a in zip(names, prior, strict=True)}
+        got = tuple(a.copy() for a in prior)
         args = (user, reply, toxicity, noise, cross, hostile, 0.7)
-        kernels.observe_reactions_numpy(*args, *expected)
+        kernels.observe_reactions_numpy(*args, expected)
         compiled["observe_reactions"](*args[:6], np.float32(0.7), 1 - 0.7, *got)
-        for g, e in zip(got, expected, strict=True):
-            assert g.dtype == e.dtype and _bits(g) == _bits(e)
-        assert (expected[0] != prior[0]).any() == reply.any()
-        assert (expected[1] > prior[1]).any()
+        for g, name in zip(got, names, strict=True):
+            assert g.dtype == expected[name].dtype and _bits(g) == _bits(expected[name])
+        assert (expected["reply_toxicity"] != prior[0]).any() == reply.any()
+        assert (expected["cross_civil"] > prior[1]).any()
 
 
 def test_reaction_counts_and_feed_cleanup_match_numpy(compiled):

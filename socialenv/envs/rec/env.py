@@ -507,9 +507,7 @@ class RecEnv(PolicySimEnv):
             values["cross"],
             values["hostile"],
             OBSERVED_HISTORY_DECAY,
-            h["reply_toxicity"],
-            h["cross_civil"],
-            h["cross_total"],
+            h,
         )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
