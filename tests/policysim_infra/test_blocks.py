@@ -161,3 +161,72 @@ def test_beside_runs_at_once_when_not_worth_a_thread(block_threads):
     caller = threading.current_thread()
     on_caller = blocks.beside(lambda: threading.current_thread() is caller, worth_a_thread=False)
     assert on_caller() is True
+
+
+def test_while_beside_holds_the_pool_the_caller_runs_its_blocks_itself(block_threads):
+    """With 2 threads and a function running beside, the pool has no thread left for the
+    caller's blocks: map_blocks runs them in order on the caller, and pool_busy says so
+    until the function ends."""
+    block_threads(2)
+    caller = threading.current_thread()
+    release = threading.Event()
+    running = threading.Event()
+
+    def hold() -> str:
+        running.set()
+        release.wait(10)
+        return "held"
+
+    assert not blocks.pool_busy()
+    waiter = blocks.beside(hold)
+    running.wait(10)
+    try:
+        assert blocks.pool_busy()
+        threads_seen: list[threading.Thread] = []
+        blocks.map_blocks(lambda lo, hi: threads_seen.append(threading.current_thread()), 10, 3)
+        assert threads_seen == [caller] * 4
+    finally:
+        release.set()
+    assert waiter() == "held"
+    assert not blocks.pool_busy()
+    block_threads(3)  # one pool thread beside, two left: not busy
+    release.clear()
+    running.clear()
+    waiter = blocks.beside(hold)
+    running.wait(10)
+    try:
+        assert not blocks.pool_busy()
+    finally:
+        release.set()
+    waiter()
+
+
+def test_without_giving_way_the_pool_is_never_busy(block_threads):
+    block_threads(2)
+    release, running = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        running.set()
+        release.wait(10)
+
+    previous = blocks.set_give_way(False)
+    try:
+        waiter = blocks.beside(hold)
+        running.wait(10)
+        assert not blocks.pool_busy()
+        release.set()
+        waiter()
+    finally:
+        release.set()
+        assert blocks.set_give_way(previous) is False
+
+
+def test_pool_busy_ends_when_the_function_beside_raises(block_threads):
+    block_threads(2)
+
+    def fail() -> None:
+        raise KeyError("beside")
+
+    with pytest.raises(KeyError):
+        blocks.beside(fail)()
+    assert not blocks.pool_busy()
