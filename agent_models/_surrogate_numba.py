@@ -175,3 +175,15 @@ def pushed_opinions(
         if count[u] > 0:
             value += push[u] / np.sqrt(np.float64(count[u]))
         out[u] = value
+
+
+@jit
+def flagged_per_row(feed: np.ndarray, flag: np.ndarray, out: np.ndarray) -> None:
+    # out[r] = the slots of feed row r (-1: empty) whose post is flagged
+    for r in range(feed.shape[0]):
+        count = 0
+        for j in range(feed.shape[1]):
+            post = feed[r, j]
+            if post >= 0 and flag[post]:
+                count += 1
+        out[r] = count

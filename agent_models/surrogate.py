@@ -40,6 +40,7 @@ from agent_models.surrogate_kernels import (
     reaction_columns,
     reaction_hits,
 )
+from agent_models.surrogate_kernels import sigmoid as _sigmoid
 from agent_models.surrogate_mechanisms import (
     MECHANISMS,
     BeliefMechanism,
@@ -49,7 +50,6 @@ from agent_models.surrogate_mechanisms import (
     ReactionMechanism,
     reaction_moves,
 )
-from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import (
     PostColumns,
     RoundInput,
@@ -325,7 +325,7 @@ class SurrogateBrain(Brain):
         shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)
-        author = round_input.posts.author[reactions.post]
+        author = round_input.posts.author.take(reactions.post)
         return RoundOutput(
             react_user=reactions.user,
             react_post=reactions.post,

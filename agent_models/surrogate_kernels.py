@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from agent_models.surrogate_mechanisms import sigmoid as _sigmoid
 from agent_models.types import Behaviour, FeedChannel
+from policysim_infra.blocks import map_blocks
 
 _ENV_VAR = "POLICYSIM_KERNELS"
 _CHOICES = ("auto", "numba", "numpy")
@@ -51,6 +51,12 @@ PARAMS = (
     "retweet_agreement_weight",
     "reply_gap_weight",
 )
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function, 1 / (1 + exp(−x)), in NumPy's arithmetic (the surrogate's
+    reaction probabilities and the contagion's adoption curve)."""
+    return 1.0 / (1.0 + np.exp(-x))
 
 
 def reaction_log_odds_numpy(
@@ -129,7 +135,7 @@ def reaction_hits_numpy(
     log_odds, gap = reaction_log_odds_numpy(
         feed, channel, attitude, stance, sim, reply_propensity, params
     )
-    i, r, c = np.nonzero((feed >= 0) & (draws < _sigmoid(log_odds)))
+    i, r, c = np.nonzero((feed >= 0) & (draws < sigmoid(log_odds)))
     starts = np.searchsorted(i, np.arange(len(REACTIONS) + 1))
     return r, feed[r, c], REACTION_KINDS[i], gap[r, c], starts
 
@@ -224,6 +230,7 @@ BACKEND = "numpy"
 
 def _build_numba() -> dict[str, Callable[..., Any]]:
     from agent_models._surrogate_numba import (
+        flagged_per_row,
         hits_below,
         negated_log_odds,
         pushed_opinions,
@@ -233,6 +240,7 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
 
     return {
         "pushed_opinions": pushed_opinions,
+        "flagged_per_row": flagged_per_row,
         "negated_log_odds": negated_log_odds,
         "hits_below": hits_below,
         "reaction_columns": reaction_columns,
@@ -365,3 +373,24 @@ def pushed_opinions(
     touched = weight > 0
     new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
     return new_opinion
+
+
+def flagged_per_row(feed: np.ndarray, flag: np.ndarray, block: int = 65_536) -> np.ndarray:
+    """(B,) int64: how many slots of each row of the (B, F) ``feed`` (post ids, -1 = empty
+    slot) hold a post whose (P,) bool ``flag`` is set. With numba, one compiled pass per
+    ``block`` rows on :func:`~policysim_infra.blocks.map_blocks`' threads (counts: the same
+    on any number of threads)."""
+    if BACKEND == "numpy" or feed.ndim != 2 or flag.dtype != np.bool_:
+        valid = feed >= 0
+        if len(flag) == 0:
+            return np.zeros(len(feed), np.int64)
+        return (valid & flag[np.where(valid, feed, 0)]).sum(axis=1)
+    out = np.empty(len(feed), np.int64)
+    count = _compiled()["flagged_per_row"]
+    feed = np.ascontiguousarray(feed)
+
+    def run(lo: int, hi: int) -> None:
+        count(feed[lo:hi], flag, out[lo:hi])
+
+    map_blocks(run, len(feed), block)
+    return out

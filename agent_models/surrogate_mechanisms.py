@@ -33,11 +33,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agent_models.surrogate_kernels import flagged_per_row, sigmoid
 from agent_models.types import Behaviour, RoundInput
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 @dataclass(frozen=True)
@@ -251,11 +248,7 @@ class Contagion(BeliefMechanism):
     ) -> tuple[np.ndarray, np.ndarray]:
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
-        valid = feed >= 0
-        if len(posts.misinfo) == 0:
-            seen_misinfo = np.zeros(len(active), np.int64)
-        else:
-            seen_misinfo = (valid & posts.misinfo[np.where(valid, feed, 0)]).sum(axis=1)
+        seen_misinfo = flagged_per_row(feed, posts.misinfo)
         believer = users.misinformed[active]
         adopt_prob = (
             users.susceptibility[active]

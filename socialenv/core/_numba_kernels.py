@@ -1307,21 +1307,50 @@ KERNELS["share_latents"] = _share_latents_serial
 PARALLEL_KERNELS["share_latents"] = _share_latents_parallel
 
 
+@jit
+def _key_table(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    # an open-addressing hash table of the distinct keys (linear probing, a power of two at
+    # least twice their number): (slot keys, slot values, mask); a slot's value is the index
+    # of the last entry of ``keys`` with its key, -1 for an empty slot
+    size = 16
+    while size < 2 * len(keys):
+        size *= 2
+    table_key = np.empty(size, np.int64)
+    table_value = np.full(size, -1, np.int64)
+    mask = size - 1
+    for i in range(len(keys)):
+        key = keys[i]
+        slot = _key_slot(key, mask)
+        while table_value[slot] >= 0 and table_key[slot] != key:
+            slot = (slot + 1) & mask
+        table_key[slot] = key
+        table_value[slot] = i
+    return table_key, table_value, mask
+
+
+@jit
+def _key_slot(key: Any, mask: int) -> int:
+    # Fibonacci hashing of the key's 64 bits
+    mixed = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    return int(mixed >> np.uint64(32)) & mask
+
+
 def _reaction_choices(arm_key: np.ndarray, react_key: np.ndarray) -> np.ndarray:
-    # binary search of each reaction key among the arms' keys sorted stably: the last arm of
-    # an equal run is the one a fancy assignment in arm order leaves
-    order = np.argsort(arm_key, kind="mergesort")
-    ordered = arm_key[order]
-    a = len(ordered)
+    # each reaction key looked up in a hash table of the arms' keys (built in arm order, so
+    # an arm overwrites an earlier one of its key: the last arm answers, as a fancy
+    # assignment in arm order leaves it); no sort of the arms
+    table_key, table_value, mask = _key_table(arm_key)
     out = np.full(len(react_key), -1, np.int64)
+    if len(arm_key) == 0:
+        return out
     for i in numba.prange(len(react_key)):
         key = react_key[i]
-        lo = np.searchsorted(ordered, key)
-        if lo < a and ordered[lo] == key:
-            hi = lo + 1
-            while hi < a and ordered[hi] == key:
-                hi += 1
-            out[i] = order[hi - 1]
+        slot = _key_slot(key, mask)
+        while table_value[slot] >= 0:
+            if table_key[slot] == key:
+                out[i] = table_value[slot]
+                break
+            slot = (slot + 1) & mask
     return out
 
 
@@ -1604,3 +1633,80 @@ def _edit_plan(
 
 
 KERNELS["edit_plan"] = _edit_plan
+
+
+@jit
+def _argmax_rows(score: np.ndarray, out: np.ndarray) -> None:
+    # np.argmax(score, axis=1) into out: each row's first maximum, or its first NaN
+    for r in range(score.shape[0]):
+        best = score[r, 0]
+        at = 0
+        if best == best:
+            for j in range(1, score.shape[1]):
+                value = score[r, j]
+                if value != value:
+                    at = j
+                    break
+                if value > best:
+                    best = value
+                    at = j
+        out[r] = at
+
+
+KERNELS["argmax_rows"] = _argmax_rows
+
+
+@jit
+def _cluster_order(
+    cluster: np.ndarray, num_clusters: int, order: np.ndarray, start: np.ndarray
+) -> bool:
+    # a counting sort: order = np.argsort(cluster, kind="stable"), start[c] = the first
+    # position of cluster c in it (start[num_clusters] = len); False, with order and start
+    # undefined, when a cluster id lies outside [0, num_clusters)
+    start[:] = 0
+    for i in range(len(cluster)):
+        c = cluster[i]
+        if c < 0 or c >= num_clusters:
+            return False
+        start[c + 1] += 1
+    for c in range(num_clusters):
+        start[c + 1] += start[c]
+    at = start[:num_clusters].copy()
+    for i in range(len(cluster)):
+        c = cluster[i]
+        order[at[c]] = i
+        at[c] += 1
+    return True
+
+
+KERNELS["cluster_order"] = _cluster_order
+
+
+def _reaction_ends(
+    react_user: np.ndarray,
+    react_post: np.ndarray,
+    post_author: np.ndarray,
+    discrete: np.ndarray,
+    author: np.ndarray,
+    user_stance: np.ndarray,
+    author_stance: np.ndarray,
+    cross: np.ndarray,
+) -> None:
+    # each reaction's post author, the two ends' discrete stances, and whether they oppose
+    # (the author of the reaction 16 ahead prefetched: the posts' authors do not fit in cache)
+    r = len(react_user)
+    for i in numba.prange(r):
+        if i + 16 < r:
+            _prefetch_item(post_author, react_post[i + 16])
+        a = post_author[react_post[i]]
+        author[i] = a
+        mine = discrete[react_user[i]]
+        theirs = discrete[a]
+        user_stance[i] = mine
+        author_stance[i] = theirs
+        cross[i] = np.int64(mine) * np.int64(theirs) == -1
+
+
+_reaction_ends_serial, _reaction_ends_parallel = _serial_and_parallel(_reaction_ends)
+KERNELS["reaction_ends"] = _reaction_ends_serial
+PARALLEL_KERNELS["reaction_ends"] = _reaction_ends_parallel

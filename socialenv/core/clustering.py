@@ -30,9 +30,7 @@ class ClusterIndex:
     @classmethod
     def build(cls, post_cluster: np.ndarray, num_clusters: int, lo: int, hi: int) -> ClusterIndex:
         """The index of posts ``lo..hi-1`` given every post's (P,) cluster."""
-        cluster = post_cluster[lo:hi]
-        by_cluster = np.argsort(cluster, kind="stable")
-        cluster_start = np.searchsorted(cluster[by_cluster], np.arange(num_clusters + 1))
+        by_cluster, cluster_start = kernels.cluster_order(post_cluster[lo:hi], num_clusters)
         return cls(lo, hi, by_cluster, cluster_start)
 
     def draw(
@@ -47,7 +45,7 @@ class ClusterIndex:
         )
 
 
-def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_144) -> np.ndarray:
+def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 65_536) -> np.ndarray:
     """(n,) int16 index of the most similar centroid for each row of ``latent`` (n, d).
 
     ``chunk`` rows at a time, each chunk's product on one BLAS thread, the chunks on
@@ -56,7 +54,7 @@ def assign_clusters(latent: np.ndarray, centroids: np.ndarray, chunk: int = 262_
     out = np.empty(len(latent), np.int16)
 
     def nearest(lo: int, hi: int) -> None:
-        out[lo:hi] = np.argmax(latent[lo:hi] @ centroids.T, axis=1)
+        kernels.argmax_rows(latent[lo:hi] @ centroids.T, out[lo:hi])
 
     with kernels.one_blas_thread():
         kernels.map_blocks(nearest, len(latent), chunk)

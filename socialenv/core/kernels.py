@@ -1937,3 +1937,84 @@ def stance_top_k_rows(
     return _active["stance_top_k"](
         np.ascontiguousarray(candidate), score, weighted_stance, post_stance, k
     )
+
+
+def argmax_rows_numpy(score: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = np.argmax(score, axis=1)`` for a (B, C) ``score``, C >= 1, into the integer
+    array ``out`` (B,): each row's first maximum, or its first NaN."""
+    out[:] = np.argmax(score, axis=1)
+
+
+_NUMPY["argmax_rows"] = argmax_rows_numpy
+
+
+def argmax_rows(score: np.ndarray, out: np.ndarray) -> None:
+    """See :func:`argmax_rows_numpy`; the compiled kernel reads each row once (NumPy's
+    ``argmax`` along a 16-wide last axis spends most of its time per row, not per entry).
+    One thread: it is called per block of rows."""
+    if score.ndim != 2 or score.shape[1] < 1 or out.shape != score.shape[:1]:
+        raise ValueError(
+            f"argmax_rows: score must be (B, C) with C >= 1 and out (B,), got {score.shape} "
+            f"and {out.shape}"
+        )
+    if _active is _NUMPY or score.dtype not in (np.float32, np.float64) or out.dtype.kind != "i":
+        argmax_rows_numpy(score, out)
+        return
+    _active["argmax_rows"](score, out)
+
+
+def cluster_order_numpy(cluster: np.ndarray, num_clusters: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order (n,) int64, start (num_clusters + 1,) int64) of the (n,) integer cluster ids
+    ``cluster``: ``np.argsort(cluster, kind="stable")`` and where each cluster id
+    0..num_clusters begins in the sorted ids (``np.searchsorted``)."""
+    order = np.argsort(cluster, kind="stable")
+    return order, np.searchsorted(cluster[order], np.arange(num_clusters + 1))
+
+
+_NUMPY["cluster_order"] = cluster_order_numpy
+
+
+def cluster_order(cluster: np.ndarray, num_clusters: int) -> tuple[np.ndarray, np.ndarray]:
+    """See :func:`cluster_order_numpy`; the compiled kernel is a counting sort, O(n +
+    num_clusters) (the NumPy twin's sort of the ids, when one lies outside
+    [0, num_clusters))."""
+    if _active is not _NUMPY and cluster.dtype.kind == "i" and cluster.ndim == 1:
+        order = np.empty(len(cluster), np.int64)
+        start = np.empty(num_clusters + 1, np.int64)
+        if _active["cluster_order"](cluster, int(num_clusters), order, start):
+            return order, start
+    return cluster_order_numpy(cluster, num_clusters)
+
+
+def reaction_ends_numpy(
+    react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The two ends of R reactions of users ``react_user`` (R,) to posts ``react_post`` (R,):
+    (author (R,), the post authors ``post_author[react_post]``; user_stance and
+    author_stance (R,), the ends' entries of the (N,) integer ``discrete`` stances; cross
+    (R,) bool, whether their product is −1, i.e. they hold opposite stances)."""
+    author = post_author[react_post]
+    user_stance = discrete[react_user]
+    author_stance = discrete[author]
+    return author, user_stance, author_stance, user_stance.astype(np.int16) * author_stance == -1
+
+
+_NUMPY["reaction_ends"] = reaction_ends_numpy
+
+
+def reaction_ends(
+    react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`reaction_ends_numpy`: one compiled pass (threaded), for int8 stances and
+    ids in range (the simulation's checked brain output)."""
+    if _active is _NUMPY or discrete.dtype != np.int8 or post_author.dtype.kind != "i":
+        return reaction_ends_numpy(react_user, react_post, post_author, discrete)
+    r = len(react_user)
+    author = np.empty(r, post_author.dtype)
+    user_stance = np.empty(r, np.int8)
+    author_stance = np.empty(r, np.int8)
+    cross = np.empty(r, bool)
+    _parallel_or_serial("reaction_ends")(
+        react_user, react_post, post_author, discrete, author, user_stance, author_stance, cross
+    )
+    return author, user_stance, author_stance, cross

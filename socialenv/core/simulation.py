@@ -552,10 +552,11 @@ class Simulation:
         """Phase 6: the reactions' authors and stances, what the policy's choices caused
         (:meth:`Lever.effects`) and the platform metrics (:mod:`socialenv.core.metrics`)."""
         output = result.output
-        result.reaction_author = self.posts.author[output.react_post]
-        user_stance = result.discrete_before[output.react_user]
-        author_stance = result.discrete_before[result.reaction_author]
-        result.reaction_cross = user_stance.astype(np.int16) * author_stance == -1
+        result.reaction_author, user_stance, author_stance, result.reaction_cross = (
+            kernels.reaction_ends(
+                output.react_user, output.react_post, self.posts.author, result.discrete_before
+            )
+        )
         result.policy = self.lever.effects(result)
         result.metrics = metrics.round_metrics(
             stance=self.users.stance,

@@ -194,3 +194,32 @@ def test_pushed_opinions_bit_identical_to_numpy(compiled):
         assert got.dtype == expected.dtype == np.float64 and bits(got) == bits(expected)
     untouched = np.setdiff1d(np.arange(40), who[moved])
     assert (got[untouched] == opinion[untouched]).all() and (got != opinion).any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_flagged_per_row_counts_what_the_numpy_twin_counts(compiled, threads):
+    """The misinformation seen per feed row (Contagion.spread), in blocks on 1 and 2 threads:
+    empty slots and unflagged posts do not count."""
+    from policysim_infra import blocks
+
+    rng = np.random.default_rng(8)
+    previous = blocks.block_threads()
+    blocks.set_block_threads(threads)
+    try:
+        for rows, width, posts in [(0, 5, 10), (1, 1, 1), (300, 12, 50), (5000, 7, 900)]:
+            feed = rng.integers(0, posts, (rows, width))
+            feed[rng.random(feed.shape) < 0.2] = -1
+            flag = rng.random(posts) < 0.3
+            expected = _on_numpy(surrogate_kernels.flagged_per_row, feed, flag)
+            got = surrogate_kernels.flagged_per_row(feed, flag, block=64)
+            assert got.dtype == expected.dtype == np.int64 and bits(got) == bits(expected)
+            loop = [sum(p >= 0 and flag[p] for p in row) for row in feed]
+            assert got.tolist() == loop
+        # a strided feed, and a world with no post yet (every slot empty)
+        assert bits(surrogate_kernels.flagged_per_row(feed[:, ::2], flag)) == bits(
+            _on_numpy(surrogate_kernels.flagged_per_row, feed[:, ::2], flag)
+        )
+        empty = surrogate_kernels.flagged_per_row(np.full((4, 3), -1), np.zeros(0, bool))
+        assert empty.tolist() == [0, 0, 0, 0]
+    finally:
+        blocks.set_block_threads(previous)

@@ -420,3 +420,98 @@ def test_episode_on_two_threads_is_the_one_thread_episode(threads):
         env.close()
         digests.append(h.hexdigest())
     assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("out_dtype", [np.int16, np.int64])
+def test_argmax_rows_is_numpys_argmax(compiled, dtype, out_dtype):
+    """Each row's first maximum, ties, infinities and NaN (the first NaN wins) as NumPy."""
+    rng = np.random.default_rng(31)
+    for rows, width in [(0, 3), (1, 1), (500, 16), (300, 7)]:
+        score = rng.integers(-2, 3, (rows, width)).astype(dtype)  # many ties
+        if rows > 10:
+            score[3, 2 % width] = np.nan
+            score[5, 0] = np.nan
+            score[7, :] = np.nan
+            score[9, width - 1] = np.inf
+            score[10, :] = -np.inf
+        expected = np.argmax(score, axis=1).astype(out_dtype)
+        for argmax_rows in (kernels.argmax_rows, kernels.argmax_rows_numpy):
+            out = np.full(rows, -5, out_dtype)
+            argmax_rows(score, out)
+            assert _bits(out) == _bits(expected)
+    with pytest.raises(ValueError, match="score must be"):
+        kernels.argmax_rows(np.zeros((4, 0)), np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match="score must be"):
+        kernels.argmax_rows(np.zeros((4, 2)), np.zeros(3, np.int64))
+
+
+def test_assign_clusters_by_default_chunk_is_the_whole_product():
+    """The default chunk of assign_clusters (smaller than before, so that a round's posts
+    spread over the threads) gives each row the cluster of one product of every row."""
+    from socialenv.core.clustering import assign_clusters
+
+    rng = np.random.default_rng(5)
+    latent = rng.standard_normal((140_000, 32)).astype(np.float32)
+    centroids = rng.standard_normal((16, 32)).astype(np.float32)
+    with kernels.one_blas_thread():
+        expected = np.argmax(latent @ centroids.T, axis=1)
+    np.testing.assert_array_equal(assign_clusters(latent, centroids), expected)
+
+
+@pytest.mark.parametrize("num_clusters", [1, 16, 4096])
+def test_cluster_order_is_the_stable_sort_of_the_ids(compiled, num_clusters):
+    rng = np.random.default_rng(32)
+    for n in (0, 1, 5000):
+        cluster = rng.integers(0, num_clusters, n).astype(np.int16)
+        order, start = kernels.cluster_order(cluster, num_clusters)
+        expected = np.argsort(cluster, kind="stable")
+        assert _bits(order) == _bits(expected)
+        assert _bits(start) == _bits(
+            np.searchsorted(cluster[expected], np.arange(num_clusters + 1))
+        )
+        twin = kernels.cluster_order_numpy(cluster, num_clusters)
+        assert _bits(order) == _bits(twin[0]) and _bits(start) == _bits(twin[1])
+    # an id outside [0, num_clusters): the twin's sort, whose starts count it where it sorts
+    cluster = np.array([2, -1, 0, 5, 0], np.int16)
+    order, start = kernels.cluster_order(cluster, 3)
+    assert order.tolist() == [1, 2, 4, 0, 3] and start.tolist() == [1, 3, 3, 4]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_reaction_ends_equal_the_numpy_twin(compiled, threads, n_threads):
+    threads(n_threads)
+    rng = np.random.default_rng(33)
+    discrete = rng.integers(-1, 2, 500).astype(np.int8)
+    post_author = rng.integers(0, 500, 2000)
+    for r in (0, 1, 30_000):
+        react_user = rng.integers(0, 500, r)
+        react_post = rng.integers(0, 2000, r)
+        got = kernels.reaction_ends(react_user, react_post, post_author, discrete)
+        expected = kernels.reaction_ends_numpy(react_user, react_post, post_author, discrete)
+        for a, b in zip(got, expected, strict=True):
+            assert a.dtype == b.dtype and _bits(a) == _bits(b)
+    author, user_stance, author_stance, cross = got
+    assert (author == post_author[react_post]).all()
+    assert (cross == ((user_stance == -author_stance) & (user_stance != 0))).all()
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_reaction_choices_hash_table_answers_as_the_twin(compiled, threads, n_threads):
+    """Many arms (their hash slots collide and probe), repeated keys (the last arm answers),
+    keys far apart and negative ones, on 1 and 2 threads."""
+    threads(n_threads)
+    rng = np.random.default_rng(34)
+    arm_key = np.concatenate(
+        [
+            rng.integers(-(2**62), 2**62, 20_000),
+            rng.integers(0, 3_000, 20_000) << 32,  # keys equal in their low 32 bits
+            np.array([5, 5, -7, 5], np.int64),
+        ]
+    )
+    react_key = np.concatenate(
+        [rng.choice(arm_key, 30_000), rng.integers(-(2**62), 2**62, 30_000), [5, -7, 6]]
+    )
+    got = kernels.reaction_choices(arm_key, react_key)
+    assert _bits(got) == _bits(kernels.reaction_choices_numpy(arm_key, react_key))
+    assert got[-3:].tolist() == [len(arm_key) - 1, len(arm_key) - 2, -1]
