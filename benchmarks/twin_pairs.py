@@ -3,9 +3,17 @@
 A twin is the NumPy arithmetic the compiled pass replaced, and both give the same bits, so
 timing the two on the same inputs, alternating in one process, measures what the pass saves
 without the process-to-process noise of whole rounds. Recorded at ``--users`` users (a Rec
-env, no-op policy, the round after the first), each pass is then timed ``--repeats`` times per
-side in CPU seconds on one thread; ``count_reactions`` is also timed threaded (wall seconds,
-its serial kernel against its threaded one on ``--threads`` threads).
+env stepped with seeded random slates, so that the policy's arms meet reactions; the round
+after the first; each pass's first call of that round), each pass is then timed
+``--repeats`` times per side in CPU seconds on one thread; ``count_reactions`` is also timed
+threaded (wall seconds, its serial kernel against its threaded one on ``--threads`` threads).
+
+The passes: a new post's noisy latent, the reactions' pushes on opinions, the observed
+history, the shares' nearest cluster centres (the same products, the argmax compiled), the
+IVF index's order of the posts by cluster (a counting sort against NumPy's stable sort), the
+misinformation each feed row shows, the reactions' two ends (author, stances, whether they
+oppose) and the policy's choice each reaction answers (a hash table of the arms; the NumPy
+twin sorts them).
 
     python benchmarks/twin_pairs.py --users 1000000 --repeats 8 --out /tmp/twin_pairs.json
 """
@@ -32,8 +40,8 @@ from benchmarks.env_throughput import median_interval, write_result  # noqa: E40
 
 def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
     """The arguments of each pass's call in the env's second round (arrays copied)."""
-    from agent_models import surrogate, surrogate_kernels
-    from socialenv.core import kernels
+    from agent_models import surrogate, surrogate_kernels, surrogate_mechanisms
+    from socialenv.core import kernels, simulation
     from socialenv.envs.rec import RecEnv
     from socialenv.envs.rec import env as rec_env
 
@@ -43,11 +51,16 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
         (surrogate, "pushed_opinions", surrogate_kernels.pushed_opinions),
         (rec_env.kernels, "observe_reactions", kernels.observe_reactions),
         (kernels, "count_reactions", kernels.count_reactions),
+        (simulation, "assign_clusters", simulation.assign_clusters),
+        (kernels, "cluster_order", kernels.cluster_order),
+        (surrogate_mechanisms, "flagged_per_row", surrogate_kernels.flagged_per_row),
+        (kernels, "reaction_ends", kernels.reaction_ends),
+        (kernels, "reaction_choices", kernels.reaction_choices),
     ]
 
     def recorder(name: str, function: Any) -> Any:
         def record(*args: Any) -> Any:
-            calls[name] = copy.deepcopy(args)
+            calls.setdefault(name, copy.deepcopy(args))  # a round's first call
             return function(*args)
 
         return record
@@ -56,8 +69,9 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
         warnings.simplefilter("ignore")  # the action-space size warning at 1M users
         env = RecEnv(num_users=users, rounds=4)
     env.reset(seed=seed)
-    action = np.full(env.slate_size, env.no_op, np.int64)
-    env.step(action)
+    rng = np.random.default_rng(seed)
+    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    action = rng.integers(0, env.num_arms + 1, env.slate_size)
     for module, name, function in targets:
         setattr(module, name, recorder(name, function))
     try:
@@ -67,6 +81,11 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
             setattr(module, name, function)
     env.close()
     return calls
+
+
+def _arrays(result: Any) -> list[np.ndarray]:
+    """A pass's output as a list of arrays (some passes return a tuple of them)."""
+    return [np.asarray(a) for a in result] if isinstance(result, tuple) else [np.asarray(result)]
 
 
 def _timed(run: Any, clock: Any) -> float:
@@ -93,12 +112,13 @@ def main() -> None:
     calls = _record(args.users, args.seed)
 
     def on(backend: str, run: Any) -> Any:
+        # socialenv's use_backend switches the surrogate's kernels too
         def switched() -> Any:
-            surrogate_kernels.use_backend(backend)
+            kernels.use_backend(backend)
             try:
                 return run()
             finally:
-                surrogate_kernels.use_backend("numba")
+                kernels.use_backend("numba")
 
         return switched
 
@@ -120,7 +140,22 @@ def main() -> None:
             return lambda: kernels.observe_reactions_numpy(*recorded)
         return lambda: kernels.observe_reactions(*recorded)
 
-    passes = {"noisy_unit_rows": noisy, "pushed_opinions": pushed, "observe_reactions": observed}
+    def recorded(name: str, function: Any) -> Any:
+        return lambda backend: on(backend, lambda: function(*calls[name]))
+
+    from socialenv.core.clustering import assign_clusters
+
+    passes = {
+        "noisy_unit_rows": noisy,
+        "pushed_opinions": pushed,
+        "observe_reactions": observed,
+        # the shares' nearest centres (the products the same, the argmax compiled)
+        "assign_clusters": recorded("assign_clusters", assign_clusters),
+        "cluster_order": recorded("cluster_order", kernels.cluster_order),
+        "flagged_per_row": recorded("flagged_per_row", surrogate_kernels.flagged_per_row),
+        "reaction_ends": recorded("reaction_ends", kernels.reaction_ends),
+        "reaction_choices": recorded("reaction_choices", kernels.reaction_choices),
+    }
     rows: list[dict[str, Any]] = []
     for name, make in progress_bar(
         list(passes.items()), desc="passes", unit="pass", quiet=args.quiet
@@ -136,8 +171,9 @@ def main() -> None:
                 side: np.concatenate([states[side][k].view(np.uint8) for k in sorted(recorded[7])])
                 for side in runs
             }
-        identical = bool(
-            np.array_equal(first["compiled"].view(np.uint8), first["numpy"].view(np.uint8))
+        identical = all(
+            np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+            for a, b in zip(_arrays(first["compiled"]), _arrays(first["numpy"]), strict=True)
         )
         seconds: dict[str, list[float]] = {side: [] for side in runs}
         for i in range(args.repeats):
@@ -187,6 +223,10 @@ def main() -> None:
         "posters": len(calls["noisy_unit_rows"][1]),
         "reactions": len(calls["pushed_opinions"][1]),
         "replies": len(calls["observe_reactions"][3]),
+        "shares": len(calls["assign_clusters"][0]),
+        "indexed_posts": len(calls["cluster_order"][0]),
+        "feed_rows": len(calls["flagged_per_row"][0]),
+        "arms": len(calls["reaction_choices"][0]),
     }
     write_result("twin_pairs.py", args.out, {"users": args.users, "sizes": sizes, "rows": rows})
 

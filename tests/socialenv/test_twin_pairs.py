@@ -14,13 +14,18 @@ def test_twin_pairs_are_identical_and_timed(tmp_path: Path) -> None:
     run_benchmark("twin_pairs.py", "--users", "2000", "--repeats", "2", "--out", str(out))
     result = json.loads(out.read_text())
     rows = {row["pass"]: row for row in result["rows"]}
-    assert set(rows) == {
+    compared = {
         "noisy_unit_rows",
         "pushed_opinions",
         "observe_reactions",
-        "count_reactions",
+        "assign_clusters",
+        "cluster_order",
+        "flagged_per_row",
+        "reaction_ends",
+        "reaction_choices",
     }
-    for name in ("noisy_unit_rows", "pushed_opinions", "observe_reactions"):
+    assert set(rows) == compared | {"count_reactions"}
+    for name in compared:
         assert rows[name]["identical"] is True
         assert rows[name]["numpy_over_compiled"]["median"] > 0
     for row in rows.values():
