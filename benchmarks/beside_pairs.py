@@ -1,19 +1,14 @@
 """What running sections beside each other gains: the same round stepped with
-``policysim_infra.blocks.beside`` on and off, on the same threads, and with the caller's
-blocks and threaded kernels giving way while a section runs beside (``pool_busy``) or not.
+``policysim_infra.blocks.beside`` on and off, on the same threads.
 
 Rounds differ from one another by more than what two sections overlapping saves, so each
-round is stepped from the same state once per side: the env is deep-copied, the copy steps
-once (its kept buffers are not copied, so this first step pays their fresh pages) and is
-copied again, and that copy steps the measured round on the side: ``beside`` (on, giving way), ``at_once``
-(off) and ``beside_no_give_way`` (on, the caller's kernels threaded as if nothing ran beside,
-``blocks.set_give_way(False)``), in an order that rotates from round to round. The copies give
-the same results on every side; the wall times of each round give one ratio per side against
-``beside``.
+round is stepped twice from the same state: the env is deep-copied, the copy steps once (its
+kept buffers are not copied, so this first step pays their fresh pages) and is copied again,
+and that copy steps the measured round, with ``beside`` on and then off, or off and then on
+(alternating from round to round). The copies give the same results either way; the wall
+times of each pair give one ratio.
 
     python benchmarks/beside_pairs.py --users 1000000 --threads 2 --rounds 6 --out /tmp/b.json
-
-Give a multiple of 6 rounds: each side then runs first, second and third equally often.
 """
 
 from __future__ import annotations
@@ -70,38 +65,30 @@ def main() -> None:
     env.reset(seed=args.seed)
     action = np.full(env.slate_size, env.no_op, np.int64)
     env.step(action)
-    # (beside on, pool_busy may give way)
-    sides = {"beside": (True, True), "at_once": (False, True), "beside_no_give_way": (True, False)}
-    seconds: dict[str, list[float]] = {side: [] for side in sides}
+    seconds: dict[str, list[float]] = {"beside": [], "at_once": []}
     identical = True
     for r in progress_bar(range(args.rounds), desc="rounds", unit="round", quiet=args.quiet):
         env.step(action)
         observations = {}
-        order = list(sides)[r % 3 :] + list(sides)[: r % 3]  # each side first, second, third
-        for side in order if r % 2 == 0 else reversed(order):
-            on, give_way = sides[side]
-            previous = blocks.set_beside(on), blocks.set_give_way(give_way)
+        for side in ("beside", "at_once") if r % 2 == 0 else ("at_once", "beside"):
+            previous = blocks.set_beside(side == "beside")
             try:
                 stepped, wall, obs = _stepped_copy(env, action)
             finally:
-                blocks.set_beside(previous[0])
-                blocks.set_give_way(previous[1])
+                blocks.set_beside(previous)
             seconds[side].append(wall)
             observations[side] = obs["arms"]
             del stepped
             gc.collect()
-        identical &= all(np.array_equal(observations["beside"], o) for o in observations.values())
-    ratios = {
-        f"{side}_over_beside": median_interval(
-            [a / b for a, b in zip(seconds[side], seconds["beside"], strict=True)]
-        )
-        for side in ("at_once", "beside_no_give_way")
-    }
-    medians = ", ".join(f"{np.median(v):.3f} s {side}" for side, v in seconds.items())
-    print(f"{args.users:,} users, {args.threads} threads: step {medians}")
-    for name, ratio in ratios.items():
-        print(f"{name} per round x{ratio['median']:.3f} (95% CI {ratio.get('ci95')})")
-    print(f"same observations: {identical}")
+        identical &= bool(np.array_equal(observations["beside"], observations["at_once"]))
+    ratio = median_interval(
+        [a / b for a, b in zip(seconds["at_once"], seconds["beside"], strict=True)]
+    )
+    print(
+        f"{args.users:,} users, {args.threads} threads: step {np.median(seconds['beside']):.3f} s "
+        f"beside, {np.median(seconds['at_once']):.3f} s at once; at once / beside per round "
+        f"x{ratio['median']:.3f} (95% CI {ratio.get('ci95')}); same observations: {identical}"
+    )
     write_result(
         "beside_pairs.py",
         args.out,
@@ -109,7 +96,7 @@ def main() -> None:
             "users": args.users,
             "threads": args.threads,
             "seconds": seconds,
-            **ratios,
+            "at_once_over_beside": ratio,
             "identical_observations": identical,
         },
     )

@@ -13,10 +13,7 @@ PCG64 generator jumped ahead to the block's first draw, so the draws and the gen
 afterwards are those of one call.
 
 :func:`beside` runs a function on the same pool while the calling thread goes on, for two
-sections of a round that share nothing; with one thread it runs at once. While such functions
-hold every pool thread but one (:func:`pool_busy`), the caller's blocks run on the caller and
-the threaded kernels give way to their serial versions, so that the two sections do not share
-the cores with a third.
+sections of a round that share nothing; with one thread it runs at once.
 """
 
 from __future__ import annotations
@@ -36,11 +33,6 @@ _threads = 1
 #: function at once, on the calling thread: to measure what running beside gains
 _beside = os.environ.get("POLICYSIM_BESIDE", "1").strip() != "0"
 _pool: tuple[int, ThreadPoolExecutor] | None = None
-#: :func:`beside` functions started on the pool and not yet finished
-_in_flight = 0
-_in_flight_lock = threading.Lock()
-#: :func:`set_give_way` (False: :func:`pool_busy` is always False; to measure what it gains)
-_give_way = True
 
 
 def set_block_threads(threads: int) -> int:
@@ -61,23 +53,6 @@ def inside_block() -> bool:
     """Whether the calling thread is running a block of :func:`map_blocks` on the pool (a
     kernel called there should not start threads of its own)."""
     return bool(getattr(_state, "inside", False))
-
-
-def pool_busy() -> bool:
-    """Whether :func:`beside` functions hold every pool thread but one, so that the calling
-    thread is the only one left for its own work: then :func:`map_blocks` runs its blocks in
-    order on it, and a kernel should not start threads of its own (they would share the
-    cores with the functions running beside)."""
-    return _give_way and _in_flight > 0 and _in_flight >= _threads - 1
-
-
-def set_give_way(enabled: bool) -> bool:
-    """Whether :func:`pool_busy` may report a busy pool (False: it never does, and the
-    caller's blocks and threaded kernels run as if nothing ran beside; the results are the
-    same). Returns the previous setting."""
-    global _give_way
-    previous, _give_way = _give_way, bool(enabled)
-    return previous
 
 
 def _run(func: Callable[[int, int], None], bound: tuple[int, int]) -> None:
@@ -123,27 +98,15 @@ def beside(func: Callable[[], _T], worth_a_thread: bool = True) -> Callable[[], 
     if _threads == 1 or not _beside or not worth_a_thread or inside_block():
         result = func()
         return lambda: result
-    global _in_flight
-    with _in_flight_lock:
-        _in_flight += 1
-    return _executor().submit(_run_beside, func).result
-
-
-def _run_beside(func: Callable[[], _T]) -> _T:
-    global _in_flight
-    try:
-        return _run_inside(func)
-    finally:
-        with _in_flight_lock:
-            _in_flight -= 1
+    future = _executor().submit(_run_inside, func)
+    return future.result
 
 
 def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
     """``func(lo, hi)`` for the consecutive blocks ``[lo, hi)`` of ``range(n)``, ``block`` long
     (the last one shorter): in order on the calling thread with one thread (or when called
-    from inside a block, or while :func:`pool_busy`), else on the pool. ``func`` must write
-    disjoint outputs per block; the first exception of a block is raised once all blocks have
-    run."""
+    from inside a block), else on the pool. ``func`` must write disjoint outputs per block;
+    the first exception of a block is raised once all blocks have run."""
     if block < 1:
         raise ValueError(f"block={block!r} is not allowed: an integer >= 1")
     if n <= block:  # one block (or none): on the calling thread
@@ -151,7 +114,7 @@ def map_blocks(func: Callable[[int, int], None], n: int, block: int) -> None:
             func(0, n)
         return
     bounds = [(lo, min(lo + block, n)) for lo in range(0, n, block)]
-    if _threads == 1 or inside_block() or pool_busy():
+    if _threads == 1 or inside_block():
         for lo, hi in bounds:
             func(lo, hi)
         return

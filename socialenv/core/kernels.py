@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agent_models import surrogate_kernels
-from policysim_infra.blocks import block_threads, inside_block, pool_busy, set_block_threads
+from policysim_infra.blocks import block_threads, inside_block, set_block_threads
 from policysim_infra.blocks import map_blocks as map_blocks  # re-exported for the phases
 from policysim_infra.blocks import random_in_blocks as random_in_blocks  # re-exported
 from policysim_infra.buffers import ReusedArrays
@@ -600,15 +600,8 @@ def one_blas_thread() -> Iterator[None]:
 
 def _parallel_or_serial(name: str) -> Callable[..., Any]:
     """The threaded version of kernel ``name`` when :data:`THREADS` > 1 and it has one (not
-    inside a block of :func:`map_blocks`, which already runs on a thread of its own, nor
-    while functions running beside the caller hold the other threads)."""
-    if (
-        THREADS > 1
-        and _active is _compiled
-        and name in _compiled_parallel
-        and not inside_block()
-        and not pool_busy()
-    ):
+    inside a block of :func:`map_blocks`, which already runs on a thread of its own)."""
+    if THREADS > 1 and _active is _compiled and name in _compiled_parallel and not inside_block():
         return _compiled_parallel[name]
     return _active[name]
 

@@ -337,31 +337,6 @@ def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):
     assert _bits(kernels.propagate_rows(context, indptr, indices, rows, 0.5, 2)) == _bits(one)
 
 
-def test_kernels_run_serially_while_a_function_beside_holds_the_other_thread(compiled, threads):
-    """Two threads, one of them running a function beside: the threaded kernels give way to
-    their serial versions (the cores are taken), and come back once it ends."""
-    import threading
-
-    from policysim_infra import blocks
-
-    threads(2)
-    assert kernels._parallel_or_serial("merge_edits") is kernels._compiled_parallel["merge_edits"]
-    release, running = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        running.set()
-        release.wait(10)
-
-    waiter = blocks.beside(hold)
-    running.wait(10)
-    try:
-        assert kernels._parallel_or_serial("merge_edits") is compiled["merge_edits"]
-    finally:
-        release.set()
-    waiter()
-    assert kernels._parallel_or_serial("merge_edits") is kernels._compiled_parallel["merge_edits"]
-
-
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_set_threads_rejects_what_is_not_a_positive_integer(bad):
     with pytest.raises(ValueError, match="threads"):
