@@ -370,10 +370,10 @@ class SurrogateBrain(Brain):
         normal = rng.standard_normal(m)
         toxicity, stance, positive, hostile = reaction_columns(
             kind,
-            users.toxicity_propensity[react_user],
+            users.toxicity_propensity.take(react_user),
             gap,
-            attitude[react_user],
-            posts.stance[react_post],
+            attitude.take(react_user),
+            posts.stance.take(react_post),
             uniform,
             normal,
             self._per_config().column_params,
