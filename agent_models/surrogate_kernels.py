@@ -380,10 +380,10 @@ def flagged_per_row(feed: np.ndarray, flag: np.ndarray, block: int = 65_536) -> 
     slot) hold a post whose (P,) bool ``flag`` is set. With numba, one compiled pass per
     ``block`` rows on :func:`~policysim_infra.blocks.map_blocks`' threads (counts: the same
     on any number of threads)."""
+    if len(flag) == 0:  # no post yet: every slot is empty
+        return np.zeros(len(feed), np.int64)
     if BACKEND == "numpy" or feed.ndim != 2 or flag.dtype != np.bool_:
         valid = feed >= 0
-        if len(flag) == 0:
-            return np.zeros(len(feed), np.int64)
         return (valid & flag[np.where(valid, feed, 0)]).sum(axis=1)
     out = np.empty(len(feed), np.int64)
     count = _compiled()["flagged_per_row"]

@@ -1998,8 +1998,10 @@ _NUMPY["reaction_ends"] = reaction_ends_numpy
 def reaction_ends(
     react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """See :func:`reaction_ends_numpy`: one compiled pass (threaded), for int8 stances and
-    ids in range (the simulation's checked brain output)."""
+    """See :func:`reaction_ends_numpy`: one compiled pass (threaded) for int8 stances. The ids
+    must lie in range: unlike the twin's gathers, the pass does not check them (a round's
+    reactions are checked when the brain's output is, or written in range by a trusted
+    brain)."""
     if _active is _NUMPY or discrete.dtype != np.int8 or post_author.dtype.kind != "i":
         return reaction_ends_numpy(react_user, react_post, post_author, discrete)
     r = len(react_user)
