@@ -161,6 +161,15 @@ def _refilled(owner: Any, name: str, values: np.ndarray) -> np.ndarray:
     return values.astype(np.float32)
 
 
+def _every_row(rows: np.ndarray, n: int) -> bool:
+    """Whether the integer ids ``rows`` are exactly ``0, 1, ..., n - 1`` in order."""
+    return (
+        len(rows) == n
+        and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1))
+        and bool((np.diff(rows) == 1).all())
+    )
+
+
 class Simulation:
     """The platform and its population for one episode at a time."""
 
@@ -685,10 +694,15 @@ class Simulation:
             self._adjacency = None
 
         beta = self.config.stance_ema
-        users.stance[out.stance_user] = (
-            beta * users.stance[out.stance_user] + (1 - beta) * out.stance_discrete
+        # a brain that restates every user's stance (the surrogate's arange) updates the
+        # columns whole: the same values as through the index, without a gather and scatter
+        stance_rows = (
+            slice(None) if _every_row(out.stance_user, len(users.stance)) else out.stance_user
         )
-        users.discrete_stance[out.stance_user] = out.stance_discrete
+        users.stance[stance_rows] = (
+            beta * users.stance[stance_rows] + (1 - beta) * out.stance_discrete
+        )
+        users.discrete_stance[stance_rows] = out.stance_discrete
         users.opinion[out.opinion_user] = out.opinion_value
         users.misinformed[out.misinformed_user] = out.misinformed_value
 

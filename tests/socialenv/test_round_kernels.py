@@ -515,3 +515,19 @@ def test_reaction_choices_hash_table_answers_as_the_twin(compiled, threads, n_th
     got = kernels.reaction_choices(arm_key, react_key)
     assert _bits(got) == _bits(kernels.reaction_choices_numpy(arm_key, react_key))
     assert got[-3:].tolist() == [len(arm_key) - 1, len(arm_key) - 2, -1]
+
+
+def test_every_row_is_exactly_the_ids_in_order():
+    """The stance update takes the whole columns only for ids 0..n-1 in order."""
+    from socialenv.core.simulation import _every_row
+
+    assert _every_row(np.arange(5), 5) and _every_row(np.zeros(0, np.int64), 0)
+    for rows, n in [
+        (np.arange(5)[::-1], 5),
+        (np.array([0, 1, 1, 3, 4]), 5),
+        (np.array([0, 2, 2, 3, 4]), 5),
+        (np.arange(4), 5),
+        (np.arange(6), 5),
+        (np.array([0, 3, 1, 2, 4]), 5),
+    ]:
+        assert not _every_row(rows, n), rows
