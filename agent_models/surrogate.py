@@ -325,7 +325,7 @@ class SurrogateBrain(Brain):
         shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)
-        author = round_input.posts.author.take(reactions.post)
+        author = round_input.posts.author  # gathered for the few reactions that (un)follow
         return RoundOutput(
             react_user=reactions.user,
             react_post=reactions.post,
@@ -334,11 +334,11 @@ class SurrogateBrain(Brain):
             react_toxicity=reactions.toxicity,
             **posts,
             follow_src=reactions.user[follow],
-            follow_dst=author[follow],
+            follow_dst=author.take(reactions.post[follow]),
             unfollow_src=reactions.user[unfollow],
-            unfollow_dst=author[unfollow],
+            unfollow_dst=author.take(reactions.post[unfollow]),
             stance_user=np.arange(n, dtype=np.int64),
-            stance_discrete=discrete.astype(np.int8),
+            stance_discrete=discrete,
             opinion_user=changed.astype(np.int64),
             opinion_value=new_opinion[changed],
             misinformed_user=believers,
@@ -510,7 +510,7 @@ class SurrogateBrain(Brain):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The reaction mechanisms' moves, then the opinion mechanisms, on the persistent
         opinions; returns the changed users, all new opinions (N,) and the discrete expressed
-        stances (N,)."""
+        stances (N,) int8."""
         if self.anchor is None or self.shock is None:
             raise RuntimeError("SurrogateBrain.act called before reset")
         anchor = self.anchor
@@ -531,7 +531,9 @@ class SurrogateBrain(Brain):
         new_opinion = np.clip(new_opinion, -1, 1).astype(np.float32)
         changed = np.flatnonzero(new_opinion != users.opinion)
         expressed = np.clip(new_opinion + self.shock, -1, 1)
-        discrete = np.where(expressed > 1 / 3, 1, np.where(expressed < -1 / 3, -1, 0))
+        discrete = np.where(
+            expressed > 1 / 3, np.int8(1), np.where(expressed < -1 / 3, np.int8(-1), np.int8(0))
+        )
         return changed, new_opinion, discrete
 
     def _spread_misinformation(
