@@ -325,7 +325,7 @@ class SurrogateBrain(Brain):
         shock *= self.config.news_decay
         believers, belief = self._spread_misinformation(round_input, rng)
         n = len(users)
-        author = round_input.posts.author  # gathered for the few reactions that (un)follow
+        post_author = round_input.posts.author  # gathered for the few reactions that (un)follow
         return RoundOutput(
             react_user=reactions.user,
             react_post=reactions.post,
@@ -334,9 +334,9 @@ class SurrogateBrain(Brain):
             react_toxicity=reactions.toxicity,
             **posts,
             follow_src=reactions.user[follow],
-            follow_dst=author.take(reactions.post[follow]),
+            follow_dst=post_author.take(reactions.post[follow]),
             unfollow_src=reactions.user[unfollow],
-            unfollow_dst=author.take(reactions.post[unfollow]),
+            unfollow_dst=post_author.take(reactions.post[unfollow]),
             stance_user=np.arange(n, dtype=np.int64),
             stance_discrete=discrete,
             opinion_user=changed.astype(np.int64),

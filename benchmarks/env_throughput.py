@@ -114,6 +114,25 @@ def _set_threads(threads: int, code: str | None = None) -> None:
         sys.path.insert(0, code)
 
 
+def warmed_rec_env(num_users: int, seed: int, rounds: int = 4) -> tuple[Any, Any]:
+    """``RecEnv(num_users=num_users, rounds=rounds)`` (its action-space size warning silenced),
+    reset with ``seed`` and stepped once with random slates: (the env, the
+    ``np.random.default_rng(seed)`` that drew them, for the next slates)."""
+    import warnings
+
+    import numpy as np
+
+    from socialenv.envs.rec import RecEnv
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the action-space size warning at 1M users
+        env = RecEnv(num_users=num_users, rounds=rounds)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    return env, rng
+
+
 def write_result(script: str, out: Path | None, fields: dict[str, Any]) -> Path:
     """Write one benchmark's result JSON: ``fields`` with the UTC time, this tree's commit and
     the machine (cores, Python, load average). ``out`` None: ``runs/<script>/<UTC time>.json``

@@ -58,7 +58,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from env_throughput import ROOT, THREAD_VARS, _commit, _source_tree, write_result
+from env_throughput import (
+    ROOT,
+    THREAD_VARS,
+    _commit,
+    _source_tree,
+    warmed_rec_env,
+    write_result,
+)
 
 KERNEL_MODULE = "socialenv/core/_numba_kernels.py"
 
@@ -122,16 +129,10 @@ def record_calls(
     import numpy as np
 
     from socialenv.core import kernels
-    from socialenv.envs.rec import RecEnv
 
     if kernels.BACKEND != "numba":
         raise RuntimeError("kernel_pairs.py needs numba (POLICYSIM_KERNELS is not numba)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the action-space size warning at 1M users
-        env = RecEnv(num_users=num_users, rounds=4)
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    env, rng = warmed_rec_env(num_users, seed)
     recorded: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
     phase = ["reset"]
     tables = (kernels._active, kernels._compiled_parallel)

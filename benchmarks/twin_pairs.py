@@ -11,8 +11,8 @@ threaded (wall seconds, its serial kernel against its threaded one on ``--thread
 The passes: a new post's noisy latent, the reactions' pushes on opinions, the observed
 history, the shares' nearest cluster centres (the same products, the argmax compiled), the
 IVF index's order of the posts by cluster (a counting sort against NumPy's stable sort), the
-misinformation each feed row shows, the reactions' two ends (author, stances, whether they
-oppose) and the policy's choice each reaction answers (a hash table of the arms; the NumPy
+misinformation each feed row shows, the reactions' two ends (the author, whether the two
+hold opposite stances) and the policy's choice each reaction answers (a hash table of the arms; the NumPy
 twin sorts them).
 
     python benchmarks/twin_pairs.py --users 1000000 --repeats 8 --out /tmp/twin_pairs.json
@@ -25,7 +25,6 @@ import copy
 import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +34,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.env_throughput import median_interval, write_result  # noqa: E402
+from benchmarks.env_throughput import (  # noqa: E402
+    median_interval,
+    warmed_rec_env,
+    write_result,
+)
 
 
 def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
     """The arguments of each pass's call in the env's second round (arrays copied)."""
     from agent_models import surrogate, surrogate_kernels, surrogate_mechanisms
     from socialenv.core import kernels, simulation
-    from socialenv.envs.rec import RecEnv
     from socialenv.envs.rec import env as rec_env
 
     calls: dict[str, tuple[Any, ...]] = {}
@@ -65,12 +67,7 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
 
         return record
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the action-space size warning at 1M users
-        env = RecEnv(num_users=users, rounds=4)
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+    env, rng = warmed_rec_env(users, seed)
     action = rng.integers(0, env.num_arms + 1, env.slate_size)
     for module, name, function in targets:
         setattr(module, name, recorder(name, function))

@@ -1688,11 +1688,9 @@ def _reaction_ends(
     post_author: np.ndarray,
     discrete: np.ndarray,
     author: np.ndarray,
-    user_stance: np.ndarray,
-    author_stance: np.ndarray,
     cross: np.ndarray,
 ) -> None:
-    # each reaction's post author, the two ends' discrete stances, and whether they oppose
+    # each reaction's post author, and whether its two ends hold opposite discrete stances
     # (the author of the reaction 16 ahead prefetched: the posts' authors do not fit in cache)
     r = len(react_user)
     for i in numba.prange(r):
@@ -1700,11 +1698,7 @@ def _reaction_ends(
             _prefetch_item(post_author, react_post[i + 16])
         a = post_author[react_post[i]]
         author[i] = a
-        mine = discrete[react_user[i]]
-        theirs = discrete[a]
-        user_stance[i] = mine
-        author_stance[i] = theirs
-        cross[i] = np.int64(mine) * np.int64(theirs) == -1
+        cross[i] = np.int64(discrete[react_user[i]]) * np.int64(discrete[a]) == -1
 
 
 _reaction_ends_serial, _reaction_ends_parallel = _serial_and_parallel(_reaction_ends)

@@ -1981,15 +1981,13 @@ def cluster_order(cluster: np.ndarray, num_clusters: int) -> tuple[np.ndarray, n
 
 def reaction_ends_numpy(
     react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """The two ends of R reactions of users ``react_user`` (R,) to posts ``react_post`` (R,):
-    (author (R,), the post authors ``post_author[react_post]``; user_stance and
-    author_stance (R,), the ends' entries of the (N,) integer ``discrete`` stances; cross
-    (R,) bool, whether their product is −1, i.e. they hold opposite stances)."""
+    (author (R,), the post authors ``post_author[react_post]``; cross (R,) bool, whether the
+    product of the ends' entries of the (N,) integer ``discrete`` stances is −1, i.e. they
+    hold opposite stances)."""
     author = post_author[react_post]
-    user_stance = discrete[react_user]
-    author_stance = discrete[author]
-    return author, user_stance, author_stance, user_stance.astype(np.int16) * author_stance == -1
+    return author, discrete[react_user].astype(np.int16) * discrete[author] == -1
 
 
 _NUMPY["reaction_ends"] = reaction_ends_numpy
@@ -1997,19 +1995,16 @@ _NUMPY["reaction_ends"] = reaction_ends_numpy
 
 def reaction_ends(
     react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`reaction_ends_numpy`: one compiled pass (threaded) for int8 stances. The ids
     must lie in range: unlike the twin's gathers, the pass does not check them (a round's
     reactions are checked when the brain's output is, or written in range by a trusted
     brain)."""
     if _active is _NUMPY or discrete.dtype != np.int8 or post_author.dtype.kind != "i":
         return reaction_ends_numpy(react_user, react_post, post_author, discrete)
-    r = len(react_user)
-    author = np.empty(r, post_author.dtype)
-    user_stance = np.empty(r, np.int8)
-    author_stance = np.empty(r, np.int8)
-    cross = np.empty(r, bool)
+    author = np.empty(len(react_user), post_author.dtype)
+    cross = np.empty(len(react_user), bool)
     _parallel_or_serial("reaction_ends")(
-        react_user, react_post, post_author, discrete, author, user_stance, author_stance, cross
+        react_user, react_post, post_author, discrete, author, cross
     )
-    return author, user_stance, author_stance, cross
+    return author, cross

@@ -51,8 +51,7 @@ def round_metrics(
     *,
     stance: np.ndarray,
     text_toxicity: np.ndarray,
-    reaction_user_stance: np.ndarray,
-    reaction_author_stance: np.ndarray,
+    reaction_cross: np.ndarray,
     misinformed: np.ndarray,
     reactions: int,
     active: int,
@@ -69,8 +68,9 @@ def round_metrics(
     Args:
         stance: (N,) smoothed stances after the round.
         text_toxicity: toxicity of the texts written this round.
-        reaction_user_stance, reaction_author_stance: (R,) discrete stances at the start of
-            the round of each reaction's user and of its post's author.
+        reaction_cross: (R,) bool, whether each reaction's user and its post's author held
+            opposite discrete stances at the start of the round (their share is
+            :func:`cross_interaction_ratio` of the two ends' stances).
         misinformed: (N,) after the round.
         reactions, active: the round's reactions and active users.
         followees: the follow graph as CSR (indptr, indices; row u lists whom u follows).
@@ -82,9 +82,7 @@ def round_metrics(
         "stance_mean": stance_mean(stance),
         "stance_std": stance_std(stance),
         "toxicity": toxicity(text_toxicity),
-        "cross_interaction_ratio": cross_interaction_ratio(
-            reaction_user_stance, reaction_author_stance
-        ),
+        "cross_interaction_ratio": float(reaction_cross.mean()) if len(reaction_cross) else 0.0,
         "misinformation_ratio": misinformation_ratio(misinformed),
         "engagement": engagement(reactions, active),
         "echo_chamber_index": echo_chamber_index(stance, *followees),

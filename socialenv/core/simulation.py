@@ -561,17 +561,14 @@ class Simulation:
         """Phase 6: the reactions' authors and stances, what the policy's choices caused
         (:meth:`Lever.effects`) and the platform metrics (:mod:`socialenv.core.metrics`)."""
         output = result.output
-        result.reaction_author, user_stance, author_stance, result.reaction_cross = (
-            kernels.reaction_ends(
-                output.react_user, output.react_post, self.posts.author, result.discrete_before
-            )
+        result.reaction_author, result.reaction_cross = kernels.reaction_ends(
+            output.react_user, output.react_post, self.posts.author, result.discrete_before
         )
         result.policy = self.lever.effects(result)
         result.metrics = metrics.round_metrics(
             stance=self.users.stance,
             text_toxicity=text_toxicity,
-            reaction_user_stance=user_stance,
-            reaction_author_stance=author_stance,
+            reaction_cross=result.reaction_cross,
             misinformed=self.users.misinformed,
             reactions=len(output.react_user),
             active=len(result.active),

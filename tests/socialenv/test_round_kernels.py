@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agent_models.types import Behaviour, FeedChannel
-from socialenv.core import kernels
+from socialenv.core import kernels, metrics
 from tests.support import bits as _bits
 
 numba = pytest.importorskip("numba")
@@ -491,9 +491,11 @@ def test_reaction_ends_equal_the_numpy_twin(compiled, threads, n_threads):
         expected = kernels.reaction_ends_numpy(react_user, react_post, post_author, discrete)
         for a, b in zip(got, expected, strict=True):
             assert a.dtype == b.dtype and _bits(a) == _bits(b)
-    author, user_stance, author_stance, cross = got
+    author, cross = got
     assert (author == post_author[react_post]).all()
-    assert (cross == ((user_stance == -author_stance) & (user_stance != 0))).all()
+    mine, theirs = discrete[react_user], discrete[author]
+    assert (cross == ((mine == -theirs) & (mine != 0))).all()
+    assert cross.mean() == metrics.cross_interaction_ratio(mine, theirs)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
