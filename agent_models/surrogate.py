@@ -57,6 +57,7 @@ from agent_models.types import (
     UserColumns,
 )
 from policysim_infra.blocks import beside, map_blocks, random_in_blocks
+from policysim_infra.buffers import ReusedArrays
 from policysim_infra.validation import Limit, check_fields
 
 #: A surrogate parameter that is a probability, a rate or a share: a number in [0, 1].
@@ -213,6 +214,9 @@ class SurrogateBrain(Brain):
         self.anchor: np.ndarray | None = None
         self.shock: np.ndarray | None = None
         self.round_attitude: np.ndarray | None = None
+        # the reactions' draws (60 MB at 1M users), kept from round to round so that their
+        # pages are not mapped and faulted in anew
+        self._draw_memory = ReusedArrays(keep=1)
 
     def reset(self, users: UserColumns, posts: PostColumns, seed: int) -> None:
         self.anchor = users.opinion.copy()
@@ -356,7 +360,13 @@ class SurrogateBrain(Brain):
         users, posts = round_input.users, round_input.posts
         active, feed = round_input.active, round_input.feed
         b, f = feed.shape
-        draws = random_in_blocks(rng, (len(_REACTIONS), b, f), np.float32)
+        shape = (len(_REACTIONS), b, f)
+        draws = random_in_blocks(
+            rng,
+            shape,
+            np.float32,
+            out=self._draw_memory.empty_if_large(shape, np.float32, len(_REACTIONS) * b * f // 8),
+        )
         if b and len(posts.stance):  # no post in the world: nothing to read
             row, react_post, kind, gap = self._blocked_hits(
                 users, posts, active, feed, round_input.feed_channel, attitude, draws, chunk

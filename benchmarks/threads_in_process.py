@@ -30,8 +30,11 @@ one process differs from the next.
 
 ``--compare-env VAR=VALUE ...`` compares in the same way this tree run with those environment
 variables set from the process's start (the "other" side) against this tree run without them:
-e.g. ``OMP_WAIT_POLICY=PASSIVE`` or ``NUMBA_THREADING_LAYER=workqueue``, which the runtimes read
-once, when they load.
+e.g. ``OMP_WAIT_POLICY=ACTIVE`` or ``NUMBA_THREADING_LAYER=workqueue``, which the runtimes read
+once, when they load. (Without either OpenMP wait variable the package itself sets
+``OMP_WAIT_POLICY=PASSIVE`` when threads are opted into: compare against ``ACTIVE``, or against
+``GOMP_SPINCOUNT=300000``, libgomp's own default spin. Each run records the variables it
+inherited, ``environment``, and those the runtime ran with, ``openmp_wait``.)
 
 Results go to ``--out`` (default ``runs/threads_in_process/<UTC time>.json``, not tracked).
 """
@@ -48,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from env_throughput import ROOT, _source_tree, balanced_order, write_result
+from env_throughput import OPENMP_WAIT, ROOT, _source_tree, balanced_order, write_result
 
 
 def use_threads(count: int) -> None:
@@ -173,6 +176,7 @@ def main() -> None:
         compare(args)
         return
     load_before = os.getloadavg()
+    inherited = inherited_settings()  # before the package sets any of its own
     result = measure(args.users, args.threads, args.rounds, args.seed, args.quiet)
     summary = summarize(result["steps"], args.threads)
     for count, entry in summary.items():
@@ -201,7 +205,10 @@ def main() -> None:
             f"--users {args.users} --threads {' '.join(map(str, args.threads))} "
             f"--rounds {args.rounds} --seed {args.seed}",
             "machine": {"load_before": load_before},
-            "environment": inherited_settings(),
+            "environment": inherited,
+            # what the OpenMP runtime ran with: the package sets OMP_WAIT_POLICY=PASSIVE when
+            # threads are opted into and neither variable is set (kernels.set_threads)
+            "openmp_wait": {var: os.environ[var] for var in OPENMP_WAIT if var in os.environ},
             "versions": library_versions(),
             "reset": result["reset"],
             "summary": summary,

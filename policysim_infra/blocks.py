@@ -148,26 +148,37 @@ def random_in_blocks(
     size: int | tuple[int, ...],
     dtype: type = np.float64,
     block: int = 1 << 18,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``rng.random(size, dtype)``: the same array, and ``rng`` left in the same state, drawn
     ``block`` values at a time on :func:`map_blocks`' threads when ``rng`` is a PCG64 and there
-    are several blocks (each block from a copy of ``rng`` advanced to its first draw).
+    are several blocks (each block from a copy of ``rng`` advanced to its first draw). ``out``:
+    a C-contiguous array of ``size`` and ``dtype`` to draw into (and return), e.g. kept memory
+    whose pages are already mapped.
 
     PCG64 can jump ahead exactly: a float64 draw takes one 64-bit output, a float32 draw half of
     one (the low half first, the high half kept for the next float32 draw)."""
-    if _threads == 1:
+    if _threads == 1 and out is None:
         return rng.random(size, dtype=dtype)
     kind = np.dtype(dtype)
-    n = int(np.prod(size))
+    shape = tuple(int(v) for v in np.atleast_1d(np.asarray(size, np.int64)))
+    if out is not None and (out.shape != shape or out.dtype != kind or not out.flags.c_contiguous):
+        raise ValueError(
+            f"out of shape {out.shape} and dtype {out.dtype} is not allowed: a C-contiguous "
+            f"array of shape {shape} and dtype {kind}"
+        )
+    n = int(np.prod(shape))
     if (
-        n < 2 * block
+        _threads == 1
+        or n < 2 * block
         or type(rng.bit_generator) is not np.random.PCG64
         or kind not in (np.float32, np.float64)
     ):
-        return rng.random(size, dtype=dtype)
+        return rng.random(shape, dtype=kind, out=out)
     start: Any = rng.bit_generator.state
     buffered, held = int(start["has_uint32"]), int(start["uinteger"])
-    out = np.empty(n, kind)
+    out = np.empty(shape, kind) if out is None else out
+    flat = out.reshape(n)
     ends: list[Any] = [None for _ in range(0, n, block)]  # each block's PCG64 after its draws
 
     def run(lo: int, hi: int) -> None:
@@ -181,9 +192,9 @@ def random_in_blocks(
             if halves % 2:  # the block starts on the high half of an output
                 high = int(bit_generator.random_raw()) >> 32
                 _set_buffered_half(bit_generator, 1, high)
-        np.random.Generator(bit_generator).random(hi - lo, dtype=kind, out=out[lo:hi])
+        np.random.Generator(bit_generator).random(hi - lo, dtype=kind, out=flat[lo:hi])
         ends[lo // block] = bit_generator.state
 
     map_blocks(run, n, block)
     rng.bit_generator.state = ends[-1]  # where one call would have left it
-    return out.reshape(size)
+    return out

@@ -16,6 +16,7 @@ interpreter without one (PyPy) nothing is reused.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -29,6 +30,10 @@ def _refs_of_a_listed_object() -> int:
     listed = [object()]
     return sys.getrefcount(listed[0])
 
+
+#: The size from which :meth:`ReusedArrays.empty_if_large` keeps an array: NumPy asks the kernel
+#: for huge pages from 4 MiB on, and glibc maps blocks above 32 MiB anew every time.
+LARGE_BYTES = 1 << 22
 
 #: The count of an array that only a ReusedArrays holds (-1: no reference counts, no reuse).
 _UNSHARED = _refs_of_a_listed_object() if hasattr(sys, "getrefcount") else -1
@@ -83,6 +88,16 @@ class ReusedArrays:
             while len(arrays) > self.keep:
                 del arrays[0]
         return _fitted(array, shape, size)
+
+    def empty_if_large(
+        self, shape: tuple[int, ...], dtype: np.dtype | type, room: int = 0
+    ) -> np.ndarray | None:
+        """:meth:`empty` for a request of at least :data:`LARGE_BYTES`, else None: a smaller
+        array comes from the allocator's free memory, whose pages are mapped already, and
+        reusing it would cost more than it saves."""
+        if np.dtype(dtype).itemsize * math.prod(shape) < LARGE_BYTES:
+            return None
+        return self.empty(shape, dtype, room)
 
     def clear(self) -> None:
         """Forget every kept array (the memory goes back once callers drop theirs)."""

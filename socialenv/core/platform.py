@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_models.types import FeedChannel
+from policysim_infra.buffers import ReusedArrays
 from socialenv.core import kernels
 from socialenv.core.clustering import ClusterIndex
 from socialenv.core.config import RecommenderConfig
@@ -53,6 +54,9 @@ class Recommender:
 
     def __init__(self, config: RecommenderConfig) -> None:
         self.config = config
+        # the relational channel's two draw arrays (tens of MB at 1M users), kept from round to
+        # round so that their pages are not mapped and faulted in anew
+        self._draw_memory = ReusedArrays(keep=2)
 
     def relational(
         self, ctx: FeedContext, active: np.ndarray, rng: np.random.Generator
@@ -72,9 +76,13 @@ class Recommender:
             np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:]
         )
         indptr, indices = ctx.graph.followees_csr()
-        draws = 3 * k
-        offset_draw = kernels.random_in_blocks(rng, (b, draws))
-        pick_draw = kernels.random_in_blocks(rng, (b, draws))
+        shape = (b, 3 * k)
+        offset_draw, pick_draw = (
+            kernels.random_in_blocks(
+                rng, shape, out=self._draw_memory.empty_if_large(shape, np.float64, b * k // 2)
+            )
+            for _ in range(2)
+        )
         post = kernels.relational_draws(
             indptr, indices, active, offset_draw, pick_draw, author_start, by_author, lo
         )

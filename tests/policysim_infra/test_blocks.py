@@ -98,6 +98,25 @@ def test_random_in_blocks_is_one_call_and_leaves_the_same_state(block_threads, d
             assert blocked.standard_normal(4).tobytes() == serial.standard_normal(4).tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_random_in_blocks_draws_into_out(block_threads, dtype):
+    """``out``: the same draws and state as one call, written into and returned as ``out``;
+    an ``out`` of another shape, dtype or layout is refused, naming what is allowed."""
+    for threads in (1, 2):
+        block_threads(threads)
+        for size, block in [(1001, 64), ((40, 33), 100), (7, 1 << 18)]:
+            serial, blocked = np.random.default_rng(9), np.random.default_rng(9)
+            out = np.full(size, np.nan, dtype)
+            got = blocks.random_in_blocks(blocked, size, dtype, block=block, out=out)
+            assert got is out
+            assert out.tobytes() == serial.random(size, dtype=dtype).tobytes()
+            assert blocked.bit_generator.state == serial.bit_generator.state
+    rng = np.random.default_rng(9)
+    for bad in (np.empty(10, dtype), np.empty((5, 4), np.float16), np.empty((5, 8), dtype)[:, ::2]):
+        with pytest.raises(ValueError, match="out of shape .* C-contiguous array of shape"):
+            blocks.random_in_blocks(rng, (5, 4), dtype, out=bad)
+
+
 def test_random_in_blocks_draws_other_generators_in_one_call(block_threads):
     """Other bit generators are drawn by one ``rng.random`` call, and other dtypes get its
     error."""

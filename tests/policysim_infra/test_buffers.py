@@ -130,3 +130,19 @@ def test_pickling_keeps_the_setting_not_the_arrays() -> None:
     arrays.empty((1000,), np.float64)
     for clone in (pickle.loads(pickle.dumps(arrays)), copy.deepcopy(arrays)):
         assert (clone.keep, clone._arrays) == (3, [])
+
+
+def test_only_large_requests_are_kept() -> None:
+    """Below LARGE_BYTES the caller gets None (and allocates itself); from it on, kept
+    memory, handed out again once dropped."""
+    from policysim_infra.buffers import LARGE_BYTES
+
+    arrays = ReusedArrays(keep=1)
+    assert arrays.empty_if_large((LARGE_BYTES // 8 - 1,), np.float64) is None
+    large = arrays.empty_if_large((LARGE_BYTES // 4,), np.float32)
+    assert large is not None and large.shape == (LARGE_BYTES // 4,)
+    address = large.__array_interface__["data"][0]
+    del large
+    again = arrays.empty_if_large((2, LARGE_BYTES // 8), np.float32)
+    assert again is not None and again.__array_interface__["data"][0] == address
+    assert (arrays.allocated, arrays.reused) == (1, 1)

@@ -4,6 +4,10 @@ for bit the same on both paths (socialenv.core.kernels)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -86,13 +90,20 @@ def test_searchsorted_on_two_threads_is_numpys(threads, side):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("drop_nonfinite", [False, True])
-def test_top_k_matches_stable_argsort(compiled, dtype, drop_nonfinite):
+@pytest.mark.parametrize("width", [12, 32, 33])
+@pytest.mark.parametrize("nan_share", [0.0, 0.05])
+def test_top_k_matches_stable_argsort(compiled, dtype, drop_nonfinite, width, nan_share):
+    """Rows of up to 32 candidates without NaN, several of them picked, are ranked, the
+    others sorted by insertion: both give the stable argsort's picks (ties, signed zeros,
+    infinities, repeats)."""
     rng = np.random.default_rng(1)
-    candidate = _rows_with_repeats(rng, 400, 12, 15)
-    score = rng.integers(-3, 4, (400, 12)).astype(dtype)  # many ties
-    score[rng.random(score.shape) < 0.05] = np.nan
+    candidate = _rows_with_repeats(rng, 400, width, 15 + width)
+    score = rng.integers(-3, 4, (400, width)).astype(dtype)  # many ties
+    score[score == 1] = -0.0  # ties between 0.0 and -0.0
+    score[rng.random(score.shape) < nan_share] = np.nan
     score[rng.random(score.shape) < 0.05] = np.inf
-    for k in (1, 3, 12, 15):
+    score[rng.random(score.shape) < 0.05] = -np.inf
+    for k in (1, 3, 12, 15, width, width + 2):
         expected_score = score.copy()
         expected = kernels.top_k_rows_numpy(candidate, expected_score, k, drop_nonfinite)
         got_score = score.copy()
@@ -335,6 +346,42 @@ def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):
     threads(2)
     assert kernels.THREADS == 2
     assert _bits(kernels.propagate_rows(context, indptr, indices, rows, 0.5, 2)) == _bits(one)
+
+
+@pytest.mark.parametrize(
+    ("inherited", "expected"),
+    [
+        ({}, {"OMP_WAIT_POLICY": "PASSIVE"}),
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "ACTIVE"}),
+        ({"GOMP_SPINCOUNT": "1000"}, {"GOMP_SPINCOUNT": "1000"}),
+    ],
+    ids=["unset", "user-policy", "user-spincount"],
+)
+def test_threads_let_idle_openmp_workers_sleep_unless_the_user_says_otherwise(inherited, expected):
+    """Opting into threads (``POLICYSIM_THREADS=2``, read at import) sets
+    ``OMP_WAIT_POLICY=PASSIVE`` before numba's OpenMP pool starts, so its idle threads do not
+    spin on the cores the row blocks need; a wait setting of the user's is left as it is."""
+    pytest.importorskip("numba")
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    }
+    environment.update(
+        {"POLICYSIM_THREADS": "2", "NUMBA_NUM_THREADS": "2", "POLICYSIM_KERNELS": "numba"},
+        **inherited,
+    )
+    script = (
+        "import json, os\n"
+        "from socialenv.core import kernels\n"
+        "import numba\n"
+        "print(json.dumps([kernels.THREADS, numba.threading_layer(), "
+        "{k: os.environ[k] for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT') if k in os.environ}]))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
+    )
+    threads, layer, wait = json.loads(shown.stdout)
+    assert threads == 2 and layer in ("omp", "tbb", "workqueue")
+    assert wait == expected
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
