@@ -173,6 +173,7 @@ def measure_phases_in_process(
     from socialenv.envs.rec import RecEnv
 
     env = RecEnv(num_users=num_users, rounds=(rounds + 1) * len(threads) + 1)
+    use_threads(max(threads))  # the most first (threads_in_process.use_threads)
     use_threads(threads[0])
     reset = _reset(env, seed)
     rng = np.random.default_rng(seed)

@@ -57,12 +57,14 @@ from env_throughput import OPENMP_WAIT, ROOT, _source_tree, balanced_order, writ
 def use_threads(count: int) -> None:
     """Run the package's kernels and row blocks, torch and the BLAS libraries on ``count``
     threads (numba must have been started with at least that many)."""
+    from socialenv.core import kernels
+
+    # first: with more than one thread, before torch loads the OpenMP runtime numba shares
+    # (kernels.set_threads lets its idle threads sleep, as POLICYSIM_THREADS does at import)
+    kernels.set_threads(count)
     import torch
     from threadpoolctl import threadpool_limits
 
-    from socialenv.core import kernels
-
-    kernels.set_threads(count)
     torch.set_num_threads(count)
     threadpool_limits(count)
 
@@ -86,6 +88,7 @@ def measure(users: int, threads: list[int], rounds: int, seed: int, quiet: bool)
     from socialenv.envs.rec import RecEnv
 
     env = RecEnv(num_users=users, rounds=(rounds + 1) * len(threads) + 1)
+    use_threads(max(threads))  # the most first: see use_threads
     use_threads(threads[0])
     wall, cpu = time.perf_counter(), time.process_time()
     env.reset(seed=seed)

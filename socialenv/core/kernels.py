@@ -552,22 +552,49 @@ def set_threads(threads: int) -> int:
 
 #: What the OpenMP runtime reads, when it loads, for how its idle threads wait
 _OPENMP_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+_openmp_warned = False
+
+
+def _openmp_loaded() -> bool:
+    """Whether a GNU OpenMP runtime is already loaded in this process (torch's, which numba
+    then shares, or numba's own): on Linux from the process's memory map, elsewhere whether
+    numba's thread pool has started."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libgomp" in line for line in maps)
+    except OSError:
+        from numba.np.ufunc import parallel
+
+        return bool(getattr(parallel, "_is_initialized", True))
 
 
 def _passive_openmp_workers() -> None:
-    """Before numba's thread pool starts, ``OMP_WAIT_POLICY=PASSIVE`` unless either OpenMP
-    wait variable is set: numba's idle OpenMP threads then sleep at once instead of spinning
-    for about 3 ms after each threaded kernel, on the cores that the round's Python row blocks
+    """Before the OpenMP runtime loads, ``OMP_WAIT_POLICY=PASSIVE`` unless either OpenMP wait
+    variable is set: numba's idle OpenMP threads then sleep at once instead of spinning for
+    about 10 ms after each threaded kernel, on the cores that the round's Python row blocks
     (:func:`map_blocks`) need next. On 2 threads a 1M round scaled ×1.70 with it against ×1.52
     without (BENCHMARKS.md, issue 24's nineteenth step). The runtime reads the variable once,
-    when it loads: once the pool has started, nothing changes (nor for a runtime another
-    library loaded before)."""
-    from numba.np.ufunc import parallel
-
-    if getattr(parallel, "_is_initialized", True):
+    when it loads; if it has loaded already (``import torch`` loads it, and numba shares
+    torch's), a warning says how to set it."""
+    global _openmp_warned
+    if any(var in os.environ for var in _OPENMP_WAIT_VARS):
         return
-    if not any(var in os.environ for var in _OPENMP_WAIT_VARS):
+    if not _openmp_loaded():
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        return
+    if not _openmp_warned:
+        _openmp_warned = True
+        import warnings
+
+        warnings.warn(
+            "PolicySim threads: the OpenMP runtime was loaded (by torch or numba) before "
+            "threads were set, so its idle threads spin for about 10 ms after each threaded "
+            "kernel, on the cores the round's row blocks need (a 1M round on 2 threads: ×1.52 "
+            "instead of ×1.70). Set POLICYSIM_THREADS before importing torch, or "
+            "OMP_WAIT_POLICY=PASSIVE (OMP_WAIT_POLICY=ACTIVE silences this).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _threads_from_env() -> int:

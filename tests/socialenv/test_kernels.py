@@ -384,6 +384,33 @@ def test_threads_let_idle_openmp_workers_sleep_unless_the_user_says_otherwise(in
     assert wait == expected
 
 
+def test_threads_set_after_torch_loaded_openmp_warn_how_to_let_its_threads_sleep():
+    """torch loads the OpenMP runtime numba then shares, reading the wait policy once: threads
+    set after ``import torch`` cannot change it, and a RuntimeWarning says what to set."""
+    pytest.importorskip("numba")
+    pytest.importorskip("torch")
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    }
+    environment.update({"NUMBA_NUM_THREADS": "2", "POLICYSIM_KERNELS": "numba"})
+    environment.pop("POLICYSIM_THREADS", None)
+    script = (
+        "import json, os, warnings\n"
+        "import torch\n"
+        "from socialenv.core import kernels\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    kernels.set_threads(2); kernels.set_threads(1); kernels.set_threads(2)\n"
+        "print(json.dumps([[str(w.message) for w in caught], os.environ.get('OMP_WAIT_POLICY')]))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
+    )
+    messages, policy = json.loads(shown.stdout)
+    assert policy is None
+    assert len(messages) == 1 and "OMP_WAIT_POLICY=PASSIVE" in messages[0]
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_set_threads_rejects_what_is_not_a_positive_integer(bad):
     with pytest.raises(ValueError, match="threads"):
