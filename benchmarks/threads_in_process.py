@@ -135,7 +135,16 @@ def summarize(steps: list[dict[str, Any]], threads: list[int]) -> dict[str, Any]
     return out
 
 
+#: Set by :func:`compare` for its processes: the source tree whose package they measure (put
+#: first on ``sys.path`` before anything of the package is imported; ``env_throughput`` puts
+#: this script's own tree there when it is imported)
+PACKAGE_TREE_VAR = "BENCHMARK_PACKAGE_TREE"
+
+
 def main() -> None:
+    tree = os.environ.get(PACKAGE_TREE_VAR)
+    if tree:
+        sys.path.insert(0, tree)
     from policysim_infra.progress import add_quiet_option
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -209,6 +218,7 @@ def main() -> None:
             f"--rounds {args.rounds} --seed {args.seed}",
             "machine": {"load_before": load_before},
             "environment": inherited,
+            "package_file": sys.modules["socialenv"].__file__,
             # what the OpenMP runtime ran with: the package sets OMP_WAIT_POLICY=PASSIVE when
             # threads are opted into and neither variable is set (kernels.set_threads)
             "openmp_wait": {var: os.environ[var] for var in OPENMP_WAIT if var in os.environ},
@@ -324,10 +334,15 @@ def compare(args: argparse.Namespace) -> None:
                 "--out",
                 str(out),
             ]
-            env = {**settings[code], "PYTHONPATH": trees[code]}
+            env = {**settings[code], PACKAGE_TREE_VAR: trees[code]}
             subprocess.run(command, env=env, cwd=trees[code], check=True)
             run = json.loads(out.read_text())
             run.pop("commit", None)  # the script's tree, not the package's
+            if not Path(run["package_file"]).resolve().is_relative_to(Path(trees[code]).resolve()):
+                raise RuntimeError(
+                    f"the {code} side imported {run['package_file']}, not the package of "
+                    f"{trees[code]}"
+                )
             runs[code].append({**run, "package_tree": trees[code]})
     summary = compare_summary(runs, args.threads)
     labels = (

@@ -4,6 +4,10 @@ and each round's speed-up is the ratio of that round's two steps."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +102,48 @@ def test_compare_rejects_an_unknown_revision() -> None:
     )
     assert shown.returncode != 0
     assert "--compare='no-such-revision' is not allowed" in shown.stderr
+
+
+def test_compare_measures_the_other_trees_package(tmp_path: Path) -> None:
+    """The other side's processes import the package of the other tree (a copy here), not the
+    tree this script belongs to, which ``env_throughput`` puts on ``sys.path`` when imported;
+    each run records the package file it measured."""
+    other = tmp_path / "other"
+    for package in (
+        "agent_models",
+        "bandits",
+        "baselines",
+        "policysim",
+        "policysim_infra",
+        "socialenv",
+    ):
+        shutil.copytree(
+            ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    out = tmp_path / "compare.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "threads_in_process.py"),
+            *SMALL,
+            "--compare",
+            str(other),
+            "--processes",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        # the NumPy kernels: the copy's numba cache would be compiled first
+        env={**os.environ, "PYTHONPATH": str(ROOT), "POLICYSIM_KERNELS": "numpy"},
+        cwd=ROOT / "benchmarks",
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    runs = json.loads(out.read_text())["runs"]
+    assert [Path(run["package_file"]).parent.parent for run in runs["other"]] == [other]
+    assert [Path(run["package_file"]).parent.parent for run in runs["this"]] == [ROOT]
 
 
 def test_compare_env_sets_the_variables_on_the_other_side_only(tmp_path: Path) -> None:
