@@ -530,7 +530,8 @@ def set_threads(threads: int) -> int:
 
     Parallel kernels split per-row work only (each row computed by one thread, in the same
     order of operations), so every result is bit-identical to one thread's. With the NumPy
-    backend the setting is kept but has no effect. Returns the setting."""
+    backend the setting is kept but has no effect. More than one thread also lets the idle
+    OpenMP threads sleep (:func:`_passive_openmp_workers`). Returns the setting."""
     global THREADS
     if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
         raise ValueError(f"threads={threads!r} is not allowed: an integer >= 1")
@@ -572,10 +573,10 @@ def _passive_openmp_workers() -> None:
     """Before the OpenMP runtime loads, ``OMP_WAIT_POLICY=PASSIVE`` unless either OpenMP wait
     variable is set: numba's idle OpenMP threads then sleep at once instead of spinning for
     about 10 ms after each threaded kernel, on the cores that the round's Python row blocks
-    (:func:`map_blocks`) need next. On 2 threads a 1M round scaled ×1.70 with it against ×1.52
-    without (BENCHMARKS.md, issue 24's nineteenth step). The runtime reads the variable once,
-    when it loads; if it has loaded already (``import torch`` loads it, and numba shares
-    torch's), a warning says how to set it."""
+    (:func:`map_blocks`) need next: a 1M round on 2 threads scaled ×1.62 with it, ×1.53 with
+    libgomp's default spin (BENCHMARKS.md, issue 24's nineteenth step). The runtime reads the
+    variable once, when it loads; if it has loaded already (``import torch`` loads it, and
+    numba then shares it), a warning says how to set it."""
     global _openmp_warned
     if any(var in os.environ for var in _OPENMP_WAIT_VARS):
         return
@@ -589,9 +590,9 @@ def _passive_openmp_workers() -> None:
         warnings.warn(
             "PolicySim threads: the OpenMP runtime was loaded (by torch or numba) before "
             "threads were set, so its idle threads spin for about 10 ms after each threaded "
-            "kernel, on the cores the round's row blocks need (a 1M round on 2 threads: ×1.52 "
-            "instead of ×1.70). Set POLICYSIM_THREADS before importing torch, or "
-            "OMP_WAIT_POLICY=PASSIVE (OMP_WAIT_POLICY=ACTIVE silences this).",
+            "kernel, on the cores the round's row blocks need (a 1M round on 2 threads: ×1.53 "
+            "instead of ×1.62). Import PolicySim with POLICYSIM_THREADS set before torch, or "
+            "export OMP_WAIT_POLICY=PASSIVE (OMP_WAIT_POLICY=ACTIVE silences this).",
             RuntimeWarning,
             stacklevel=3,
         )
