@@ -351,16 +351,16 @@ def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):
 @pytest.mark.parametrize(
     ("inherited", "expected"),
     [
-        ({}, {"OMP_WAIT_POLICY": "PASSIVE"}),
+        ({}, {"GOMP_SPINCOUNT": "10000"}),
         ({"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "ACTIVE"}),
         ({"GOMP_SPINCOUNT": "1000"}, {"GOMP_SPINCOUNT": "1000"}),
     ],
     ids=["unset", "user-policy", "user-spincount"],
 )
-def test_threads_let_idle_openmp_workers_sleep_unless_the_user_says_otherwise(inherited, expected):
+def test_threads_shorten_the_idle_openmp_spin_unless_the_user_says_otherwise(inherited, expected):
     """Opting into threads (``POLICYSIM_THREADS=2``, read at import) sets
-    ``OMP_WAIT_POLICY=PASSIVE`` before numba's OpenMP pool starts, so its idle threads do not
-    spin on the cores the row blocks need; a wait setting of the user's is left as it is."""
+    ``GOMP_SPINCOUNT=10000`` before numba's OpenMP pool starts, so its idle threads do not
+    spin long on the cores the row blocks need; a wait setting of the user's is left as it is."""
     pytest.importorskip("numba")
     environment = {
         k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
@@ -384,7 +384,7 @@ def test_threads_let_idle_openmp_workers_sleep_unless_the_user_says_otherwise(in
     assert wait == expected
 
 
-def test_threads_set_after_torch_loaded_openmp_warn_how_to_let_its_threads_sleep():
+def test_threads_set_after_torch_loaded_openmp_warn_how_to_shorten_the_spin():
     """torch loads the OpenMP runtime numba then shares, reading the wait policy once: threads
     set after ``import torch`` cannot change it, and a RuntimeWarning says what to set."""
     pytest.importorskip("numba")
@@ -401,14 +401,15 @@ def test_threads_set_after_torch_loaded_openmp_warn_how_to_let_its_threads_sleep
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    kernels.set_threads(2); kernels.set_threads(1); kernels.set_threads(2)\n"
-        "print(json.dumps([[str(w.message) for w in caught], os.environ.get('OMP_WAIT_POLICY')]))"
+        "print(json.dumps([[str(w.message) for w in caught], "
+        "[os.environ.get(v) for v in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')]]))"
     )
     shown = subprocess.run(
         [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
     )
-    messages, policy = json.loads(shown.stdout)
-    assert policy is None
-    assert len(messages) == 1 and "OMP_WAIT_POLICY=PASSIVE" in messages[0]
+    messages, wait = json.loads(shown.stdout)
+    assert wait == [None, None]
+    assert len(messages) == 1 and "GOMP_SPINCOUNT=10000" in messages[0]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
