@@ -32,7 +32,7 @@ one process differs from the next.
 variables set from the process's start (the "other" side) against this tree run without them:
 e.g. ``OMP_WAIT_POLICY=PASSIVE`` or ``NUMBA_THREADING_LAYER=workqueue``, which the runtimes read
 once, when they load. (Without either OpenMP wait variable the package itself sets
-``GOMP_SPINCOUNT=10000`` when threads are opted into: compare against ``GOMP_SPINCOUNT=300000``,
+``OMP_WAIT_POLICY=PASSIVE`` when threads are opted into: compare against ``GOMP_SPINCOUNT=300000``,
 libgomp's own default spin. Each run records the variables it inherited, ``environment``, and
 those the runtime ran with, ``openmp_wait``.)
 
@@ -60,7 +60,7 @@ def use_threads(count: int) -> None:
     from socialenv.core import kernels
 
     # first: with more than one thread, before torch loads the OpenMP runtime numba shares
-    # (kernels.set_threads shortens its idle threads' spin, as POLICYSIM_THREADS does at import)
+    # (kernels.set_threads lets its idle threads sleep, as POLICYSIM_THREADS does at import)
     kernels.set_threads(count)
     import torch
     from threadpoolctl import threadpool_limits
@@ -219,7 +219,7 @@ def main() -> None:
             "machine": {"load_before": load_before},
             "environment": inherited,
             "package_file": sys.modules["socialenv"].__file__,
-            # what the OpenMP runtime ran with: the package sets GOMP_SPINCOUNT=10000 when
+            # what the OpenMP runtime ran with: the package sets OMP_WAIT_POLICY=PASSIVE when
             # threads are opted into and neither variable is set (kernels.set_threads)
             "openmp_wait": {var: os.environ[var] for var in OPENMP_WAIT if var in os.environ},
             "versions": library_versions(),

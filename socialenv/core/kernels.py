@@ -530,8 +530,8 @@ def set_threads(threads: int) -> int:
 
     Parallel kernels split per-row work only (each row computed by one thread, in the same
     order of operations), so every result is bit-identical to one thread's. With the NumPy
-    backend the setting is kept but has no effect. More than one thread also shortens the idle
-    OpenMP threads' spin (:func:`_short_openmp_spin`). Returns the setting."""
+    backend the setting is kept but has no effect. More than one thread also lets the idle
+    OpenMP threads sleep (:func:`_passive_openmp_workers`). Returns the setting."""
     global THREADS
     if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
         raise ValueError(f"threads={threads!r} is not allowed: an integer >= 1")
@@ -544,7 +544,7 @@ def set_threads(threads: int) -> int:
                 f"threads={threads} is not allowed: at most NUMBA_NUM_THREADS="
                 f"{numba.config.NUMBA_NUM_THREADS} (set that variable before numba is imported)"
             )
-        _short_openmp_spin()
+        _passive_openmp_workers()
         numba.set_num_threads(threads)
     THREADS = threads
     set_block_threads(threads)
@@ -553,10 +553,6 @@ def set_threads(threads: int) -> int:
 
 #: What the OpenMP runtime reads, when it loads, for how its idle threads wait
 _OPENMP_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-#: libgomp's spin count for its idle threads once threads are opted into: under 0.1 ms of
-#: spinning after a kernel on the development VM, against about 9 ms at its default of
-#: 300,000 (BENCHMARKS.md, issue 24's nineteenth step)
-_SPIN_COUNT = "10000"
 _openmp_warned = False
 
 
@@ -573,21 +569,21 @@ def _openmp_loaded() -> bool:
         return bool(getattr(parallel, "_is_initialized", True))
 
 
-def _short_openmp_spin() -> None:
-    """Before the OpenMP runtime loads, ``GOMP_SPINCOUNT=10000`` unless either OpenMP wait
-    variable is set. libgomp's idle threads then spin well under a millisecond after each
-    threaded kernel instead of about 9 ms, on the cores that the round's Python row blocks
-    (:func:`map_blocks`) need next: a 1M round on 2 threads scaled ×1.62 without that spin,
-    ×1.53 with it. A short spin rather than none (``OMP_WAIT_POLICY=PASSIVE`` scales the same)
-    because torch shares the runtime: its short parallel regions find the threads still
-    awake, where a passive wait made a small MLP's update 3-4× slower (BENCHMARKS.md, issue
-    24's nineteenth step). The runtime reads the variable once, when it loads; if it has
-    loaded already (``import torch`` loads it), a warning says how to set it."""
+def _passive_openmp_workers() -> None:
+    """Before the OpenMP runtime loads, ``OMP_WAIT_POLICY=PASSIVE`` unless either OpenMP wait
+    variable is set: libgomp's idle threads then sleep at once instead of spinning for about
+    9 ms after each threaded kernel, on the cores that the round's Python row blocks
+    (:func:`map_blocks`) need next. A 1M round on 2 threads scaled ×1.62 with it, ×1.53 with
+    the default spin (BENCHMARKS.md, issue 24's nineteenth step). torch shares the runtime:
+    its small networks' updates wake the sleeping threads, 1-3 ms more per update than with a
+    spin; ``GOMP_SPINCOUNT=10000`` keeps those fast and frees the cores almost as well. The
+    runtime reads the variables once, when it loads; if it has loaded already (``import
+    torch`` loads it), a warning says how to set them."""
     global _openmp_warned
     if any(var in os.environ for var in _OPENMP_WAIT_VARS):
         return
     if not _openmp_loaded():
-        os.environ["GOMP_SPINCOUNT"] = _SPIN_COUNT
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         return
     if not _openmp_warned:
         _openmp_warned = True
@@ -598,8 +594,8 @@ def _short_openmp_spin() -> None:
             "threads were set, so its idle threads spin for about 9 ms after each threaded "
             "kernel, on the cores the round's row blocks need (a 1M round on 2 threads: ×1.53 "
             "instead of ×1.62). Import PolicySim with POLICYSIM_THREADS set before torch, or "
-            f"export GOMP_SPINCOUNT={_SPIN_COUNT} (setting it or OMP_WAIT_POLICY silences "
-            "this).",
+            "export OMP_WAIT_POLICY=PASSIVE (or GOMP_SPINCOUNT=10000, which keeps small torch "
+            "updates faster); setting either silences this.",
             RuntimeWarning,
             stacklevel=3,
         )
