@@ -156,6 +156,24 @@ def _write_top(
 
 
 @inline_jit
+def _mask_repeats(candidate: np.ndarray, score: np.ndarray, r: int, row_score: np.ndarray) -> bool:
+    # row r's scores into row_score and back into score, -inf for negative ids and for the
+    # repeats of an id earlier in the row; whether any score is NaN
+    # (the repeats counted without a branch: long rows run faster so, short ones the same)
+    has_nan = False
+    for j in range(candidate.shape[1]):
+        v = candidate[r, j]
+        repeated = v < 0
+        for i in range(j):
+            repeated |= candidate[r, i] == v
+        s = -np.inf if repeated else score[r, j]
+        has_nan |= np.isnan(s)
+        row_score[j] = s
+        score[r, j] = s
+    return has_nan
+
+
+@inline_jit
 def _top_k_row(
     candidate: np.ndarray,
     score: np.ndarray,
@@ -165,21 +183,10 @@ def _top_k_row(
     row_score: np.ndarray,
     drop_nonfinite: bool,
 ) -> None:
-    # repeated candidates and negative ids score -inf; then the first ``take`` entries of a
-    # stable descending order (NaN last, ties to the left, as a stable argsort of -score)
+    # the first ``take`` entries of a stable descending order of the masked row (NaN last,
+    # ties to the left, as a stable argsort of -score), kept sorted by insertion
     c, take = candidate.shape[1], out.shape[1]
-    for j in range(c):
-        v = candidate[r, j]
-        s = score[r, j]
-        if v < 0:
-            s = -np.inf
-        else:
-            for i in range(j):
-                if candidate[r, i] == v:
-                    s = -np.inf
-                    break
-        row_score[j] = s
-        score[r, j] = s
+    _mask_repeats(candidate, score, r, row_score)
     if take == 0:
         return
     _insert_top(row_score, c, take, best)
@@ -199,17 +206,7 @@ def _top_k_row_ranked(
 ) -> None:
     # _top_k_row, the picks ranked (_rank_top) unless the row holds a NaN score
     c, take = candidate.shape[1], out.shape[1]
-    has_nan = False
-    for j in range(c):
-        v = candidate[r, j]
-        repeated = v < 0
-        for i in range(j):
-            repeated |= candidate[r, i] == v
-        s = -np.inf if repeated else score[r, j]
-        has_nan |= np.isnan(s)
-        row_score[j] = s
-        score[r, j] = s
-    if has_nan:
+    if _mask_repeats(candidate, score, r, row_score):
         _insert_top(row_score, c, take, best)
     else:
         _rank_top(row_score, c, take, best, rank)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import weakref
+from typing import Any
 
 import numpy as np
 import pytest
@@ -348,6 +349,22 @@ def test_threaded_kernels_equal_one_thread_on_a_large_graph(compiled, threads):
     assert _bits(kernels.propagate_rows(context, indptr, indices, rows, 0.5, 2)) == _bits(one)
 
 
+def _fresh_interpreter(script: str, **variables: str) -> Any:
+    """The JSON that ``script`` prints, run in a fresh interpreter on numba's kernels with two
+    of its threads, without the OpenMP wait variables (and without ``POLICYSIM_THREADS``)
+    unless ``variables`` set them."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "POLICYSIM_THREADS")
+    }
+    environment.update({"NUMBA_NUM_THREADS": "2", "POLICYSIM_KERNELS": "numba"}, **variables)
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
+    )
+    return json.loads(shown.stdout)
+
+
 @pytest.mark.parametrize(
     ("inherited", "expected"),
     [
@@ -362,24 +379,15 @@ def test_threads_let_idle_openmp_workers_sleep_unless_the_user_says_otherwise(in
     ``OMP_WAIT_POLICY=PASSIVE`` before numba's OpenMP pool starts, so its idle threads do not
     spin on the cores the row blocks need; a wait setting of the user's is left as it is."""
     pytest.importorskip("numba")
-    environment = {
-        k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-    }
-    environment.update(
-        {"POLICYSIM_THREADS": "2", "NUMBA_NUM_THREADS": "2", "POLICYSIM_KERNELS": "numba"},
-        **inherited,
-    )
-    script = (
+    threads, layer, wait = _fresh_interpreter(
         "import json, os\n"
         "from socialenv.core import kernels\n"
         "import numba\n"
         "print(json.dumps([kernels.THREADS, numba.threading_layer(), "
-        "{k: os.environ[k] for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT') if k in os.environ}]))"
+        "{k: os.environ[k] for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT') if k in os.environ}]))",
+        POLICYSIM_THREADS="2",
+        **inherited,
     )
-    shown = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
-    )
-    threads, layer, wait = json.loads(shown.stdout)
     assert threads == 2 and layer in ("omp", "tbb", "workqueue")
     assert wait == expected
 
@@ -389,12 +397,7 @@ def test_threads_set_after_torch_loaded_openmp_warn_how_to_let_its_threads_sleep
     set after ``import torch`` cannot change it, and a RuntimeWarning says what to set."""
     pytest.importorskip("numba")
     pytest.importorskip("torch")
-    environment = {
-        k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-    }
-    environment.update({"NUMBA_NUM_THREADS": "2", "POLICYSIM_KERNELS": "numba"})
-    environment.pop("POLICYSIM_THREADS", None)
-    script = (
+    messages, wait = _fresh_interpreter(
         "import json, os, warnings\n"
         "import torch\n"
         "from socialenv.core import kernels\n"
@@ -404,10 +407,6 @@ def test_threads_set_after_torch_loaded_openmp_warn_how_to_let_its_threads_sleep
         "print(json.dumps([[str(w.message) for w in caught], "
         "[os.environ.get(v) for v in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')]]))"
     )
-    shown = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
-    )
-    messages, wait = json.loads(shown.stdout)
     assert wait == [None, None]
     assert len(messages) == 1 and "OMP_WAIT_POLICY=PASSIVE" in messages[0]
 
