@@ -378,7 +378,8 @@ def memory_floor(env: Any, fetches: int = 1_000_000) -> dict[str, Any]:
 
 def _propagation_rows(env: Any) -> tuple[int, Any]:
     """The user-context rows the last observation's local context propagation must fetch at
-    random (above ``LOCAL_PROPAGATION_USERS``; 0 otherwise): each hop reads every
+    random (above ``simulation.local_propagation_users()``, in older trees
+    ``LOCAL_PROPAGATION_USERS``; 0 otherwise): each hop reads every
     followee's row (a user who follows nobody: its own) of the nodes it updates, the first
     hop those within ``hops - 1`` hops of the arm users, the last hop the arm users. Also
     the (N, 2d) float32 context table whose rows they are (for timing a fetch)."""
@@ -387,7 +388,12 @@ def _propagation_rows(env: Any) -> tuple[int, Any]:
     from socialenv.core import simulation
 
     sim = env.sim
-    limit = getattr(simulation, "LOCAL_PROPAGATION_USERS", None)
+    threshold = getattr(simulation, "local_propagation_users", None)
+    limit = (
+        threshold()
+        if threshold is not None
+        else getattr(simulation, "LOCAL_PROPAGATION_USERS", None)
+    )
     cfg = sim.config.context
     arms = getattr(env, "_arms", None)
     n = len(sim.users.stance)

@@ -47,8 +47,22 @@ _SHARE_CODES = np.array(
     [Behaviour.RETWEET, Behaviour.REPLY, PostKind.RETWEET, PostKind.REPLY], np.int64
 )
 
-#: Population size above which arm contexts are propagated on the arms' neighbourhoods only.
+#: Population size above which arm contexts are propagated on the arms' neighbourhoods only
+#: (the same values as propagating every user). With the NumPy kernels (SciPy products on the
+#: gathered neighbourhood) the local way pays from about this size.
 LOCAL_PROPAGATION_USERS = 50_000
+#: The same with the compiled kernels, which read the neighbourhood's rows in place: there the
+#: local way is faster from a few thousand users (1.6x at 16k, 2.7x at 50k; BENCHMARKS.md,
+#: issue 24's twentieth step). The smaller of the two applies.
+COMPILED_LOCAL_PROPAGATION_USERS = 2_500
+
+
+def local_propagation_users() -> int:
+    """Population size above which :meth:`Simulation.user_context` of given rows propagates
+    on their neighbourhood only, with the active kernels."""
+    if kernels.BACKEND == "numba":
+        return min(LOCAL_PROPAGATION_USERS, COMPILED_LOCAL_PROPAGATION_USERS)
+    return LOCAL_PROPAGATION_USERS
 
 
 #: Follow edges from which a round's graph edit runs beside the posts' updates (on threads).
@@ -359,8 +373,8 @@ class Simulation:
     def user_context(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
-        the users ``rows`` only. Above ``LOCAL_PROPAGATION_USERS`` users the rows are computed
-        on their K-hop neighbourhood (same values, cost independent of N).
+        the users ``rows`` only. Above :func:`local_propagation_users` users the rows are
+        computed on their K-hop neighbourhood (same values, cost independent of N).
 
         At an episode's start the memory embedding is the profile embedding (until the first
         reactions move it): the propagation, column by column, then gives both halves the
@@ -379,7 +393,7 @@ class Simulation:
         """:meth:`user_context` of the (N, D) ``table`` (None: [latent | memory_latent])."""
         cfg = self.config.context
         n = len(self.users.stance)
-        if rows is not None and n > LOCAL_PROPAGATION_USERS:
+        if rows is not None and n > local_propagation_users():
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_rows(
                 self.users.context_table() if table is None else table,

@@ -399,6 +399,49 @@ def test_context_at_the_start_propagates_the_profile_half_once(backend, monkeypa
     env.close()
 
 
+def test_local_propagation_threshold_depends_on_the_kernels(backend, monkeypatch):
+    """The compiled kernels propagate a few thousand users' arm contexts locally, the NumPy
+    ones only from LOCAL_PROPAGATION_USERS (where SciPy's local products start to pay); a
+    smaller LOCAL_PROPAGATION_USERS applies to both."""
+    from socialenv.core import simulation
+
+    expected = (
+        simulation.COMPILED_LOCAL_PROPAGATION_USERS
+        if backend == "numba"
+        else simulation.LOCAL_PROPAGATION_USERS
+    )
+    assert simulation.local_propagation_users() == expected
+    assert simulation.COMPILED_LOCAL_PROPAGATION_USERS < simulation.LOCAL_PROPAGATION_USERS
+    monkeypatch.setattr(simulation, "LOCAL_PROPAGATION_USERS", 100)
+    assert simulation.local_propagation_users() == 100
+
+
+def test_episode_with_local_propagation_is_the_whole_table_episode(compiled, monkeypatch):
+    """A Rec episode of 3,000 users (above the compiled kernels' threshold) observes the same
+    arm contexts, rewards and metrics as with every user propagated each step."""
+    from socialenv.core import simulation
+    from socialenv.envs.rec import RecEnv
+
+    def episode() -> list[bytes]:
+        env = RecEnv(num_users=3000, rounds=4)
+        obs, _ = env.reset(seed=5)
+        sim = env.unwrapped.sim
+        assert len(sim.users.stance) == 3000
+        rng = np.random.default_rng(5)
+        out = [_bits(obs["arms"])]
+        for _ in range(4):
+            obs, reward, _, _, info = env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
+            out += [_bits(obs["arms"]), _bits(np.float64(reward)), repr(info["metrics"]).encode()]
+        env.close()
+        return out
+
+    assert simulation.local_propagation_users() < 3000
+    local = episode()
+    monkeypatch.setattr(simulation, "COMPILED_LOCAL_PROPAGATION_USERS", 10**9)
+    assert simulation.local_propagation_users() > 3000
+    assert episode() == local
+
+
 def test_episode_on_two_threads_is_the_one_thread_episode(threads):
     """A whole Rec episode, block-threaded phases included (20,000 users: several blocks of the personalized channel)."""
     import hashlib
