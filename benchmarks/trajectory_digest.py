@@ -42,7 +42,7 @@ CASES: tuple[tuple[str, str, int, int, str], ...] = (
     ("rec_1k_random", "rec", 1_000, 10, "random"),
     ("rec_1k_scores", "rec", 1_000, 10, "scores"),
     ("exposure_1k_random", "exposure", 1_000, 10, "random"),
-    ("rec_16k_random", "rec", 16_000, 4, "random"),
+    ("rec_24k_random", "rec", 24_000, 3, "random"),
     ("rec_60k_random", "rec", 60_000, 3, "random"),
     ("rec_200k_random", "rec", 200_000, 2, "random"),
 )

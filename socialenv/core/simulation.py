@@ -51,10 +51,11 @@ _SHARE_CODES = np.array(
 #: (the same values as propagating every user). With the NumPy kernels (SciPy products on the
 #: gathered neighbourhood) the local way pays from about this size.
 LOCAL_PROPAGATION_USERS = 50_000
-#: The same with the compiled kernels, which read the neighbourhood's rows in place: there the
-#: local way is faster from a few thousand users (1.6x at 16k, 2.7x at 50k; BENCHMARKS.md,
+#: The same with the compiled kernels, which read the neighbourhood's rows in place: inside a
+#: step the two ways cost about the same from 4,000 to 24,000 users and the local one is faster
+#: above (a 50,000-user step 1.10-1.12x; ``benchmarks/local_propagation.py``, BENCHMARKS.md,
 #: issue 24's twentieth step). The smaller of the two applies.
-COMPILED_LOCAL_PROPAGATION_USERS = 2_500
+COMPILED_LOCAL_PROPAGATION_USERS = 20_000
 
 
 def local_propagation_users() -> int:

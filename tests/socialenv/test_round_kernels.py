@@ -4,6 +4,8 @@ thread's results bit for bit (socialenv.core.kernels, policysim_infra.blocks).""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -417,29 +419,35 @@ def test_local_propagation_threshold_depends_on_the_kernels(backend, monkeypatch
 
 
 def test_episode_with_local_propagation_is_the_whole_table_episode(compiled, monkeypatch):
-    """A Rec episode of 3,000 users (above the compiled kernels' threshold) observes the same
-    arm contexts, rewards and metrics as with every user propagated each step."""
+    """A Rec episode of 3,000 users observes the same arm contexts, rewards and metrics with
+    its arm contexts propagated locally as with every user propagated each step."""
     from socialenv.core import simulation
     from socialenv.envs.rec import RecEnv
 
-    def episode() -> list[bytes]:
+    def episode(threshold: int) -> list[Any]:
+        monkeypatch.setattr(simulation, "COMPILED_LOCAL_PROPAGATION_USERS", threshold)
         env = RecEnv(num_users=3000, rounds=4)
         obs, _ = env.reset(seed=5)
-        sim = env.unwrapped.sim
-        assert len(sim.users.stance) == 3000
         rng = np.random.default_rng(5)
-        out = [_bits(obs["arms"])]
+        out: list[Any] = [_bits(obs["arms"])]
         for _ in range(4):
             obs, reward, _, _, info = env.step(rng.integers(0, env.num_arms + 1, env.slate_size))
-            out += [_bits(obs["arms"]), _bits(np.float64(reward)), repr(info["metrics"]).encode()]
+            out += [_bits(obs["arms"]), _bits(np.float64(reward)), repr(info["metrics"])]
         env.close()
         return out
 
-    assert simulation.local_propagation_users() < 3000
-    local = episode()
-    monkeypatch.setattr(simulation, "COMPILED_LOCAL_PROPAGATION_USERS", 10**9)
-    assert simulation.local_propagation_users() > 3000
-    assert episode() == local
+    calls: list[bool] = []
+    propagate_rows = kernels.propagate_rows
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(True)
+        return propagate_rows(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "propagate_rows", spy)
+    local = episode(1000)
+    assert len(calls) == 5  # the reset's observation and each step's
+    assert episode(10**9) == local
+    assert len(calls) == 5
 
 
 def test_episode_on_two_threads_is_the_one_thread_episode(threads):
