@@ -53,8 +53,8 @@ _SHARE_CODES = np.array(
 LOCAL_PROPAGATION_USERS = 50_000
 #: The same with the compiled kernels, which read the neighbourhood's rows in place: inside a
 #: step the two ways cost about the same from 4,000 to 24,000 users and the local one is faster
-#: above (a 50,000-user step 1.10-1.12x; ``benchmarks/local_propagation.py``, BENCHMARKS.md,
-#: issue 24's twentieth step). The smaller of the two applies.
+#: above (a 50,000-user step 1.16x, paired over processes; ``benchmarks/local_propagation.py``
+#: and BENCHMARKS.md, issue 24's twentieth step). The smaller of the two applies.
 COMPILED_LOCAL_PROPAGATION_USERS = 20_000
 
 

@@ -35,6 +35,9 @@ def test_pairs_the_two_ways_and_names_the_packages_way(tmp_path: Path) -> None:
     )
     small, large = result["sizes"]
     assert (small["num_users"], large["num_users"]) == (300, above)
+    # the second size's way is the package's: the first size's steps left the thresholds as
+    # they were (its last step took the whole table)
+    assert small["steps"][-1]["way"] == "whole"
     assert (small["package_way"], large["package_way"]) == ("whole", "local")
     for size in (small, large):
         assert size["identical"] and size["kernels"] == "numba"
@@ -50,7 +53,7 @@ def test_pairs_the_two_ways_and_names_the_packages_way(tmp_path: Path) -> None:
         assert all(s["step_cpu_s"] > 0 and s["context_cpu_s"] > 0 for s in size["steps"])
         assert size["local"]["steps"] == size["whole"]["steps"] == 3
         ratio = size["whole_over_local_step_cpu"]
-        assert len(ratio["per_pair"]) == 3 and ratio["ci95"][0] <= ratio["median"] <= ratio["ci95"][1]
+        assert (
+            len(ratio["per_pair"]) == 3 and ratio["ci95"][0] <= ratio["median"] <= ratio["ci95"][1]
+        )
     assert f"{above:,} users" in done.stdout and "identical: True" in done.stdout
-    # the package's thresholds are back after each size: the benchmark left them alone
-    assert simulation.local_propagation_users() == simulation.COMPILED_LOCAL_PROPAGATION_USERS

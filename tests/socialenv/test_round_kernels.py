@@ -402,9 +402,10 @@ def test_context_at_the_start_propagates_the_profile_half_once(backend, monkeypa
 
 
 def test_local_propagation_threshold_depends_on_the_kernels(backend, monkeypatch):
-    """The compiled kernels propagate a few thousand users' arm contexts locally, the NumPy
-    ones only from LOCAL_PROPAGATION_USERS (where SciPy's local products start to pay); a
-    smaller LOCAL_PROPAGATION_USERS applies to both."""
+    """The compiled kernels propagate arm contexts locally from
+    COMPILED_LOCAL_PROPAGATION_USERS, the NumPy ones only from the larger
+    LOCAL_PROPAGATION_USERS (where SciPy's local products start to pay); a smaller
+    LOCAL_PROPAGATION_USERS applies to both."""
     from socialenv.core import simulation
 
     expected = (
