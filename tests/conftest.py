@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+#: The modules whose kernel backend (``BACKEND``) a test may switch, and must switch back.
+_BACKEND_MODULES = ("socialenv.core.kernels", "agent_models.surrogate_kernels")
+
+
+def _backends() -> dict[str, str]:
+    """The backend of each of :data:`_BACKEND_MODULES` already imported."""
+    return {name: sys.modules[name].BACKEND for name in _BACKEND_MODULES if name in sys.modules}
+
+
+@pytest.fixture(autouse=True)
+def _kernel_backends_restored() -> Iterator[None]:
+    """Every test leaves the kernel backends as it found them: one that switched them without
+    switching back would run every later test of the session on the other path."""
+    before = _backends()
+    yield
+    after = _backends()
+    changed = {name: (before[name], after[name]) for name in before if before[name] != after[name]}
+    if changed:
+        pytest.fail(
+            "the test left kernel backends switched (module: before, after): "
+            f"{changed}; restore them (e.g. the `compiled` or `backend` fixture)"
+        )
 
 
 @pytest.fixture(scope="session")

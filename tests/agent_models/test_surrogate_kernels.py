@@ -143,7 +143,8 @@ def test_a_surrogate_round_is_the_same_on_both_backends():
 
     digests = []
     for backend in ("numba", "numpy"):
-        previous = surrogate_kernels.use_backend(backend)
+        previous = surrogate_kernels.BACKEND
+        surrogate_kernels.use_backend(backend)
         try:
             env = RecEnv(num_users=300, rounds=4)
             env.reset(seed=3)

@@ -49,7 +49,8 @@ def test_dedupe_rows_in_place_writes_the_callers_array_and_no_other(backend):
     rng = np.random.default_rng(3)
     feed = _rows_with_repeats(rng, 300, 9, 10)
     expected = kernels.dedupe_rows_numpy(feed)
-    previous = kernels.use_backend(backend)
+    previous = kernels.BACKEND
+    kernels.use_backend(backend)
     try:
         original = feed.copy()
         copied = kernels.dedupe_rows(feed)
