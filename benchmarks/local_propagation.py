@@ -148,8 +148,15 @@ def main() -> None:
     for name in ("pairs", "threads"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}={getattr(args, name)} is not allowed: an integer >= 1")
-    if min(args.users) < 2:
-        raise ValueError(f"--users={min(args.users)} is not allowed: integers >= 2")
+    from socialenv.core.config import ENV_LIMITS
+
+    limit = ENV_LIMITS["num_users"]
+    for users in args.users:
+        if not limit.ge <= users <= limit.le:
+            raise ValueError(
+                f"--users {users} is not allowed: integers in [{limit.ge}, {limit.le}] (the "
+                "env's num_users)"
+            )
     os.environ.setdefault("NUMBA_NUM_THREADS", str(args.threads))
     from threads_in_process import inherited_settings, use_threads
     from trajectory_digest import library_versions

@@ -57,3 +57,12 @@ def test_pairs_the_two_ways_and_names_the_packages_way(tmp_path: Path) -> None:
             len(ratio["per_pair"]) == 3 and ratio["ci95"][0] <= ratio["median"] <= ratio["ci95"][1]
         )
     assert f"{above:,} users" in done.stdout and "identical: True" in done.stdout
+
+
+def test_a_size_the_env_refuses_is_named_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "refused.json"
+    done = run_benchmark(
+        "local_propagation.py", "--users", "300", "5", "--out", str(out), "--quiet", check=False
+    )
+    assert done.returncode != 0 and not out.exists()
+    assert "--users 5 is not allowed: integers in [10, 1000000]" in done.stderr
