@@ -8,27 +8,37 @@ from pathlib import Path
 
 import pytest
 
-#: The modules whose kernel backend (``BACKEND``) a test may switch, and must switch back.
-_BACKEND_MODULES = ("socialenv.core.kernels", "agent_models.surrogate_kernels")
+#: The module settings a test may switch, and must switch back: the kernel backends and the
+#: kernels' thread count.
+_KERNEL_SETTINGS = (
+    ("socialenv.core.kernels", "BACKEND"),
+    ("agent_models.surrogate_kernels", "BACKEND"),
+    ("socialenv.core.kernels", "THREADS"),
+)
 
 
-def _backends() -> dict[str, str]:
-    """The backend of each of :data:`_BACKEND_MODULES` already imported."""
-    return {name: sys.modules[name].BACKEND for name in _BACKEND_MODULES if name in sys.modules}
+def _kernel_settings() -> dict[str, object]:
+    """Each of :data:`_KERNEL_SETTINGS` whose module is already imported."""
+    return {
+        f"{module}.{name}": getattr(sys.modules[module], name)
+        for module, name in _KERNEL_SETTINGS
+        if module in sys.modules
+    }
 
 
 @pytest.fixture(autouse=True)
-def _kernel_backends_restored() -> Iterator[None]:
-    """Every test leaves the kernel backends as it found them: one that switched them without
-    switching back would run every later test of the session on the other path."""
-    before = _backends()
+def _kernel_settings_restored() -> Iterator[None]:
+    """Every test leaves the kernel backends and thread count as it found them: one that
+    switched them without switching back would run every later test of the session on the
+    other path."""
+    before = _kernel_settings()
     yield
-    after = _backends()
-    changed = {name: (before[name], after[name]) for name in before if before[name] != after[name]}
+    after = _kernel_settings()
+    changed = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
     if changed:
         pytest.fail(
-            "the test left kernel backends switched (module: before, after): "
-            f"{changed}; restore them (e.g. the `compiled` or `backend` fixture)"
+            "the test left kernel settings switched (setting: before, after): "
+            f"{changed}; restore them (e.g. the `compiled`, `backend` or `threads` fixture)"
         )
 
 

@@ -32,6 +32,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def threads() -> Iterator[Any]:
-    """A setter of the thread count, kernels and row blocks (restores 1 afterwards)."""
+    """A setter of the thread count, kernels and row blocks (restores the count in use
+    afterwards)."""
+    previous = kernels.THREADS
     yield kernels.set_threads
-    kernels.set_threads(1)
+    kernels.set_threads(previous)
