@@ -204,7 +204,9 @@ def _top_k_row_ranked(
     rank: np.ndarray,
     drop_nonfinite: bool,
 ) -> None:
-    # _top_k_row, the picks ranked (_rank_top) unless the row holds a NaN score
+    # _top_k_row, the picks ranked (_rank_top) unless the row holds a NaN score. Kept apart
+    # from _top_k_row: one function choosing by a ``rank`` argument made the insertion rows'
+    # top_k_rows 20% slower (kernel_pairs.py on a 1M step's inputs, 3.5 against 2.8 ms)
     c, take = candidate.shape[1], out.shape[1]
     if _mask_repeats(candidate, score, r, row_score):
         _insert_top(row_score, c, take, best)
