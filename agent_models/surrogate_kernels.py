@@ -236,7 +236,7 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
         pushed_opinions,
         reaction_columns,
     )
-    from policysim_infra._numba_rows import unit_noisy_rows_drawn
+    from policysim_infra._numba_rows import unit_noisy_rows, unit_noisy_rows_drawn
 
     return {
         "pushed_opinions": pushed_opinions,
@@ -244,6 +244,7 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
         "negated_log_odds": negated_log_odds,
         "hits_below": hits_below,
         "reaction_columns": reaction_columns,
+        "unit_noisy_rows": unit_noisy_rows,
         "unit_noisy_rows_drawn": unit_noisy_rows_drawn,
     }
 
@@ -329,14 +330,21 @@ def reaction_columns(
     )
 
 
+#: Rows up to which :func:`noisy_unit_rows` draws its noise with NumPy and hands it to the
+#: compiled pass: a Generator passed to numba costs 7 µs per call, 20 µs on a new one's first
+#: (its ctypes interface is built), more than drawing a round's few hundred rows apart.
+NOISE_IN_NUMPY_ROWS = 16_384
+
+
 def noisy_unit_rows(
     base: np.ndarray, rows: np.ndarray, scale: float, rng: np.random.Generator
 ) -> np.ndarray:
     """(len(rows), d) float32: the rows ``rows`` of the (N, d) ``base`` plus ``scale`` times
     ``rng.standard_normal((len(rows), d))``, each divided by its Euclidean norm (at least
-    1e-8), in float64 before the cast, as NumPy computes them. With numba the noise is drawn
-    inside one compiled pass (the same draws, leaving ``rng`` in the same state) for widths
-    8-128; otherwise in NumPy."""
+    1e-8), in float64 before the cast, as NumPy computes them. With numba, for widths 8-128,
+    one compiled pass computes them: above :data:`NOISE_IN_NUMPY_ROWS` rows it also draws the
+    noise (the same draws, leaving ``rng`` in the same state, without the (rows, d) float64
+    buffer); otherwise in NumPy."""
     d = base.shape[1]
     if (
         BACKEND == "numba"
@@ -345,10 +353,13 @@ def noisy_unit_rows(
         and 8 <= d <= 128
         and len(rows)
     ):
+        rows = rows.astype(np.int64, copy=False)
+        eps = np.array([1e-8])
+        if len(rows) <= NOISE_IN_NUMPY_ROWS:
+            noise = rng.standard_normal((len(rows), d))
+            return _compiled()["unit_noisy_rows"](base, rows, float(scale), noise, eps)
         out = np.empty((len(rows), d), np.float32)
-        _compiled()["unit_noisy_rows_drawn"](
-            base, rows.astype(np.int64, copy=False), float(scale), rng, np.array([1e-8]), out
-        )
+        _compiled()["unit_noisy_rows_drawn"](base, rows, float(scale), rng, eps, out)
         return out
     noisy = base.take(rows, axis=0) + scale * rng.standard_normal((len(rows), d))
     noisy /= np.maximum(np.linalg.norm(noisy, axis=1, keepdims=True), 1e-8)

@@ -69,6 +69,23 @@ def float64_row_scratch(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @jit
+def unit_noisy_rows(
+    base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray, eps: np.ndarray
+) -> np.ndarray:
+    """(n, d) float32 unit rows of ``base[rows] + scale * noise`` (all of ``base``'s rows when
+    ``rows`` is empty; float32 ``base`` read as float64, as NumPy does), ``noise`` (n, d)."""
+    n, d = noise.shape
+    out = np.empty((n, d), np.float32)
+    row, square, zero = float64_row_scratch(d)
+    for r in range(n):
+        src = rows[r] if len(rows) else r
+        for k in range(d):
+            row[k] = np.float64(base[src, k]) + scale * noise[r, k]
+        unit_row_into(row, out[r], square, zero, eps)
+    return out
+
+
+@jit
 def unit_noisy_rows_drawn(
     base: np.ndarray,
     rows: np.ndarray,

@@ -13,8 +13,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from policysim_infra._numba_rows import float64_row_scratch as _float64_row_scratch
 from policysim_infra._numba_rows import floored_norm as _floored_norm
+from policysim_infra._numba_rows import unit_noisy_rows as _unit_noisy_rows
 from policysim_infra._numba_rows import unit_noisy_rows_drawn
 from policysim_infra._numba_rows import unit_row_into as _unit_row_into
 from policysim_infra._prefetch import prefetch_item as _prefetch_item
@@ -397,22 +397,6 @@ def _unit_rows(x: np.ndarray, eps: np.ndarray) -> np.ndarray:
     zero = np.zeros(1, x.dtype)
     for r in range(n):
         _unit_row_into(x[r], out[r], square, zero, eps)
-    return out
-
-
-@jit
-def _unit_noisy_rows(
-    base: np.ndarray, rows: np.ndarray, scale: float, noise: np.ndarray, eps: np.ndarray
-) -> np.ndarray:
-    # unit rows of base[rows] + scale * noise (float32 base read as float64, as NumPy does)
-    n, d = noise.shape
-    out = np.empty((n, d), np.float32)
-    row, square, zero = _float64_row_scratch(d)
-    for r in range(n):
-        src = rows[r] if len(rows) else r
-        for k in range(d):
-            row[k] = np.float64(base[src, k]) + scale * noise[r, k]
-        _unit_row_into(row, out[r], square, zero, eps)
     return out
 
 
@@ -1791,3 +1775,262 @@ def _reaction_ends(
 _reaction_ends_serial, _reaction_ends_parallel = _serial_and_parallel(_reaction_ends)
 KERNELS["reaction_ends"] = _reaction_ends_serial
 PARALLEL_KERNELS["reaction_ends"] = _reaction_ends_parallel
+
+
+# ----------------------------------------------------------------------------- candidates
+# The Rec env's candidate sources (socialenv.core.candidates), by their index in
+# CANDIDATE_SOURCES. Their NumPy twin is the unfused path of ``generate_candidates``. The
+# uniforms are drawn by NumPy between the two kernels below: a Generator passed to numba costs
+# 7 µs per call, 20 µs on its first (its ctypes interface is built), and each round has a new one.
+_INTEREST, _OPPOSITE, _POPULAR, _FRESH = 0, 1, 2, 3
+
+
+@jit
+def _most_first_into(values: np.ndarray, k: int, out: np.ndarray) -> int:
+    # out[:n] = np.argsort(-values, kind="stable")[:k] for the integer ``values``, n returned:
+    # a counting sort by value when the values lie in [0, 4 len + 65,536], else the argsort
+    n = len(values)
+    k = max(min(k, n), 0)
+    if n == 0 or k == 0:
+        return 0
+    top = values.max()
+    if values.min() < 0 or top > 4 * n + 65_536:
+        out[:k] = np.argsort(-values, kind="mergesort")[:k]
+        return k
+    count = np.zeros(top + 2, np.int64)
+    for i in range(n):
+        count[top - values[i] + 1] += 1  # by descending value
+    for v in range(1, top + 2):
+        count[v] += count[v - 1]
+    for i in range(n):
+        at = count[top - values[i]]
+        count[top - values[i]] = at + 1
+        if at < k:
+            out[at] = i
+    return k
+
+
+@jit
+def _candidate_pools(
+    kind: np.ndarray,
+    width: np.ndarray,
+    u_count: int,
+    num_clusters: int,
+    post_cluster: np.ndarray,
+    post_stance: np.ndarray,
+    post_engagement: tuple[np.ndarray, np.ndarray, np.ndarray],
+    recommended: np.ndarray,
+    bounds: np.ndarray,
+    popular_pool: int,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # What the sources draw from, and how many uniforms they take, in the unfused path's
+    # order: (uniforms, -1 when a window post's cluster lies outside [0, num_clusters); pool,
+    # the ids of the opposite source's negative and positive pools, the popular and the fresh
+    # pool one after the other, pool_start (5,) where each begins; order, start: the window's
+    # posts by cluster, where each cluster begins, as kernels.cluster_order).
+    # ``bounds``: lo, hi (the candidate window's posts), last_lo, last_hi (the last round's).
+    lo, hi, last_lo, last_hi = bounds[0], bounds[1], bounds[2], bounds[3]
+    n, last_n = hi - lo, last_hi - last_lo
+    order = np.empty(n, np.int64)
+    start = np.zeros(num_clusters + 1, np.int64)
+    pool = np.empty(3 * n + last_n, np.int64)
+    pool_start = np.zeros(5, np.int64)
+    uniforms = 0
+    for s in range(len(kind)):
+        m = width[s]
+        if kind[s] == _INTEREST and n > 0:
+            if not _cluster_order(post_cluster[lo:hi], num_clusters, order, start):
+                return -1, pool, pool_start, order, start
+            uniforms += u_count * m
+        elif kind[s] == _OPPOSITE:
+            below, above = np.float32(-1.0 / 3.0), np.float32(1.0 / 3.0)
+            at = 0
+            for p in range(lo, hi):
+                if post_stance[p] < below:
+                    pool[at] = p
+                    at += 1
+            pool_start[1] = at
+            for p in range(lo, hi):
+                if post_stance[p] > above:
+                    pool[at] = p
+                    at += 1
+            pool_start[2] = at
+            uniforms += u_count * m * ((pool_start[1] > 0) + (at > pool_start[1])) + u_count
+    pool_start[3] = pool_start[2]
+    pool_start[4] = pool_start[2]
+    for s in range(len(kind)):
+        m = width[s]
+        if kind[s] == _POPULAR:
+            likes, retweets, replies = post_engagement
+            engagement = np.empty(n, np.int64)
+            for p in range(lo, hi):
+                engagement[p - lo] = (
+                    np.int64(likes[p]) + 2 * np.int64(retweets[p]) + np.int64(replies[p])
+                )
+            first = pool_start[2]
+            taken = _most_first_into(engagement, popular_pool, pool[first:])
+            for i in range(first, first + taken):
+                pool[i] += lo
+            pool_start[3] = first + taken
+            pool_start[4] = first + taken
+            uniforms += u_count * m * (taken > 0)
+    for s in range(len(kind)):
+        m = width[s]
+        if kind[s] == _FRESH:
+            first = pool_start[3]
+            at = first
+            for p in range(last_lo, last_hi):
+                if not recommended[p]:
+                    pool[at] = p
+                    at += 1
+            if at - first < m:  # too few never recommended: the whole last round
+                at = first
+                for p in range(last_lo, last_hi):
+                    pool[at] = p
+                    at += 1
+            pool_start[4] = at
+            uniforms += u_count * m * (at > first)
+    return uniforms, pool, pool_start, order, start
+
+
+@jit
+def _pool_draws(
+    pool: np.ndarray, uniform: np.ndarray, used: int, draws: np.ndarray, first: int, width: int
+) -> int:
+    # draws[:, first:first + width] = pool[(uniform[used:] * len(pool)).astype(int64)]
+    # (candidates._sample), -1 and no uniform taken if the pool is empty; the uniforms used
+    n = len(pool)
+    if n == 0:
+        draws[:, first : first + width] = -1
+        return used
+    size = np.float64(n)
+    for r in range(draws.shape[0]):
+        for j in range(width):
+            draws[r, first + j] = pool[np.int64(uniform[used] * size)]
+            used += 1
+    return used
+
+
+@jit
+def _candidate_draws(
+    kind: np.ndarray,
+    width: np.ndarray,
+    users: np.ndarray,
+    user_cluster: np.ndarray,
+    discrete_stance: np.ndarray,
+    post_latent: np.ndarray,
+    bounds: np.ndarray,
+    pool: np.ndarray,
+    pool_start: np.ndarray,
+    order: np.ndarray,
+    start: np.ndarray,
+    uniform: np.ndarray,
+    draws: np.ndarray,
+    gathered: np.ndarray,
+) -> None:
+    # Every source's draws from the uniforms (the stream of _candidate_pools' count), into
+    # ``draws`` (U, sum(width)) (source s in columns sum(width[:s]) ...); the scored sources'
+    # post rows (-1: row 0) into ``gathered`` (U, their sum(width), d), source after source.
+    u_count = len(users)
+    lo, hi = bounds[0], bounds[1]
+    used = 0
+    first = 0
+    column = 0
+    d = post_latent.shape[1]
+    for s in range(len(kind)):
+        m = width[s]
+        if kind[s] == _INTEREST:
+            if hi == lo:
+                draws[:, first : first + m] = -1
+            else:
+                last = hi - lo - 1
+                span = np.float64(hi - lo)
+                for r in range(u_count):
+                    c = user_cluster[r]
+                    at = start[c]
+                    size = start[c + 1] - at
+                    scale = np.float64(size)
+                    for j in range(m):
+                        x = uniform[used]
+                        used += 1
+                        if size > 0:
+                            draws[r, first + j] = lo + order[min(at + np.int64(x * scale), last)]
+                        else:
+                            draws[r, first + j] = lo + np.int64(x * span)
+        elif kind[s] == _OPPOSITE:
+            from_positive = np.empty((u_count, m), np.int64)
+            used = _pool_draws(pool[: pool_start[1]], uniform, used, draws, first, m)
+            used = _pool_draws(
+                pool[pool_start[1] : pool_start[2]], uniform, used, from_positive, 0, m
+            )
+            for r in range(u_count):
+                sign = discrete_stance[users[r]]
+                coin = uniform[used] < 0.5
+                used += 1
+                if not (sign > 0 or (sign == 0 and coin)):
+                    draws[r, first : first + m] = from_positive[r]
+        elif kind[s] == _POPULAR:
+            used = _pool_draws(pool[pool_start[2] : pool_start[3]], uniform, used, draws, first, m)
+        else:
+            used = _pool_draws(pool[pool_start[3] : pool_start[4]], uniform, used, draws, first, m)
+            part = draws[:, first : first + m]
+            for r in range(u_count):
+                _blank_repeats(part, r)
+        if kind[s] != _FRESH:
+            for r in range(u_count):
+                for j in range(m):
+                    post = max(draws[r, first + j], 0)
+                    for k in range(d):
+                        gathered[r, column + j, k] = post_latent[post, k]
+            column += m
+        first += m
+
+
+@jit
+def _candidate_picks(
+    kind: np.ndarray,
+    width: np.ndarray,
+    keep: np.ndarray,
+    draws: np.ndarray,
+    score: np.ndarray,
+    users: np.ndarray,
+    post_author: np.ndarray,
+    post: np.ndarray,
+    source: np.ndarray,
+) -> None:
+    # Each scored source's ``keep[s]`` best draws by ``score`` (U, the scored widths' sum),
+    # source after source (top_k_rows with drop_nonfinite), the fresh draws as they are, side
+    # by side in ``post`` (U, sum(keep)), ``source`` (U, sum(keep)) int8 the source of each
+    # column; then repeats blanked and the users' own posts dropped (-1), as the unfused path.
+    u_count = len(users)
+    post[:] = -1
+    first = 0
+    column = 0
+    scored = 0
+    for s in range(len(kind)):
+        m, k = width[s], keep[s]
+        source[:, column : column + k] = kind[s]
+        if kind[s] == _FRESH:
+            post[:, column : column + k] = draws[:, first : first + k]
+        else:
+            candidate = draws[:, first : first + m]
+            rows = score[:, scored : scored + m]
+            out = post[:, column : column + k]
+            best = np.zeros(max(k, 1), np.int64)
+            row_score = np.empty(m, score.dtype)
+            for r in range(u_count):
+                _top_k_row(candidate, rows, r, out, best, row_score, True)
+            scored += m
+        first += m
+        column += k
+    for r in range(u_count):
+        _blank_repeats(post, r)
+        for j in range(post.shape[1]):
+            p = post[r, j]
+            if p >= 0 and post_author[p] == users[r]:
+                post[r, j] = -1
+
+
+KERNELS["candidate_pools"] = _candidate_pools
+KERNELS["candidate_draws"] = _candidate_draws
+KERNELS["candidate_picks"] = _candidate_picks

@@ -16,6 +16,7 @@ recommended slots. Everything is vectorized over the users; every draw comes fro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,13 @@ from socialenv.core import kernels
 from socialenv.core.clustering import ClusterIndex
 from socialenv.core.config import CANDIDATE_SOURCES
 from socialenv.core.platform import FeedContext
+
+#: Users up to which :func:`generate_candidates` runs as three compiled kernels around one
+#: uniform draw and one scoring product (numba kernels): unfused, a round's candidates take
+#: about a hundred NumPy calls, most of the time at a 1,000-user world's ~50 users. Above it
+#: the unfused path's blocks run on :func:`kernels.map_blocks`' threads. Both give the same
+#: candidates and leave ``rng`` in the same state.
+FUSED_CANDIDATE_USERS = 2048
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,10 @@ def generate_candidates(
         rng: the round's arm stream.
         oversample: draws per kept candidate of the interest / opposite / popular sources.
     """
+    if kernels.BACKEND == "numba" and 0 < len(users) <= FUSED_CANDIDATE_USERS:
+        fused = _fused_candidates(ctx, users, mix, window, popular_pool, rng, oversample)
+        if fused is not None:
+            return fused
     u = len(users)
     lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
     posts, people = ctx.posts, ctx.users
@@ -129,6 +141,86 @@ def generate_candidates(
     own = (post >= 0) & (posts.author[np.maximum(post, 0)] == users[:, None])
     post[own] = -1
     return CandidateSet(post=post, source=np.concatenate(sources, axis=1))
+
+
+def _fused_candidates(
+    ctx: FeedContext,
+    users: np.ndarray,
+    mix: dict[str, int],
+    window: int,
+    popular_pool: int,
+    rng: np.random.Generator,
+    oversample: int,
+) -> CandidateSet | None:
+    """:func:`generate_candidates` by three compiled kernels (:func:`kernels.candidate_pools`,
+    :func:`kernels.candidate_draws`, :func:`kernels.candidate_picks`), the uniforms drawn by
+    ``rng`` in one call between the first two and the scores by NumPy's ``einsum`` as in
+    :func:`_best_of` between the last two; None (nothing drawn) where the unfused path must
+    run: no source, or a post cluster the kernels do not index."""
+    kind, keep, width = _source_columns(
+        tuple(int(mix.get(name, 0)) for name in CANDIDATE_SOURCES), oversample
+    )
+    if len(kind) == 0:
+        return None
+    users = np.asarray(users, np.int64)
+    u, posts, people = len(users), ctx.posts, ctx.users
+    lo, hi = ctx.posts_of_rounds(ctx.round - window, ctx.round - 1)
+    last_lo, last_hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)
+    interest = kernels.gather_sum_rows(people.latent, people.memory_latent, users)
+    if hi > lo and _INTEREST in kind:
+        user_cluster = np.empty(u, np.int16)
+        with kernels.one_blas_thread():
+            kernels.argmax_rows(interest @ ctx.centroids.T, user_cluster)
+    else:
+        user_cluster = np.zeros(u, np.int16)
+    bounds = np.array([lo, hi, last_lo, last_hi], np.int64)
+    uniforms, *pools = kernels.candidate_pools(
+        kind, width, u, len(ctx.centroids), posts, bounds, popular_pool
+    )
+    if uniforms < 0:
+        return None
+    scored = int(width[kind != _FRESH].sum())
+    draws = np.empty((u, int(width.sum())), np.int64)
+    gathered = np.empty((u, scored, posts.latent.shape[1]), posts.latent.dtype)
+    kernels.candidate_draws(
+        kind,
+        width,
+        users,
+        user_cluster,
+        people.discrete_stance,
+        posts.latent,
+        bounds,
+        tuple(pools),
+        rng.random(uniforms),
+        draws,
+        gathered,
+    )
+    # one product for every scored draw: each score is the same 32-term dot product, on the
+    # same SIMD loop, as in _best_of's product per source
+    score = np.einsum("ud,umd->um", interest, gathered)
+    post = np.empty((u, int(keep.sum())), np.int64)
+    source = np.empty(post.shape, np.int8)
+    kernels.candidate_picks(kind, width, keep, draws, score, users, posts.author, post, source)
+    return CandidateSet(post=post, source=source)
+
+
+_INTEREST = CANDIDATE_SOURCES.index("interest")
+_FRESH = CANDIDATE_SOURCES.index("fresh")
+
+
+@functools.lru_cache(maxsize=64)
+def _source_columns(
+    per_source: tuple[int, ...], oversample: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kind, keep, width) (S,) int64 of the sources with candidates: their index in
+    :data:`CANDIDATE_SOURCES`, their candidates per user (``per_source``, one per source) and
+    their draws per user (``oversample`` × keep, keep for ``fresh``). Read-only arrays."""
+    kind = np.array([index for index, k in enumerate(per_source) if k != 0], np.int64)
+    keep = np.array([k for k in per_source if k != 0], np.int64)
+    width = np.where(kind == _FRESH, keep, oversample * keep)
+    for array in (kind, keep, width):
+        array.flags.writeable = False
+    return kind, keep, width
 
 
 def _interest_draws(

@@ -2031,6 +2031,96 @@ def cluster_order(cluster: np.ndarray, num_clusters: int) -> tuple[np.ndarray, n
     return cluster_order_numpy(cluster, num_clusters)
 
 
+def candidate_pools(
+    kind: np.ndarray,
+    width: np.ndarray,
+    u_count: int,
+    num_clusters: int,
+    posts: Any,
+    bounds: np.ndarray,
+    popular_pool: int,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Compiled kernels only (their NumPy twin is the unfused path of
+    :func:`socialenv.core.candidates.generate_candidates`): what the candidate sources ``kind``
+    (S,) (indices into ``CANDIDATE_SOURCES``; ``width`` (S,) draws per user each) draw from
+    for ``u_count`` users. ``bounds``: (lo, hi, last_lo, last_hi) int64, the candidate window's
+    and the last round's post ranges. Returns (the number of uniforms the draws take, -1 when
+    a window post's cluster lies outside ``[0, num_clusters)``; the pools' post ids; (5,) where
+    the opposite source's negative and positive pools, the popular and the fresh pool begin
+    and end; the window's posts by cluster and where each cluster begins, as
+    :func:`cluster_order`)."""
+    uniforms, pool, pool_start, order, start = _active["candidate_pools"](
+        kind,
+        width,
+        int(u_count),
+        int(num_clusters),
+        posts.cluster,
+        posts.stance,
+        (posts.likes, posts.retweets, posts.replies),
+        posts.recommended,
+        bounds,
+        int(popular_pool),
+    )
+    return int(uniforms), pool, pool_start, order, start
+
+
+def candidate_draws(
+    kind: np.ndarray,
+    width: np.ndarray,
+    users: np.ndarray,
+    user_cluster: np.ndarray,
+    discrete_stance: np.ndarray,
+    post_latent: np.ndarray,
+    bounds: np.ndarray,
+    pools: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    uniform: np.ndarray,
+    draws: np.ndarray,
+    gathered: np.ndarray,
+) -> None:
+    """Compiled kernels only (see :func:`candidate_pools`, whose pools ``pools`` are): the
+    sources' draws for the (U,) ``users`` from ``uniform`` (as many as it counted, drawn by the
+    round's generator), into ``draws`` (U, sum(width)) int64, in the order and with the values
+    of the unfused path; the scored sources' post rows (``post_latent``, row 0 for -1) into
+    ``gathered`` (U, the scored sources' sum(width), d), source after source.
+    ``user_cluster`` (U,): each user's nearest cluster (read by the interest source)."""
+    pool, pool_start, order, start = pools
+    _active["candidate_draws"](
+        kind,
+        width,
+        users,
+        user_cluster,
+        discrete_stance,
+        post_latent,
+        bounds,
+        pool,
+        pool_start,
+        order,
+        start,
+        uniform,
+        draws,
+        gathered,
+    )
+
+
+def candidate_picks(
+    kind: np.ndarray,
+    width: np.ndarray,
+    keep: np.ndarray,
+    draws: np.ndarray,
+    score: np.ndarray,
+    users: np.ndarray,
+    post_author: np.ndarray,
+    post: np.ndarray,
+    source: np.ndarray,
+) -> None:
+    """Compiled kernels only (see :func:`candidate_pools`): each scored source's ``keep[s]``
+    best draws by ``score`` (U, the scored sources' sum(width)), source after source
+    (:func:`top_k_rows` with ``drop_nonfinite``), the fresh source's draws as they are, side
+    by side into ``post`` (U, sum(keep)) int64, and each column's source into ``source``
+    (U, sum(keep)) int8; then repeats within a row and the users' own posts set to -1."""
+    _active["candidate_picks"](kind, width, keep, draws, score, users, post_author, post, source)
+
+
 def reaction_ends_numpy(
     react_user: np.ndarray, react_post: np.ndarray, post_author: np.ndarray, discrete: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:

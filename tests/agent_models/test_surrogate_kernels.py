@@ -169,8 +169,14 @@ def _on_numpy(function, *args):
         surrogate_kernels.use_backend(previous)
 
 
+@pytest.mark.parametrize("noise_in_numpy_rows", [0, surrogate_kernels.NOISE_IN_NUMPY_ROWS])
 @pytest.mark.parametrize("width", [8, 32, 33, 128, 129, 4])
-def test_noisy_unit_rows_bit_identical_to_numpy_and_leave_the_generator_alike(compiled, width):
+def test_noisy_unit_rows_bit_identical_to_numpy_and_leave_the_generator_alike(
+    compiled, width, noise_in_numpy_rows, monkeypatch
+):
+    """Both compiled ways, the noise drawn inside the kernel (0: every size) and drawn by
+    NumPy first (the default for a round's rows), against the NumPy twin."""
+    monkeypatch.setattr(surrogate_kernels, "NOISE_IN_NUMPY_ROWS", noise_in_numpy_rows)
     base = np.random.default_rng(width).standard_normal((50, width)).astype(np.float32)
     base[3] = 0.0  # a zero row: the norm's floor
     for rows in (np.array([4, 4, 0, 49, 3]), np.zeros(0, np.int64), np.arange(50)):
