@@ -187,3 +187,56 @@ def flagged_per_row(feed: np.ndarray, flag: np.ndarray, out: np.ndarray) -> None
             if post >= 0 and flag[post]:
                 count += 1
         out[r] = count
+
+
+@jit
+def _sign32(x: Any) -> Any:
+    # np.sign of a float32: -1, 0 or 1, NaN for NaN
+    if x > 0:
+        return np.float32(1)
+    if x < 0:
+        return np.float32(-1)
+    return x if x != x else np.float32(0)
+
+
+@jit
+def built_in_reaction_moves(
+    opinion: np.ndarray,
+    stance: np.ndarray,
+    kind: np.ndarray,
+    positive: np.ndarray,
+    hostile: np.ndarray,
+    reply_code: int,
+    params: np.ndarray,
+    moved: np.ndarray,
+    step: np.ndarray,
+) -> None:
+    # surrogate_mechanisms.reaction_moves of [Assimilation, Backfire, Reinforcement] on
+    # float32 opinion and stance, as NumPy evaluates them: the weak Python thresholds and the
+    # reinforcement's rate meet the float32 columns as float32, the np.float64 rates give
+    # float64 steps; the steps are summed in the mechanisms' order.
+    # params: assimilation rate, 2 × its bound, backfire rate, 2 × its gap, reinforcement
+    # rate, 2 × its bound
+    assimilation_rate, assimilation_limit = np.float64(params[0]), np.float32(params[1])
+    backfire_rate, backfire_limit = np.float64(-params[2]), np.float32(params[3])
+    reinforcement_rate, reinforcement_limit = np.float32(params[4]), np.float32(params[5])
+    third = np.float32(1.0 / 3.0)
+    for i in range(len(opinion)):
+        o, s = opinion[i], stance[i]
+        delta = s - o
+        distance = abs(delta)
+        civil = positive[i] or (kind[i] == reply_code and not hostile[i])
+        assimilated = civil and distance <= assimilation_limit
+        backfired = hostile[i] and distance >= backfire_limit
+        reinforced = (
+            civil
+            and distance <= reinforcement_limit
+            and _sign32(s) == _sign32(o)
+            and abs(s) > third
+        )
+        total = assimilation_rate * np.float64(delta) if assimilated else 0.0
+        total = total + (backfire_rate * np.float64(delta) if backfired else 0.0)
+        push = reinforcement_rate * _sign32(s) * (np.float32(1) - abs(o))
+        total = total + np.float64(push if reinforced else np.float32(0))
+        moved[i] = assimilated or backfired or reinforced
+        step[i] = total

@@ -230,6 +230,7 @@ BACKEND = "numpy"
 
 def _build_numba() -> dict[str, Callable[..., Any]]:
     from agent_models._surrogate_numba import (
+        built_in_reaction_moves,
         flagged_per_row,
         hits_below,
         negated_log_odds,
@@ -240,6 +241,7 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
 
     return {
         "pushed_opinions": pushed_opinions,
+        "built_in_reaction_moves": built_in_reaction_moves,
         "flagged_per_row": flagged_per_row,
         "negated_log_odds": negated_log_odds,
         "hits_below": hits_below,
@@ -384,6 +386,46 @@ def pushed_opinions(
     touched = weight > 0
     new_opinion[touched] += push[touched] / np.sqrt(weight[touched])
     return new_opinion
+
+
+def built_in_reaction_moves(
+    opinion: np.ndarray,
+    stance: np.ndarray,
+    kind: np.ndarray,
+    positive: np.ndarray,
+    hostile: np.ndarray,
+    params: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(moved (M,) bool, step (M,) float64) of the built-in reaction mechanisms, assimilation,
+    backfire and reinforcement in that order (``params``: assimilation rate, 2 × its bound,
+    backfire rate, 2 × its gap, reinforcement rate, 2 × its bound), in one compiled pass with
+    the values of :func:`agent_models.surrogate_mechanisms.reaction_moves`; None (nothing
+    computed) where that NumPy path must run: NumPy kernels, or columns other than float32
+    opinion and stance, integer kinds and bool flags."""
+    if (
+        BACKEND != "numba"
+        or opinion.dtype != np.float32
+        or stance.dtype != np.float32
+        or kind.dtype.kind not in "iu"
+        or positive.dtype != np.bool_
+        or hostile.dtype != np.bool_
+        or not len(opinion) == len(stance) == len(kind) == len(positive) == len(hostile)
+    ):
+        return None
+    moved = np.empty(len(opinion), np.bool_)
+    step = np.empty(len(opinion), np.float64)
+    _compiled()["built_in_reaction_moves"](
+        opinion,
+        stance,
+        kind,
+        positive,
+        hostile,
+        int(Behaviour.REPLY),
+        np.array(params, np.float64),
+        moved,
+        step,
+    )
+    return moved, step
 
 
 def flagged_per_row(feed: np.ndarray, flag: np.ndarray, block: int = 65_536) -> np.ndarray:

@@ -3,6 +3,7 @@ twins are the reaction model's own arithmetic (agent_models.surrogate_kernels)."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
@@ -10,6 +11,14 @@ import pytest
 
 from agent_models import surrogate_kernels
 from agent_models.surrogate import SurrogateBrain, SurrogateConfig
+from agent_models.surrogate_kernels import built_in_reaction_moves
+from agent_models.surrogate_mechanisms import (
+    MECHANISMS,
+    Reacted,
+    ReactionMechanism,
+    _built_in_params,
+    reaction_moves,
+)
 from agent_models.types import Behaviour, FeedChannel
 from tests.support import bits
 
@@ -230,3 +239,90 @@ def test_flagged_per_row_counts_what_the_numpy_twin_counts(compiled, threads):
         assert empty.tolist() == [0, 0, 0, 0]
     finally:
         blocks.set_block_threads(previous)
+
+
+def _reacted_columns(rng: np.random.Generator, m: int) -> Reacted:
+    """Reactions whose stances and opinions sit on the mechanisms' cuts (±1/3, the bounds'
+    distances), at zero and signed zero, and NaN, beside uniform ones."""
+    cuts = np.array([1 / 3, -1 / 3, 0.0, -0.0, 0.6, -0.6, 0.7, -0.7, np.nan, 1.0, -1.0], np.float32)
+    opinion = rng.uniform(-1, 1, m).astype(np.float32)
+    stance = rng.uniform(-1, 1, m).astype(np.float32)
+    on_cut = rng.random(m) < 0.3
+    stance[on_cut] = rng.choice(cuts, on_cut.sum())
+    on_cut = rng.random(m) < 0.3
+    opinion[on_cut] = rng.choice(cuts, on_cut.sum())
+    stance[rng.random(m) < 0.05] = opinion[rng.random(m) < 0.05][:1] if m else 0
+    kind = rng.integers(0, len(Behaviour), m).astype(np.int8)
+    if m >= 40:  # distances of exactly float32(0.6) and float32(0.7), one sign, every kind
+        opinion[:40] = np.repeat(np.float32([0.2, 0.1]), 20)
+        stance[:40] = np.float32(0.8)
+        kind[:40] = np.arange(40) % len(Behaviour)
+    positive = (kind == Behaviour.LIKE) | (kind == Behaviour.RETWEET)
+    hostile = (kind == Behaviour.DISLIKE) | ((kind == Behaviour.REPLY) & (rng.random(m) < 0.3))
+    return Reacted(opinion, stance, kind, positive, hostile)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},  # the defaults
+        # bounds whose float32 lies above (0.6) and below (0.7) their float64 value
+        {"assimilation_rate": 0.31, "confidence_bound": 0.3, "backfire_gap": 0.35},
+        {"reinforcement_rate": 1, "backfire_rate": 0, "confidence_bound": 1},  # ints
+        {"assimilation_rate": 0.0, "backfire_rate": 0.0, "reinforcement_rate": 0.0},  # off
+    ],
+)
+def test_built_in_reaction_moves_bit_identical_to_the_mechanisms(compiled, fields):
+    mechanisms = [
+        kind.from_config(SurrogateConfig(**fields))
+        for kind in MECHANISMS
+        if issubclass(kind, ReactionMechanism)
+    ]
+    rng = np.random.default_rng(len(fields))
+    params = _built_in_params(mechanisms)
+    assert params is not None  # the compiled pass runs
+    for m in (0, 1, 5000):
+        reacted = _reacted_columns(rng, m)
+        columns = (reacted.opinion, reacted.stance, reacted.kind, reacted.positive)
+        assert built_in_reaction_moves(*columns, reacted.hostile, params) is not None
+        fused = reaction_moves(mechanisms, reacted)
+        surrogate_kernels.use_backend("numpy")
+        try:
+            expected = reaction_moves(mechanisms, reacted)
+        finally:
+            surrogate_kernels.use_backend("numba")
+        assert fused[0].dtype == expected[0].dtype == np.bool_
+        assert fused[1].dtype == expected[1].dtype == np.float64
+        assert bits(fused[0]) == bits(expected[0]) and bits(fused[1]) == bits(expected[1])
+    assert expected[0].any() or not any(fields.get(k, 1) for k in fields if k.endswith("rate"))
+
+
+def test_built_in_reaction_moves_leave_other_mechanisms_and_columns_to_numpy(compiled):
+    mechanisms = [
+        kind.from_config(SurrogateConfig())
+        for kind in MECHANISMS
+        if issubclass(kind, ReactionMechanism)
+    ]
+    reacted = _reacted_columns(np.random.default_rng(1), 100)
+    assert (
+        built_in_reaction_moves(
+            reacted.opinion.astype(np.float64),
+            reacted.stance,
+            reacted.kind,
+            reacted.positive,
+            reacted.hostile,
+            (0.1,) * 6,
+        )
+        is None
+    )
+    reordered = [mechanisms[1], mechanisms[0], mechanisms[2]]
+    moved, step = reaction_moves(reordered, reacted)  # the mechanisms' own path, in that order
+    assert moved.shape == step.shape == (100,)
+    as_numpy_floats = [dataclasses.replace(mechanisms[0], rate=np.float64(0.15))] + mechanisms[1:]
+    surrogate_kernels.use_backend("numpy")
+    try:
+        expected = reaction_moves(as_numpy_floats, reacted)
+    finally:
+        surrogate_kernels.use_backend("numba")
+    got = reaction_moves(as_numpy_floats, reacted)
+    assert bits(got[1]) == bits(expected[1])
