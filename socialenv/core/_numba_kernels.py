@@ -1003,6 +1003,49 @@ def _rec_arm_columns(
             row[column + 14 + j] = 1.0 if source[k] == j else 0.0
 
 
+@jit
+def _rec_arm_history_columns(
+    rows: np.ndarray,
+    at: np.ndarray,
+    engagement_scale: float,
+    rounds: int,
+    reply_toxicity: np.ndarray,
+    civility: np.ndarray,
+    who: np.ndarray,
+) -> None:
+    # the NumPy twin's float32 divisions by the weak Python scale and round count, and its
+    # float32 products
+    engagement_at, age_at, cross_at, recent_at, tail = at[0], at[1], at[2], at[3], at[4]
+    scale, span = np.float32(engagement_scale), np.float32(rounds)
+    for k in range(rows.shape[0]):
+        row, u = rows[k], who[k]
+        row[engagement_at] = row[engagement_at] / scale
+        row[age_at] = row[age_at] / span
+        cross, toxicity, civil = row[cross_at], reply_toxicity[u], civility[u]
+        row[tail] = toxicity
+        row[tail + 1] = civil
+        row[tail + 2] = cross * toxicity
+        row[tail + 3] = cross * civil
+        row[tail + 4] = cross * row[recent_at]
+        row[tail + 5] = np.float32(0.0)
+
+
+@jit
+def _rec_arm_norm_pad(
+    rows: np.ndarray, squared: np.ndarray, norm_squared: float, mask: np.ndarray
+) -> None:
+    # np.maximum(x, 0.0): NaN stays NaN (x is never -0.0: norm_squared > 0)
+    last = rows.shape[1] - 1
+    for k in range(rows.shape[0]):
+        if mask[k]:
+            pad = norm_squared - squared[k]
+            if pad < 0.0:
+                pad = 0.0
+            rows[k, last] = np.float32(np.sqrt(pad))
+        else:
+            rows[k, :] = np.float32(0.0)
+
+
 _relational_draws_serial, _relational_draws_parallel = _serial_and_parallel(_relational_draws)
 _drop_own_and_repeated_serial, _drop_own_and_repeated_parallel = _serial_and_parallel(
     _drop_own_and_repeated
@@ -2031,6 +2074,8 @@ def _candidate_picks(
                 post[r, j] = -1
 
 
+KERNELS["rec_arm_history_columns"] = _rec_arm_history_columns
+KERNELS["rec_arm_norm_pad"] = _rec_arm_norm_pad
 KERNELS["candidate_pools"] = _candidate_pools
 KERNELS["candidate_draws"] = _candidate_draws
 KERNELS["candidate_picks"] = _candidate_picks

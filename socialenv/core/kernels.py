@@ -1223,6 +1223,97 @@ def place_picks(
     )
 
 
+def rec_arm_history_columns_numpy(
+    rows: np.ndarray,
+    at: np.ndarray,
+    engagement_scale: float,
+    rounds: int,
+    reply_toxicity: np.ndarray,
+    civility: np.ndarray,
+    who: np.ndarray,
+) -> None:
+    """The Rec arm contexts' columns after :func:`rec_arm_columns`' and the receiver's
+    propensity, in place in ``rows`` (K, D) float32: the log engagement (already ``log1p``)
+    divided by ``engagement_scale`` and the post age by ``rounds`` (in float32, as NumPy
+    divides a float32 column by a Python number), then from column ``tail`` the receiver's
+    ``reply_toxicity`` and ``civility`` (N,) float32 (``who`` (K,) the receivers), their
+    products with cross stance and that of cross stance with the recent toxicity, and the
+    norm pad set to 0. ``at`` (5,) int64: the columns of log engagement, post age, cross
+    stance, recent toxicity, and ``tail``."""
+    engagement_at, age_at, cross_at, recent_at, tail = (int(v) for v in at)
+    engagement = rows[:, engagement_at]
+    engagement /= engagement_scale
+    rows[:, age_at] /= rounds
+    cross, receiver_toxicity = rows[:, cross_at], reply_toxicity[who]
+    receiver_civility = civility[who]
+    rows[:, tail] = receiver_toxicity
+    rows[:, tail + 1] = receiver_civility
+    np.multiply(cross, receiver_toxicity, out=rows[:, tail + 2])
+    np.multiply(cross, receiver_civility, out=rows[:, tail + 3])
+    np.multiply(cross, rows[:, recent_at], out=rows[:, tail + 4])
+    rows[:, tail + 5] = 0.0
+
+
+_NUMPY["rec_arm_history_columns"] = rec_arm_history_columns_numpy
+
+
+def rec_arm_history_columns(
+    rows: np.ndarray,
+    at: np.ndarray,
+    engagement_scale: float,
+    rounds: int,
+    reply_toxicity: np.ndarray,
+    civility: np.ndarray,
+    who: np.ndarray,
+) -> None:
+    """See :func:`rec_arm_history_columns_numpy` (one pass over the rows, compiled)."""
+    if (
+        _active is _NUMPY
+        or rows.dtype != np.float32
+        or reply_toxicity.dtype != np.float32
+        or civility.dtype != np.float32
+        or rows.ndim != 2
+        or rows.strides[1] != rows.itemsize
+    ):
+        rec_arm_history_columns_numpy(
+            rows, at, engagement_scale, rounds, reply_toxicity, civility, who
+        )
+        return
+    _active["rec_arm_history_columns"](
+        rows,
+        at,
+        float(engagement_scale),
+        int(rounds),
+        reply_toxicity,
+        civility,
+        who.astype(np.int64, copy=False),
+    )
+
+
+def rec_arm_norm_pad_numpy(
+    rows: np.ndarray, squared: np.ndarray, norm_squared: float, mask: np.ndarray
+) -> None:
+    """The Rec arm contexts' last column, in place: sqrt(max(``norm_squared`` −
+    ``squared``, 0)) (float64, (K,) ``squared`` each row's squared norm with that column at
+    0), so every valid row has norm sqrt(``norm_squared``); then the rows outside ``mask``
+    (K,) bool set to 0."""
+    rows[:, -1] = np.sqrt(np.maximum(norm_squared - squared, 0.0))
+    rows[~mask] = 0.0
+
+
+_NUMPY["rec_arm_norm_pad"] = rec_arm_norm_pad_numpy
+
+
+def rec_arm_norm_pad(
+    rows: np.ndarray, squared: np.ndarray, norm_squared: float, mask: np.ndarray
+) -> None:
+    """See :func:`rec_arm_norm_pad_numpy` (one compiled pass)."""
+    if _active is _NUMPY or rows.dtype != np.float32 or squared.dtype != np.float64:
+        rec_arm_norm_pad_numpy(rows, squared, norm_squared, mask)
+        return
+    _active["rec_arm_norm_pad"](rows, squared, float(norm_squared), mask)
+
+
 def rec_arm_columns(
     context: np.ndarray,
     user_rows: np.ndarray,

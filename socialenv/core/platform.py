@@ -69,11 +69,10 @@ class Recommender:
         lo, hi = ctx.posts_of_rounds(ctx.round - 1, ctx.round - 1)
         if hi == lo:
             return np.full((b, k), -1, np.int64)
-        recent_author = ctx.posts.author[lo:hi]
-        by_author = np.argsort(recent_author, kind="stable")
-        author_start = np.zeros(ctx.users.stance.shape[0] + 1, np.int64)  # CSR of posts by author
-        np.cumsum(
-            np.bincount(recent_author, minlength=ctx.users.stance.shape[0]), out=author_start[1:]
+        # the CSR of the recent posts by author: their stable order by author, where each
+        # author's run begins (a counting sort with the compiled kernels)
+        by_author, author_start = kernels.cluster_order(
+            ctx.posts.author[lo:hi], ctx.users.stance.shape[0]
         )
         indptr, indices = ctx.graph.followees_csr()
         shape = (b, 3 * k)

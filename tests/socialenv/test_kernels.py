@@ -603,6 +603,41 @@ def test_rec_arm_columns_match_numpy(compiled):
     assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
 
 
+def test_rec_arm_history_columns_and_norm_pad_match_numpy(compiled):
+    """The arm contexts' last columns: the divisions by a scale no float32 holds exactly and
+    by the round count, the receiver columns and their products with cross stance (NaN and
+    signed zeros included), the norm pad, and the masked rows."""
+    rng = np.random.default_rng(15)
+    arms, n, width = 700, 90, 30
+    rows = rng.standard_normal((arms, width)).astype(np.float32)
+    rows[rng.random((arms, width)) < 0.02] = np.nan
+    rows[:, 3] = rng.choice(np.float32([0.0, -0.0, 1.0, 0.5]), arms)  # cross stance
+    reply_toxicity = rng.random(n).astype(np.float32)
+    civility = rng.random(n).astype(np.float32)
+    reply_toxicity[:3] = [np.nan, -0.0, 0.0]
+    who = rng.integers(0, n, arms)
+    at = np.array([1, 2, 3, 4, width - 6], np.int64)
+    mask = rng.random(arms) < 0.8
+    mask[:5] = True
+    scale = float(np.log1p(1000.0))
+    expected = rows.copy()
+    kernels.rec_arm_history_columns_numpy(expected, at, scale, 51, reply_toxicity, civility, who)
+    squared = np.einsum("kd,kd->k", expected, expected, dtype=np.float64)
+    squared[:5] = [np.nan, 7.0, 100.0, 0.0, 9.0]  # a NaN, beyond the norm, at it
+    kernels.rec_arm_norm_pad_numpy(expected, squared, 9.0, mask)
+    for view in (False, True):  # the matrix itself, and a row block of a larger one
+        got = np.vstack([rows, rows[:50]]) if view else rows.copy()
+        block = got[:arms]
+        compiled["rec_arm_history_columns"](block, at, scale, 51, reply_toxicity, civility, who)
+        compiled["rec_arm_norm_pad"](block, squared, 9.0, mask)
+        assert _bits(block) == _bits(expected)
+    dispatched = rows.copy()
+    kernels.rec_arm_history_columns(dispatched, at, scale, 51, reply_toxicity, civility, who)
+    kernels.rec_arm_norm_pad(dispatched, squared, 9.0, mask)
+    assert _bits(dispatched) == _bits(expected)
+    assert (expected[~mask] == 0).all() and np.isnan(expected[0, -1]) and expected[2, -1] == 0
+
+
 def test_place_picks_matches_numpy(compiled):
     rng = np.random.default_rng(13)
     feed = _rows_with_repeats(rng, 300, 12, 1000)

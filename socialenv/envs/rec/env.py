@@ -418,6 +418,7 @@ class RecEnv(PolicySimEnv):
         history = self._observed_history()
         reply_toxicity, civility = history["reply_toxicity"], history["cross_civility"]
         rounds, norm_squared = self.config.rounds + 1, self._context_norm**2
+        history_at = np.array([engagement_at, age_at, cross_at, recent_at, tail], np.int64)
 
         def fill(lo: int, hi: int) -> None:
             rows, who = context[lo:hi], user[lo:hi]
@@ -437,8 +438,6 @@ class RecEnv(PolicySimEnv):
             # reproduce bit for bit
             engagement = rows[:, engagement_at]
             np.log1p(engagement, out=engagement)
-            engagement /= _LOG_ENGAGEMENT_SCALE
-            rows[:, age_at] /= rounds
             np.einsum(
                 "kd,kd->k",
                 people.latent.take(who, axis=0),
@@ -449,17 +448,11 @@ class RecEnv(PolicySimEnv):
                 np.log(np.maximum(people.profiles.reply_frequency[who], 1e-3) / 0.25)
                 / _REPLY_PROPENSITY_SCALE
             )
-            cross, receiver_toxicity = rows[:, cross_at], reply_toxicity[who]
-            receiver_civility = civility[who]
-            rows[:, tail] = receiver_toxicity
-            rows[:, tail + 1] = receiver_civility
-            np.multiply(cross, receiver_toxicity, out=rows[:, tail + 2])
-            np.multiply(cross, receiver_civility, out=rows[:, tail + 3])
-            np.multiply(cross, rows[:, recent_at], out=rows[:, tail + 4])
-            rows[:, tail + 5] = 0.0
+            kernels.rec_arm_history_columns(
+                rows, history_at, _LOG_ENGAGEMENT_SCALE, rounds, reply_toxicity, civility, who
+            )
             squared = np.einsum("kd,kd->k", rows, rows, dtype=np.float64)
-            rows[:, -1] = np.sqrt(np.maximum(norm_squared - squared, 0.0))
-            rows[~arms["mask"][lo:hi]] = 0.0
+            kernels.rec_arm_norm_pad(rows, squared, norm_squared, arms["mask"][lo:hi])
 
         kernels.map_blocks(fill, len(user), block)
         return context
