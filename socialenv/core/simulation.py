@@ -405,11 +405,12 @@ class Simulation:
                 cfg.hops,
                 self._propagation_buffers,
             )
-        base = (
-            np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
-            if table is None
-            else table
-        )
+        if table is not None:
+            base = table
+        elif cfg.hops > 0:  # read by the hops only: the kept table, no new (N, 2d) array
+            base = self.users.context_table()
+        else:
+            base = np.concatenate([self.users.latent, self.users.memory_latent], axis=1)
         if cfg.hops > 0 and kernels.BACKEND == "numba":  # the same values as SciPy's CSR product
             indptr, indices = self.graph.followees_csr()
             return kernels.propagate_csr(base, indptr, indices, cfg.alpha, cfg.hops, rows)
