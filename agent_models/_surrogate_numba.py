@@ -240,3 +240,46 @@ def built_in_reaction_moves(
         total = total + np.float64(push if reinforced else np.float32(0))
         moved[i] = assimilated or backfired or reinforced
         step[i] = total
+
+
+@jit
+def post_choices(
+    ratio: np.ndarray, active: np.ndarray, doubled_rate: float, uniform: np.ndarray
+) -> np.ndarray:
+    # active users whose uniform falls below clip(2·post_rate·ratio / (1 + ratio), 0, 1),
+    # in float32 as NumPy evaluates it (the weak Python rate meets the float32 ratios)
+    rate, one = np.float32(doubled_rate), np.float32(1)
+    out = np.empty(len(active), active.dtype)
+    n = 0
+    for i in range(len(active)):
+        r = ratio[active[i]]
+        if uniform[i] < _clipped(rate * r / (one + r), np.float32(0), one):
+            out[n] = active[i]
+            n += 1
+    return out[:n].copy()
+
+
+@jit
+def post_columns(
+    attitude: np.ndarray,
+    propensity: np.ndarray,
+    misinformed: np.ndarray,
+    poster: np.ndarray,
+    params: np.ndarray,
+    normal: np.ndarray,
+    uniform: np.ndarray,
+    draw: np.ndarray,
+    stance: np.ndarray,
+    toxicity: np.ndarray,
+    misinfo: np.ndarray,
+) -> None:
+    # each new post's stance (float64, clipped, then float32), toxicity (the float32
+    # propensity times the weak float32 scale, then times the float64 uniform) and whether it
+    # carries misinformation; params: stance noise, toxicity scale, misinformation share
+    noise, scale, share = params[0], np.float32(params[1]), params[2]
+    for i in range(len(poster)):
+        u = poster[i]
+        stance[i] = np.float32(_clipped(np.float64(attitude[u]) + noise * normal[i], -1.0, 1.0))
+        raw = np.float64(propensity[u] * scale) * uniform[i]
+        toxicity[i] = np.float32(_clipped(raw, 0.0, 1.0))
+        misinfo[i] = misinformed[u] and draw[i] < share

@@ -36,6 +36,8 @@ from agent_models.surrogate_kernels import PARAMS as REACTION_PARAMS
 from agent_models.surrogate_kernels import REACTIONS as _REACTIONS
 from agent_models.surrogate_kernels import (
     noisy_unit_rows,
+    post_choices,
+    post_columns,
     pushed_opinions,
     reaction_columns,
     reaction_hits,
@@ -462,23 +464,28 @@ class SurrogateBrain(Brain):
         """Original posts: who posts, and each post's latent, stance, toxicity, misinformation."""
         cfg = self.config
         users, active = round_input.users, round_input.active
-        ratio = users.profiles.post_retweet_ratio[active]
-        post_prob = np.clip(cfg.post_rate * 2 * ratio / (1 + ratio), 0, 1)
-        poster = active[rng.random(len(active)) < post_prob]
+        poster = post_choices(
+            users.profiles.post_retweet_ratio, active, cfg.post_rate, rng.random(len(active))
+        )
         p = len(poster)
         latent = noisy_unit_rows(users.latent, poster, cfg.post_noise, rng)
-        stance = np.clip(attitude[poster] + cfg.stance_noise * rng.standard_normal(p), -1, 1)
-        toxicity = np.clip(
-            users.toxicity_propensity[poster] * cfg.post_toxicity_scale * rng.uniform(0.5, 1.5, p),
-            0,
-            1,
+        normal = rng.standard_normal(p)
+        uniform = rng.uniform(0.5, 1.5, p)
+        stance, toxicity, misinfo = post_columns(
+            attitude,
+            users.toxicity_propensity,
+            users.misinformed,
+            poster,
+            (cfg.stance_noise, cfg.post_toxicity_scale, cfg.misinfo_post_share),
+            normal,
+            uniform,
+            rng.random(p),
         )
-        misinfo = users.misinformed[poster] & (rng.random(p) < cfg.misinfo_post_share)
         return {
             "post_user": poster,
             "post_latent": latent,
-            "post_stance": stance.astype(np.float32),
-            "post_toxicity": toxicity.astype(np.float32),
+            "post_stance": stance,
+            "post_toxicity": toxicity,
             "post_misinfo": misinfo,
         }
 

@@ -234,6 +234,8 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
         flagged_per_row,
         hits_below,
         negated_log_odds,
+        post_choices,
+        post_columns,
         pushed_opinions,
         reaction_columns,
     )
@@ -242,6 +244,8 @@ def _build_numba() -> dict[str, Callable[..., Any]]:
     return {
         "pushed_opinions": pushed_opinions,
         "built_in_reaction_moves": built_in_reaction_moves,
+        "post_choices": post_choices,
+        "post_columns": post_columns,
         "flagged_per_row": flagged_per_row,
         "negated_log_odds": negated_log_odds,
         "hits_below": hits_below,
@@ -426,6 +430,95 @@ def built_in_reaction_moves(
         step,
     )
     return moved, step
+
+
+def post_choices_numpy(
+    ratio: np.ndarray, active: np.ndarray, post_rate: float, uniform: np.ndarray
+) -> np.ndarray:
+    """The active users (``active`` (B,)) who post this round: those whose ``uniform`` (B,)
+    float64 draw falls below clip(2 × ``post_rate`` × ratio / (1 + ratio), 0, 1), ratio their
+    (N,) float32 ``ratio`` (post / retweet)."""
+    user_ratio = ratio[active]
+    post_prob = np.clip(post_rate * 2 * user_ratio / (1 + user_ratio), 0, 1)
+    return active[uniform < post_prob]
+
+
+def post_choices(
+    ratio: np.ndarray, active: np.ndarray, post_rate: float, uniform: np.ndarray
+) -> np.ndarray:
+    """:func:`post_choices_numpy`; with numba, in one compiled pass (float32 ratios, int64
+    users and a Python rate)."""
+    if (
+        BACKEND != "numba"
+        or ratio.dtype != np.float32
+        or active.dtype != np.int64
+        or uniform.dtype != np.float64
+        or type(post_rate) not in (int, float)
+    ):
+        return post_choices_numpy(ratio, active, post_rate, uniform)
+    return _compiled()["post_choices"](ratio, active, float(post_rate * 2), uniform)
+
+
+def post_columns_numpy(
+    attitude: np.ndarray,
+    propensity: np.ndarray,
+    misinformed: np.ndarray,
+    poster: np.ndarray,
+    params: tuple[float, float, float],
+    normal: np.ndarray,
+    uniform: np.ndarray,
+    draw: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stance, toxicity) (P,) float32 and misinformation (P,) bool of the posts of
+    ``poster`` (P,): the poster's ``attitude`` plus stance noise × ``normal``, clipped to
+    [−1, 1]; its toxicity ``propensity`` × the toxicity scale × ``uniform`` (U(0.5, 1.5)),
+    clipped to [0, 1]; misinformation where the poster is ``misinformed`` and ``draw`` falls
+    below the share. ``params``: stance noise, toxicity scale, misinformation share."""
+    noise, scale, share = params
+    stance = np.clip(attitude[poster] + noise * normal, -1, 1)
+    toxicity = np.clip(propensity[poster] * scale * uniform, 0, 1)
+    misinfo = misinformed[poster] & (draw < share)
+    return stance.astype(np.float32), toxicity.astype(np.float32), misinfo
+
+
+def post_columns(
+    attitude: np.ndarray,
+    propensity: np.ndarray,
+    misinformed: np.ndarray,
+    poster: np.ndarray,
+    params: tuple[float, float, float],
+    normal: np.ndarray,
+    uniform: np.ndarray,
+    draw: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`post_columns_numpy`; with numba, in one compiled pass (float32 attitudes and
+    propensities, Python parameters)."""
+    if (
+        BACKEND != "numba"
+        or attitude.dtype != np.float32
+        or propensity.dtype != np.float32
+        or misinformed.dtype != np.bool_
+        or not all(type(value) in (int, float) for value in params)
+    ):
+        return post_columns_numpy(
+            attitude, propensity, misinformed, poster, params, normal, uniform, draw
+        )
+    p = len(poster)
+    stance, toxicity, misinfo = np.empty(p, np.float32), np.empty(p, np.float32), np.empty(p, bool)
+    _compiled()["post_columns"](
+        attitude,
+        propensity,
+        misinformed,
+        poster.astype(np.int64, copy=False),
+        np.array(params, np.float64),
+        normal,
+        uniform,
+        draw,
+        stance,
+        toxicity,
+        misinfo,
+    )
+    return stance, toxicity, misinfo
 
 
 def flagged_per_row(feed: np.ndarray, flag: np.ndarray, block: int = 65_536) -> np.ndarray:

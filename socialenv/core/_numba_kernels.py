@@ -1004,6 +1004,40 @@ def _rec_arm_columns(
 
 
 @jit
+def _reaction_values(
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    weights: np.ndarray,
+    reply_code: int,
+    dislike_code: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # the twin's weak scalars: the threshold and the reply weight meet float32 toxicity as
+    # float32, the hostile weight multiplies a float64 0 or 1
+    threshold, hostile_weight = np.float32(weights[0]), weights[1]
+    reply_weight = np.float32(weights[2])
+    m = len(cross)
+    hostile = np.empty(m, np.bool_)
+    civil_cross = np.empty(m, np.bool_)
+    hostile_cross = np.empty(m, np.bool_)
+    value = np.empty(m, np.float64)
+    for i in range(m):
+        reply = kind[i] == reply_code
+        h = kind[i] == dislike_code or (reply and toxicity[i] >= threshold)
+        c = cross[i]
+        hostile[i] = h
+        civil_cross[i] = c and not h
+        hostile_cross[i] = c and h
+        toxic = toxicity[i] if reply and c else np.float32(0.0)
+        value[i] = (
+            np.float64(1.0 if c and not h else 0.0)
+            - hostile_weight * np.float64(1.0 if c and h else 0.0)
+            - np.float64(reply_weight * toxic)
+        )
+    return hostile, civil_cross, hostile_cross, value
+
+
+@jit
 def _rec_arm_history_columns(
     rows: np.ndarray,
     at: np.ndarray,
@@ -2074,6 +2108,7 @@ def _candidate_picks(
                 post[r, j] = -1
 
 
+KERNELS["reaction_values"] = _reaction_values
 KERNELS["rec_arm_history_columns"] = _rec_arm_history_columns
 KERNELS["rec_arm_norm_pad"] = _rec_arm_norm_pad
 KERNELS["candidate_pools"] = _candidate_pools

@@ -1231,6 +1231,58 @@ def place_picks(
     )
 
 
+def reaction_values_numpy(
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    weights: tuple[float, float, float],
+    codes: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per reaction (M,): (hostile, civil_cross, hostile_cross) bool and the value float64 of
+    the Rec objective (``socialenv.envs.rec.env.reaction_values``). ``cross`` (M,) bool,
+    ``kind`` (M,) int, ``toxicity`` (M,) float32; ``weights``: the hostile toxicity, the
+    hostile weight and the reply toxicity weight (Python numbers, NumPy's weak scalars);
+    ``codes``: the behaviours reply and dislike."""
+    hostile_toxicity, hostile_weight, reply_toxicity_weight = weights
+    reply_code, dislike_code = codes
+    reply = kind == reply_code
+    hostile = (kind == dislike_code) | (reply & (toxicity >= hostile_toxicity))
+    civil_cross = cross & ~hostile
+    hostile_cross = cross & hostile
+    value = (
+        civil_cross.astype(np.float64)
+        - hostile_weight * hostile_cross
+        - reply_toxicity_weight * np.where(reply & cross, toxicity, 0.0)
+    )
+    return hostile, civil_cross, hostile_cross, value
+
+
+_NUMPY["reaction_values"] = reaction_values_numpy
+
+
+def reaction_values(
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    weights: tuple[float, float, float],
+    codes: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """See :func:`reaction_values_numpy` (one compiled pass, for float32 toxicity and weights
+    that are Python numbers)."""
+    if (
+        _active is _NUMPY
+        or toxicity.dtype != np.float32
+        or cross.dtype != np.bool_
+        or kind.dtype.kind not in "iu"
+        or not all(type(w) in (int, float) for w in weights)
+        or not len(cross) == len(kind) == len(toxicity)
+    ):
+        return reaction_values_numpy(cross, kind, toxicity, weights, codes)
+    return _active["reaction_values"](
+        cross, kind, toxicity, np.array(weights, np.float64), int(codes[0]), int(codes[1])
+    )
+
+
 def rec_arm_history_columns_numpy(
     rows: np.ndarray,
     at: np.ndarray,

@@ -326,3 +326,42 @@ def test_built_in_reaction_moves_leave_other_mechanisms_and_columns_to_numpy(com
         surrogate_kernels.use_backend("numba")
     got = reaction_moves(as_numpy_floats, reacted)
     assert bits(got[1]) == bits(expected[1])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_post_choices_and_columns_bit_identical_to_numpy(compiled):
+    """A round's new posts: who posts (probabilities at the clip's ends, ties with the draw)
+    and each post's stance, toxicity and misinformation (stances and propensities at the
+    clip's ends, NaN and signed zeros)."""
+    rng = np.random.default_rng(17)
+    n = 4000
+    ratio = rng.choice(np.float32([0.0, 1.0, 3.0, 0.25, np.inf, np.nan]), n)
+    ratio[:2000] = rng.random(2000).astype(np.float32) * 4
+    active = np.sort(rng.choice(n, 3000, replace=False)).astype(np.int64)
+    uniform = rng.random(3000)
+    uniform[:50] = 0.0
+    ratio[active[50:300]] = rng.random(250).astype(np.float32) * 4
+    attitude = rng.uniform(-1.2, 1.2, n).astype(np.float32)
+    attitude[:10] = [np.nan, -0.0, 0.0, 1.0, -1.0, 0.7, -0.7, 2.0, -2.0, 0.5]
+    propensity = (rng.random(n) * 3).astype(np.float32)
+    propensity[:4] = [np.nan, 0.0, -0.0, 1.0]
+    misinformed = rng.random(n) < 0.4
+    for post_rate in (0.3, 1, 0.05):
+        # draws equal to the float32 probabilities: a probability in float64 would differ
+        user_ratio = ratio[active[50:300]]
+        uniform[50:300] = post_rate * 2 * user_ratio / (1 + user_ratio)
+        expected = surrogate_kernels.post_choices_numpy(ratio, active, post_rate, uniform)
+        got = surrogate_kernels.post_choices(ratio, active, post_rate, uniform)
+        assert got.dtype == expected.dtype and bits(got) == bits(expected)
+    assert 0 < len(expected) < len(active)
+    poster = np.concatenate([np.arange(10), expected])
+    p = len(poster)
+    normal, scaled, draw = rng.standard_normal(p), rng.uniform(0.5, 1.5, p), rng.random(p)
+    normal[:3] = [0.0, -0.0, np.nan]
+    for params in ((0.3, 0.7, 0.5), (0.1, 1, 0.0)):
+        args = (attitude, propensity, misinformed, poster, params, normal, scaled, draw)
+        expected_columns = surrogate_kernels.post_columns_numpy(*args)
+        got_columns = surrogate_kernels.post_columns(*args)
+        for a, b in zip(got_columns, expected_columns, strict=True):
+            assert a.dtype == b.dtype and bits(a) == bits(b)
+    assert (np.abs(expected_columns[0][3:]) <= 1).all()

@@ -603,6 +603,27 @@ def test_rec_arm_columns_match_numpy(compiled):
     assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
 
 
+@pytest.mark.parametrize("weights", [(0.5, 1.0, 1.0), (0.7, 1.3, 0.3), (1, 2, 0)])
+def test_reaction_values_match_numpy(compiled, weights):
+    """The Rec objective's per-reaction values: toxicities on a threshold whose float32 lies
+    below its float64 value (0.7), NaN, Python ints as weights."""
+    rng = np.random.default_rng(16)
+    m = 3000
+    kind = rng.integers(0, 5, m).astype(np.int8)
+    toxicity = rng.random(m).astype(np.float32)
+    toxicity[:300] = rng.choice(np.float32([0.7, 0.5, 1.0, 0.0, np.nan]), 300)
+    cross = rng.random(m) < 0.5
+    codes = (3, 1)
+    expected = kernels.reaction_values_numpy(cross, kind, toxicity, weights, codes)
+    for got in (
+        compiled["reaction_values"](cross, kind, toxicity, np.array(weights, np.float64), *codes),
+        kernels.reaction_values(cross, kind, toxicity, weights, codes),
+    ):
+        for a, b in zip(got, expected, strict=True):
+            assert a.dtype == b.dtype and _bits(a) == _bits(b)
+    assert expected[0].any() and expected[1].any() and expected[2].any()
+
+
 def test_rec_arm_history_columns_and_norm_pad_match_numpy(compiled):
     """The arm contexts' last columns: the divisions by a scale no float32 holds exactly and
     by the round count, the receiver columns and their products with cross stance (NaN and

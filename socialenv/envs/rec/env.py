@@ -76,14 +76,12 @@ def reaction_values(
     and cross, and its value to the objective. A cross-stance reaction is worth +1 if civil,
     −``hostile_weight`` if hostile, and −``reply_toxicity_weight`` × its toxicity if a reply;
     any other reaction is worth 0."""
-    reply = kind == int(Behaviour.REPLY)
-    hostile = (kind == int(Behaviour.DISLIKE)) | (reply & (toxicity >= reward.hostile_toxicity))
-    civil_cross = cross & ~hostile
-    hostile_cross = cross & hostile
-    value = (
-        civil_cross.astype(np.float64)
-        - reward.hostile_weight * hostile_cross
-        - reward.reply_toxicity_weight * np.where(reply & cross, toxicity, 0.0)
+    hostile, civil_cross, hostile_cross, value = kernels.reaction_values(
+        cross,
+        kind,
+        toxicity,
+        (reward.hostile_toxicity, reward.hostile_weight, reward.reply_toxicity_weight),
+        (int(Behaviour.REPLY), int(Behaviour.DISLIKE)),
     )
     return {
         "hostile": hostile,
