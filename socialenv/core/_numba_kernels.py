@@ -1004,6 +1004,109 @@ def _rec_arm_columns(
 
 
 @jit
+def _pairwise_leaf32(a: np.ndarray, lo: int, n: int) -> Any:
+    # NumPy's pairwise sum of at most 128 float32 terms: in order below 8, else eight
+    # accumulators and the rest in order (loops_utils.h.src), in float32
+    if n < 8:
+        res = np.float32(0.0)
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@jit
+def _pairwise_sum32(a: np.ndarray) -> Any:
+    # NumPy's pairwise sum of the float32 ``a``: above 128 terms the sum of its two halves,
+    # split on a multiple of 8, each summed so; the tree walked with a stack (numba's
+    # recursion is not used). The sum of a node is left + right, whatever the walk's order.
+    lo_of = np.empty(64, np.int64)
+    n_of = np.empty(64, np.int64)
+    state = np.empty(64, np.int8)
+    values = np.empty(64, np.float32)
+    lo_of[0], n_of[0], state[0] = 0, len(a), 0
+    top, count = 1, 0
+    while top > 0:
+        node = top - 1
+        lo, n = lo_of[node], n_of[node]
+        if n <= 128:
+            values[count] = _pairwise_leaf32(a, lo, n)
+            count += 1
+            top -= 1
+            continue
+        half = n // 2
+        half -= half % 8
+        if state[node] == 0:  # its left half next
+            state[node] = 1
+            lo_of[top], n_of[top], state[top] = lo, half, 0
+            top += 1
+        elif state[node] == 1:  # then its right half
+            state[node] = 2
+            lo_of[top], n_of[top], state[top] = lo + half, n - half, 0
+            top += 1
+        else:  # both summed: left + right
+            values[count - 2] = values[count - 2] + values[count - 1]
+            count -= 1
+            top -= 1
+    return values[0]
+
+
+@jit
+def _mean32(a: np.ndarray) -> Any:
+    # a.mean() of a float32 array: its float32 sum from 0, divided by the count in float64
+    # (np.intp is a strong integer type), rounded to float32
+    total = np.float32(0.0) + _pairwise_sum32(a)
+    return np.float32(np.float64(total) / np.float64(len(a)))
+
+
+@jit
+def _round_means(
+    stance: np.ndarray,
+    text_toxicity: np.ndarray,
+    misinformed: np.ndarray,
+    reaction_cross: np.ndarray,
+    channel: np.ndarray,
+    injected: int,
+) -> tuple[float, float, float, float, float, float]:
+    n = len(stance)
+    mean = _mean32(stance)
+    squared = np.empty(n, np.float32)
+    for i in range(n):
+        x = stance[i] - mean
+        squared[i] = x * x
+    std = np.sqrt(_mean32(squared))
+    toxicity = np.float64(_mean32(text_toxicity)) if len(text_toxicity) else 0.0
+    misinformation = np.float64(misinformed.sum()) / np.float64(len(misinformed))
+    cross = 0.0
+    if len(reaction_cross):
+        cross = np.float64(reaction_cross.sum()) / np.float64(len(reaction_cross))
+    share = 0.0
+    if len(channel):
+        hits = 0
+        for c in channel:
+            hits += c == injected
+        share = np.float64(hits) / np.float64(len(channel))
+    return np.float64(mean), np.float64(std), toxicity, misinformation, cross, share
+
+
+@jit
 def _reaction_values(
     cross: np.ndarray,
     kind: np.ndarray,
@@ -2108,6 +2211,7 @@ def _candidate_picks(
                 post[r, j] = -1
 
 
+KERNELS["round_means"] = _round_means
 KERNELS["reaction_values"] = _reaction_values
 KERNELS["rec_arm_history_columns"] = _rec_arm_history_columns
 KERNELS["rec_arm_norm_pad"] = _rec_arm_norm_pad

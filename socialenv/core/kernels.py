@@ -1231,6 +1231,63 @@ def place_picks(
     )
 
 
+def round_means_numpy(
+    stance: np.ndarray,
+    text_toxicity: np.ndarray,
+    misinformed: np.ndarray,
+    reaction_cross: np.ndarray,
+    channel: np.ndarray,
+    injected: int,
+) -> tuple[float, float, float, float, float, float]:
+    """The means of a round's metrics (``socialenv.core.metrics``): the stances' mean and
+    standard deviation, the texts' mean toxicity (0 without texts), the shares of misinformed
+    users, of cross-stance reactions and of ``injected`` impressions (0 when there are
+    none)."""
+    return (
+        float(stance.mean()),
+        float(stance.std()),
+        float(text_toxicity.mean()) if len(text_toxicity) else 0.0,
+        float(misinformed.mean()),
+        float(reaction_cross.mean()) if len(reaction_cross) else 0.0,
+        float((channel == injected).mean()) if len(channel) else 0.0,
+    )
+
+
+_NUMPY["round_means"] = round_means_numpy
+
+#: Values up to which :func:`round_means` takes the compiled pass: NumPy's float32 sums are
+#: reproduced there (pairwise, as ``np.add.reduce`` runs them on one contiguous array).
+_ROUND_MEANS_MAX = 1 << 20
+
+
+def round_means(
+    stance: np.ndarray,
+    text_toxicity: np.ndarray,
+    misinformed: np.ndarray,
+    reaction_cross: np.ndarray,
+    channel: np.ndarray,
+    injected: int,
+) -> tuple[float, float, float, float, float, float]:
+    """See :func:`round_means_numpy` (one compiled pass for contiguous float32 stances and
+    toxicities)."""
+    if (
+        _active is _NUMPY
+        or stance.dtype != np.float32
+        or text_toxicity.dtype != np.float32
+        or not (stance.flags.c_contiguous and text_toxicity.flags.c_contiguous)
+        or misinformed.dtype != np.bool_
+        or reaction_cross.dtype != np.bool_
+        or len(stance) == 0
+        or max(len(stance), len(text_toxicity)) > _ROUND_MEANS_MAX
+    ):
+        return round_means_numpy(
+            stance, text_toxicity, misinformed, reaction_cross, channel, injected
+        )
+    return _active["round_means"](
+        stance, text_toxicity, misinformed, reaction_cross, channel, int(injected)
+    )
+
+
 def reaction_values_numpy(
     cross: np.ndarray,
     kind: np.ndarray,

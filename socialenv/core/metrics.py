@@ -78,16 +78,21 @@ def round_metrics(
         channel: (I,) the channel of each candidate impression.
         posts, follow_edges, events_fired: counts.
     """
+    # the means in one pass (kernels.round_means_numpy: stance_mean, stance_std, toxicity and
+    # misinformation_ratio below, and the two shares)
+    mean, std, text_mean, misinformed_share, cross_share, policy_share = kernels.round_means(
+        stance, text_toxicity, misinformed, reaction_cross, channel, int(FeedChannel.INJECTED)
+    )
     return {
-        "stance_mean": stance_mean(stance),
-        "stance_std": stance_std(stance),
-        "toxicity": toxicity(text_toxicity),
-        "cross_interaction_ratio": float(reaction_cross.mean()) if len(reaction_cross) else 0.0,
-        "misinformation_ratio": misinformation_ratio(misinformed),
+        "stance_mean": mean,
+        "stance_std": std,
+        "toxicity": text_mean,
+        "cross_interaction_ratio": cross_share,
+        "misinformation_ratio": misinformed_share,
         "engagement": engagement(reactions, active),
         "echo_chamber_index": echo_chamber_index(stance, *followees),
         "exposure_removed": removed / max(impressions, 1),
-        "policy_share": float((channel == FeedChannel.INJECTED).mean()) if len(channel) else 0.0,
+        "policy_share": policy_share,
         "active_users": float(active),
         "posts": float(posts),
         "reactions": float(reactions),

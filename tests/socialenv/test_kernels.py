@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from socialenv.core import kernels
+from socialenv.core import kernels, metrics
 from socialenv.core.world import FollowGraph
 from tests.support import bits as _bits
 
@@ -601,6 +601,31 @@ def test_rec_arm_columns_match_numpy(compiled):
             source,
         )
     assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 128, 129, 200, 1000, 4097, 65_536, 300_001])
+def test_round_means_match_numpy_and_the_metric_functions(compiled, n):
+    """The metrics' means in one pass: NumPy's pairwise float32 sums (its leaves of 8 to 128
+    terms, its halves), the float64 division by the count, the std's squares; NaN, signed
+    zeros, empty texts and reactions."""
+    rng = np.random.default_rng(n)
+    for trial in range(3):
+        stance = rng.uniform(-1, 1, n).astype(np.float32)
+        on_cut = rng.random(n) < 0.3
+        stance[on_cut] = rng.choice(np.float32([0.0, -0.0, 1.0, -1.0, 1 / 3]), on_cut.sum())
+        if trial == 2:
+            stance[n // 2] = np.nan
+        texts = rng.random(n // 3 if trial else 0).astype(np.float32)
+        misinformed = rng.random(n) < 0.2
+        cross = rng.random(2 * n if trial else 0) < 0.4
+        channel = rng.integers(0, 4, 3 * n).astype(np.int8)
+        args = (stance, texts, misinformed, cross, channel, 3)
+        expected = kernels.round_means_numpy(*args)
+        for got in (compiled["round_means"](*args), kernels.round_means(*args)):
+            assert _bits(np.array(got)) == _bits(np.array(expected))
+    assert expected[0] == metrics.stance_mean(stance) or np.isnan(expected[0])
+    assert expected[1] == metrics.stance_std(stance) or np.isnan(expected[1])
+    assert expected[2] == metrics.toxicity(texts)
 
 
 @pytest.mark.parametrize("weights", [(0.5, 1.0, 1.0), (0.7, 1.3, 0.3), (1, 2, 0)])
