@@ -686,7 +686,10 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for 1-D ``values`` by sort and mask."""
+    """``np.unique(values, return_inverse=True)`` for 1-D ``values`` by sort and mask (one
+    compiled pass for int64 values)."""
+    if _active is not _NUMPY and values.dtype == np.int64 and values.ndim == 1:
+        return _active["unique_inverse"](values)
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     keep = np.empty(len(values), bool)
@@ -758,7 +761,13 @@ def index_of(values: np.ndarray, items: np.ndarray) -> np.ndarray:
 
 
 def isin(values: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """``np.isin(values, members)`` for integer arrays, by sort and binary search."""
+    """``np.isin(values, members)`` for integer arrays, by sort and binary search (with the
+    compiled kernels and int64 arrays, by a hash table of ``members``:
+    :func:`reaction_choices`)."""
+    values, members = np.asarray(values), np.asarray(members)
+    if _active is not _NUMPY and values.dtype == members.dtype == np.int64 and members.ndim == 1:
+        found = reaction_choices(members, values.reshape(-1)) >= 0
+        return found.reshape(values.shape)
     members = np.sort(members)
     if len(members) == 0:
         return np.zeros(np.shape(values), bool)

@@ -7,6 +7,7 @@ subclass :class:`Recommender` and override a channel (or ``build_feeds``), or su
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,8 +185,16 @@ class Recommender:
             (self.headline(ctx, active, rng), FeedChannel.HEADLINE),
         ]
         feed = np.concatenate([p for p, _ in parts], axis=1)
-        channel = np.concatenate([np.full(p.shape, int(c), np.int8) for p, c in parts], axis=1)
-        return feed, channel
+        row = _channel_row(tuple((p.shape[1], int(c)) for p, c in parts))
+        return feed, np.repeat(row[None, :], len(feed), axis=0)
+
+
+@functools.lru_cache(maxsize=16)
+def _channel_row(widths: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """(F,) int8: each feed column's channel, for channels of (width, channel code)."""
+    row = np.concatenate([np.full(width, code, np.int8) for width, code in widths])
+    row.flags.writeable = False
+    return row
 
 
 class ExposureControl:
