@@ -1027,11 +1027,11 @@ def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @jit
-def _pairwise_leaf32(a: np.ndarray, lo: int, n: int) -> Any:
-    # NumPy's pairwise sum of at most 128 float32 terms: in order below 8, else eight
-    # accumulators and the rest in order (loops_utils.h.src), in float32
+def _pairwise_leaf(a: np.ndarray, lo: int, n: int, zero: Any) -> Any:
+    # NumPy's pairwise sum of at most 128 terms: in order below 8, else eight accumulators and
+    # the rest in order (loops_utils.h.src), in the type of ``a`` (``zero``: its 0)
     if n < 8:
-        res = np.float32(0.0)
+        res = zero
         for i in range(lo, lo + n):
             res += a[i]
         return res
@@ -1056,21 +1056,21 @@ def _pairwise_leaf32(a: np.ndarray, lo: int, n: int) -> Any:
 
 
 @jit
-def _pairwise_sum32(a: np.ndarray) -> Any:
-    # NumPy's pairwise sum of the float32 ``a``: above 128 terms the sum of its two halves,
+def _pairwise_sum(a: np.ndarray, zero: Any) -> Any:
+    # NumPy's pairwise sum of the float ``a``: above 128 terms the sum of its two halves,
     # split on a multiple of 8, each summed so; the tree walked with a stack (numba's
     # recursion is not used). The sum of a node is left + right, whatever the walk's order.
     lo_of = np.empty(64, np.int64)
     n_of = np.empty(64, np.int64)
     state = np.empty(64, np.int8)
-    values = np.empty(64, np.float32)
+    values = np.empty(64, a.dtype)
     lo_of[0], n_of[0], state[0] = 0, len(a), 0
     top, count = 1, 0
     while top > 0:
         node = top - 1
         lo, n = lo_of[node], n_of[node]
         if n <= 128:
-            values[count] = _pairwise_leaf32(a, lo, n)
+            values[count] = _pairwise_leaf(a, lo, n, zero)
             count += 1
             top -= 1
             continue
@@ -1092,10 +1092,71 @@ def _pairwise_sum32(a: np.ndarray) -> Any:
 
 
 @jit
+def _objective_arm_rewards(
+    caused: np.ndarray,
+    value: np.ndarray,
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    text_toxicity: float,
+    in_builtin_slot: np.ndarray,
+    builtin_slots: int,
+    governed_users: int,
+    arms: int,
+    reply_code: int,
+) -> tuple[np.ndarray, np.ndarray, float, float, float, float]:
+    # kernels.objective_arm_rewards_numpy: bincount's float64 sums in reaction order, NumPy's
+    # pairwise sums (float64 values, float32 excess toxicities), the weak Python divisors
+    m = len(caused)
+    contribution = np.zeros(arms, np.float64)
+    arm_excess = np.zeros(arms, np.float64)
+    reactions = np.zeros(arms, np.int64)
+    excess = np.empty(m, np.float32)
+    mean_toxicity = np.float32(text_toxicity)
+    hits = 0
+    cross_hits = 0
+    for i in range(m):
+        excess[i] = toxicity[i] - mean_toxicity if kind[i] == reply_code else np.float32(0.0)
+        c = caused[i]
+        if c >= 0:
+            if c >= arms:
+                raise ValueError("reaction_choice names an arm beyond the applied arms")
+            contribution[c] += value[i]
+            arm_excess[c] += np.float64(excess[i])
+            reactions[c] += 1
+            hits += 1
+            cross_hits += cross[i]
+    baseline = 0.0
+    builtin_excess = 0.0
+    if builtin_slots:
+        chosen = np.flatnonzero(in_builtin_slot)
+        baseline = (0.0 + _pairwise_sum(value[chosen], 0.0)) / np.float64(builtin_slots)
+        excess_sum = np.float32(0.0) + _pairwise_sum(excess[chosen], np.float32(0.0))
+        builtin_excess = np.float64(excess_sum / np.float32(builtin_slots))
+    change = contribution - baseline
+    slot_step = (0.0 + _pairwise_sum(change, 0.0)) / np.float64(max(governed_users, 1))
+    reward = np.empty(arms, np.float32)
+    arm_toxicity = np.empty(arms, np.float32)
+    reacted = 0
+    for a in range(arms):
+        r = 0.5 + 0.5 * change[a]  # np.clip: NaN stays NaN, -0.0 stays -0.0
+        if r < 0.0:
+            r = 0.0
+        elif r > 1.0:
+            r = 1.0
+        reward[a] = np.float32(r)
+        arm_toxicity[a] = np.float32(arm_excess[a] - builtin_excess)
+        reacted += reactions[a] > 0
+    cross_ratio = np.float64(cross_hits) / np.float64(hits) if hits else 0.0
+    reaction_rate = np.float64(reacted) / np.float64(arms) if arms else 0.0
+    return reward, arm_toxicity, slot_step, baseline, cross_ratio, reaction_rate
+
+
+@jit
 def _mean32(a: np.ndarray) -> Any:
     # a.mean() of a float32 array: its float32 sum from 0, divided by the count in float64
     # (np.intp is a strong integer type), rounded to float32
-    total = np.float32(0.0) + _pairwise_sum32(a)
+    total = np.float32(0.0) + _pairwise_sum(a, np.float32(0.0))
     return np.float32(np.float64(total) / np.float64(len(a)))
 
 
@@ -2234,6 +2295,7 @@ def _candidate_picks(
                 post[r, j] = -1
 
 
+KERNELS["objective_arm_rewards"] = _objective_arm_rewards
 KERNELS["unique_inverse"] = _unique_inverse
 KERNELS["round_means"] = _round_means
 KERNELS["reaction_values"] = _reaction_values

@@ -1240,6 +1240,106 @@ def place_picks(
     )
 
 
+def objective_arm_rewards_numpy(
+    caused: np.ndarray,
+    value: np.ndarray,
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    text_toxicity: float,
+    in_builtin_slot: np.ndarray,
+    builtin_slots: int,
+    governed_users: int,
+    arms: int,
+    reply_code: int,
+) -> tuple[np.ndarray, np.ndarray, float, float, float, float]:
+    """The Rec env's objective-form arm rewards (``RecEnv._objective_arm_rewards``) from a
+    round's M reactions: ``caused`` (M,) the applied arm (of ``arms``) each answers, -1 for
+    none; ``value`` (M,) float64 its value to the objective, ``cross`` (M,) bool; ``kind``,
+    ``toxicity`` (M,) its behaviour and float32 toxicity; ``text_toxicity`` the round's mean
+    toxicity metric; ``in_builtin_slot`` (M,) bool, the reactions in the built-in
+    personalized slots of the users no arm governs, ``builtin_slots`` how many such slots,
+    ``governed_users`` how many users the arms govern.
+
+    Returns (reward (arms,) float32: 0.5 + 0.5 × (the arm's value minus a built-in slot's),
+    clipped to [0, 1]; the arm's toxicity (arms,) float32: its replies' toxicity above the
+    mean, minus a built-in slot's; the slot reward; the built-in slot's value; the share of
+    cross-stance reactions among the arms'; the share of arms with a reaction)."""
+    hit = caused >= 0
+    contribution = np.bincount(caused[hit], weights=value[hit], minlength=arms)
+    baseline = float(value[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
+    change = contribution - baseline
+    # what each arm added to the round's toxicity metric (the mean toxicity of the texts
+    # written), against the slot it displaced: its replies' toxicity above the mean
+    excess = np.where(kind == reply_code, toxicity - text_toxicity, 0.0)
+    arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=arms)
+    builtin_excess = (
+        float(excess[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
+    )
+    arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
+    slot_step = float(change.sum() / max(governed_users, 1))
+    reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
+    reacted = np.bincount(caused[hit], minlength=arms) > 0
+    cross_ratio = float(cross[hit].mean()) if hit.any() else 0.0
+    reaction_rate = float(reacted.mean()) if arms else 0.0
+    return reward, arm_toxicity, slot_step, baseline, cross_ratio, reaction_rate
+
+
+_NUMPY["objective_arm_rewards"] = objective_arm_rewards_numpy
+
+
+def objective_arm_rewards(
+    caused: np.ndarray,
+    value: np.ndarray,
+    cross: np.ndarray,
+    kind: np.ndarray,
+    toxicity: np.ndarray,
+    text_toxicity: float,
+    in_builtin_slot: np.ndarray,
+    builtin_slots: int,
+    governed_users: int,
+    arms: int,
+    reply_code: int,
+) -> tuple[np.ndarray, np.ndarray, float, float, float, float]:
+    """See :func:`objective_arm_rewards_numpy` (one compiled pass, for int64 arms, float64
+    values, float32 toxicities and a Python float mean toxicity)."""
+    args = (
+        caused,
+        value,
+        cross,
+        kind,
+        toxicity,
+        text_toxicity,
+        in_builtin_slot,
+        int(builtin_slots),
+        int(governed_users),
+        int(arms),
+        int(reply_code),
+    )
+    if (
+        _active is _NUMPY
+        or caused.dtype != np.int64
+        or value.dtype != np.float64
+        or toxicity.dtype != np.float32
+        or cross.dtype != np.bool_
+        or in_builtin_slot.dtype != np.bool_
+        or type(text_toxicity) is not float
+        or not len(caused) == len(value) == len(cross) == len(kind) == len(toxicity)
+    ):
+        return objective_arm_rewards_numpy(*args)
+    reward, arm_toxicity, slot_step, baseline, cross_ratio, reaction_rate = _active[
+        "objective_arm_rewards"
+    ](*args)
+    return (
+        reward,
+        arm_toxicity,
+        float(slot_step),
+        float(baseline),
+        float(cross_ratio),
+        float(reaction_rate),
+    )
+
+
 def round_means_numpy(
     stance: np.ndarray,
     text_toxicity: np.ndarray,

@@ -635,6 +635,33 @@ def test_rec_arm_columns_match_numpy(compiled):
     assert _bits(wide[:, : shape[1]]) == _bits(expected) and (wide[:, shape[1] :] == 7).all()
 
 
+@pytest.mark.parametrize(("m", "arms"), [(0, 5), (40, 0), (3000, 450), (200_000, 9000)])
+def test_objective_arm_rewards_match_numpy(compiled, m, arms):
+    """The Rec objective's arm rewards: bincount's sums per arm, the built-in slots' pairwise
+    means (float64 values, float32 excess toxicities), the clip, NaN toxicities, arms without
+    reactions, no built-in slot."""
+    rng = np.random.default_rng(m + arms)
+    caused = rng.integers(-1, max(arms, 1), m) if arms else np.full(m, -1)
+    value = rng.choice([1.0, 0.0, -1.0, -0.35, 0.0], m) * rng.random(m)
+    cross = rng.random(m) < 0.4
+    kind = rng.integers(0, 5, m).astype(np.int8)
+    toxicity = rng.random(m).astype(np.float32)
+    toxicity[: m // 50] = np.nan
+    in_slot = rng.random(m) < 0.3
+    for slots, text in ((int(in_slot.sum()) + 7, 0.21), (0, 0.0)):
+        args = (caused, value, cross, kind, toxicity, text, in_slot, slots, 37, arms, 3)
+        expected = kernels.objective_arm_rewards_numpy(*args)
+        for got in (compiled["objective_arm_rewards"](*args), kernels.objective_arm_rewards(*args)):
+            assert got[0].dtype == got[1].dtype == np.float32
+            for a, b in zip(got, expected, strict=True):
+                assert _bits(np.asarray(a)) == _bits(np.asarray(b))
+    beyond = (np.array([arms]), np.zeros(1), np.zeros(1, bool), np.zeros(1, np.int8))
+    with pytest.raises(ValueError, match="beyond the applied arms"):
+        compiled["objective_arm_rewards"](
+            *beyond, np.zeros(1, np.float32), 0.2, np.zeros(1, bool), 1, 1, arms, 3
+        )
+
+
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 128, 129, 200, 1000, 4097, 65_536, 300_001])
 def test_round_means_match_numpy_and_the_metric_functions(compiled, n):
     """The metrics' means in one pass: NumPy's pairwise float32 sums (its leaves of 8 to 128

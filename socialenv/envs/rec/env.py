@@ -541,11 +541,6 @@ class RecEnv(PolicySimEnv):
         reactions to its post) minus what a built-in personalized slot earned this round
         (per impression, over the users the policy did not govern)."""
         arms, out = self._arms, result.output
-        caused = result.policy.reaction_choice
-        hit = caused >= 0
-        contribution = np.bincount(
-            caused[hit], weights=values["value"][hit], minlength=len(applied)
-        )
         governed = np.zeros(self._num_users(), bool)
         governed[arms["user"][arms["mask"]]] = True
         governed_users = int(np.count_nonzero(governed))
@@ -558,30 +553,24 @@ class RecEnv(PolicySimEnv):
             out.react_user,
             out.react_post,
         )
-        baseline = (
-            float(values["value"][in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
+        reward, self._arm_toxicity, self._slot_step, baseline, cross_ratio, reaction_rate = (
+            kernels.objective_arm_rewards(
+                result.policy.reaction_choice,
+                values["value"],
+                values["cross"],
+                out.react_kind,
+                out.react_toxicity,
+                result.metrics.get("toxicity", 0.0),
+                in_builtin_slot,
+                builtin_slots,
+                governed_users,
+                len(applied),
+                int(Behaviour.REPLY),
+            )
         )
-        change = contribution - baseline
-        # what each arm added to the round's toxicity metric (the mean toxicity of the texts
-        # written), against the slot it displaced: its replies' toxicity above the mean
-        excess = np.where(
-            out.react_kind == int(Behaviour.REPLY),
-            out.react_toxicity - result.metrics.get("toxicity", 0.0),
-            0.0,
-        )
-        arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=len(applied))
-        builtin_excess = (
-            float(excess[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
-        )
-        self._arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
-        self._slot_step = float(change.sum() / max(governed_users, 1))
-        reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
-        reacted = np.bincount(caused[hit], minlength=len(applied)) > 0
         extra = {
-            "cross_interaction_ratio_recommended": float(values["cross"][hit].mean())
-            if hit.any()
-            else 0.0,
-            "recommended_reaction_rate": float(reacted.mean()) if len(applied) else 0.0,
+            "cross_interaction_ratio_recommended": cross_ratio,
+            "recommended_reaction_rate": reaction_rate,
             "builtin_slot_value": baseline,
             "governed_users": float(governed_users),
             "slot_reward": self._slot_step,
