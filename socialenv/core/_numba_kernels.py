@@ -606,6 +606,37 @@ def _relational_draws(
     return out
 
 
+@inline_jit
+def _propagate_row(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    a: Any,
+    rest: Any,
+    u: int,
+    out: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    # row u of alpha·C + (1 − alpha)·(D⁻¹A C) into ``out`` in float32, u's followees in order
+    # (a user who follows nobody keeps its own context), as torch's CSR product and update
+    # compute it
+    d = context.shape[1]
+    lo, hi = indptr[u], indptr[u + 1]
+    for k in range(d):
+        acc[k] = np.float32(0.0)
+    if hi == lo:
+        for k in range(d):
+            acc[k] += np.float32(1.0) * context[u, k]
+    else:
+        weight = np.float32(1.0 / (hi - lo))
+        for j in range(lo, hi):
+            v = indices[j]
+            for k in range(d):
+                acc[k] += weight * context[v, k]
+    for k in range(d):
+        out[k] = a * context[u, k] + rest * acc[k]
+
+
 @jit
 def _propagate_hop(
     indptr: np.ndarray,
@@ -614,28 +645,71 @@ def _propagate_hop(
     alpha: np.ndarray,
     rows: np.ndarray,
 ) -> np.ndarray:
-    # rows ``rows`` of alpha·C + (1 − alpha)·(D⁻¹A C) in float32, rows of A in order (a user
-    # who follows nobody keeps its own context), as torch's CSR product and update compute it
+    # rows ``rows`` of alpha·C + (1 − alpha)·(D⁻¹A C) in float32 (_propagate_row)
     d = context.shape[1]
     out = np.empty((len(rows), d), np.float32)
     acc = np.empty(d, np.float32)
-    a, rest = alpha[0], alpha[1]
     for r in range(len(rows)):
-        u = rows[r]
-        lo, hi = indptr[u], indptr[u + 1]
-        for k in range(d):
-            acc[k] = np.float32(0.0)
-        if hi == lo:
-            for k in range(d):
-                acc[k] += np.float32(1.0) * context[u, k]
-        else:
-            weight = np.float32(1.0 / (hi - lo))
-            for j in range(lo, hi):
+        _propagate_row(indptr, indices, context, alpha[0], alpha[1], rows[r], out[r], acc)
+    return out
+
+
+@jit
+def _propagate_near(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    alpha: np.ndarray,
+    rows: np.ndarray,
+    hops: int,
+) -> np.ndarray:
+    # the rows ``rows`` after ``hops`` >= 1 hops, each hop computed only for the users its
+    # successors read: hop h (from 0) for those within hops − 1 − h links of ``rows`` (row
+    # by row as _propagate_hop, so the same values), into (N, d) tables whose other rows are
+    # never written nor read
+    n, d = context.shape
+    level = np.full(n, hops, np.int64)  # links from ``rows``, capped at hops
+    frontier = np.empty(n, np.int64)
+    count = 0
+    for r in rows:
+        if level[r] > 0:
+            level[r] = 0
+            frontier[count] = r
+            count += 1
+    start = 0
+    for depth in range(1, hops - 1):
+        end = count
+        for i in range(start, end):
+            u = frontier[i]
+            for j in range(indptr[u], indptr[u + 1]):
                 v = indices[j]
-                for k in range(d):
-                    acc[k] += weight * context[v, k]
-        for k in range(d):
-            out[r, k] = a * context[u, k] + rest * acc[k]
+                if level[v] > depth:
+                    level[v] = depth
+                    frontier[count] = v
+                    count += 1
+        start = end
+    if hops > 1:  # the last ring is read, not expanded
+        for i in range(start, count):
+            u = frontier[i]
+            for j in range(indptr[u], indptr[u + 1]):
+                v = indices[j]
+                if level[v] > hops - 1:
+                    level[v] = hops - 1
+                    frontier[count] = v
+                    count += 1
+    acc = np.empty(d, np.float32)
+    source = context
+    for hop in range(hops - 1):
+        table = np.empty((n, d), np.float32)
+        reach = hops - 1 - hop
+        for i in range(count):
+            u = frontier[i]
+            if level[u] <= reach:
+                _propagate_row(indptr, indices, source, alpha[0], alpha[1], u, table[u], acc)
+        source = table
+    out = np.empty((len(rows), d), np.float32)
+    for r in range(len(rows)):
+        _propagate_row(indptr, indices, source, alpha[0], alpha[1], rows[r], out[r], acc)
     return out
 
 
@@ -1295,6 +1369,7 @@ KERNELS = {
     "memory_update": _memory_update_serial,
     "relational_draws": _relational_draws_serial,
     "propagate_hop": _propagate_hop,
+    "propagate_near": _propagate_near,
     "count_reactions": _count_reactions_serial,
     "observe_reactions": _observe_reactions,
     "drop_own_and_repeated": _drop_own_and_repeated_serial,

@@ -1064,13 +1064,19 @@ def propagate_csr(
     rows: np.ndarray | None = None,
 ) -> np.ndarray:
     """See :func:`propagate_csr_numpy`; only the rows ``rows`` (R,) of the result, (R, D), if
-    given (the last hop is computed for those rows alone: every row is computed on its own)."""
+    given: then each hop is computed for the users the next one reads alone (those within
+    the remaining hops of ``rows``; every row is computed on its own, so the values are the
+    whole table's)."""
     if _active is _NUMPY or hops == 0:
         out = propagate_csr_numpy(context, indptr, indices, alpha, hops)
         return out if rows is None else out[rows]
     c = np.ascontiguousarray(context, dtype=np.float32)
     weights = np.array([alpha, 1.0 - alpha], np.float32)
     indptr, indices = indptr.astype(np.int64, copy=False), indices.astype(np.int64, copy=False)
+    if rows is not None:  # each hop for the users the next one reads, the same rows' values
+        return _active["propagate_near"](
+            indptr, indices, c, weights, np.asarray(rows, np.int64), int(hops)
+        )
     every = np.arange(len(indptr) - 1, dtype=np.int64)
     for hop in range(hops):
         last = hop == hops - 1 and rows is not None

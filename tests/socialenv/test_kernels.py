@@ -328,10 +328,10 @@ def test_propagation_hop_bit_identical_to_scipys_csr_product(compiled, alpha):
         expected = kernels.propagate_csr_numpy(context, indptr, indices, alpha, hops)
         got = kernels.propagate_csr(context, indptr, indices, alpha, hops)
         assert _bits(got) == _bits(expected)
-        rows = np.sort(rng.choice(700, 90, replace=False))
-        assert _bits(kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)) == _bits(
-            expected[rows]
-        )
+        # the hops computed near the rows only: distinct sorted rows, then repeats in any order
+        for rows in (np.sort(rng.choice(700, 90, replace=False)), rng.integers(0, 700, 40)):
+            near = kernels.propagate_csr(context, indptr, indices, alpha, hops, rows)
+            assert _bits(near) == _bits(expected[rows])
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.123456789, 0.0, 1.0])
