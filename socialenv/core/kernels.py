@@ -1279,9 +1279,7 @@ def objective_arm_rewards_numpy(
     # written), against the slot it displaced: its replies' toxicity above the mean
     excess = np.where(kind == reply_code, toxicity - text_toxicity, 0.0)
     arm_excess = np.bincount(caused[hit], weights=excess[hit], minlength=arms)
-    builtin_excess = (
-        float(excess[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
-    )
+    builtin_excess = float(excess[in_builtin_slot].sum() / builtin_slots) if builtin_slots else 0.0
     arm_toxicity = (arm_excess - builtin_excess).astype(np.float32)
     slot_step = float(change.sum() / max(governed_users, 1))
     reward = np.clip(0.5 + 0.5 * change, 0.0, 1.0).astype(np.float32)
