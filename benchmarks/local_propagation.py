@@ -1,15 +1,17 @@
-"""The arm contexts propagated on the arms' neighbourhood against the whole table, paired step
+"""The arm contexts propagated on the arms' neighbourhood against the (N, d) tables, paired step
 by step in one process at each population size: where the threshold belongs on this machine.
 
     python benchmarks/local_propagation.py --users 1000 2000 3000 4000 16000 50000 --pairs 12
     POLICYSIM_KERNELS=numpy python benchmarks/local_propagation.py --users 16000 50000
 
 Each observation of a Rec env propagates the context of its arms' users (Eq. 8,
-``Simulation.user_context(rows)``), either on their K-hop neighbourhood (``local``) or over
-the whole table, of which only their rows are kept (``whole``). The two give the same values,
+``Simulation.user_context(rows)``), either on their K-hop neighbourhood gathered into
+compact arrays (``local``) or on (N, d) tables, of which only their rows are kept
+(``whole``; since issue 24's twenty-first step each hop computes only the rows the next hop
+reads, those within the remaining hops of the arm users). The two give the same values,
 bit for bit (checked here at every size, on a state after reactions have moved the memory
 embeddings), so an episode does not depend on the way. Which is faster depends on the size:
-the local way has a fixed cost, the whole table grows with N. The package switches at
+the local way has a fixed cost, the tables grow with N. The package switches at
 ``simulation.local_propagation_users()`` users (``COMPILED_LOCAL_PROPAGATION_USERS`` with the
 compiled kernels, ``LOCAL_PROPAGATION_USERS`` with the NumPy ones).
 

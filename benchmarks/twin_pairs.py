@@ -12,8 +12,12 @@ The passes: a new post's noisy latent, the reactions' pushes on opinions, the ob
 history, the shares' nearest cluster centres (the same products, the argmax compiled), the
 IVF index's order of the posts by cluster (a counting sort against NumPy's stable sort), the
 misinformation each feed row shows, the reactions' two ends (the author, whether the two
-hold opposite stances) and the policy's choice each reaction answers (a hash table of the arms; the NumPy
-twin sorts them).
+hold opposite stances) and the policy's choice each reaction answers (a hash table of the
+arms; the NumPy twin sorts them). Since issue 24's twenty-first step also: the Rec arms'
+candidates (three kernels around one draw and one product, against the unfused path), the
+reaction mechanisms' moves, who posts and the new posts' columns, the objective's reaction
+values, the round's metric means, the objective's arm rewards, the arm users' distinct ids
+and the arms' follows (``isin``, a hash table against a sort).
 
     python benchmarks/twin_pairs.py --users 1000000 --repeats 8 --out /tmp/twin_pairs.json
 """
@@ -44,7 +48,7 @@ from benchmarks.env_throughput import (  # noqa: E402
 def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
     """The arguments of each pass's call in the env's second round (arrays copied)."""
     from agent_models import surrogate, surrogate_kernels, surrogate_mechanisms
-    from socialenv.core import kernels, simulation
+    from socialenv.core import candidates, kernels, simulation
     from socialenv.envs.rec import env as rec_env
 
     calls: dict[str, tuple[Any, ...]] = {}
@@ -58,11 +62,23 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
         (surrogate_mechanisms, "flagged_per_row", surrogate_kernels.flagged_per_row),
         (kernels, "reaction_ends", kernels.reaction_ends),
         (kernels, "reaction_choices", kernels.reaction_choices),
+        (rec_env, "generate_candidates", candidates.generate_candidates),
+        (surrogate, "reaction_moves", surrogate_mechanisms.reaction_moves),
+        (surrogate, "post_choices", surrogate_kernels.post_choices),
+        (surrogate, "post_columns", surrogate_kernels.post_columns),
+        (kernels, "reaction_values", kernels.reaction_values),
+        (kernels, "round_means", kernels.round_means),
+        (kernels, "objective_arm_rewards", kernels.objective_arm_rewards),
+        (kernels, "unique_inverse", kernels.unique_inverse),
+        (kernels, "isin", kernels.isin),
     ]
 
     def recorder(name: str, function: Any) -> Any:
         def record(*args: Any) -> Any:
-            calls.setdefault(name, copy.deepcopy(args))  # a round's first call
+            if name == "generate_candidates":  # the world as it is (not copied), the rest copied
+                calls.setdefault(name, (args[0], *copy.deepcopy(args[1:])))
+            else:
+                calls.setdefault(name, copy.deepcopy(args))  # a round's first call
             return function(*args)
 
         return record
@@ -81,8 +97,9 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
 
 
 def _arrays(result: Any) -> list[np.ndarray]:
-    """A pass's output as a list of arrays (some passes return a tuple of them)."""
-    return [np.asarray(a) for a in result] if isinstance(result, tuple) else [np.asarray(result)]
+    """A pass's output as a list of arrays (some passes return a tuple of them, or of floats)."""
+    parts = result if isinstance(result, tuple) else (result,)
+    return [np.atleast_1d(np.asarray(a)) for a in parts]
 
 
 def _timed(run: Any, clock: Any) -> float:
@@ -101,9 +118,9 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args()
 
-    from agent_models import surrogate_kernels
+    from agent_models import surrogate_kernels, surrogate_mechanisms
     from policysim_infra.progress import progress_bar
-    from socialenv.core import kernels
+    from socialenv.core import candidates, kernels
 
     kernels.set_threads(1)
     calls = _record(args.users, args.seed)
@@ -140,6 +157,35 @@ def main() -> None:
     def recorded(name: str, function: Any) -> Any:
         return lambda backend: on(backend, lambda: function(*calls[name]))
 
+    def drawing(name: str, function: Any, at: int) -> Any:
+        # a pass that draws from the generator argument ``at``: each run from a copy of it
+        def run(backend: str) -> Any:
+            args = calls[name]
+
+            def call() -> Any:
+                fresh = list(args)
+                fresh[at] = copy.deepcopy(args[at])
+                return function(*fresh)
+
+            return on(backend, call)
+
+        return run
+
+    def moves(backend: str) -> Any:
+        # a new Reacted each run: its derived columns are cached on first use
+        mechanisms, reacted = calls["reaction_moves"]
+        columns = (reacted.opinion, reacted.stance, reacted.kind, reacted.positive)
+        return on(
+            backend,
+            lambda: surrogate_mechanisms.reaction_moves(
+                mechanisms, surrogate_mechanisms.Reacted(*columns, reacted.hostile)
+            ),
+        )
+
+    def candidate_set(backend: str) -> Any:
+        run = drawing("generate_candidates", candidates.generate_candidates, 5)(backend)
+        return lambda: (lambda got: (got.post, got.source))(run())
+
     from socialenv.core.clustering import assign_clusters
 
     passes = {
@@ -152,6 +198,16 @@ def main() -> None:
         "flagged_per_row": recorded("flagged_per_row", surrogate_kernels.flagged_per_row),
         "reaction_ends": recorded("reaction_ends", kernels.reaction_ends),
         "reaction_choices": recorded("reaction_choices", kernels.reaction_choices),
+        # the NumPy backend runs the unfused path (the twin of the three kernels)
+        "generate_candidates": candidate_set,
+        "reaction_moves": moves,
+        "post_choices": recorded("post_choices", surrogate_kernels.post_choices),
+        "post_columns": recorded("post_columns", surrogate_kernels.post_columns),
+        "reaction_values": recorded("reaction_values", kernels.reaction_values),
+        "round_means": recorded("round_means", kernels.round_means),
+        "objective_arm_rewards": recorded("objective_arm_rewards", kernels.objective_arm_rewards),
+        "unique_inverse": recorded("unique_inverse", kernels.unique_inverse),
+        "isin": recorded("isin", kernels.isin),
     }
     rows: list[dict[str, Any]] = []
     for name, make in progress_bar(
@@ -224,6 +280,7 @@ def main() -> None:
         "indexed_posts": len(calls["cluster_order"][0]),
         "feed_rows": len(calls["flagged_per_row"][0]),
         "arms": len(calls["reaction_choices"][0]),
+        "candidate_users": len(calls["generate_candidates"][1]),
     }
     write_result("twin_pairs.py", args.out, {"users": args.users, "sizes": sizes, "rows": rows})
 

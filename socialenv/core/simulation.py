@@ -375,7 +375,9 @@ class Simulation:
         """Propagated user context [profile embedding ⊕ memory embedding] (Eq. 7) after
         ``context.hops`` steps of label propagation (Eq. 8): (N, 2d), or (len(rows), 2d) for
         the users ``rows`` only. Above :func:`local_propagation_users` users the rows are
-        computed on their K-hop neighbourhood (same values, cost independent of N).
+        computed on their K-hop neighbourhood gathered apart (same values, cost independent
+        of N); below it, with the compiled kernels, on (N, 2d) tables whose hops compute the
+        users the next hop reads only (:func:`kernels.propagate_csr`; same values).
 
         At an episode's start the memory embedding is the profile embedding (until the first
         reactions move it): the propagation, column by column, then gives both halves the

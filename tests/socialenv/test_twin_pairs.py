@@ -23,6 +23,15 @@ def test_twin_pairs_are_identical_and_timed(tmp_path: Path) -> None:
         "flagged_per_row",
         "reaction_ends",
         "reaction_choices",
+        "generate_candidates",
+        "reaction_moves",
+        "post_choices",
+        "post_columns",
+        "reaction_values",
+        "round_means",
+        "objective_arm_rewards",
+        "unique_inverse",
+        "isin",
     }
     assert set(rows) == compared | {"count_reactions"}
     for name in compared:
