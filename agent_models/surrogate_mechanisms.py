@@ -298,9 +298,15 @@ def _built_in_params(mechanisms: list[ReactionMechanism]) -> tuple[float, ...] |
     """The parameters of :func:`built_in_reaction_moves` when ``mechanisms`` are exactly the
     built-in assimilation, backfire and reinforcement, in that order, with Python numbers (the
     weak scalars NumPy casts to the float32 columns' type); else None."""
-    if [type(m) for m in mechanisms] != [Assimilation, Backfire, Reinforcement]:
+    if len(mechanisms) != 3:
         return None
     assimilation, backfire, reinforcement = mechanisms
+    if not (
+        type(assimilation) is Assimilation
+        and type(backfire) is Backfire
+        and type(reinforcement) is Reinforcement
+    ):
+        return None
     values = (
         assimilation.rate,
         assimilation.confidence_bound,

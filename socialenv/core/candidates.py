@@ -174,7 +174,7 @@ def _fused_candidates(
     else:
         user_cluster = np.zeros(u, np.int16)
     bounds = np.array([lo, hi, last_lo, last_hi], np.int64)
-    uniforms, *pools = kernels.candidate_pools(
+    uniforms, pool, pool_start, order, start = kernels.candidate_pools(
         kind, width, u, len(ctx.centroids), posts, bounds, popular_pool
     )
     if uniforms < 0:
@@ -190,7 +190,7 @@ def _fused_candidates(
         people.discrete_stance,
         posts.latent,
         bounds,
-        tuple(pools),
+        (pool, pool_start, order, start),
         rng.random(uniforms),
         draws,
         gathered,

@@ -67,7 +67,7 @@ def test_an_episode_after_a_reset_equals_one_in_a_new_env(monkeypatch, local: bo
     from socialenv.core import simulation
     from socialenv.envs.rec import RecEnv
 
-    if local:  # the local propagation and its context table below 50,000 users
+    if local:  # the local propagation below 50,000 users
         monkeypatch.setattr(simulation, "LOCAL_PROPAGATION_USERS", 100)
 
     def episode(env: RecEnv, seed: int, kept: tuple[int, ...] = ()) -> list[bytes]:
@@ -87,9 +87,8 @@ def test_an_episode_after_a_reset_equals_one_in_a_new_env(monkeypatch, local: bo
     used = RecEnv(num_users=1000, rounds=6)
     episode(used, 5)
     sim = used.unwrapped.sim
-    assert (sim.users._context is not None) == local
+    assert sim.users._context is not None  # both ways read the users' context table
     context = id(sim.users._context)
     second = episode(used, 6, kept=(id(sim.posts.latent), id(sim.users.memory_latent)))
-    if local:  # the context table the first episode's steps built serves the second's
-        assert id(sim.users._context) == context
+    assert id(sim.users._context) == context  # the first episode's table serves the second
     assert second == episode(RecEnv(num_users=1000, rounds=6), 6)
