@@ -16,8 +16,8 @@ hold opposite stances) and the policy's choice each reaction answers (a hash tab
 arms; the NumPy twin sorts them). Since issue 24's twenty-first step also: the Rec arms'
 candidates (three kernels around one draw and one product, against the unfused path), the
 reaction mechanisms' moves, who posts and the new posts' columns, the objective's reaction
-values, the round's metric means, the objective's arm rewards, the arm users' distinct ids
-and the arms' follows (``isin``, a hash table against a sort).
+values, the round's metric means, the objective's arm rewards and the arms' follows
+(``isin``, a hash table against a sort).
 
     python benchmarks/twin_pairs.py --users 1000000 --repeats 8 --out /tmp/twin_pairs.json
 """
@@ -69,7 +69,6 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
         (kernels, "reaction_values", kernels.reaction_values),
         (kernels, "round_means", kernels.round_means),
         (kernels, "objective_arm_rewards", kernels.objective_arm_rewards),
-        (kernels, "unique_inverse", kernels.unique_inverse),
         (kernels, "isin", kernels.isin),
     ]
 
@@ -206,7 +205,6 @@ def main() -> None:
         "reaction_values": recorded("reaction_values", kernels.reaction_values),
         "round_means": recorded("round_means", kernels.round_means),
         "objective_arm_rewards": recorded("objective_arm_rewards", kernels.objective_arm_rewards),
-        "unique_inverse": recorded("unique_inverse", kernels.unique_inverse),
         "isin": recorded("isin", kernels.isin),
     }
     rows: list[dict[str, Any]] = []
@@ -269,7 +267,7 @@ def main() -> None:
         }
     )
     for row in rows:
-        medians = ", ".join(f"{side} {1e3 * s:.1f} ms" for side, s in row["median_s"].items())
+        medians = ", ".join(f"{side} {1e6 * s:,.1f} µs" for side, s in row["median_s"].items())
         same = {True: ", identical", False: ", DIFFERENT", None: ""}[row.get("identical")]
         print(f"{row['pass']:>18} ({row['clock']}): {medians}{same}")
     sizes = {

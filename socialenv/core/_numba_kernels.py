@@ -1078,29 +1078,6 @@ def _rec_arm_columns(
 
 
 @jit
-def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    # the distinct values, ascending, and each value's index among them (a stable sort:
-    # already sorted values, the arm users' usual order, are not sorted again)
-    n = len(values)
-    ascending = True
-    for i in range(1, n):
-        if values[i] < values[i - 1]:
-            ascending = False
-            break
-    order = np.arange(n) if ascending else np.argsort(values, kind="mergesort")
-    distinct = np.empty(n, values.dtype)
-    inverse = np.empty(n, np.int64)
-    count = 0
-    for i in range(n):
-        v = values[order[i]]
-        if count == 0 or v != distinct[count - 1]:
-            distinct[count] = v
-            count += 1
-        inverse[order[i]] = count - 1
-    return distinct[:count].copy(), inverse
-
-
-@jit
 def _pairwise_leaf(a: np.ndarray, lo: int, n: int, zero: Any) -> Any:
     # NumPy's pairwise sum of at most 128 terms: in order below 8, else eight accumulators and
     # the rest in order (loops_utils.h.src), in the type of ``a`` (``zero``: its 0)
@@ -2371,7 +2348,6 @@ def _candidate_picks(
 
 
 KERNELS["objective_arm_rewards"] = _objective_arm_rewards
-KERNELS["unique_inverse"] = _unique_inverse
 KERNELS["round_means"] = _round_means
 KERNELS["reaction_values"] = _reaction_values
 KERNELS["rec_arm_history_columns"] = _rec_arm_history_columns

@@ -686,10 +686,7 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for 1-D ``values`` by sort and mask (one
-    compiled pass for int64 values)."""
-    if _active is not _NUMPY and values.dtype == np.int64 and values.ndim == 1:
-        return _active["unique_inverse"](values)
+    """``np.unique(values, return_inverse=True)`` for 1-D ``values`` by sort and mask."""
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     keep = np.empty(len(values), bool)

@@ -175,23 +175,6 @@ def test_numpy_backend_is_selectable():
         kernels.use_backend(previous)
 
 
-@pytest.mark.parametrize("n", [0, 1, 456, 5000])
-def test_unique_inverse_compiled_matches_np_unique(compiled, n):
-    """Sorted (the arm users' usual order), repeated and shuffled int64 values, negatives."""
-    rng = np.random.default_rng(n)
-    for values in (
-        np.sort(rng.integers(-3, 60, n)),
-        np.repeat(np.sort(rng.integers(0, 1000, n // 8 + 1)), 8)[:n],
-        rng.integers(-5, 40, n),
-    ):
-        values = values.astype(np.int64)
-        distinct, inverse = compiled["unique_inverse"](values)
-        expected_distinct, expected_inverse = np.unique(values, return_inverse=True)
-        assert distinct.dtype == np.int64 and inverse.dtype == np.int64
-        np.testing.assert_array_equal(distinct, expected_distinct)
-        np.testing.assert_array_equal(inverse, expected_inverse)
-
-
 def test_isin_matches_np_isin_on_both_backends(backend):
     """The hash-table path (compiled kernels, int64) and the sort path: repeats among the
     members, negatives, a 2-D ``values``, empty arrays, other integer types."""

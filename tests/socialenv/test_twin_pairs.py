@@ -30,7 +30,6 @@ def test_twin_pairs_are_identical_and_timed(tmp_path: Path) -> None:
         "reaction_values",
         "round_means",
         "objective_arm_rewards",
-        "unique_inverse",
         "isin",
     }
     assert set(rows) == compared | {"count_reactions"}
