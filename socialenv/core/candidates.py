@@ -195,7 +195,7 @@ def _fused_candidates(
         draws,
         gathered,
     )
-    # one product for every scored draw: each score is the same 32-term dot product, on the
+    # one product for every scored draw: each score is the same d-term dot product, on the
     # same SIMD loop, as in _best_of's product per source
     score = np.einsum("ud,umd->um", interest, gathered)
     post = np.empty((u, int(keep.sum())), np.int64)

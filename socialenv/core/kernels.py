@@ -1365,8 +1365,9 @@ def round_means_numpy(
 
 _NUMPY["round_means"] = round_means_numpy
 
-#: Values up to which :func:`round_means` takes the compiled pass: NumPy's float32 sums are
-#: reproduced there (pairwise, as ``np.add.reduce`` runs them on one contiguous array).
+#: Values up to which :func:`round_means` takes the compiled pass, which reproduces NumPy's
+#: float32 sums as ``np.add.reduce`` runs them on one contiguous array (pairwise; compared
+#: with NumPy up to 2**20 values, a million-user world's stances included).
 _ROUND_MEANS_MAX = 1 << 20
 
 
