@@ -8,6 +8,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from policysim_infra._numba_rows import clipped as _clipped
+
 jit = numba.njit(cache=True, nogil=True)
 
 
@@ -95,16 +97,6 @@ def hits_below(
                     n += 1
     starts[behaviours] = n
     return row[:n].copy(), post[:n].copy(), kind[:n].copy(), hit_gap[:n].copy(), starts
-
-
-@jit
-def _clipped(x: Any, lo: Any, hi: Any) -> Any:
-    # np.clip's result: NaN stays NaN, -0.0 stays -0.0
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
 
 
 @jit

@@ -48,7 +48,7 @@ from benchmarks.env_throughput import (  # noqa: E402
 def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
     """The arguments of each pass's call in the env's second round (arrays copied)."""
     from agent_models import surrogate, surrogate_kernels, surrogate_mechanisms
-    from socialenv.core import candidates, kernels, simulation
+    from socialenv.core import candidates, kernels, metrics, simulation
     from socialenv.envs.rec import env as rec_env
 
     calls: dict[str, tuple[Any, ...]] = {}
@@ -67,7 +67,7 @@ def _record(users: int, seed: int) -> dict[str, tuple[Any, ...]]:
         (surrogate, "post_choices", surrogate_kernels.post_choices),
         (surrogate, "post_columns", surrogate_kernels.post_columns),
         (kernels, "reaction_values", kernels.reaction_values),
-        (kernels, "round_means", kernels.round_means),
+        (metrics, "round_means", metrics.round_means),
         (kernels, "objective_arm_rewards", kernels.objective_arm_rewards),
         (kernels, "isin", kernels.isin),
     ]
@@ -119,7 +119,7 @@ def main() -> None:
 
     from agent_models import surrogate_kernels, surrogate_mechanisms
     from policysim_infra.progress import progress_bar
-    from socialenv.core import candidates, kernels
+    from socialenv.core import candidates, kernels, metrics
 
     kernels.set_threads(1)
     calls = _record(args.users, args.seed)
@@ -203,7 +203,8 @@ def main() -> None:
         "post_choices": recorded("post_choices", surrogate_kernels.post_choices),
         "post_columns": recorded("post_columns", surrogate_kernels.post_columns),
         "reaction_values": recorded("reaction_values", kernels.reaction_values),
-        "round_means": recorded("round_means", kernels.round_means),
+        # the twin: the metric functions (socialenv.core.metrics)
+        "round_means": recorded("round_means", metrics.round_means),
         "objective_arm_rewards": recorded("objective_arm_rewards", kernels.objective_arm_rewards),
         "isin": recorded("isin", kernels.isin),
     }

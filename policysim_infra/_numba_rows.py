@@ -41,6 +41,16 @@ def pairwise_row(x: np.ndarray, n: int, zero: np.ndarray):
 
 
 @jit
+def clipped(x: Any, lo: Any, hi: Any) -> Any:
+    """``np.clip``'s value for one number: NaN stays NaN, -0.0 stays -0.0."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+@jit
 def floored_norm(row: np.ndarray, square: np.ndarray, zero: np.ndarray, eps: Any):
     # np.maximum(np.linalg.norm(row), eps) as NumPy computes it: the squares' pairwise sum,
     # its square root, the floor (a NaN norm stays NaN); ``square``: scratch of len(row)

@@ -13,7 +13,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from policysim_infra._numba_rows import clipped as _clipped
 from policysim_infra._numba_rows import floored_norm as _floored_norm
+from policysim_infra._numba_rows import pairwise_row as _pairwise_row
 from policysim_infra._numba_rows import unit_noisy_rows as _unit_noisy_rows
 from policysim_infra._numba_rows import unit_noisy_rows_drawn
 from policysim_infra._numba_rows import unit_row_into as _unit_row_into
@@ -655,65 +657,6 @@ def _propagate_hop(
 
 
 @jit
-def _propagate_near(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    context: np.ndarray,
-    alpha: np.ndarray,
-    rows: np.ndarray,
-    hops: int,
-) -> np.ndarray:
-    # the rows ``rows`` after ``hops`` >= 1 hops, each hop computed only for the users its
-    # successors read: hop h (from 0) for those within hops − 1 − h links of ``rows`` (row
-    # by row as _propagate_hop, so the same values), into (N, d) tables whose other rows are
-    # never written nor read
-    n, d = context.shape
-    level = np.full(n, hops, np.int64)  # links from ``rows``, capped at hops
-    frontier = np.empty(n, np.int64)
-    count = 0
-    for r in rows:
-        if level[r] > 0:
-            level[r] = 0
-            frontier[count] = r
-            count += 1
-    start = 0
-    for depth in range(1, hops - 1):
-        end = count
-        for i in range(start, end):
-            u = frontier[i]
-            for j in range(indptr[u], indptr[u + 1]):
-                v = indices[j]
-                if level[v] > depth:
-                    level[v] = depth
-                    frontier[count] = v
-                    count += 1
-        start = end
-    if hops > 1:  # the last ring is read, not expanded
-        for i in range(start, count):
-            u = frontier[i]
-            for j in range(indptr[u], indptr[u + 1]):
-                v = indices[j]
-                if level[v] > hops - 1:
-                    level[v] = hops - 1
-                    frontier[count] = v
-                    count += 1
-    acc = np.empty(d, np.float32)
-    source = context
-    for hop in range(hops - 1):
-        table = np.empty((n, d), np.float32)
-        reach = hops - 1 - hop
-        for i in range(count):
-            u = frontier[i]
-            if level[u] <= reach:
-                _propagate_row(indptr, indices, source, alpha[0], alpha[1], u, table[u], acc)
-        source = table
-    out = np.empty((len(rows), d), np.float32)
-    for r in range(len(rows)):
-        _propagate_row(indptr, indices, source, alpha[0], alpha[1], rows[r], out[r], acc)
-    return out
-
-
-@jit
 def _propagate_levels(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -748,6 +691,36 @@ def _propagate_levels(
         sizes[h] = count
         start = end
     return sizes
+
+
+@jit
+def _propagate_near(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    context: np.ndarray,
+    alpha: np.ndarray,
+    rows: np.ndarray,
+    hops: int,
+) -> np.ndarray:
+    # the rows ``rows`` after ``hops`` >= 1 hops, each hop computed only for the users its
+    # successors read: hop h (from 0) for those within hops − 1 − h links of ``rows``
+    # (_propagate_levels; row by row as _propagate_hop, so the same values), into (N, d)
+    # tables whose other rows are never written nor read
+    n, d = context.shape
+    order = np.empty(n, np.int64)
+    sizes = _propagate_levels(indptr, indices, rows, hops, order, np.empty(n, np.int64))
+    acc = np.empty(d, np.float32)
+    source = context
+    for hop in range(hops - 1):
+        table = np.empty((n, d), np.float32)
+        for i in range(sizes[hops - 1 - hop]):
+            u = order[i]
+            _propagate_row(indptr, indices, source, alpha[0], alpha[1], u, table[u], acc)
+        source = table
+    out = np.empty((len(rows), d), np.float32)
+    for r in range(len(rows)):
+        _propagate_row(indptr, indices, source, alpha[0], alpha[1], rows[r], out[r], acc)
+    return out
 
 
 @jit
@@ -1078,50 +1051,30 @@ def _rec_arm_columns(
 
 
 @jit
-def _pairwise_leaf(a: np.ndarray, lo: int, n: int, zero: Any) -> Any:
-    # NumPy's pairwise sum of at most 128 terms: in order below 8, else eight accumulators and
-    # the rest in order (loops_utils.h.src), in the type of ``a`` (``zero``: its 0)
-    if n < 8:
-        res = zero
-        for i in range(lo, lo + n):
-            res += a[i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    while i < n - (n % 8):
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@jit
 def _pairwise_sum(a: np.ndarray, zero: Any) -> Any:
-    # NumPy's pairwise sum of the float ``a``: above 128 terms the sum of its two halves,
-    # split on a multiple of 8, each summed so; the tree walked with a stack (numba's
-    # recursion is not used). The sum of a node is left + right, whatever the walk's order.
+    # NumPy's pairwise sum of the float ``a`` (``zero``: 0 in its type): up to 128 terms in
+    # order below 8, else eight accumulators (_pairwise_row; it adds a 0, which changes only a
+    # -0.0 leaf, and the reduction's own 0 + makes such a total +0.0 anyway); above 128 terms
+    # the sum of its two halves, split on a multiple of 8, each summed so. The tree is walked
+    # with a stack (not numba's recursion); a node's sum is left + right in any walk order.
     lo_of = np.empty(64, np.int64)
     n_of = np.empty(64, np.int64)
     state = np.empty(64, np.int8)
     values = np.empty(64, a.dtype)
+    zeros = np.zeros(1, a.dtype)
     lo_of[0], n_of[0], state[0] = 0, len(a), 0
     top, count = 1, 0
     while top > 0:
         node = top - 1
         lo, n = lo_of[node], n_of[node]
         if n <= 128:
-            values[count] = _pairwise_leaf(a, lo, n, zero)
+            if n < 8:
+                leaf = zero
+                for i in range(lo, lo + n):
+                    leaf += a[i]
+            else:
+                leaf = _pairwise_row(a[lo : lo + n], n, zeros)
+            values[count] = leaf
             count += 1
             top -= 1
             continue
@@ -1190,12 +1143,7 @@ def _objective_arm_rewards(
     arm_toxicity = np.empty(arms, np.float32)
     reacted = 0
     for a in range(arms):
-        r = 0.5 + 0.5 * change[a]  # np.clip: NaN stays NaN, -0.0 stays -0.0
-        if r < 0.0:
-            r = 0.0
-        elif r > 1.0:
-            r = 1.0
-        reward[a] = np.float32(r)
+        reward[a] = np.float32(_clipped(0.5 + 0.5 * change[a], 0.0, 1.0))
         arm_toxicity[a] = np.float32(arm_excess[a] - builtin_excess)
         reacted += reactions[a] > 0
     cross_ratio = np.float64(cross_hits) / np.float64(hits) if hits else 0.0
@@ -2258,21 +2206,11 @@ def _candidate_draws(
         if kind[s] == _INTEREST:
             if hi == lo:
                 draws[:, first : first + m] = -1
-            else:
-                last = hi - lo - 1
-                span = np.float64(hi - lo)
-                for r in range(u_count):
-                    c = user_cluster[r]
-                    at = start[c]
-                    size = start[c + 1] - at
-                    scale = np.float64(size)
-                    for j in range(m):
-                        x = uniform[used]
-                        used += 1
-                        if size > 0:
-                            draws[r, first + j] = lo + order[min(at + np.int64(x * scale), last)]
-                        else:
-                            draws[r, first + j] = lo + np.int64(x * span)
+            else:  # the unfused path's cluster_draws on this source's uniforms
+                drawn = uniform[used : used + u_count * m].reshape((u_count, m))
+                picked = _cluster_draws_serial(drawn, user_cluster, start, order, lo, hi)
+                draws[:, first : first + m] = picked
+                used += u_count * m
         elif kind[s] == _OPPOSITE:
             from_positive = np.empty((u_count, m), np.int64)
             used = _pool_draws(pool[: pool_start[1]], uniform, used, draws, first, m)

@@ -1341,46 +1341,23 @@ def objective_arm_rewards(
     )
 
 
-def round_means_numpy(
-    stance: np.ndarray,
-    text_toxicity: np.ndarray,
-    misinformed: np.ndarray,
-    reaction_cross: np.ndarray,
-    channel: np.ndarray,
-    injected: int,
-) -> tuple[float, float, float, float, float, float]:
-    """The means of a round's metrics (``socialenv.core.metrics``): the stances' mean and
-    standard deviation, the texts' mean toxicity (0 without texts), the shares of misinformed
-    users, of cross-stance reactions and of ``injected`` impressions (0 when there are
-    none)."""
-    return (
-        float(stance.mean()),
-        float(stance.std()),
-        float(text_toxicity.mean()) if len(text_toxicity) else 0.0,
-        float(misinformed.mean()),
-        float(reaction_cross.mean()) if len(reaction_cross) else 0.0,
-        float((channel == injected).mean()) if len(channel) else 0.0,
-    )
-
-
-_NUMPY["round_means"] = round_means_numpy
-
-#: Values up to which :func:`round_means` takes the compiled pass, which reproduces NumPy's
-#: float32 sums as ``np.add.reduce`` runs them on one contiguous array (pairwise; compared
-#: with NumPy up to 2**20 values, a million-user world's stances included).
+#: Values up to which :func:`compiled_round_means` runs, which reproduces NumPy's float32
+#: sums as ``np.add.reduce`` runs them on one contiguous array (pairwise; compared with NumPy
+#: up to 2**20 values, a million-user world's stances included).
 _ROUND_MEANS_MAX = 1 << 20
 
 
-def round_means(
+def compiled_round_means(
     stance: np.ndarray,
     text_toxicity: np.ndarray,
     misinformed: np.ndarray,
     reaction_cross: np.ndarray,
     channel: np.ndarray,
     injected: int,
-) -> tuple[float, float, float, float, float, float]:
-    """See :func:`round_means_numpy` (one compiled pass for contiguous float32 stances and
-    toxicities)."""
+) -> tuple[float, float, float, float, float, float] | None:
+    """The means of :func:`socialenv.core.metrics.round_means` in one compiled pass, with its
+    values bit for bit (its metric functions are the NumPy twin); None where they must run:
+    NumPy kernels, stances or toxicities not contiguous float32, more than 2**20 values."""
     if (
         _active is _NUMPY
         or stance.dtype != np.float32
@@ -1391,9 +1368,7 @@ def round_means(
         or len(stance) == 0
         or max(len(stance), len(text_toxicity)) > _ROUND_MEANS_MAX
     ):
-        return round_means_numpy(
-            stance, text_toxicity, misinformed, reaction_cross, channel, injected
-        )
+        return None
     return _active["round_means"](
         stance, text_toxicity, misinformed, reaction_cross, channel, int(injected)
     )

@@ -78,10 +78,8 @@ def round_metrics(
         channel: (I,) the channel of each candidate impression.
         posts, follow_edges, events_fired: counts.
     """
-    # the means in one pass (kernels.round_means_numpy: stance_mean, stance_std, toxicity and
-    # misinformation_ratio below, and the two shares)
-    mean, std, text_mean, misinformed_share, cross_share, policy_share = kernels.round_means(
-        stance, text_toxicity, misinformed, reaction_cross, channel, int(FeedChannel.INJECTED)
+    mean, std, text_mean, misinformed_share, cross_share, policy_share = round_means(
+        stance, text_toxicity, misinformed, reaction_cross, channel
     )
     return {
         "stance_mean": mean,
@@ -99,6 +97,33 @@ def round_metrics(
         "follow_edges": float(follow_edges),
         "events_fired": float(events_fired),
     }
+
+
+def round_means(
+    stance: np.ndarray,
+    text_toxicity: np.ndarray,
+    misinformed: np.ndarray,
+    reaction_cross: np.ndarray,
+    channel: np.ndarray,
+) -> tuple[float, float, float, float, float, float]:
+    """``stance_mean``, ``stance_std``, ``toxicity``, ``misinformation_ratio``, the share of
+    cross-stance reactions and the share of impressions in ``FeedChannel.INJECTED`` slots (0
+    without reactions or impressions): in one compiled pass with the compiled kernels
+    (:func:`kernels.compiled_round_means`, the same values), else by the functions below."""
+    injected = int(FeedChannel.INJECTED)
+    compiled = kernels.compiled_round_means(
+        stance, text_toxicity, misinformed, reaction_cross, channel, injected
+    )
+    if compiled is not None:
+        return compiled
+    return (
+        stance_mean(stance),
+        stance_std(stance),
+        toxicity(text_toxicity),
+        misinformation_ratio(misinformed),
+        float(reaction_cross.mean()) if len(reaction_cross) else 0.0,
+        float((channel == injected).mean()) if len(channel) else 0.0,
+    )
 
 
 def stance_mean(stance: np.ndarray) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent_models.types import FeedChannel
 from socialenv.core import kernels, metrics
 from socialenv.core.world import FollowGraph
 from tests.support import bits as _bits
@@ -646,10 +647,10 @@ def test_objective_arm_rewards_match_numpy(compiled, m, arms):
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 128, 129, 200, 1000, 4097, 65_536, 300_001])
-def test_round_means_match_numpy_and_the_metric_functions(compiled, n):
+def test_round_means_match_the_metric_functions(compiled, n):
     """The metrics' means in one pass: NumPy's pairwise float32 sums (its leaves of 8 to 128
     terms, its halves), the float64 division by the count, the std's squares; NaN, signed
-    zeros, empty texts and reactions."""
+    zeros, empty texts and reactions. The twin: the metric functions."""
     rng = np.random.default_rng(n)
     for trial in range(3):
         stance = rng.uniform(-1, 1, n).astype(np.float32)
@@ -661,13 +662,24 @@ def test_round_means_match_numpy_and_the_metric_functions(compiled, n):
         misinformed = rng.random(n) < 0.2
         cross = rng.random(2 * n if trial else 0) < 0.4
         channel = rng.integers(0, 4, 3 * n).astype(np.int8)
-        args = (stance, texts, misinformed, cross, channel, 3)
-        expected = kernels.round_means_numpy(*args)
-        for got in (compiled["round_means"](*args), kernels.round_means(*args)):
+        expected = (
+            metrics.stance_mean(stance),
+            metrics.stance_std(stance),
+            metrics.toxicity(texts),
+            metrics.misinformation_ratio(misinformed),
+            float(cross.mean()) if len(cross) else 0.0,
+            float((channel == int(FeedChannel.INJECTED)).mean()),
+        )
+        args = (stance, texts, misinformed, cross, channel)
+        for got in (
+            compiled["round_means"](*args, int(FeedChannel.INJECTED)),
+            kernels.compiled_round_means(*args, int(FeedChannel.INJECTED)),
+            metrics.round_means(*args),
+        ):
             assert _bits(np.array(got)) == _bits(np.array(expected))
-    assert expected[0] == metrics.stance_mean(stance) or np.isnan(expected[0])
-    assert expected[1] == metrics.stance_std(stance) or np.isnan(expected[1])
-    assert expected[2] == metrics.toxicity(texts)
+    assert (
+        kernels.compiled_round_means(*args[:2], misinformed.astype(np.int8), *args[3:], 3) is None
+    )
 
 
 @pytest.mark.parametrize("weights", [(0.5, 1.0, 1.0), (0.7, 1.3, 0.3), (1, 2, 0)])
