@@ -112,3 +112,35 @@ def _fitted(array: np.ndarray, shape: tuple[int, ...], size: int) -> np.ndarray:
     if array.shape == shape:
         return array
     return array.reshape(-1)[:size].reshape(shape)
+
+
+class ArraysByRole:
+    """The large arrays of a build that runs again and again (a scenario, each reset), kept one
+    per role: a request of a role gets that role's last array back once nothing outside refers
+    to it (:class:`ReusedArrays` with ``keep=1``), so its pages need not be faulted in again.
+    A new array has ``room`` (a fraction) more elements than asked, for a next request a little
+    larger; a request under :data:`LARGE_BYTES` gets a new array and nothing is kept."""
+
+    def __init__(self, room: float = 0.02) -> None:
+        if not 0 <= room <= 1:
+            raise ValueError(f"room={room!r} is not allowed: a fraction in [0, 1]")
+        self.room = room
+        self._roles: dict[str, ReusedArrays] = {}
+
+    def empty(self, role: str, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+        """An uninitialised C-contiguous ``shape`` array of ``dtype`` for ``role`` (see the
+        class); the caller must overwrite every element."""
+        size = math.prod(shape)
+        array = self._roles.setdefault(role, ReusedArrays(keep=1)).empty_if_large(
+            shape, dtype, room=math.ceil(size * self.room)
+        )
+        return np.empty(shape, dtype) if array is None else array
+
+    @property
+    def reused(self) -> int:
+        """How many requests got a kept array back."""
+        return sum(arrays.reused for arrays in self._roles.values())
+
+    def clear(self) -> None:
+        """Forget every kept array."""
+        self._roles.clear()

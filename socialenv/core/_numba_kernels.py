@@ -1817,12 +1817,10 @@ KERNELS["link_targets"] = _link_targets_serial
 PARALLEL_KERNELS["link_targets"] = _link_targets_parallel
 
 
-def _segment_keys(starts: np.ndarray, scale: int) -> np.ndarray:
+def _segment_keys(starts: np.ndarray, scale: int, keys: np.ndarray) -> None:
     # keys[starts[s]:starts[s + 1]] = s * scale
-    keys = np.empty(starts[-1], np.int64)
     for s in numba.prange(len(starts) - 1):
         keys[starts[s] : starts[s + 1]] = s * scale
-    return keys
 
 
 _segment_keys_serial, _segment_keys_parallel = _serial_and_parallel(_segment_keys)
@@ -1866,11 +1864,10 @@ _sorted_segment_remainders_serial, _sorted_segment_remainders_parallel = _serial
 
 @jit
 def _compact_segments(
-    keys: np.ndarray, starts: np.ndarray, kept: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    keys: np.ndarray, starts: np.ndarray, kept: np.ndarray, segment: np.ndarray
+) -> np.ndarray:
     # each segment's kept front moved behind the previous one's (writes behind the reads, in
-    # order), with the segment index of every entry
-    segment = np.empty(kept.sum(), np.int64)
+    # order), with the segment index of every entry written into ``segment`` (kept.sum(),)
     total = 0
     for s in range(len(kept)):
         first = starts[s]
@@ -1878,7 +1875,7 @@ def _compact_segments(
             keys[total + j] = keys[first + j]
             segment[total + j] = s
         total += kept[s]
-    return segment, keys[:total]
+    return keys[:total]
 
 
 KERNELS["sorted_segment_remainders"] = _sorted_segment_remainders_serial

@@ -888,13 +888,22 @@ def unit_noisy_rows_drawn(
     scale: float,
     rng: np.random.Generator,
     block: int = 1 << 16,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``unit_noisy_rows(base, rows, scale, rng.standard_normal((m, d)))``, m the number of
     rows, d ``base``'s width, with the noise drawn ``block`` rows at a time into one buffer
-    (same draws, same results; no (m, d) float64 temporary)."""
+    (same draws, same results; no (m, d) float64 temporary). Written into ``out`` when given:
+    a C-contiguous (m, d) float32 array, which may be ``base`` itself when ``rows`` is None
+    (each row is read before it is written)."""
     m = len(base) if rows is None else len(rows)
     d = base.shape[1]
-    out = np.empty((m, d), np.float32)
+    if out is None:
+        out = np.empty((m, d), np.float32)
+    elif out.shape != (m, d) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(
+            f"out of shape {out.shape} and dtype {out.dtype} is not allowed: a C-contiguous "
+            f"({m}, {d}) float32 array"
+        )
     if (
         _active is not _NUMPY
         and base.ndim == 2
@@ -2144,26 +2153,45 @@ def link_targets(
     _parallel_or_serial("link_targets")(keys, edge, int(offset), position, members, int(scale))
 
 
-def segment_keys_numpy(counts: np.ndarray, scale: int) -> np.ndarray:
+def segment_keys_numpy(counts: np.ndarray, scale: int, out: np.ndarray | None = None) -> np.ndarray:
     """(sum(counts),) int64: ``s * scale`` repeated ``counts[s]`` times, segment after
-    segment."""
-    return np.repeat(np.arange(len(counts), dtype=np.int64) * scale, counts)
+    segment (written into ``out`` when given)."""
+    keys = np.repeat(np.arange(len(counts), dtype=np.int64) * scale, counts)
+    if out is None:
+        return keys
+    out[...] = keys
+    return out
 
 
 _NUMPY["segment_keys"] = segment_keys_numpy
 
 
-def segment_keys(counts: np.ndarray, scale: int) -> np.ndarray:
-    """See :func:`segment_keys_numpy` (``counts`` (S,) non-negative integers)."""
-    if _active is _NUMPY:
-        return segment_keys_numpy(counts, scale)
+def segment_keys(counts: np.ndarray, scale: int, out: np.ndarray | None = None) -> np.ndarray:
+    """See :func:`segment_keys_numpy` (``counts`` (S,) non-negative integers; ``out`` a
+    C-contiguous (sum(counts),) int64 array)."""
     starts = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    return _parallel_or_serial("segment_keys")(starts, int(scale))
+    if out is not None and (
+        out.shape != (starts[-1],) or out.dtype != np.int64 or not out.flags.c_contiguous
+    ):
+        raise ValueError(
+            f"out of shape {out.shape} and dtype {out.dtype} is not allowed: a C-contiguous "
+            f"({int(starts[-1])},) int64 array"
+        )
+    if _active is _NUMPY:
+        return segment_keys_numpy(counts, scale, out)
+    if out is None:
+        out = np.empty(starts[-1], np.int64)
+    _parallel_or_serial("segment_keys")(starts, int(scale), out)
+    return out
 
 
 def distinct_segment_pairs_numpy(
-    keys: np.ndarray, counts: np.ndarray, scale: int, block: int = 1 << 20
+    keys: np.ndarray,
+    counts: np.ndarray,
+    scale: int,
+    block: int = 1 << 20,
+    empty: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The distinct non-negative ``keys`` in ascending order, as (segment, key − segment ·
     scale) pairs.
@@ -2171,7 +2199,8 @@ def distinct_segment_pairs_numpy(
     ``keys`` (sum(counts),) int64 is made of S segments, segment s of ``counts[s]`` entries,
     each -1 (dropped) or in [s · scale, (s + 1) · scale). ``keys`` is sorted in place, and the
     second array returned is its front. ``block`` entries at a time are deduplicated and split
-    (their temporaries stay small)."""
+    (their temporaries stay small). ``empty(k)`` gives the (k,) int64 array the segments are
+    written into (default: a new one)."""
     keys.sort()
     first = int(np.searchsorted(keys, 0))
     kept = 0
@@ -2186,7 +2215,7 @@ def distinct_segment_pairs_numpy(
         keys[kept : kept + count] = part[distinct]
         kept += count
     remainder = keys[:kept]
-    segment = np.empty(kept, np.int64)
+    segment = _segment_array(kept, empty)
     for start in range(0, kept, block):
         rows = slice(start, min(start + block, kept))
         np.divmod(remainder[rows], scale, out=(segment[rows], remainder[rows]))
@@ -2196,13 +2225,29 @@ def distinct_segment_pairs_numpy(
 _NUMPY["distinct_segment_pairs"] = distinct_segment_pairs_numpy
 
 
+def _segment_array(size: int, empty: Callable[[int], np.ndarray] | None) -> np.ndarray:
+    """A (size,) int64 array from ``empty`` (checked), or a new one."""
+    if empty is None:
+        return np.empty(size, np.int64)
+    segment = empty(size)
+    if segment.shape != (size,) or segment.dtype != np.int64 or not segment.flags.c_contiguous:
+        raise ValueError(
+            f"empty({size}) gave an array of shape {segment.shape} and dtype {segment.dtype}, "
+            f"which is not allowed: a C-contiguous ({size},) int64 array"
+        )
+    return segment
+
+
 def distinct_segment_pairs(
-    keys: np.ndarray, counts: np.ndarray, scale: int
+    keys: np.ndarray,
+    counts: np.ndarray,
+    scale: int,
+    empty: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """See :func:`distinct_segment_pairs_numpy`; the compiled kernel sorts each segment on its
     own (one per thread at a time), not the whole array."""
     if _active is _NUMPY or keys.dtype != np.int64 or not keys.flags.c_contiguous:
-        return distinct_segment_pairs_numpy(keys, counts, scale)
+        return distinct_segment_pairs_numpy(keys, counts, scale, empty=empty)
     starts = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
     if starts[-1] != len(keys):
@@ -2210,7 +2255,8 @@ def distinct_segment_pairs(
             f"counts={int(starts[-1])} keys in all is not allowed: keys holds {len(keys)}"
         )
     kept = _parallel_or_serial("sorted_segment_remainders")(keys, starts, int(scale))
-    return _active["compact_segments"](keys, starts, kept)
+    segment = _segment_array(int(kept.sum()), empty)
+    return segment, _active["compact_segments"](keys, starts, kept, segment)
 
 
 # ----------------------------------------------------------------------------- 1M round

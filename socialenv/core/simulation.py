@@ -26,7 +26,7 @@ import numpy as np
 from agent_models.base import Brain
 from agent_models.types import Behaviour, PostKind, RoundInput, RoundOutput
 from policysim_infra.blocks import beside
-from policysim_infra.buffers import held_only_by
+from policysim_infra.buffers import ArraysByRole, held_only_by
 from socialenv.core import kernels, metrics
 from socialenv.core.clustering import assign_clusters, fit_centroids
 from socialenv.core.config import EnvConfig
@@ -165,14 +165,12 @@ class _LazyRng:
         return getattr(self._rng, name)
 
 
-def _refilled(owner: Any, name: str, values: np.ndarray) -> np.ndarray:
-    """``values`` as float32: written into the array ``owner.<name>`` when it has their shape
-    and nothing else refers to it (its pages are faulted in already), else a new copy."""
-    if owner is not None and held_only_by(owner, name):
-        array = getattr(owner, name)
-        if array.shape == values.shape and array.dtype == np.float32:
-            np.copyto(array, values, casting="unsafe")
-            return array
+def _refilled(spare: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    """``values`` as float32: written into ``spare`` (an array nothing else refers to, its
+    pages faulted in already) when it has their shape, else a new copy."""
+    if spare is not None and spare.shape == values.shape and spare.dtype == np.float32:
+        np.copyto(spare, values, casting="unsafe")
+        return spare
     return values.astype(np.float32)
 
 
@@ -205,6 +203,8 @@ class Simulation:
         self.scenario: Scenario | None = None
         #: the local propagation's arrays, kept between steps (their pages faulted in once)
         self._propagation_buffers = kernels.PropagationBuffers()
+        #: a built-in scenario's largest arrays, written again by the next reset's build
+        self._scenario_memory = ArraysByRole()
         # opt-in mechanisms (issue 13), each consulted through one small hook below
         self.activity_model = make_activity_model(config.activity)
         self.events = EventSchedule(config.events)
@@ -230,7 +230,23 @@ class Simulation:
             )
         from socialenv.scenarios.builtin import make_scenario
 
-        return make_scenario(spec, self.config.num_users, seed, with_text=self.brain.needs_text)
+        return make_scenario(
+            spec,
+            self.config.num_users,
+            seed,
+            with_text=self.brain.needs_text,
+            memory=self._scenario_memory,
+        )
+
+    def _spare_user_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The last users' memory rows and context table, each where nothing but those users
+        refers to it and nothing but this simulation to the users (else None)."""
+        if "users" not in vars(self) or not held_only_by(self, "users"):  # a caller keeps them
+            return None, None
+        users = self.users
+        memory = users.memory_latent if held_only_by(users, "memory_latent") else None
+        context = users._context if held_only_by(users, "_context") else None
+        return memory, context
 
     @small_pages
     def reset(self, seed: int) -> None:
@@ -239,6 +255,15 @@ class Simulation:
         self.seed = int(seed)
         self.round = 0
         self.posts_dropped = 0
+        # the last episode's largest arrays serve this one where nothing else holds them: their
+        # pages are faulted in already (a 1M world's are hundreds of MB). The users' memory
+        # rows and context table are taken out of the last users (when no caller holds those);
+        # the last scenario, graph and users are let go before the build, which writes the
+        # arrays only they held again (self._scenario_memory)
+        spare_memory_latent, spare_context = self._spare_user_arrays()
+        self.scenario = None
+        for name in ("graph", "users"):
+            self.__dict__.pop(name, None)
         scenario = self._load_scenario(self.seed)
         self.scenario = scenario
         n = scenario.num_users
@@ -246,13 +271,11 @@ class Simulation:
         # astype copies: a scenario passed in stays as loaded (one built for this episode lends
         # its interest embeddings, which the episode only reads)
         fresh = scenario is not self.config.scenario
-        # the last episode's largest arrays serve this one where nothing else holds them: their
-        # pages are faulted in already (a 1M world's are hundreds of MB)
-        previous_users, previous_posts = getattr(self, "users", None), getattr(self, "posts", None)
+        previous_posts = getattr(self, "posts", None)
         self.users = UserState(
             profiles=scenario.profiles,
             latent=scenario.latent.astype(np.float32, copy=not fresh),
-            memory_latent=_refilled(previous_users, "memory_latent", scenario.latent),
+            memory_latent=_refilled(spare_memory_latent, scenario.latent),
             stance=s0.astype(np.float32),
             discrete_stance=s0.copy(),
             opinion=scenario.opinion.astype(np.float32),
@@ -262,9 +285,8 @@ class Simulation:
             misinformed=scenario.misinformed.astype(bool),
             exposure=np.ones(n, np.float32),
         )
-        if previous_users is not None and held_only_by(previous_users, "_context"):
-            self.users._context = previous_users._context
-        del previous_users
+        self.users._context = spare_context
+        del spare_memory_latent, spare_context
         self.graph = FollowGraph(n, scenario.follow_src, scenario.follow_dst)
         history_latent = scenario.history_latent
         history_text = scenario.history_text

@@ -15,6 +15,7 @@ from typing import Annotated
 import numpy as np
 
 from agent_models.types import NewsEvent
+from policysim_infra.buffers import ArraysByRole
 from policysim_infra.validation import (
     Limit,
     check,
@@ -95,16 +96,27 @@ def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     )
 
 
+def _empty(
+    memory: ArraysByRole | None, role: str, shape: tuple[int, ...], dtype: type
+) -> np.ndarray:
+    """``memory``'s array for ``role`` when given, else a new one."""
+    return np.empty(shape, dtype) if memory is None else memory.empty(role, shape, dtype)
+
+
 #: Edges per block when drawing the follow graph's per-edge randoms and when building its keys
 #: (each block's temporaries stay in cache and in memory the allocator reuses).
 _EDGE_BLOCK = 1 << 20
 
 
 def _follow_graph(
-    opinion: np.ndarray, config: PopulationConfig, rng: np.random.Generator
+    opinion: np.ndarray,
+    config: PopulationConfig,
+    rng: np.random.Generator,
+    memory: ArraysByRole | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Directed edges (src follows dst), sorted by (src, dst): lognormal out-degrees, Pareto
-    popularity of targets, stance-camp homophily. Self-loops and duplicates removed."""
+    popularity of targets, stance-camp homophily. Self-loops and duplicates removed. Both
+    arrays are written into ``memory``'s (roles ``follow_dst`` and ``follow_src``) when given."""
     n = len(opinion)
     camp = (np.sign(np.where(np.abs(opinion) < 0.2, 0.0, opinion)) + 1).astype(np.int8)
     sigma = 0.8
@@ -129,7 +141,9 @@ def _follow_graph(
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
     # keys src * n + dst: the sources now, each target added where it is drawn (a self-loop's
     # key becomes -1: dropped with the duplicates below)
-    keys = kernels.segment_keys(out_degree, n)
+    keys = kernels.segment_keys(
+        out_degree, n, None if memory is None else memory.empty("follow_dst", (edges,), np.int64)
+    )
     for c in range(3):
         members = order[camp_bounds[c] : camp_bounds[c + 1]]
         if len(members) == 0:
@@ -147,7 +161,12 @@ def _follow_graph(
             position = kernels.search_guided(cumulative, u, guide)
             kernels.link_targets(keys, edge, start, position, members, n)
     del target_camp, block
-    return kernels.distinct_segment_pairs(keys, out_degree, n)
+    return kernels.distinct_segment_pairs(
+        keys,
+        out_degree,
+        n,
+        None if memory is None else lambda size: memory.empty("follow_src", (size,), np.int64),
+    )
 
 
 @small_pages
@@ -158,9 +177,11 @@ def synthetic_population(
     name: str,
     topic: str,
     config: PopulationConfig | None = None,
+    memory: ArraysByRole | None = None,
 ) -> tuple[Scenario, np.random.Generator]:
     """A synthetic population of ``num_users`` users (no news, no misinformation, no history)
-    and the generator to continue drawing from."""
+    and the generator to continue drawing from. ``memory``: the arrays of an earlier build,
+    written again where nothing else holds them (same values, pages faulted in already)."""
     config = config or PopulationConfig()
     check(num_users >= 2, "num_users", "an integer >= 2", num_users)
     rng = np.random.default_rng([seed, 0])
@@ -173,15 +194,19 @@ def synthetic_population(
     spread = np.where(camp == 1, config.camp_spread * 0.8, config.camp_spread)
     opinion = np.clip(centre + spread * rng.standard_normal(n), -1, 1).astype(np.float32)
     activity = np.clip(rng.beta(*config.activity_beta, n), 0.02, 1.0).astype(np.float32)
-    follow_src, follow_dst = _follow_graph(opinion, config, rng)
+    follow_src, follow_dst = _follow_graph(opinion, config, rng, memory)
     profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
     centroids = topic_centroids(config.latent_dim, seed)
-    weights = profiles.interests.astype(np.float32)
+    weights = _empty(memory, "interest_weights", profiles.interests.shape, np.float32)
+    np.copyto(weights, profiles.interests)
+    # the mixed topics are written where the latent rows go, then made noisy unit rows in place
+    latent = _empty(memory, "latent", (n, config.latent_dim), np.float32)
     # One BLAS thread: a threaded product rounds differently above ~100k rows, and the same
     # seed must give the same population whatever the machine's thread count.
     with kernels.one_blas_thread():
-        mixed = weights @ centroids
-    latent = kernels.unit_noisy_rows_drawn(mixed, None, 0.35, rng)
+        np.matmul(weights, centroids, out=latent)
+    del weights
+    kernels.unit_noisy_rows_drawn(latent, None, 0.35, rng, out=latent)
     toxicity = rng.beta(*config.toxicity_beta, n)
     combative = np.isin(profiles.posting_style.codes, COMBATIVE_STYLES)
     toxicity = np.clip(toxicity * np.where(combative, 2.0, 1.0), 0, 1).astype(np.float32)
@@ -213,17 +238,22 @@ def abortion(
     *,
     config: PopulationConfig | None = None,
     with_text: bool = False,
+    memory: ArraysByRole | None = None,
 ) -> Scenario:
-    """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7."""
+    """The paper's §4.2 setting: anti-abortion legislation, trigger news at rounds 0, 4, 7.
+    ``memory``: see :func:`make_scenario`."""
     scenario, rng = synthetic_population(
         num_users,
         seed,
         name="abortion",
         config=config,
         topic="Anti-abortion legislation in the United States after the overturning of Roe v. Wade",
+        memory=memory,
     )
     scenario.news = list(ABORTION_NEWS)
-    seed_history(scenario, rng, (config or PopulationConfig()).history_posts, with_text)
+    seed_history(
+        scenario, rng, (config or PopulationConfig()).history_posts, with_text, memory=memory
+    )
     scenario.validate()
     return scenario
 
@@ -236,9 +266,10 @@ def misinformation(
     config: PopulationConfig | None = None,
     with_text: bool = False,
     initial_share: float = 0.2,
+    memory: ArraysByRole | None = None,
 ) -> Scenario:
     """The paper's objective-2 setting: ``initial_share`` (20%) of users start out believing and
-    posting the gun-registry misinformation message."""
+    posting the gun-registry misinformation message. ``memory``: see :func:`make_scenario`."""
     check(0.0 <= initial_share <= 1.0, "initial_share", "in [0, 1]", initial_share)
     scenario, rng = synthetic_population(
         num_users,
@@ -246,12 +277,15 @@ def misinformation(
         name="misinformation",
         config=config,
         topic="Gun control and a national gun registry in the United States",
+        memory=memory,
     )
     n = scenario.num_users
     seeded = rng.choice(n, size=round(initial_share * n), replace=False)
     scenario.misinformed[seeded] = True
     scenario.misinformation_message = MISINFORMATION_MESSAGE
-    seed_history(scenario, rng, (config or PopulationConfig()).history_posts, with_text)
+    seed_history(
+        scenario, rng, (config or PopulationConfig()).history_posts, with_text, memory=memory
+    )
     scenario.validate()
     return scenario
 
@@ -266,10 +300,18 @@ def make_scenario(
     *,
     with_text: bool = False,
     config: PopulationConfig | None = None,
+    memory: ArraysByRole | None = None,
 ) -> Scenario:
-    """A built-in scenario by name, or a saved one by path (``*.npz``)."""
+    """A built-in scenario by name, or a saved one by path (``*.npz``).
+
+    ``memory``: the largest arrays of the last scenario built with it (its latent rows, history
+    rows and follow edges) are written again where nothing outside refers to them any more, so
+    a million-user build does not fault in ~600 MB of fresh pages each time. The values do not
+    depend on it. A :class:`~socialenv.core.simulation.Simulation` keeps one across resets."""
     if name in BUILTIN_SCENARIOS:
-        return BUILTIN_SCENARIOS[name](num_users, seed, config=config, with_text=with_text)
+        return BUILTIN_SCENARIOS[name](
+            num_users, seed, config=config, with_text=with_text, memory=memory
+        )
     if name.endswith(".npz"):
         return Scenario.load(name)
     raise config_error(

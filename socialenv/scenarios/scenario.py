@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
+from policysim_infra.buffers import ArraysByRole
 from socialenv.core import kernels
 from socialenv.scenarios.generators import default_profiles, synthetic_text
 
@@ -461,14 +462,28 @@ def _all_finite(arr: np.ndarray) -> bool:
 
 
 def seed_history(
-    scenario: Scenario, rng: np.random.Generator, mean_posts: float = 1.5, with_text: bool = False
+    scenario: Scenario,
+    rng: np.random.Generator,
+    mean_posts: float = 1.5,
+    with_text: bool = False,
+    *,
+    memory: ArraysByRole | None = None,
 ) -> None:
-    """Fill ``scenario.history_*`` with posts written before round 0 (in place)."""
+    """Fill ``scenario.history_*`` with posts written before round 0 (in place); the history
+    rows are written into ``memory``'s array of role ``history_latent`` when given."""
     n = scenario.num_users
     counts = rng.poisson(mean_posts * scenario.activity / max(scenario.activity.mean(), 1e-6))
     author = np.repeat(np.arange(n, dtype=np.int64), counts)
     scenario.history_author = author
-    scenario.history_latent = kernels.unit_noisy_rows_drawn(scenario.latent, author, 0.3, rng)
+    scenario.history_latent = kernels.unit_noisy_rows_drawn(
+        scenario.latent,
+        author,
+        0.3,
+        rng,
+        out=None
+        if memory is None
+        else memory.empty("history_latent", (len(author), scenario.latent_dim), np.float32),
+    )
     scenario.history_stance = np.clip(
         scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
     ).astype(np.float32)

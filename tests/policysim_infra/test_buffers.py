@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import pytest
 
-from policysim_infra.buffers import ReusedArrays
+from policysim_infra.buffers import LARGE_BYTES, ArraysByRole, ReusedArrays
 
 
 def test_a_dropped_array_is_handed_out_again() -> None:
@@ -146,3 +146,39 @@ def test_only_large_requests_are_kept() -> None:
     again = arrays.empty_if_large((2, LARGE_BYTES // 8), np.float32)
     assert again is not None and again.__array_interface__["data"][0] == address
     assert (arrays.allocated, arrays.reused) == (1, 1)
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def test_each_role_gets_its_own_last_array_back_with_room_for_a_larger_request() -> None:
+    memory = ArraysByRole(room=0.02)
+    rows = LARGE_BYTES // (4 * 8)  # (rows, 8) float32: at the size from which arrays are kept
+    first = memory.empty("latent", (rows, 8), np.float32)
+    other = memory.empty("history", (rows, 8), np.float32)
+    addresses = _address(first), _address(other)
+    assert first.shape == (rows, 8) and first.flags.c_contiguous
+    del first, other
+    # the other role's array fits too, but each role gets its own back, 1% larger still fits
+    again = memory.empty("history", (rows + rows // 100, 8), np.float32)
+    latent = memory.empty("latent", (rows, 8), np.float32)
+    assert (_address(latent), _address(again)) == addresses and memory.reused == 2
+    # held: a new array, and the held one is left as it was
+    latent[:] = 1.0
+    fresh = memory.empty("latent", (rows, 8), np.float32)
+    assert _address(fresh) != addresses[0] and (latent == 1.0).all()
+    # too small for the request: let go, a new one allocated
+    del again
+    larger = memory.empty("history", (2 * rows, 8), np.float32)
+    assert larger.shape == (2 * rows, 8) and memory.reused == 2
+
+
+def test_small_requests_are_new_arrays_and_a_bad_room_is_refused() -> None:
+    memory = ArraysByRole()
+    small = memory.empty("latent", (4, 3), np.float64)
+    assert small.shape == (4, 3) and memory._roles["latent"]._arrays == []  # nothing kept
+    del small
+    assert memory.empty("latent", (4, 3), np.float64).shape == (4, 3) and memory.reused == 0
+    with pytest.raises(ValueError, match=r"room=-0.5 is not allowed: a fraction in \[0, 1\]"):
+        ArraysByRole(room=-0.5)

@@ -264,6 +264,27 @@ def test_noise_drawn_in_blocks_gives_the_one_draw_results(backend):
             got = kernels.unit_noisy_rows_drawn(full, rows, 0.3, blocks, block=block)
             assert got.dtype == expected.dtype and _bits(got) == _bits(expected)
             assert one.random() == blocks.random()  # the generator is left in the same state
+            into = np.full((m, d), np.nan, np.float32)
+            same = kernels.unit_noisy_rows_drawn(
+                full, rows, 0.3, np.random.default_rng(3), block=block, out=into
+            )
+            assert same is into and _bits(into) == _bits(expected)
+        # in place: the base rows overwritten by their noisy unit rows, row by row
+        in_place = np.resize(base, (m, d))
+        expected = kernels.unit_noisy_rows(
+            in_place, None, 0.3, np.random.default_rng(4).standard_normal((m, d))
+        )
+        kernels.unit_noisy_rows_drawn(
+            in_place, None, 0.3, np.random.default_rng(4), block=block, out=in_place
+        )
+        assert _bits(in_place) == _bits(expected)
+
+
+def test_noise_drawn_into_an_array_that_does_not_fit_is_rejected(backend):
+    base = np.ones((6, 8), np.float32)
+    for out in (np.empty((5, 8), np.float32), np.empty((6, 8)), np.empty((8, 6), np.float32).T):
+        with pytest.raises(ValueError, match=r"a C-contiguous \(6, 8\) float32 array"):
+            kernels.unit_noisy_rows_drawn(base, None, 0.3, np.random.default_rng(0), out=out)
 
 
 @pytest.mark.parametrize("keep", [0.9, 0.5, 0.123])
@@ -1256,6 +1277,9 @@ def test_distinct_segment_pairs_match_numpy(compiled, threads):
             kernels.segment_keys(counts, scale), kernels.segment_keys_numpy(counts, scale)
         )
         np.testing.assert_array_equal(kernels.segment_keys(counts, scale), owner * scale)
+        into = np.full(len(owner), -7, np.int64)
+        assert kernels.segment_keys(counts, scale, out=into) is into
+        np.testing.assert_array_equal(into, owner * scale)
         kept = np.unique(keys[keys >= 0])
         expected = kernels.distinct_segment_pairs_numpy(keys.copy(), counts, scale, block=64)
         np.testing.assert_array_equal(expected[0], kept // scale)
@@ -1265,6 +1289,27 @@ def test_distinct_segment_pairs_match_numpy(compiled, threads):
             got = kernels.distinct_segment_pairs(keys.copy(), counts, scale)
             for have, want in zip(got, expected, strict=True):
                 assert _bits(have) == _bits(want)
+            # the segments written into an array the caller gives
+            spare = np.full(len(kept) + 5, -7, np.int64)
+            segment, _ = kernels.distinct_segment_pairs(
+                keys.copy(), counts, scale, lambda size, spare=spare: spare[:size]
+            )
+            assert _bits(segment) == _bits(expected[0]) == _bits(spare[: len(kept)])
+            assert (spare[len(kept) :] == -7).all()
+        spare = np.full(len(kept), -7, np.int64)
+        segment, _ = kernels.distinct_segment_pairs_numpy(
+            keys.copy(), counts, scale, block=64, empty=lambda size, spare=spare: spare[:size]
+        )
+        assert _bits(segment) == _bits(expected[0]) == _bits(spare)
+
+
+def test_segment_arrays_that_do_not_fit_are_rejected(compiled):
+    counts = np.array([2, 3])
+    with pytest.raises(ValueError, match=r"a C-contiguous \(5,\) int64 array"):
+        kernels.segment_keys(counts, 4, out=np.empty(5, np.int32))
+    keys = kernels.segment_keys(counts, 4) + np.array([0, 1, 0, 1, 2])
+    with pytest.raises(ValueError, match=r"gave an array of shape \(4,\) and dtype int64"):
+        kernels.distinct_segment_pairs(keys, counts, 4, lambda size: np.empty(size - 1, np.int64))
 
 
 def test_one_blas_thread_limits_the_products_and_restores_the_setting() -> None:

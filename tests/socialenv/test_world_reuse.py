@@ -92,3 +92,43 @@ def test_an_episode_after_a_reset_equals_one_in_a_new_env(monkeypatch, local: bo
     second = episode(used, 6, kept=(id(sim.posts.latent), id(sim.users.memory_latent)))
     assert id(sim.users._context) == context  # the first episode's table serves the second
     assert second == episode(RecEnv(num_users=1000, rounds=6), 6)
+
+
+_SCENARIO_ARRAYS = ("latent", "history_latent", "follow_src", "follow_dst")
+
+
+def _scenario_bits(scenario) -> list[bytes]:
+    return [bits(getattr(scenario, name)) for name in _SCENARIO_ARRAYS]
+
+
+def test_a_reset_builds_the_scenario_in_the_last_ones_arrays_with_the_same_values() -> None:
+    """From 40,000 users the scenario's largest arrays are kept (LARGE_BYTES): the second
+    episode's scenario, users and episode are those of a new env with its seed, in the first
+    one's memory; a caller who keeps the last scenario or users keeps them as they were."""
+    from socialenv.envs.rec import RecEnv
+
+    def run(env: RecEnv, seed: int) -> list[bytes]:
+        obs, _ = env.reset(seed=seed)
+        sim = env.unwrapped.sim
+        out = [bits(obs["arms"]), *_scenario_bits(sim.scenario), bits(sim.users.memory_latent)]
+        obs, reward, *_ = env.step(np.random.default_rng(seed).integers(0, 3, env.slate_size))
+        return [*out, bits(obs["arms"]), bits(np.asarray(reward))]
+
+    used = RecEnv(num_users=40_000, rounds=3)
+    run(used, 1)
+    memory = used.unwrapped.sim._scenario_memory
+    kept = {role: id(arrays._arrays[0]) for role, arrays in memory._roles.items() if arrays._arrays}
+    assert set(_SCENARIO_ARRAYS) <= set(kept)
+    second = run(used, 2)
+    again = {role: id(memory._roles[role]._arrays[0]) for role in kept}
+    assert again == kept and memory.reused == len(kept)
+    assert second == run(RecEnv(num_users=40_000, rounds=3), 2)
+
+    # a caller holding the last scenario and users: new arrays, the held ones unchanged
+    sim = used.unwrapped.sim
+    held_scenario, held_users = sim.scenario, sim.users
+    before = [*_scenario_bits(held_scenario), bits(held_users.memory_latent)]
+    third = run(used, 3)
+    assert [*_scenario_bits(held_scenario), bits(held_users.memory_latent)] == before
+    assert used.unwrapped.sim.users.memory_latent is not held_users.memory_latent
+    assert third == run(RecEnv(num_users=40_000, rounds=3), 3)
