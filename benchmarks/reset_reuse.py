@@ -4,22 +4,24 @@
     python benchmarks/reset_reuse.py --users 1000000 --pairs 8 --steps 1 --threads 2
 
 A reset writes the new episode into the last episode's largest arrays where nothing else holds
-them: the post table's columns (``PostTable.reusing``), the memory embeddings and the context
-table of the local propagation. Their pages are faulted in already; new arrays of a 1M world
+them: the post table's columns (``PostTable.reusing``), the memory embeddings, the context
+table of the local propagation, and the scenario's latent rows, history rows and follow edges
+(``Simulation._scenario_memory``). Their pages are faulted in already; new arrays of a 1M world
 would fault in hundreds of MB again (the context table in the first step). Here one process
 resets ``RecEnv(num_users=N)`` for episode after episode (seeds ``seed + 1, seed + 2, …``) and
 steps each ``--steps`` times with random slates, in two ways switched episode by episode in the
 order ABBA (reuse, fresh, fresh, reuse, …):
 
 - ``reuse``: as the env does;
-- ``fresh``: the last episode's arrays are held by the benchmark through the reset and the
-  steps, as a caller keeping them would, so the env allocates new ones, as the code before did.
+- ``fresh``: the last episode's arrays (and its scenario) are held by the benchmark through the
+  reset and the steps, as a caller keeping them would, so the env allocates new ones, as the
+  code before did.
 
 Episodes do not depend on the way (``tests/socialenv/test_world_reuse.py``). Reported per
 way: the medians of the reset's and the steps' wall, user and system seconds and minor page
-faults; and the paired ratio fresh / reuse of each pair's wall time of reset and steps, with
-its median and a 95% bootstrap interval (``scipy.stats.bootstrap``). One warm-up episode of
-each way first.
+faults; the paired ratio fresh / reuse of each pair's wall time of reset and steps, and of the
+reset's CPU time (user + system) alone, with its median and a 95% bootstrap interval
+(``scipy.stats.bootstrap``). One warm-up episode of each way first.
 
 Results go to ``--out`` (default ``runs/reset_reuse/<UTC time>.json``, not tracked).
 """
@@ -82,14 +84,16 @@ def measure(
         held: list[Any] = []
         if way == "fresh":  # what a caller keeping the last episode's arrays would hold
             held = [getattr(sim.posts, name) for name in _POST_ARRAYS]
-            held += [sim.users.memory_latent, sim.users._context]
+            held += [sim.users.memory_latent, sim.users._context, sim.scenario]
         posts, memory = id(sim.posts.latent), id(sim.users.memory_latent)
+        scenario_reused = sim._scenario_memory.reused
         start = _usage()
         env.reset(seed=seed + 1 + i)
         reset = _since(start)
         reused = {
             "posts": id(sim.posts.latent) == posts,
             "memory_latent": id(sim.users.memory_latent) == memory,
+            "scenario_arrays": sim._scenario_memory.reused - scenario_reused,
         }
         start = _usage()
         for _ in range(steps):
@@ -127,6 +131,10 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
         }
     wall = {(e["pair"], e["way"]): e["reset"]["wall_s"] + e["steps"]["wall_s"] for e in episodes}
     out["fresh_over_reuse_wall"] = paired_ratio(wall)
+    reset_cpu = {
+        (e["pair"], e["way"]): e["reset"]["user_s"] + e["reset"]["system_s"] for e in episodes
+    }
+    out["fresh_over_reuse_reset_cpu"] = paired_ratio(reset_cpu)
     return out
 
 
@@ -161,6 +169,9 @@ def main() -> None:
     ratio = summary["fresh_over_reuse_wall"]
     interval = " (95% CI {:.2f}-{:.2f})".format(*ratio["ci95"]) if "ci95" in ratio else ""
     print(f"fresh / reuse wall of reset and steps per pair: ×{ratio['median']:.2f}{interval}")
+    ratio = summary["fresh_over_reuse_reset_cpu"]
+    interval = " (95% CI {:.2f}-{:.2f})".format(*ratio["ci95"]) if "ci95" in ratio else ""
+    print(f"fresh / reuse CPU time of the reset per pair: ×{ratio['median']:.2f}{interval}")
     from threads_in_process import inherited_settings
     from trajectory_digest import library_versions
 

@@ -241,7 +241,7 @@ class Simulation:
     def _spare_user_arrays(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The last users' memory rows and context table, each where nothing but those users
         refers to it and nothing but this simulation to the users (else None)."""
-        if "users" not in vars(self) or not held_only_by(self, "users"):  # a caller keeps them
+        if not hasattr(self, "users") or not held_only_by(self, "users"):  # a caller keeps them
             return None, None
         users = self.users
         memory = users.memory_latent if held_only_by(users, "memory_latent") else None
@@ -263,7 +263,8 @@ class Simulation:
         spare_memory_latent, spare_context = self._spare_user_arrays()
         self.scenario = None
         for name in ("graph", "users"):
-            self.__dict__.pop(name, None)
+            if hasattr(self, name):  # del, not vars(self).pop: that would make every
+                delattr(self, name)  # attribute read of this simulation slower
         scenario = self._load_scenario(self.seed)
         self.scenario = scenario
         n = scenario.num_users
