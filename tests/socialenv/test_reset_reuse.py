@@ -29,8 +29,14 @@ def test_resets_alternate_and_only_the_reusing_way_reuses(tmp_path: Path) -> Non
     ]
     for episode in episodes:
         reused = episode["way"] == "reuse"
-        assert episode["reused"] == {"posts": reused, "memory_latent": reused}
+        # 300 users: the scenario's arrays are below the size from which they are kept
+        assert episode["reused"] == {
+            "posts": reused,
+            "memory_latent": reused,
+            "scenario_arrays": 0,
+        }
         assert episode["reset"]["wall_s"] > 0 and episode["steps"]["minor_faults"] >= 0
+        assert episode["reset"]["cpu_s"] > 0
     wall = {(e["pair"], e["way"]): e["reset"]["wall_s"] + e["steps"]["wall_s"] for e in episodes}
     ratio = result["summary"]["fresh_over_reuse_wall"]
     assert ratio["per_pair"] == pytest.approx(
@@ -38,6 +44,14 @@ def test_resets_alternate_and_only_the_reusing_way_reuses(tmp_path: Path) -> Non
     )
     low, high = ratio["ci95"]
     assert low <= ratio["median"] <= high
+    cpu = result["summary"]["fresh_over_reuse_reset_cpu"]
+    assert cpu["per_pair"] == pytest.approx(
+        [
+            next(e for e in episodes if e["pair"] == p and e["way"] == "fresh")["reset"]["cpu_s"]
+            / next(e for e in episodes if e["pair"] == p and e["way"] == "reuse")["reset"]["cpu_s"]
+            for p in range(3)
+        ]
+    )
     assert "--steps 2" in result["command"]
 
 
