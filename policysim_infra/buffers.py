@@ -144,3 +144,10 @@ class ArraysByRole:
     def clear(self) -> None:
         """Forget every kept array."""
         self._roles.clear()
+
+
+def role_empty(
+    memory: ArraysByRole | None, role: str, shape: tuple[int, ...], dtype: np.dtype | type
+) -> np.ndarray:
+    """``memory.empty(role, shape, dtype)``, or a new array where there is no ``memory``."""
+    return np.empty(shape, dtype) if memory is None else memory.empty(role, shape, dtype)

@@ -15,7 +15,7 @@ from typing import Annotated
 import numpy as np
 
 from agent_models.types import NewsEvent
-from policysim_infra.buffers import ArraysByRole
+from policysim_infra.buffers import ArraysByRole, role_empty
 from policysim_infra.validation import (
     Limit,
     check,
@@ -96,13 +96,6 @@ def topic_centroids(latent_dim: int, seed: int) -> np.ndarray:
     )
 
 
-def _empty(
-    memory: ArraysByRole | None, role: str, shape: tuple[int, ...], dtype: type
-) -> np.ndarray:
-    """``memory``'s array for ``role`` when given, else a new one."""
-    return np.empty(shape, dtype) if memory is None else memory.empty(role, shape, dtype)
-
-
 #: Edges per block when drawing the follow graph's per-edge randoms and when building its keys
 #: (each block's temporaries stay in cache and in memory the allocator reuses).
 _EDGE_BLOCK = 1 << 20
@@ -141,9 +134,7 @@ def _follow_graph(
     camp_bounds = np.searchsorted(camp[order], np.arange(4))
     # keys src * n + dst: the sources now, each target added where it is drawn (a self-loop's
     # key becomes -1: dropped with the duplicates below)
-    keys = kernels.segment_keys(
-        out_degree, n, None if memory is None else memory.empty("follow_dst", (edges,), np.int64)
-    )
+    keys = kernels.segment_keys(out_degree, n, role_empty(memory, "follow_dst", (edges,), np.int64))
     for c in range(3):
         members = order[camp_bounds[c] : camp_bounds[c + 1]]
         if len(members) == 0:
@@ -165,7 +156,7 @@ def _follow_graph(
         keys,
         out_degree,
         n,
-        None if memory is None else lambda size: memory.empty("follow_src", (size,), np.int64),
+        lambda size: role_empty(memory, "follow_src", (size,), np.int64),
     )
 
 
@@ -197,10 +188,10 @@ def synthetic_population(
     follow_src, follow_dst = _follow_graph(opinion, config, rng, memory)
     profiles = default_profiles(n, follow_src, follow_dst, rng, activity)
     centroids = topic_centroids(config.latent_dim, seed)
-    weights = _empty(memory, "interest_weights", profiles.interests.shape, np.float32)
+    weights = role_empty(memory, "interest_weights", profiles.interests.shape, np.float32)
     np.copyto(weights, profiles.interests)
     # the mixed topics are written where the latent rows go, then made noisy unit rows in place
-    latent = _empty(memory, "latent", (n, config.latent_dim), np.float32)
+    latent = role_empty(memory, "latent", (n, config.latent_dim), np.float32)
     # One BLAS thread: a threaded product rounds differently above ~100k rows, and the same
     # seed must give the same population whatever the machine's thread count.
     with kernels.one_blas_thread():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from agent_models.types import Categorical, NewsEvent, Profiles
-from policysim_infra.buffers import ArraysByRole
+from policysim_infra.buffers import ArraysByRole, role_empty
 from socialenv.core import kernels
 from socialenv.scenarios.generators import default_profiles, synthetic_text
 
@@ -480,9 +480,7 @@ def seed_history(
         author,
         0.3,
         rng,
-        out=None
-        if memory is None
-        else memory.empty("history_latent", (len(author), scenario.latent_dim), np.float32),
+        out=role_empty(memory, "history_latent", (len(author), scenario.latent_dim), np.float32),
     )
     scenario.history_stance = np.clip(
         scenario.opinion[author] + 0.15 * rng.standard_normal(len(author)), -1, 1
