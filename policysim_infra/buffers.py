@@ -141,10 +141,6 @@ class ArraysByRole:
         """How many requests got a kept array back."""
         return sum(arrays.reused for arrays in self._roles.values())
 
-    def clear(self) -> None:
-        """Forget every kept array."""
-        self._roles.clear()
-
 
 def role_empty(
     memory: ArraysByRole | None, role: str, shape: tuple[int, ...], dtype: np.dtype | type
